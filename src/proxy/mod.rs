@@ -1,0 +1,9 @@
+//! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
+//! (the shell).
+
+pub mod forward;
+pub mod lane;
+pub mod listener;
+pub mod outcome;
+pub mod route;
+pub mod scheduler;
