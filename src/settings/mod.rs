@@ -4,6 +4,8 @@
 //! Durations are stored as `Duration`; a zero duration means what the spec says 0 means for that
 //! setting (no wait, no limit, no timeout ...). Consumers test `is_zero()`.
 
+pub mod jsonc;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -1,0 +1,199 @@
+//! `config.json` with comments: FHIRsmith's own template has `//` and `/* */` comments, so the
+//! file is read as JSON after blanking every comment outside a string. Comments are replaced by
+//! spaces (newlines kept), so serde_json's line and column still point into the original file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A `config.json` that could not be read or parsed, naming the file, line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFileError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.path.display(),
+                self.line,
+                self.column,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+/// Parses JSON that may contain `//` and `/* */` comments.
+pub fn parse(path: &Path, text: &str) -> Result<serde_json::Value, ConfigFileError> {
+    let blanked = blank_comments(text).map_err(|(line, column)| ConfigFileError {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: "unterminated /* comment".to_string(),
+    })?;
+    serde_json::from_str(&blanked).map_err(|e| ConfigFileError {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads and parses `<data_dir>/config.json`; `Ok(None)` when there is no such file.
+pub fn read(data_dir: &Path) -> Result<Option<serde_json::Value>, ConfigFileError> {
+    let path = data_dir.join("config.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&path, &text).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ConfigFileError {
+            path,
+            line: 0,
+            column: 0,
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Replaces comments with spaces. Err((line, column)) of an unterminated block comment.
+fn blank_comments(text: &str) -> Result<String, (usize, usize)> {
+    #[derive(PartialEq)]
+    enum State {
+        Code,
+        Str,
+        StrEscape,
+        Line,
+        Block { line: usize, column: usize },
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut state = State::Code;
+    let (mut line, mut column) = (1usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        match state {
+            State::Code => match (c, chars.peek()) {
+                ('"', _) => {
+                    state = State::Str;
+                    out.push(c);
+                }
+                ('/', Some('/')) => {
+                    chars.next();
+                    column += 1;
+                    state = State::Line;
+                    out.push_str("  ");
+                }
+                ('/', Some('*')) => {
+                    chars.next();
+                    state = State::Block { line, column };
+                    column += 1;
+                    out.push_str("  ");
+                }
+                _ => out.push(c),
+            },
+            State::Str => {
+                state = match c {
+                    '\\' => State::StrEscape,
+                    '"' => State::Code,
+                    _ => State::Str,
+                };
+                out.push(c);
+            }
+            State::StrEscape => {
+                state = State::Str;
+                out.push(c);
+            }
+            State::Line => {
+                if c == '\n' {
+                    state = State::Code;
+                    out.push('\n');
+                } else {
+                    out.push(' ');
+                }
+            }
+            State::Block { .. } => {
+                if c == '*' && chars.peek() == Some(&'/') {
+                    chars.next();
+                    column += 1;
+                    state = State::Code;
+                    out.push_str("  ");
+                } else if c == '\n' {
+                    out.push('\n');
+                } else {
+                    out.push(' ');
+                }
+            }
+        }
+    }
+    match state {
+        State::Block { line, column } => Err((line, column)),
+        _ => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<serde_json::Value, ConfigFileError> {
+        parse(Path::new("config.json"), text)
+    }
+
+    #[test]
+    fn comments_of_both_kinds_are_ignored() {
+        let v = p("{\n  // the port\n  \"port\": 3000, /* inline */ \"a\": \"x\"\n}\n").unwrap();
+        assert_eq!(v["port"], 3000);
+        assert_eq!(v["a"], "x");
+    }
+
+    #[test]
+    fn comment_markers_inside_strings_are_kept() {
+        let v = p(r#"{"url": "http://x/*y*/", "q": "a\"//b"}"#).unwrap();
+        assert_eq!(v["url"], "http://x/*y*/");
+        assert_eq!(v["q"], "a\"//b");
+    }
+
+    #[test]
+    fn a_syntax_error_names_file_line_and_column() {
+        let e = p("{\n  /* c */ \"a\": 1,\n  \"b\": ,\n}").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(e.column, 8);
+        assert!(e.to_string().starts_with("config.json:3:8: "), "{e}");
+    }
+
+    #[test]
+    fn an_unterminated_block_comment_is_an_error_at_its_start() {
+        let e = p("{\n \"a\": 1 /* never closed\n}").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 9));
+    }
+
+    #[test]
+    fn no_input_panics() {
+        for s in [
+            "",
+            "/",
+            "/*",
+            "\"",
+            "\"\\",
+            "//",
+            "{\"a\":\"\\",
+            "\u{feff}{}",
+        ] {
+            let _ = p(s);
+        }
+    }
+}
