@@ -1,0 +1,398 @@
+//! The process table's lifecycle as a pure state machine: start order, restarts with backoff,
+//! giving up on a master that never gets ready, and the orderly stop. Events and `now` in,
+//! actions and the next deadline out; the shell (`supervisor::shell`) spawns, signals and reads.
+//!
+//! Theory of operation:
+//! * Start: the master first. Once it is ready the shell is asked how many workers to run
+//!   (`Action::SizeWorkers`: the memory fit needs the loaded master) and answers with
+//!   `set_workers`; then the workers start one after another, each once the one before is ready
+//!   (LAUNCH-2, LAUNCH-7). A worker that exits before it is ready does not hold the rest back:
+//!   the next one starts and the failed one waits out its backoff.
+//! * Running: any process that exits is started again after the policy's wait (`restart.rs`);
+//!   the master's `maxStartFailures` rule ends the run with `Action::GiveUp`.
+//! * Stop: every worker gets SIGTERM (STOP-5, STOP-6); once all have exited the shell gets
+//!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
+//!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
+//!   request changes nothing: the order is kept.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::restart::{RestartPolicy, Verdict};
+use crate::process::ProcessId;
+
+/// How long the workers' last request counts may take to reach the master (STOP-7).
+pub const COUNTS_WAIT: Duration = Duration::from_secs(5);
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start the process (a fresh one, same role, code and port: RESTART-6).
+    Spawn(ProcessId),
+    /// Send SIGTERM.
+    Terminate(ProcessId),
+    /// Send SIGKILL.
+    Kill(ProcessId),
+    /// The process is ready: it may be sent requests.
+    Up(ProcessId),
+    /// The process is gone (exited, or stopping): send it nothing more.
+    Down(ProcessId),
+    /// The master is loaded for the first time: decide the worker count and call `set_workers`.
+    SizeWorkers,
+    /// Every worker has stopped: pass their last counts to the master, then call
+    /// `master_flushed` (the machine also moves on by itself after `COUNTS_WAIT`).
+    FlushMaster,
+    /// The master could not be started: log an ERROR and exit 1 once `Finished` comes.
+    GiveUp { failures: u32 },
+    /// A restart was scheduled, for the log: how the process ended and when it starts again.
+    RestartScheduled {
+        id: ProcessId,
+        after: Duration,
+        failing: bool,
+    },
+    /// Nothing is running any more and nothing will start: the launcher may exit.
+    Finished,
+}
+
+/// How a process ended, as the shell saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// It could not be started at all (exec failed): counts as an exit before ready.
+    SpawnFailed,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    /// Not started yet (waiting for its turn in the start order), or not wanted (beyond the
+    /// worker count).
+    Idle,
+    Starting {
+        since: Instant,
+    },
+    Ready {
+        since: Instant,
+    },
+    /// Waiting out a restart backoff.
+    Waiting {
+        until: Instant,
+    },
+    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first.
+    Stopping {
+        kill_at: Instant,
+        killed: bool,
+    },
+    /// Exited and will not be started again.
+    Stopped,
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    state: State,
+    policy: RestartPolicy,
+    restarts: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the master's first ready.
+    StartingMaster,
+    /// Waiting for the shell's `set_workers`.
+    Sizing,
+    Running,
+    StoppingWorkers,
+    Flushing {
+        until: Instant,
+    },
+    StoppingMaster,
+    Done,
+}
+
+/// The supervisor's decisions for one cluster.
+#[derive(Debug)]
+pub struct Lifecycle {
+    slots: Vec<Slot>,
+    /// How many workers are wanted (slots 1..=workers).
+    workers: usize,
+    phase: Phase,
+    max_start_failures: u32,
+    kill_after: Duration,
+    gave_up: bool,
+    actions: VecDeque<Action>,
+}
+
+impl Lifecycle {
+    /// `planned_workers` slots are made; `set_workers` may lower the count later.
+    pub fn new(planned_workers: usize, max_start_failures: u32, kill_after: Duration) -> Lifecycle {
+        let slot = Slot {
+            state: State::Idle,
+            policy: RestartPolicy::new(),
+            restarts: 0,
+        };
+        Lifecycle {
+            slots: vec![slot; planned_workers + 1],
+            workers: planned_workers,
+            phase: Phase::StartingMaster,
+            max_start_failures,
+            kill_after,
+            gave_up: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Begins: the master is started first (LAUNCH-2).
+    pub fn start(&mut self, now: Instant) {
+        self.spawn(ProcessId::MASTER, now);
+    }
+
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next time `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let slots = self.slots.iter().filter_map(|s| match s.state {
+            State::Waiting { until } => Some(until),
+            State::Stopping {
+                kill_at,
+                killed: false,
+            } => Some(kill_at),
+            _ => None,
+        });
+        let phase = match self.phase {
+            Phase::Flushing { until } => Some(until),
+            _ => None,
+        };
+        slots.chain(phase).min()
+    }
+
+    /// Restarts made since the launcher started, per process (STATUS-17).
+    pub fn restarts(&self, id: ProcessId) -> u32 {
+        self.slots.get(id.index()).map_or(0, |s| s.restarts)
+    }
+
+    pub fn is_ready(&self, id: ProcessId) -> bool {
+        matches!(
+            self.slots.get(id.index()).map(|s| &s.state),
+            Some(State::Ready { .. })
+        )
+    }
+
+    /// Whether the process should have a live child (starting, ready or stopping).
+    pub fn is_running(&self, id: ProcessId) -> bool {
+        matches!(
+            self.slots.get(id.index()).map(|s| &s.state),
+            Some(State::Starting { .. } | State::Ready { .. } | State::Stopping { .. })
+        )
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::StoppingWorkers | Phase::Flushing { .. } | Phase::StoppingMaster | Phase::Done
+        )
+    }
+
+    /// The process said on its channel that it is ready (LAUNCH-3).
+    pub fn ready(&mut self, id: ProcessId, now: Instant) {
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        if !matches!(slot.state, State::Starting { .. }) {
+            return;
+        }
+        slot.state = State::Ready { since: now };
+        slot.policy.ready();
+        self.actions.push_back(Action::Up(id));
+        if id.is_master() && self.phase == Phase::StartingMaster {
+            self.phase = Phase::Sizing;
+            self.actions.push_back(Action::SizeWorkers);
+        } else if !id.is_master() && self.phase == Phase::Running {
+            self.start_next_worker(now);
+        }
+    }
+
+    /// The shell's answer to `SizeWorkers`: run this many workers (at most the planned number).
+    pub fn set_workers(&mut self, n: usize, now: Instant) {
+        self.workers = n.min(self.slots.len() - 1);
+        if self.phase == Phase::Sizing {
+            self.phase = Phase::Running;
+            self.start_next_worker(now);
+        }
+    }
+
+    /// The process exited (or could not be spawned).
+    pub fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) {
+        let _ = how; // the shell logs how; the policy only needs when.
+        let stopping = self.is_stopping();
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        let ready_at = match slot.state {
+            State::Starting { .. } => None,
+            State::Ready { since } => Some(since),
+            State::Stopping { .. } => {
+                slot.state = State::Stopped;
+                self.advance_stop(now);
+                return;
+            }
+            State::Idle | State::Waiting { .. } | State::Stopped => return,
+        };
+        let was_ready = ready_at.is_some();
+        if was_ready {
+            self.actions.push_back(Action::Down(id));
+        }
+        if stopping {
+            slot.state = State::Stopped;
+            self.advance_stop(now);
+            return;
+        }
+        let give_up_after = id.is_master().then_some(self.max_start_failures);
+        match slot.policy.exited(ready_at, now, give_up_after) {
+            Verdict::Restart { after, failing } => {
+                slot.state = State::Waiting { until: now + after };
+                self.actions
+                    .push_back(Action::RestartScheduled { id, after, failing });
+                // A worker that failed to start does not hold the next one back.
+                if !id.is_master() && !was_ready && self.phase == Phase::Running {
+                    self.start_next_worker(now);
+                }
+            }
+            Verdict::GiveUp { failures } => {
+                slot.state = State::Stopped;
+                self.gave_up = true;
+                self.actions.push_back(Action::GiveUp { failures });
+                self.stop(now);
+            }
+        }
+    }
+
+    /// Begin the orderly stop (after the proxy has drained). Idempotent.
+    pub fn stop(&mut self, now: Instant) {
+        if self.is_stopping() {
+            return;
+        }
+        self.phase = Phase::StoppingWorkers;
+        // A master waiting out a backoff is not started again, and has nothing to flush to.
+        if matches!(self.slots[0].state, State::Idle | State::Waiting { .. }) {
+            self.slots[0].state = State::Stopped;
+        }
+        for i in 1..self.slots.len() {
+            self.terminate_or_forget(ProcessId(i as u16), now);
+        }
+        self.advance_stop(now);
+    }
+
+    /// The shell has passed the workers' last counts to the master.
+    pub fn master_flushed(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Flushing { .. }) {
+            self.stop_master(now);
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.slots.len() {
+            let id = ProcessId(i as u16);
+            match self.slots[i].state {
+                State::Waiting { until } if until <= now => {
+                    self.slots[i].restarts += 1;
+                    self.spawn(id, now);
+                }
+                State::Stopping {
+                    kill_at,
+                    killed: false,
+                } if kill_at <= now => {
+                    self.slots[i].state = State::Stopping {
+                        kill_at,
+                        killed: true,
+                    };
+                    self.actions.push_back(Action::Kill(id));
+                }
+                _ => {}
+            }
+        }
+        if let Phase::Flushing { until } = self.phase {
+            if until <= now {
+                self.stop_master(now);
+            }
+        }
+    }
+
+    fn spawn(&mut self, id: ProcessId, now: Instant) {
+        self.slots[id.index()].state = State::Starting { since: now };
+        self.actions.push_back(Action::Spawn(id));
+    }
+
+    /// Starts the first wanted worker that has never been started, if the one before it is
+    /// settled (ready, or failed and waiting).
+    fn start_next_worker(&mut self, now: Instant) {
+        for i in 1..=self.workers {
+            match self.slots[i].state {
+                State::Idle => {
+                    self.spawn(ProcessId(i as u16), now);
+                    return;
+                }
+                State::Starting { .. } => return,
+                _ => {}
+            }
+        }
+    }
+
+    fn terminate_or_forget(&mut self, id: ProcessId, now: Instant) {
+        let slot = &mut self.slots[id.index()];
+        match slot.state {
+            State::Starting { .. } | State::Ready { .. } => {
+                if matches!(slot.state, State::Ready { .. }) {
+                    self.actions.push_back(Action::Down(id));
+                }
+                slot.state = State::Stopping {
+                    kill_at: now + self.kill_after,
+                    killed: false,
+                };
+                self.actions.push_back(Action::Terminate(id));
+            }
+            State::Idle | State::Waiting { .. } => slot.state = State::Stopped,
+            State::Stopping { .. } | State::Stopped => {}
+        }
+    }
+
+    fn advance_stop(&mut self, now: Instant) {
+        if self.phase == Phase::StoppingWorkers {
+            let workers_left = self.slots[1..]
+                .iter()
+                .any(|s| matches!(s.state, State::Stopping { .. }));
+            if !workers_left {
+                if self.slots[0].state == State::Stopped || self.gave_up {
+                    self.stop_master(now);
+                } else {
+                    self.phase = Phase::Flushing {
+                        until: now + COUNTS_WAIT,
+                    };
+                    self.actions.push_back(Action::FlushMaster);
+                }
+            }
+        } else if self.phase == Phase::StoppingMaster && self.slots[0].state == State::Stopped {
+            self.phase = Phase::Done;
+            self.actions.push_back(Action::Finished);
+        }
+    }
+
+    fn stop_master(&mut self, now: Instant) {
+        self.phase = Phase::StoppingMaster;
+        self.terminate_or_forget(ProcessId::MASTER, now);
+        self.advance_stop(now);
+    }
+}
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+mod tests;

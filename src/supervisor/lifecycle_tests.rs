@@ -1,0 +1,259 @@
+//! Unit tests of the lifecycle: no processes, no sleeps, simulated time.
+
+use super::*;
+
+const M: ProcessId = ProcessId::MASTER;
+const T1: ProcessId = ProcessId(1);
+const T2: ProcessId = ProcessId(2);
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn drain(l: &mut Lifecycle) -> Vec<Action> {
+    std::iter::from_fn(|| l.poll_action()).collect()
+}
+
+/// A started cluster with the master ready and both workers ready.
+fn running(t: Instant) -> Lifecycle {
+    let mut l = Lifecycle::new(2, 6, secs(30));
+    l.start(t);
+    l.ready(M, t);
+    l.set_workers(2, t);
+    l.ready(T1, t);
+    l.ready(T2, t);
+    drain(&mut l);
+    l
+}
+
+#[test]
+fn master_first_then_workers_one_at_a_time() {
+    // spec: LAUNCH-2, LAUNCH-7, ROLE-1, ROLE-3
+    let t = Instant::now();
+    let mut l = Lifecycle::new(2, 6, secs(30));
+    l.start(t);
+    assert_eq!(drain(&mut l), vec![Action::Spawn(M)]);
+    l.ready(M, t);
+    assert_eq!(drain(&mut l), vec![Action::Up(M), Action::SizeWorkers]);
+    l.set_workers(2, t);
+    assert_eq!(drain(&mut l), vec![Action::Spawn(T1)]);
+    l.ready(T1, t);
+    assert_eq!(drain(&mut l), vec![Action::Up(T1), Action::Spawn(T2)]);
+    l.ready(T2, t);
+    assert_eq!(drain(&mut l), vec![Action::Up(T2)]);
+}
+
+#[test]
+fn sizing_can_lower_the_worker_count() {
+    // spec: MEM-8, SIZE-13
+    let t = Instant::now();
+    let mut l = Lifecycle::new(3, 6, secs(30));
+    l.start(t);
+    l.ready(M, t);
+    l.set_workers(1, t);
+    l.ready(T1, t);
+    let acts = drain(&mut l);
+    assert!(!acts.contains(&Action::Spawn(T2)), "{acts:?}");
+    assert_eq!(l.workers(), 1);
+}
+
+#[test]
+fn zero_workers_is_the_master_alone() {
+    // spec: CONF-6
+    let t = Instant::now();
+    let mut l = Lifecycle::new(0, 6, secs(30));
+    l.start(t);
+    l.ready(M, t);
+    l.set_workers(0, t);
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Spawn(M), Action::Up(M), Action::SizeWorkers]
+    );
+}
+
+#[test]
+fn a_worker_that_fails_to_start_does_not_hold_the_next_back() {
+    let t = Instant::now();
+    let mut l = Lifecycle::new(2, 6, secs(30));
+    l.start(t);
+    l.ready(M, t);
+    l.set_workers(2, t);
+    drain(&mut l);
+    l.exited(T1, Exit::Code(1), t);
+    let acts = drain(&mut l);
+    assert!(acts.contains(&Action::Spawn(T2)), "{acts:?}");
+}
+
+#[test]
+fn a_crashed_worker_is_restarted_after_its_backoff_with_the_master_untouched() {
+    // spec: RESTART-1, RESTART-2, RESTART-6, RESTART-11
+    let t = Instant::now();
+    let mut l = running(t);
+    l.exited(T1, Exit::Signal(9), t + secs(1));
+    assert_eq!(
+        drain(&mut l),
+        vec![
+            Action::Down(T1),
+            Action::RestartScheduled {
+                id: T1,
+                after: secs(1),
+                failing: true
+            }
+        ]
+    );
+    assert_eq!(l.poll_timeout(), Some(t + secs(2)));
+    l.handle_timeout(t + secs(2));
+    assert_eq!(drain(&mut l), vec![Action::Spawn(T1)]);
+    assert_eq!(l.restarts(T1), 1);
+    assert!(l.is_ready(M));
+    // Exits again before ready: the wait doubles.
+    l.exited(T1, Exit::Code(1), t + secs(3));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::RestartScheduled {
+            id: T1,
+            after: secs(2),
+            failing: true
+        }]
+    );
+}
+
+#[test]
+fn the_master_that_never_gets_ready_is_given_up_after_max_start_failures() {
+    // spec: RESTART-7, LAUNCH-6
+    let mut t = Instant::now();
+    let mut l = Lifecycle::new(2, 3, secs(30));
+    l.start(t);
+    drain(&mut l);
+    for _ in 0..2 {
+        l.exited(M, Exit::Code(1), t);
+        let next = l.poll_timeout().expect("a restart is scheduled");
+        t = next;
+        l.handle_timeout(t);
+        drain(&mut l);
+    }
+    l.exited(M, Exit::Code(1), t);
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::GiveUp { failures: 3 }, Action::Finished]
+    );
+    assert!(l.gave_up());
+    assert_eq!(l.poll_timeout(), None);
+}
+
+#[test]
+fn stop_terminates_workers_then_flushes_then_the_master() {
+    // spec: STOP-5, STOP-6, STOP-7, STOP-9
+    let t = Instant::now();
+    let mut l = running(t);
+    l.stop(t);
+    assert_eq!(
+        drain(&mut l),
+        vec![
+            Action::Down(T1),
+            Action::Terminate(T1),
+            Action::Down(T2),
+            Action::Terminate(T2)
+        ]
+    );
+    l.exited(T1, Exit::Code(0), t);
+    assert_eq!(drain(&mut l), vec![]);
+    l.exited(T2, Exit::Code(0), t);
+    assert_eq!(drain(&mut l), vec![Action::FlushMaster]);
+    l.master_flushed(t);
+    assert_eq!(drain(&mut l), vec![Action::Down(M), Action::Terminate(M)]);
+    l.exited(M, Exit::Code(0), t);
+    assert_eq!(drain(&mut l), vec![Action::Finished]);
+}
+
+#[test]
+fn the_counts_wait_ends_after_five_seconds_without_an_answer() {
+    // spec: STOP-7
+    let t = Instant::now();
+    let mut l = running(t);
+    l.stop(t);
+    l.exited(T1, Exit::Code(0), t);
+    l.exited(T2, Exit::Code(0), t);
+    drain(&mut l);
+    assert_eq!(l.poll_timeout(), Some(t + COUNTS_WAIT));
+    l.handle_timeout(t + COUNTS_WAIT);
+    assert_eq!(drain(&mut l), vec![Action::Down(M), Action::Terminate(M)]);
+}
+
+#[test]
+fn a_process_still_running_after_kill_after_is_killed() {
+    // spec: STOP-8
+    let t = Instant::now();
+    let mut l = running(t);
+    l.stop(t);
+    drain(&mut l);
+    l.exited(T2, Exit::Code(0), t);
+    assert_eq!(l.poll_timeout(), Some(t + secs(30)));
+    l.handle_timeout(t + secs(29));
+    assert_eq!(drain(&mut l), vec![]);
+    l.handle_timeout(t + secs(30));
+    assert_eq!(drain(&mut l), vec![Action::Kill(T1)]);
+    // Killed once only.
+    l.handle_timeout(t + secs(40));
+    assert_eq!(drain(&mut l), vec![]);
+    l.exited(T1, Exit::Signal(9), t + secs(30));
+    assert_eq!(drain(&mut l), vec![Action::FlushMaster]);
+}
+
+#[test]
+fn a_second_stop_does_not_skip_the_order() {
+    let t = Instant::now();
+    let mut l = running(t);
+    l.stop(t);
+    drain(&mut l);
+    l.stop(t);
+    assert_eq!(drain(&mut l), vec![]);
+    assert!(l.is_running(M));
+}
+
+#[test]
+fn nothing_is_restarted_while_stopping() {
+    // spec: STOP-5
+    let t = Instant::now();
+    let mut l = running(t);
+    l.exited(T1, Exit::Code(1), t);
+    drain(&mut l);
+    l.stop(t);
+    let acts = drain(&mut l);
+    assert_eq!(acts, vec![Action::Down(T2), Action::Terminate(T2)]);
+    l.handle_timeout(t + secs(100));
+    let acts = drain(&mut l);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::Spawn(_))),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn stop_while_the_master_waits_out_a_backoff_finishes_without_it() {
+    let t = Instant::now();
+    let mut l = running(t);
+    l.exited(M, Exit::Code(1), t);
+    drain(&mut l);
+    l.stop(t);
+    l.exited(T1, Exit::Code(0), t);
+    l.exited(T2, Exit::Code(0), t);
+    let acts = drain(&mut l);
+    assert_eq!(acts.last(), Some(&Action::Finished), "{acts:?}");
+}
+
+#[test]
+fn a_master_restart_leaves_the_workers_running() {
+    // spec: RESTART-11, RESTART-9
+    let t = Instant::now();
+    let mut l = running(t);
+    l.exited(M, Exit::Signal(9), t + secs(120));
+    let acts = drain(&mut l);
+    assert!(!acts.iter().any(|a| matches!(a, Action::Terminate(_))));
+    assert!(l.is_ready(T1) && l.is_ready(T2));
+    l.handle_timeout(t + secs(121));
+    assert_eq!(drain(&mut l), vec![Action::Spawn(M)]);
+    l.ready(M, t + secs(122));
+    // Ready again after the first time: no second sizing.
+    assert_eq!(drain(&mut l), vec![Action::Up(M)]);
+}
