@@ -1,6 +1,10 @@
-//! Starting the processes and keeping them alive: the restart policy (pure) and the shell that
-//! spawns children, reads their channels and stops them in order.
+//! Starting the processes and keeping them alive: the restart policy and the lifecycle (pure),
+//! and the shell that spawns children, reads their channels and stops them in order.
 
+pub mod child;
 pub mod lifecycle;
 pub mod output;
 pub mod restart;
+pub mod shell;
+
+pub use shell::{run, Control, Ended, Hooks, Sizer, SupervisorSetup};

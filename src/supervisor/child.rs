@@ -1,0 +1,203 @@
+//! One child process: spawned with its IPC channel as fd 3, its output tagged, and three small
+//! tasks that turn what happens to it into supervisor events (a message, the channel's end, the
+//! exit). Messages go to the child through a bounded queue and a writer task, so a child that
+//! stops reading its channel can never block the supervisor.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ipc::channel::{self, Received};
+use crate::ipc::message::{FromChild, ToChild};
+use crate::process::{ProcessId, ProcessSpec};
+use crate::supervisor::lifecycle::Exit;
+use crate::supervisor::output::{OutputSink, Stream};
+
+/// Messages waiting to be written to a child before further ones are dropped.
+const SEND_QUEUE: usize = 1024;
+/// How long after a child's exit its channel may take to yield its last messages (a worker's
+/// final request counts are written just before it exits).
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// What happens to a child, tagged with its place and generation so a late event from a
+/// replaced child is recognised and ignored.
+#[derive(Debug)]
+pub enum ChildEvent {
+    Message(FromChild),
+    /// A type the launcher doesn't know (logged once per type).
+    Unknown { type_name: String, first_time: bool },
+    /// A bad line on the channel, skipped.
+    BadLine(String),
+    /// The child closed its end of the channel (it may still be running).
+    ChannelClosed,
+    Exited(Exit),
+    /// Everything queued before this marker has been written (or the child is gone).
+    Flushed,
+}
+
+#[derive(Debug)]
+pub struct Tagged {
+    pub id: ProcessId,
+    pub generation: u64,
+    pub event: ChildEvent,
+}
+
+enum Outgoing {
+    Msg(ToChild),
+    Flush,
+}
+
+/// The supervisor's hold on a running child.
+pub struct ChildHandle {
+    pub pid: u32,
+    pub generation: u64,
+    outgoing: mpsc::Sender<Outgoing>,
+}
+
+impl ChildHandle {
+    /// Queues a message; false when it was dropped (the queue is full or the child is gone).
+    pub fn send(&self, msg: ToChild) -> bool {
+        self.outgoing.try_send(Outgoing::Msg(msg)).is_ok()
+    }
+
+    /// Asks for a `Flushed` event once everything queued so far is written.
+    pub fn flush(&self) -> bool {
+        self.outgoing.try_send(Outgoing::Flush).is_ok()
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        // The pid is our own child's and is not reaped until the exit task has seen it, so it
+        // cannot name another process. ESRCH (already gone) needs nothing done.
+        if let Ok(pid) = i32::try_from(self.pid) {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+}
+
+/// Starts `spec`'s process. Must be called from a thread that lives as long as the launcher
+/// (a runtime worker, never `spawn_blocking`): `PR_SET_PDEATHSIG` is tied to the spawning thread.
+pub fn spawn(
+    spec: &ProcessSpec,
+    generation: u64,
+    first_message: ToChild,
+    events: mpsc::UnboundedSender<Tagged>,
+    output: &OutputSink,
+) -> io::Result<ChildHandle> {
+    let (ours, theirs) = channel::socketpair()?;
+    let program = spec
+        .argv
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&spec.argv[1..])
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(false);
+    channel::prepare_child(cmd.as_std_mut(), theirs);
+    let spawned = cmd.spawn();
+    // The child's end must close in the launcher now, or its exit would never show as EOF.
+    drop(cmd);
+    let mut child = spawned?;
+    let pid = child.id().unwrap_or(0);
+
+    let code: Arc<str> = Arc::from(spec.code.as_str());
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(output.clone().forward(code.clone(), Stream::Stdout, out));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(output.clone().forward(code.clone(), Stream::Stderr, err));
+    }
+
+    let id = spec.id;
+    let tag = move |event| Tagged {
+        id,
+        generation,
+        event,
+    };
+    let (mut receiver, mut sender) = channel::launcher(ours)?.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(SEND_QUEUE);
+    let _ = out_tx.try_send(Outgoing::Msg(first_message));
+
+    // Writer: a child that stops reading stalls only this task.
+    let ev = events.clone();
+    tokio::spawn(async move {
+        let mut broken = false;
+        while let Some(item) = out_rx.recv().await {
+            match item {
+                Outgoing::Msg(m) if !broken => broken = sender.send(&m).await.is_err(),
+                Outgoing::Msg(_) => {}
+                Outgoing::Flush => {
+                    let _ = ev.send(tag(ChildEvent::Flushed));
+                }
+            }
+        }
+    });
+
+    // Reader: every message, then the channel's end.
+    let (eof_tx, eof_rx) = oneshot::channel::<()>();
+    let ev = events.clone();
+    tokio::spawn(async move {
+        loop {
+            let event = match receiver.recv().await {
+                Received::Message(m) => ChildEvent::Message(m),
+                Received::Unknown {
+                    type_name,
+                    first_time,
+                } => ChildEvent::Unknown {
+                    type_name,
+                    first_time,
+                },
+                Received::Error(e) => ChildEvent::BadLine(e.to_string()),
+                Received::Closed => break,
+            };
+            if ev.send(tag(event)).is_err() {
+                return;
+            }
+        }
+        let _ = ev.send(tag(ChildEvent::ChannelClosed));
+        let _ = eof_tx.send(());
+    });
+
+    // Exit: reported after the channel's last words, so a worker's final counts come first.
+    tokio::spawn(async move {
+        let exit = match child.wait().await {
+            Ok(status) => exit_of(status),
+            Err(_) => Exit::Code(-1),
+        };
+        let _ = tokio::time::timeout(LAST_WORDS, eof_rx).await;
+        let _ = events.send(tag(ChildEvent::Exited(exit)));
+    });
+
+    Ok(ChildHandle {
+        pid,
+        generation,
+        outgoing: out_tx,
+    })
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(sig)) => Exit::Signal(sig),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+/// `code 1`, `signal SIGKILL`, `could not be started`.
+pub fn describe_exit(exit: Exit) -> String {
+    match exit {
+        Exit::Code(c) => format!("exit code {c}"),
+        Exit::Signal(s) => match Signal::try_from(s) {
+            Ok(sig) => format!("signal {}", sig.as_str()),
+            Err(_) => format!("signal {s}"),
+        },
+        Exit::SpawnFailed => "could not be started".to_string(),
+    }
+}

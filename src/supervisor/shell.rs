@@ -1,0 +1,357 @@
+//! The supervisor's shell: runs the `Lifecycle` against real processes. It carries the
+//! lifecycle's actions out (spawn, signal, tell the proxy), feeds it what happens to the children
+//! (ready, exits) and the clock, and passes the workers' request counts on to the master, holding
+//! them while the master is down (DEC-18).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::{debug, error, info, warn};
+
+use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
+use super::lifecycle::{Action, Exit, Lifecycle};
+use super::output::OutputSink;
+use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
+use crate::process::{ProcessId, ProcessSpec};
+
+/// Messages for the master held while it is down; the oldest are dropped first (EVENT-16).
+const MASTER_MAILBOX: usize = 5000;
+
+/// What the rest of the launcher hears from the supervisor.
+pub trait Hooks: Send + Sync + 'static {
+    /// The process is ready: route to it.
+    fn up(&self, id: ProcessId, pid: u32);
+    /// The process is gone or stopping: route nothing more to it.
+    fn down(&self, id: ProcessId);
+    /// A status, sample or count message from a process (for the status snapshot).
+    fn message(&self, _id: ProcessId, _msg: &FromChild) {}
+}
+
+/// Decides the worker count once the master is loaded (the memory fit), given the master's pid.
+pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
+
+pub struct SupervisorSetup {
+    /// The plan's processes, master first, then tx1, tx2 ... (index = `ProcessId`).
+    pub processes: Vec<ProcessSpec>,
+    pub max_start_failures: u32,
+    pub kill_after: Duration,
+    pub status_seconds: f64,
+    pub sample_seconds: f64,
+}
+
+#[derive(Debug)]
+pub enum Control {
+    /// The orderly stop: workers, their last counts, then the master.
+    Stop,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    Stopped,
+    /// The master could not be started `maxStartFailures` times in a row.
+    GaveUp,
+}
+
+struct Shell {
+    setup: SupervisorSetup,
+    hooks: Arc<dyn Hooks>,
+    sizer: Sizer,
+    output: OutputSink,
+    life: Lifecycle,
+    children: Vec<Option<ChildHandle>>,
+    started: Vec<Option<Instant>>,
+    generation: u64,
+    events_tx: mpsc::UnboundedSender<Tagged>,
+    master_mailbox: VecDeque<ToChild>,
+    master_up: bool,
+    flushing: bool,
+}
+
+/// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
+/// given up. Call from a runtime worker thread (see `child::spawn`).
+pub async fn run(
+    setup: SupervisorSetup,
+    hooks: Arc<dyn Hooks>,
+    sizer: Sizer,
+    mut control: mpsc::Receiver<Control>,
+    output: OutputSink,
+) -> Ended {
+    let n = setup.processes.len();
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let life = Lifecycle::new(
+        n.saturating_sub(1),
+        setup.max_start_failures,
+        setup.kill_after,
+    );
+    let mut shell = Shell {
+        setup,
+        hooks,
+        sizer,
+        output,
+        life,
+        children: (0..n).map(|_| None).collect(),
+        started: vec![None; n],
+        generation: 0,
+        events_tx,
+        master_mailbox: VecDeque::new(),
+        master_up: false,
+        flushing: false,
+    };
+    if let Some(master) = shell.setup.processes.first() {
+        info!(
+            "{}: starting the master (maxStartFailures {})",
+            master.code, shell.setup.max_start_failures
+        );
+    }
+    shell.life.start(now_std());
+    let mut control_open = true;
+    loop {
+        if let Some(ended) = shell.carry_out() {
+            return ended;
+        }
+        let deadline = shell.life.poll_timeout().map(Instant::from_std);
+        tokio::select! {
+            Some(ev) = events.recv() => shell.on_event(ev),
+            c = control.recv(), if control_open => match c {
+                Some(Control::Stop) => shell.life.stop(now_std()),
+                None => control_open = false,
+            },
+            _ = sleep_until(deadline), if deadline.is_some() => shell.life.handle_timeout(now_std()),
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(d) = deadline {
+        tokio::time::sleep_until(d).await;
+    }
+}
+
+/// The shell's one clock read, as a `std` instant for the pure core (tokio's clock, so tests on a
+/// paused runtime see simulated time).
+fn now_std() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl Shell {
+    fn spec(&self, id: ProcessId) -> &ProcessSpec {
+        &self.setup.processes[id.index()]
+    }
+
+    fn code(&self, id: ProcessId) -> &str {
+        &self.setup.processes[id.index()].code
+    }
+
+    /// Carries out every pending action; `Some` when the supervisor is done.
+    fn carry_out(&mut self) -> Option<Ended> {
+        while let Some(action) = self.life.poll_action() {
+            match action {
+                Action::Spawn(id) => self.spawn(id),
+                Action::Terminate(id) => {
+                    info!("{}: stopping (SIGTERM)", self.code(id));
+                    self.signal(id, Signal::SIGTERM);
+                }
+                Action::Kill(id) => {
+                    warn!(
+                        "{}: still running {} s after SIGTERM; sending SIGKILL",
+                        self.code(id),
+                        self.setup.kill_after.as_secs_f64()
+                    );
+                    self.signal(id, Signal::SIGKILL);
+                }
+                Action::Up(id) => {
+                    let pid = self.children[id.index()].as_ref().map_or(0, |c| c.pid);
+                    self.hooks.up(id, pid);
+                    if id.is_master() {
+                        self.master_up = true;
+                        self.deliver_to_master();
+                    }
+                }
+                Action::Down(id) => {
+                    self.hooks.down(id);
+                    if id.is_master() {
+                        self.master_up = false;
+                    }
+                }
+                Action::SizeWorkers => {
+                    let pid = self.children[0].as_ref().map_or(0, |c| c.pid);
+                    let n = (self.sizer)(pid);
+                    self.life.set_workers(n, now_std());
+                }
+                Action::FlushMaster => self.flush_master(),
+                Action::GiveUp { failures } => {
+                    error!(
+                        "ERROR: the master exited {failures} times in a row without getting ready \
+                         (server.cluster.maxStartFailures {}); giving up",
+                        self.setup.max_start_failures
+                    );
+                }
+                Action::RestartScheduled { id, after, failing } => {
+                    let why = if failing {
+                        "failing"
+                    } else {
+                        "after a stable run"
+                    };
+                    info!(
+                        "{}: starting again in {} s ({why})",
+                        self.code(id),
+                        after.as_secs_f64()
+                    );
+                }
+                Action::Finished => {
+                    return Some(if self.life.gave_up() {
+                        Ended::GaveUp
+                    } else {
+                        Ended::Stopped
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    fn spawn(&mut self, id: ProcessId) {
+        self.generation += 1;
+        let spec = self.spec(id).clone();
+        let hello = ToChild::Hello {
+            protocol: PROTOCOL_VERSION.to_string(),
+            role: spec.role.as_str().to_string(),
+            code: spec.code.clone(),
+            status_seconds: self.setup.status_seconds,
+            sample_seconds: self.setup.sample_seconds,
+        };
+        match child::spawn(
+            &spec,
+            self.generation,
+            hello,
+            self.events_tx.clone(),
+            &self.output,
+        ) {
+            Ok(handle) => {
+                info!(
+                    "{}: started {} (pid {}) on {}:{}",
+                    spec.code, spec.role, handle.pid, spec.bind_address, spec.port
+                );
+                self.children[id.index()] = Some(handle);
+                self.started[id.index()] = Some(Instant::now());
+            }
+            Err(e) => {
+                error!(
+                    "{}: could not start {:?}: {e}",
+                    spec.code,
+                    spec.argv.first().map(String::as_str).unwrap_or("")
+                );
+                self.life.exited(id, Exit::SpawnFailed, now_std());
+            }
+        }
+    }
+
+    fn signal(&self, id: ProcessId, sig: Signal) {
+        if let Some(c) = &self.children[id.index()] {
+            c.signal(sig);
+        }
+    }
+
+    fn on_event(&mut self, ev: Tagged) {
+        let id = ev.id;
+        let current = self.children[id.index()]
+            .as_ref()
+            .is_some_and(|c| c.generation == ev.generation);
+        if !current {
+            return;
+        }
+        let code = self.code(id).to_string();
+        match ev.event {
+            ChildEvent::Message(FromChild::Ready { protocol, port, .. }) => {
+                if let Some(v) = &protocol {
+                    if !same_major(v) {
+                        warn!(
+                            "{code}: speaks IPC protocol {v}, the launcher {PROTOCOL_VERSION}; \
+                             carrying on"
+                        );
+                    }
+                }
+                let took = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
+                info!(
+                    "{code}: ready on port {port} after {:.1} s (said so on its channel)",
+                    took.unwrap_or(0.0)
+                );
+                self.life.ready(id, now_std());
+            }
+            ChildEvent::Message(FromChild::RequestCounts(counts)) => {
+                self.hooks
+                    .message(id, &FromChild::RequestCounts(counts.clone()));
+                if !id.is_master() {
+                    self.to_master(ToChild::WorkerCounts { code, counts });
+                }
+            }
+            ChildEvent::Message(msg) => self.hooks.message(id, &msg),
+            ChildEvent::Unknown {
+                type_name,
+                first_time,
+            } => {
+                if first_time {
+                    info!("{code}: ignoring IPC messages of unknown type {type_name:?}");
+                }
+            }
+            ChildEvent::BadLine(e) => warn!("{code}: skipped a bad IPC line: {e}"),
+            ChildEvent::ChannelClosed => debug!("{code}: closed its IPC channel"),
+            ChildEvent::Flushed => {
+                if id.is_master() && self.flushing {
+                    self.flushing = false;
+                    self.life.master_flushed(now_std());
+                }
+            }
+            ChildEvent::Exited(exit) => {
+                let ran = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
+                let stopping = self.life.is_stopping();
+                let line = format!(
+                    "{code}: exited ({}) after {:.1} s",
+                    describe_exit(exit),
+                    ran.unwrap_or(0.0)
+                );
+                if stopping {
+                    info!("{line}");
+                } else {
+                    warn!("{line}");
+                }
+                self.children[id.index()] = None;
+                self.life.exited(id, exit, now_std());
+            }
+        }
+    }
+
+    /// Passes a message to the master, or holds it while the master is down.
+    fn to_master(&mut self, msg: ToChild) {
+        if self.master_mailbox.len() >= MASTER_MAILBOX {
+            self.master_mailbox.pop_front();
+        }
+        self.master_mailbox.push_back(msg);
+        if self.master_up {
+            self.deliver_to_master();
+        }
+    }
+
+    fn deliver_to_master(&mut self) {
+        let Some(master) = &self.children[0] else {
+            return;
+        };
+        while let Some(msg) = self.master_mailbox.pop_front() {
+            if !master.send(msg) {
+                warn!("the master's IPC queue is full; a message to it was dropped");
+            }
+        }
+    }
+
+    fn flush_master(&mut self) {
+        self.deliver_to_master();
+        match &self.children[0] {
+            Some(master) if self.master_up && master.flush() => self.flushing = true,
+            _ => self.life.master_flushed(now_std()),
+        }
+    }
+}
