@@ -286,7 +286,7 @@ impl Shell {
                 self.hooks
                     .message(id, &FromChild::RequestCounts(counts.clone()));
                 if !id.is_master() {
-                    self.to_master(ToChild::WorkerCounts { code, counts });
+                    self.mail_master(ToChild::WorkerCounts { code, counts });
                 }
             }
             ChildEvent::Message(msg) => self.hooks.message(id, &msg),
@@ -326,7 +326,7 @@ impl Shell {
     }
 
     /// Passes a message to the master, or holds it while the master is down.
-    fn to_master(&mut self, msg: ToChild) {
+    fn mail_master(&mut self, msg: ToChild) {
         if self.master_mailbox.len() >= MASTER_MAILBOX {
             self.master_mailbox.pop_front();
         }
