@@ -1,0 +1,449 @@
+//! Helpers for integration tests: a cluster builder over the real `fhircluster` binary with
+//! `fhirsmith-sim` as the server, free loopback ports, a temporary data directory per test, the
+//! launcher's output captured line by line, and a small HTTP/1.1 client on raw sockets (so tests
+//! control every byte and read every header exactly as sent).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_fhircluster");
+pub const SIM: &str = env!("CARGO_BIN_EXE_fhirsmith-sim");
+
+/// `count` consecutive free loopback ports, as free as a check can make them.
+pub fn free_ports(count: u16) -> u16 {
+    for _ in 0..200 {
+        let probe = TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
+        let base = probe.local_addr().expect("probe addr").port();
+        drop(probe);
+        if base.checked_add(count).is_none() || base > 60000 {
+            continue;
+        }
+        let all_free = (base..base + count)
+            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("0.0.0.0", p)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no {count} consecutive free ports found");
+}
+
+pub struct ClusterBuilder {
+    workers: u32,
+    config: Value,
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+    command: Option<Vec<String>>,
+}
+
+pub fn cluster() -> ClusterBuilder {
+    ClusterBuilder {
+        workers: 2,
+        config: json!({}),
+        env: Vec::new(),
+        args: Vec::new(),
+        command: None,
+    }
+}
+
+/// Merges `patch` into `base` (objects recursively, anything else replaced).
+pub fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+impl ClusterBuilder {
+    pub fn workers(mut self, n: u32) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Adds to config.json (merged over the test defaults).
+    pub fn config(mut self, patch: Value) -> Self {
+        merge(&mut self.config, &patch);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    /// The server command instead of `fhirsmith-sim`.
+    pub fn command(mut self, argv: &[&str]) -> Self {
+        self.command = Some(argv.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// Starts the launcher; does not wait for anything.
+    pub fn spawn(self) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp data dir");
+        let base = free_ports(self.workers as u16 + 2);
+        let port = base;
+        let internal = base + 1;
+        let command = self.command.unwrap_or_else(|| vec![SIM.to_string()]);
+        let mut config = json!({
+            "server": {
+                "port": port,
+                "cluster": {
+                    "workers": self.workers,
+                    "internalPort": internal,
+                    "command": command,
+                    "statusSeconds": 1,
+                    "killSeconds": 5
+                }
+            },
+            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+        });
+        merge(&mut config, &self.config);
+        write_config(dir.path(), &config);
+        let mut cmd = Command::new(LAUNCHER);
+        cmd.arg("--data-dir")
+            .arg(dir.path())
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .env_remove("FHIRSMITH_WORKERS")
+            .env_remove("PORT")
+            .env_remove("FHIRSMITH_DATA_DIR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start fhircluster");
+        let (tx, rx) = channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for pipe in [
+            child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tx = tx.clone();
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    if std::env::var_os("FHIRCLUSTER_TEST_ECHO").is_some() {
+                        eprintln!("| {line}");
+                    }
+                    log.lock().map(|mut l| l.push(line.clone())).ok();
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Cluster {
+            child,
+            port,
+            internal,
+            dir,
+            lines: rx,
+            log,
+            config,
+        }
+    }
+
+    /// Starts the launcher and waits until every process is ready and the listener is open.
+    pub fn start(self) -> Cluster {
+        let workers = self.workers;
+        let mut c = self.spawn();
+        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}"))) {
+            c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
+        }
+        c.wait_until_listening(Duration::from_secs(10));
+        c
+    }
+}
+
+pub fn write_config(dir: &Path, config: &Value) {
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(config).expect("config json"),
+    )
+    .expect("write config.json");
+}
+
+pub struct Cluster {
+    pub child: Child,
+    pub port: u16,
+    pub internal: u16,
+    pub dir: tempfile::TempDir,
+    lines: Receiver<String>,
+    log: Arc<Mutex<Vec<String>>>,
+    pub config: Value,
+}
+
+impl Cluster {
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Waits for a line of the launcher's output containing `needle`; panics with the whole log
+    /// when it doesn't come in time.
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        // Lines already seen count too.
+        if let Some(l) = self.log_lines().into_iter().find(|l| l.contains(needle)) {
+            return l;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "no line containing {needle:?} within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Like `wait_for`, but only for lines printed after the call.
+    pub fn wait_for_new(&mut self, needle: &str, timeout: Duration) -> String {
+        while self.lines.try_recv().is_ok() {}
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "no new line containing {needle:?} within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                ),
+            }
+        }
+    }
+
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The position of the first log line containing `needle`.
+    pub fn line_index(&self, needle: &str) -> Option<usize> {
+        self.log_lines().iter().position(|l| l.contains(needle))
+    }
+
+    pub fn wait_until_listening(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while TcpStream::connect(self.addr()).is_err() {
+            assert!(Instant::now() < deadline, "the launcher never listened on {}", self.port);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        unsafe_kill(self.child.id() as i32, sig);
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the launcher did not exit within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        request(self.addr(), "GET", path, &[], b"")
+    }
+
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+        request(self.addr(), method, path, headers, body)
+    }
+
+    /// The pids of the launcher's children, from /proc.
+    pub fn child_pids(&self) -> Vec<i32> {
+        children_of(self.child.id() as i32)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Sends a signal to a process this test started (by pid).
+pub fn unsafe_kill(pid: i32, sig: i32) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Direct children of `pid`, read from /proc.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            // The ppid is the second field after the ")" that ends the command name.
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if f.get(1).and_then(|s| s.parse::<i32>().ok()) == Some(pid) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has exited.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    pub fn served_by(&self) -> &str {
+        self.header("x-served-by").unwrap_or("")
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`); status 0 when the connection failed
+/// or closed before a response.
+pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut raw = head.into_bytes();
+    raw.extend_from_slice(body);
+    raw_request(addr, &raw, Duration::from_secs(60))
+}
+
+/// Sends raw bytes and reads one response (until the connection closes or the body ends).
+pub fn raw_request(addr: SocketAddr, raw: &[u8], timeout: Duration) -> Response {
+    let failed = Response {
+        status: 0,
+        headers: HashMap::new(),
+        body: Vec::new(),
+    };
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return failed;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    if s.write_all(raw).is_err() {
+        return failed;
+    }
+    let mut reader = BufReader::new(s);
+    read_response(&mut reader).unwrap_or(failed)
+}
+
+/// Reads one HTTP/1.1 response from `r` (Content-Length, chunked, or to EOF).
+pub fn read_response<R: BufRead>(r: &mut R) -> Option<Response> {
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let status: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    let mut body = Vec::new();
+    if let Some(len) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+        body.resize(len, 0);
+        r.read_exact(&mut body).ok()?;
+    } else if headers.get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            if n == 0 {
+                let mut end = String::new();
+                r.read_line(&mut end).ok()?;
+                break;
+            }
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            body.extend_from_slice(&chunk[..n]);
+        }
+    } else if status != 204 && status != 304 {
+        let _ = r.read_to_end(&mut body);
+    }
+    Some(Response {
+        status,
+        headers,
+        body,
+    })
+}
