@@ -20,7 +20,7 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
         ));
     }
     check_rule(&c.worker_rule, KNOWN_RULES)?;
-    // spec: CONF-22, DEC-7. maxOutstanding 0 is no limit, so it bounds nothing.
+    // CONF-22, DEC-7. maxOutstanding 0 is no limit, so it bounds nothing.
     if c.max_outstanding > 0 && c.normal_min_slots > c.max_outstanding {
         return Err(SettingsError::invalid(
             "server.cluster.normalMinSlots",
