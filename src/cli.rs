@@ -1,1 +1,151 @@
-//! (to be written)
+//! fhircluster's command line, as raw values: numbers and booleans are kept as the text given, so
+//! a bad one (`--workers=two`) becomes the settings loader's one-line error naming the setting
+//! (exit 1), not a clap usage error (exit 2). `settings::from_sources` validates them.
+//!
+//! The environment is not read here: clap's `env` attributes would read the process environment
+//! during parsing, and the loader's test entry point must not. The variables are listed in the
+//! help instead, and read by `settings::load`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+const ENV_HELP: &str = "\
+Environment:
+  FHIRSMITH_DATA_DIR   The data directory (as --data-dir)
+  FHIRSMITH_WORKERS    How many tx-workers (as --workers)
+  PORT                 The port clients use (as --port)
+
+Precedence: flag, then environment, then config.json in the data directory, then the default.
+
+Node flags for the servers go after --, e.g.
+  fhircluster -- --max-old-space-size=8192
+(--expose-gc is added; --inspect* and --watch* are refused).";
+
+/// Front door and supervisor for a FHIRsmith master and its tx-workers on one machine.
+#[derive(Parser, Clone, Debug, Default, PartialEq, Eq)]
+#[command(name = "fhircluster", version, about, after_help = ENV_HELP)]
+pub struct Cli {
+    /// How many tx-workers (a whole number; 0: the master alone) [env: FHIRSMITH_WORKERS]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub workers: Option<String>,
+
+    /// The port clients use [env: PORT] [default: 3000]
+    #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
+    pub port: Option<String>,
+
+    /// Whether the master also takes ordinary tx requests (true or false) [default: true]
+    #[arg(long, value_name = "BOOL")]
+    pub master_serves_tx: Option<String>,
+
+    /// The master's port; worker n gets this + n [default: port + 1]
+    #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
+    pub internal_port: Option<String>,
+
+    /// The data directory, holding config.json [env: FHIRSMITH_DATA_DIR] [default: .]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// The server's program and arguments, in one string split on whitespace
+    /// [default: "node server.js"]
+    #[arg(long, value_name = "\"PROGRAM ARGS...\"", allow_hyphen_values = true)]
+    pub command: Option<String>,
+
+    /// Validate the settings and print the plan; start nothing
+    #[arg(long)]
+    pub check: bool,
+
+    /// Run with the built-in simulated FHIRsmith server instead of the command
+    #[arg(long)]
+    pub demo: bool,
+
+    /// Node flags for every server process (after --)
+    #[arg(last = true, value_name = "NODE FLAGS")]
+    pub node_flags: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("fhircluster").chain(args.iter().copied()))
+            .expect("parses")
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_flags_is_all_unset() {
+        assert_eq!(parse(&[]), Cli::default());
+    }
+
+    #[test]
+    fn numeric_flags_are_kept_as_text_so_the_loader_reports_bad_ones() {
+        let c = parse(&["--workers=two", "--port", "-1", "--internal-port=4.5"]);
+        assert_eq!(c.workers.as_deref(), Some("two"));
+        assert_eq!(c.port.as_deref(), Some("-1"));
+        assert_eq!(c.internal_port.as_deref(), Some("4.5"));
+    }
+
+    #[test]
+    fn master_serves_tx_takes_a_value() {
+        // spec: CONF-7
+        assert_eq!(
+            parse(&["--master-serves-tx=false"])
+                .master_serves_tx
+                .as_deref(),
+            Some("false")
+        );
+        assert_eq!(
+            parse(&["--master-serves-tx", "maybe"])
+                .master_serves_tx
+                .as_deref(),
+            Some("maybe")
+        );
+    }
+
+    #[test]
+    fn the_rest_of_the_flags_parse() {
+        let c = parse(&[
+            "--data-dir",
+            "/srv/d",
+            "--command",
+            "node --x server.js",
+            "--check",
+            "--demo",
+        ]);
+        assert_eq!(c.data_dir, Some(PathBuf::from("/srv/d")));
+        assert_eq!(c.command.as_deref(), Some("node --x server.js"));
+        assert!(c.check && c.demo);
+    }
+
+    #[test]
+    fn node_flags_come_after_double_dash() {
+        // spec: DEC-19
+        let c = parse(&[
+            "--workers",
+            "2",
+            "--",
+            "--max-old-space-size=8192",
+            "--inspect",
+        ]);
+        assert_eq!(c.node_flags, vec!["--max-old-space-size=8192", "--inspect"]);
+        assert!(Cli::try_parse_from(["fhircluster", "--max-old-space-size=1"]).is_err());
+    }
+
+    #[test]
+    fn help_lists_the_environment_variables() {
+        let help = Cli::command().render_long_help().to_string();
+        for var in ["FHIRSMITH_DATA_DIR", "FHIRSMITH_WORKERS", "PORT"] {
+            assert!(help.contains(var), "{var} missing from:\n{help}");
+        }
+        assert!(Cli::command()
+            .render_version()
+            .contains(env!("CARGO_PKG_VERSION")));
+    }
+}

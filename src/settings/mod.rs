@@ -3,8 +3,29 @@
 //!
 //! Durations are stored as `Duration`; a zero duration means what the spec says 0 means for that
 //! setting (no wait, no limit, no timeout ...). Consumers test `is_zero()`.
+//!
+//! Theory of operation: `cli::Cli` holds the flags as raw text; `load::from_sources` asks the
+//! layers for each setting in turn (`load.rs`), turns the first value found into its type
+//! (`value.rs`, `file.rs` for config.json), then checks the rules between settings
+//! (`validate.rs`). Every failure is one `SettingsError` line naming the setting (`error.rs`).
 
+mod command;
+mod error;
+mod file;
 pub mod jsonc;
+mod load;
+mod node_flags;
+mod validate;
+mod value;
+
+pub use command::{check_command, check_command_with, find_program};
+pub use error::{SettingsError, Source};
+pub use file::{CLUSTER_KEYS, MEMORY_KEYS};
+pub use load::{data_dir, from_sources, load};
+pub use node_flags::check_node_flags;
+pub use validate::{
+    check_instance_code, check_port_range, check_rule, normalise_endpoint, validate, KNOWN_RULES,
+};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,0 +1,342 @@
+//! Builds the one validated `Settings` from four layers, first found wins (DEC-13): a flag, then
+//! an environment variable, then `config.json` in the data directory, then the spec's default.
+//!
+//! `from_sources` is the whole of it with every input passed in (no process environment, no
+//! files), so each setting's behaviour is tested beside it; `load` only gathers the real inputs.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::error::{quote, SettingsError, Source};
+use super::file::ConfigFile;
+use super::node_flags::check_node_flags;
+use super::validate::{normalise_endpoint, validate};
+use super::value::{Raw, RawValue};
+use super::{jsonc, Settings};
+use crate::cli::Cli;
+
+/// The settings a flag or environment variable may also give, and their names there.
+fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
+    match path {
+        "server.port" => (Some("--port"), Some("PORT")),
+        "server.cluster.workers" => (Some("--workers"), Some("FHIRSMITH_WORKERS")),
+        "server.cluster.masterServesTx" => (Some("--master-serves-tx"), None),
+        "server.cluster.internalPort" => (Some("--internal-port"), None),
+        "server.cluster.command" => (Some("--command"), None),
+        _ => (None, None),
+    }
+}
+
+const DATA_DIR_ENV: &str = "FHIRSMITH_DATA_DIR";
+
+/// The four layers, asked for one setting at a time.
+struct Layers<'a> {
+    cli: &'a Cli,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    file: Option<ConfigFile<'a>>,
+}
+
+impl<'a> Layers<'a> {
+    fn flag(&self, flag: &str) -> Option<&'a String> {
+        let c = self.cli;
+        match flag {
+            "--port" => c.port.as_ref(),
+            "--workers" => c.workers.as_ref(),
+            "--master-serves-tx" => c.master_serves_tx.as_ref(),
+            "--internal-port" => c.internal_port.as_ref(),
+            "--command" => c.command.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The setting's raw value from the first layer that has it; `None`: the default applies.
+    fn get(&self, path: &'static str) -> Option<Raw<'a>> {
+        let (flag, env) = overrides(path);
+        let text = |value: String, from: Source| Raw {
+            path,
+            value: RawValue::Text(value),
+            from,
+        };
+        if let Some((flag, value)) = flag.and_then(|f| Some((f, self.flag(f)?))) {
+            return Some(text(value.clone(), Source::Flag(flag)));
+        }
+        // An empty variable counts as unset, as `process.env.PORT || ...` does.
+        if let Some((var, value)) = env.and_then(|v| Some((v, (self.env)(v)?))) {
+            if !value.is_empty() {
+                return Some(text(value, Source::Env(var)));
+            }
+        }
+        self.file.and_then(|f| f.setting(path))
+    }
+
+    /// Parses the setting into `slot` when some layer gives it; the default stays otherwise.
+    fn read<T>(
+        &self,
+        path: &'static str,
+        slot: &mut T,
+        parse: impl FnOnce(&Raw<'a>) -> Result<T, SettingsError>,
+    ) -> Result<(), SettingsError> {
+        if let Some(raw) = self.get(path) {
+            *slot = parse(&raw)?;
+        }
+        Ok(())
+    }
+}
+
+/// The data directory and the layer that gave it: `--data-dir`, `FHIRSMITH_DATA_DIR`, else the
+/// current directory (`None`).
+pub fn data_dir(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> (PathBuf, Option<Source>) {
+    if let Some(dir) = &cli.data_dir {
+        return (dir.clone(), Some(Source::Flag("--data-dir")));
+    }
+    match env(DATA_DIR_ENV).filter(|d| !d.is_empty()) {
+        Some(dir) => (PathBuf::from(dir), Some(Source::Env(DATA_DIR_ENV))),
+        None => (PathBuf::from("."), None),
+    }
+}
+
+/// Every setting from explicit inputs: the flags, an environment lookup, and `config.json`'s path
+/// and parsed content (`None`: there is none, so defaults). Reads nothing else.
+pub fn from_sources(
+    cli: &Cli,
+    env: &dyn Fn(&str) -> Option<String>,
+    config: Option<(&Path, &Value)>,
+) -> Result<Settings, SettingsError> {
+    let file = config.map(|(path, json)| ConfigFile { path, json });
+    let l = Layers { cli, env, file };
+    let mut s = Settings {
+        data_dir: data_dir(cli, env).0,
+        node_flags: check_node_flags(&cli.node_flags)?,
+        ..Settings::default()
+    };
+    if let Some(f) = &file {
+        s.warnings = f.check()?;
+    }
+
+    l.read("server.port", &mut s.port, Raw::port)?;
+    l.read("server.cluster.command", &mut s.command, Raw::words)?;
+
+    let c = &mut s.cluster;
+    l.read("server.cluster.workers", &mut c.workers, |r| {
+        r.whole_u32(0).map(Some)
+    })?;
+    l.read("server.cluster.cores", &mut c.cores, |r| {
+        r.whole_u32(1).map(Some)
+    })?;
+    l.read("server.cluster.workerRule", &mut c.worker_rule, Raw::string)?;
+    l.read(
+        "server.cluster.memoryHeadroomGB",
+        &mut c.memory_headroom_gb,
+        Raw::non_negative,
+    )?;
+    l.read(
+        "server.cluster.masterServesTx",
+        &mut c.master_serves_tx,
+        Raw::boolean,
+    )?;
+    c.internal_port = match l.get("server.cluster.internalPort") {
+        Some(raw) => raw.port()?,
+        None => s.port.checked_add(1).ok_or_else(|| {
+            SettingsError::invalid(
+                "server.cluster.internalPort",
+                "65536",
+                None,
+                "its default, server.port + 1, is above 65535: set internalPort",
+            )
+        })?,
+    };
+    l.read("server.cluster.bindAddress", &mut c.bind_address, |r| {
+        let addr = r.string()?;
+        match addr.parse::<IpAddr>() {
+            Ok(_) => Ok(addr),
+            Err(_) => {
+                Err(r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"0.0.0.0\" or \"::\""))
+            }
+        }
+    })?;
+    l.read("server.cluster.drainSeconds", &mut c.drain, |r| {
+        r.seconds(false)
+    })?;
+    l.read(
+        "server.cluster.maxOutstanding",
+        &mut c.max_outstanding,
+        |r| r.whole_u32(0),
+    )?;
+    l.read("server.cluster.queueSeconds", &mut c.queue, |r| {
+        r.seconds(false)
+    })?;
+    l.read(
+        "server.cluster.ownerQueueSeconds",
+        &mut c.owner_queue,
+        |r| r.seconds(false),
+    )?;
+    l.read("server.cluster.cooldownSeconds", &mut c.cooldown, |r| {
+        r.seconds(false)
+    })?;
+    l.read(
+        "server.cluster.upstreamTimeoutSeconds",
+        &mut c.upstream_timeout,
+        |r| r.seconds(false),
+    )?;
+    l.read(
+        "server.cluster.writeTimeoutSeconds",
+        &mut c.write_timeout,
+        |r| r.seconds(false),
+    )?;
+    l.read(
+        "server.cluster.maxStartFailures",
+        &mut c.max_start_failures,
+        |r| r.whole_u32(0),
+    )?;
+    l.read("server.cluster.recycleSeconds", &mut c.recycle, |r| {
+        r.seconds(false)
+    })?;
+    l.read(
+        "server.cluster.fastLaneExtra",
+        &mut c.fast_lane_extra,
+        |r| r.whole_u32(0),
+    )?;
+    l.read(
+        "server.cluster.normalMinSlots",
+        &mut c.normal_min_slots,
+        |r| r.whole_u32(0),
+    )?;
+    l.read(
+        "server.cluster.fastLaneMaxBytes",
+        &mut c.fast_lane_max_bytes,
+        |r| r.whole(0, u64::MAX),
+    )?;
+    l.read(
+        "server.cluster.statusSeconds",
+        &mut c.status_interval,
+        |r| r.seconds(true),
+    )?;
+    l.read(
+        "server.cluster.sharedCache",
+        &mut c.shared_cache,
+        Raw::boolean,
+    )?;
+    l.read(
+        "server.cluster.cacheAffinity",
+        &mut c.cache_affinity,
+        Raw::boolean,
+    )?;
+    l.read(
+        "server.cluster.sharedCacheMaxMB",
+        &mut c.shared_cache_max_mb,
+        |r| r.whole(0, u64::MAX),
+    )?;
+    l.read(
+        "server.cluster.sharedClosure",
+        &mut c.shared_closure,
+        Raw::boolean,
+    )?;
+    l.read("server.cluster.killSeconds", &mut c.kill_after, |r| {
+        r.seconds(false)
+    })?;
+
+    let m = &mut s.memory;
+    l.read(
+        "server.memory.rejectFraction",
+        &mut m.reject_fraction,
+        Raw::fraction,
+    )?;
+    l.read(
+        "server.memory.abortFraction",
+        &mut m.abort_fraction,
+        Raw::fraction,
+    )?;
+    // spec: CONF-25: true unless set false.
+    l.read(
+        "server.memory.trimAllocator",
+        &mut m.trim_allocator,
+        Raw::boolean,
+    )?;
+
+    l.read("modules.tx.enabled", &mut s.tx.enabled, Raw::boolean)?;
+    l.read(
+        "modules.tx.instanceCode",
+        &mut s.tx.instance_code,
+        Raw::string,
+    )?;
+    if let Some(raw) = l.get("modules.tx.endpoints") {
+        s.tx.endpoints = endpoints(&raw)?;
+    }
+
+    l.read("stats.sampleSeconds", &mut s.stats.sample, |r| {
+        r.seconds(true).map(Some)
+    })?;
+    l.read(
+        "stats.intervalMinutes",
+        &mut s.stats.interval_minutes,
+        |r| r.whole_u32(1),
+    )?;
+
+    validate(&s)?;
+    if !s.cluster.master_serves_tx && s.cluster.workers == Some(0) {
+        s.warnings.push(
+            "server.cluster.masterServesTx is false and server.cluster.workers is 0: \
+             no process takes tx requests"
+                .to_string(),
+        );
+    }
+    Ok(s)
+}
+
+/// `modules.tx.endpoints`: an array of objects, each with a `path`, normalised (DEC-14).
+fn endpoints(raw: &Raw<'_>) -> Result<Vec<String>, SettingsError> {
+    let RawValue::Json(Value::Array(items)) = &raw.value else {
+        return Err(raw.invalid("must be an array of objects, each with a \"path\""));
+    };
+    let mut paths: Vec<String> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let setting = format!("modules.tx.endpoints[{i}].path");
+        let bad = |value: String, expected: &str| {
+            SettingsError::invalid(&setting, value, Some(raw.from.clone()), expected)
+        };
+        let Some(path) = item.get("path") else {
+            return Err(bad(
+                item.to_string(),
+                "each endpoint must have a \"path\", e.g. \"/r4\"",
+            ));
+        };
+        let Some(text) = path.as_str() else {
+            return Err(bad(path.to_string(), "must be a string, e.g. \"/r4\""));
+        };
+        let normal = normalise_endpoint(text).map_err(|why| bad(quote(text), why))?;
+        if paths.contains(&normal) {
+            return Err(bad(quote(text), "appears twice in modules.tx.endpoints"));
+        }
+        paths.push(normal);
+    }
+    Ok(paths)
+}
+
+/// Reads the real environment and `<data dir>/config.json` (none: all defaults), then
+/// [`from_sources`]. A data directory given but missing is an error naming it.
+pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
+    let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
+    let (dir, from) = data_dir(cli, &env);
+    if from.is_some() && !dir.is_dir() {
+        let why = if dir.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        return Err(SettingsError::invalid(
+            "data directory",
+            quote(&dir.display().to_string()),
+            from,
+            format!("{why}: give an existing data directory"),
+        ));
+    }
+    let json = jsonc::read(&dir)?;
+    let path = dir.join("config.json");
+    from_sources(cli, &env, json.as_ref().map(|j| (path.as_path(), j)))
+}
+
+#[cfg(test)]
+#[path = "load_tests/mod.rs"]
+mod tests;

@@ -1,0 +1,105 @@
+//! `load` with a real data directory, comments in config.json, and the template.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+use crate::settings::jsonc;
+
+#[test]
+fn comments_in_config_json_are_read_through() {
+    let text = "{\n // the port\n \"server\": { /* cluster */ \"cluster\": { \"workers\": 2 } }\n}";
+    let json = jsonc::parse(Path::new(FILE), text).unwrap();
+    let s = from_sources(&cli(&[]), &env_of(&[]), Some((Path::new(FILE), &json))).unwrap();
+    assert_eq!(s.cluster.workers, Some(2));
+}
+
+#[test]
+fn the_template_loads_to_the_defaults() {
+    let path = Path::new("config-template.json");
+    let json = jsonc::parse(path, include_str!("../../../config-template.json")).unwrap();
+    let s = from_sources(
+        &cli(&["--data-dir", "/x"]),
+        &env_of(&[]),
+        Some((path, &json)),
+    )
+    .unwrap();
+    assert_eq!(s.warnings, Vec::<String>::new());
+    assert_eq!(
+        Settings {
+            data_dir: PathBuf::from("."),
+            ..s
+        },
+        Settings::default()
+    );
+}
+
+#[test]
+fn the_template_names_every_key_fhircluster_reads() {
+    let text = include_str!("../../../config-template.json");
+    for key in crate::settings::CLUSTER_KEYS
+        .iter()
+        .chain(crate::settings::MEMORY_KEYS)
+    {
+        assert!(
+            text.contains(&format!("\"{key}\":")),
+            "{key} missing from the template"
+        );
+    }
+    for key in [
+        "port",
+        "enabled",
+        "instanceCode",
+        "endpoints",
+        "sampleSeconds",
+        "intervalMinutes",
+    ] {
+        assert!(
+            text.contains(&format!("\"{key}\":")),
+            "{key} missing from the template"
+        );
+    }
+}
+
+#[test]
+fn load_reads_config_json_from_the_data_dir() {
+    // spec: LAUNCH-1
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    // Flags outrank whatever this process's environment holds.
+    let args = ["--data-dir", d, "--port", "4000", "--workers", "1"];
+    let s = load(&cli(&args)).unwrap();
+    assert_eq!(
+        (s.data_dir.as_path(), s.cluster.drain),
+        (dir.path(), Duration::from_secs(30))
+    );
+    std::fs::write(
+        dir.path().join("config.json"),
+        "{ // c\n \"server\": {\"cluster\": {\"drainSeconds\": 5}}}",
+    )
+    .unwrap();
+    assert_eq!(
+        load(&cli(&args)).unwrap().cluster.drain,
+        Duration::from_secs(5)
+    );
+    std::fs::write(dir.path().join("config.json"), "{\n \"server\": ,\n}").unwrap();
+    let e = load(&cli(&args)).unwrap_err();
+    assert_eq!(e.setting(), "config.json");
+    assert!(e.to_string().contains("config.json:2:"), "{e}");
+}
+
+#[test]
+fn a_missing_data_dir_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("nope");
+    let e = load(&cli(&["--data-dir", gone.to_str().unwrap()])).unwrap_err();
+    assert_eq!(e.setting(), "data directory");
+    assert!(
+        e.to_string().contains("nope") && e.to_string().contains("does not exist"),
+        "{e}"
+    );
+    let file = dir.path().join("f");
+    std::fs::write(&file, "").unwrap();
+    let e = load(&cli(&["--data-dir", file.to_str().unwrap()])).unwrap_err();
+    assert!(e.to_string().contains("not a directory"), "{e}");
+}

@@ -1,0 +1,502 @@
+//! Each setting's values from config.json: types, ranges, zero, fractions, rules between them.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::*;
+
+#[test]
+fn a_wrong_json_type_names_the_setting_path() {
+    refused(
+        settings(&[], &[], Some(json!({"server": {"port": "abc"}}))),
+        "server.port",
+        "\"abc\"",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"sharedCache": "yes"}))),
+        "server.cluster.sharedCache",
+        "true or false",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"workerRule": 1}))),
+        "server.cluster.workerRule",
+        "string",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"command": "node server.js"}))),
+        "server.cluster.command",
+        "array of strings",
+    );
+    refused(
+        settings(&[], &[], Some(json!({"server": {"memory": 5}}))),
+        "server.memory",
+        "object",
+    );
+    refused(
+        settings(
+            &[],
+            &[],
+            Some(json!({"modules": {"tx": {"enabled": "yes"}}})),
+        ),
+        "modules.tx.enabled",
+        "true or false",
+    );
+    refused(
+        settings(&[], &[], Some(json!({"stats": {"intervalMinutes": 0.5}}))),
+        "stats.intervalMinutes",
+        "whole number",
+    );
+}
+
+#[test]
+fn every_numeric_cluster_setting_refuses_a_negative() {
+    // spec: DEC-7
+    for key in [
+        "workers",
+        "cores",
+        "memoryHeadroomGB",
+        "internalPort",
+        "drainSeconds",
+        "maxOutstanding",
+        "queueSeconds",
+        "ownerQueueSeconds",
+        "cooldownSeconds",
+        "upstreamTimeoutSeconds",
+        "writeTimeoutSeconds",
+        "maxStartFailures",
+        "recycleSeconds",
+        "fastLaneExtra",
+        "normalMinSlots",
+        "fastLaneMaxBytes",
+        "statusSeconds",
+        "sharedCacheMaxMB",
+        "killSeconds",
+    ] {
+        let setting = format!("server.cluster.{key}");
+        refused(
+            settings(&[], &[], cluster(json!({ key: -1 }))),
+            &setting,
+            "-1",
+        );
+    }
+    refused(
+        settings(&[], &[], Some(json!({"stats": {"sampleSeconds": -1}}))),
+        "stats.sampleSeconds",
+        "above 0",
+    );
+    refused(
+        settings(
+            &[],
+            &[],
+            Some(json!({"server": {"memory": {"rejectFraction": -0.5}}})),
+        ),
+        "server.memory.rejectFraction",
+        "above 0",
+    );
+}
+
+#[test]
+fn seconds_may_be_fractional() {
+    let s = ok(
+        &[],
+        &[],
+        cluster(json!({
+            "queueSeconds": 0.5, "drainSeconds": 2.25, "statusSeconds": 0.1, "killSeconds": 0.5,
+            "ownerQueueSeconds": 1.5, "cooldownSeconds": 0.25, "upstreamTimeoutSeconds": 0.75,
+            "writeTimeoutSeconds": 1.5, "recycleSeconds": 0.5
+        })),
+    );
+    let c = &s.cluster;
+    assert_eq!(c.queue, Duration::from_millis(500));
+    assert_eq!(c.drain, Duration::from_millis(2250));
+    assert_eq!(c.status_interval, Duration::from_millis(100));
+    assert_eq!(c.kill_after, Duration::from_millis(500));
+    assert_eq!(c.owner_queue, Duration::from_millis(1500));
+    assert_eq!(c.cooldown, Duration::from_millis(250));
+    assert_eq!(c.upstream_timeout, Duration::from_millis(750));
+    assert_eq!(c.write_timeout, Duration::from_millis(1500));
+    assert_eq!(c.recycle, Duration::from_millis(500));
+    let s = ok(&[], &[], Some(json!({"stats": {"sampleSeconds": 2.5}})));
+    assert_eq!(s.stats.sample, Some(Duration::from_millis(2500)));
+}
+
+#[test]
+fn zero_keeps_its_spec_meaning() {
+    // spec: CONF-6, CONF-11, CONF-12, CONF-13, CONF-14, CONF-15, CONF-16, CONF-17, CONF-18,
+    // CONF-19, CONF-20, CONF-21, CONF-23
+    let s = ok(
+        &[],
+        &[],
+        cluster(json!({
+            "workers": 0, "drainSeconds": 0, "maxOutstanding": 0, "queueSeconds": 0,
+            "ownerQueueSeconds": 0, "cooldownSeconds": 0, "upstreamTimeoutSeconds": 0,
+            "writeTimeoutSeconds": 0, "maxStartFailures": 0, "recycleSeconds": 0,
+            "fastLaneExtra": 0, "normalMinSlots": 0, "fastLaneMaxBytes": 0, "sharedCacheMaxMB": 0,
+            "memoryHeadroomGB": 0, "killSeconds": 0
+        })),
+    );
+    let c = &s.cluster;
+    assert_eq!(c.workers, Some(0));
+    for d in [
+        c.drain,
+        c.queue,
+        c.owner_queue,
+        c.cooldown,
+        c.upstream_timeout,
+        c.write_timeout,
+        c.recycle,
+        c.kill_after,
+    ] {
+        assert!(d.is_zero());
+    }
+    assert_eq!(
+        (
+            c.max_outstanding,
+            c.max_start_failures,
+            c.fast_lane_extra,
+            c.normal_min_slots
+        ),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(
+        (
+            c.fast_lane_max_bytes,
+            c.shared_cache_max_mb,
+            c.memory_headroom_gb
+        ),
+        (0, 0, 0.0)
+    );
+}
+
+#[test]
+fn status_seconds_must_be_above_zero() {
+    // spec: CONF-24, DEC-7
+    refused(
+        settings(&[], &[], cluster(json!({"statusSeconds": 0}))),
+        "server.cluster.statusSeconds",
+        "above 0",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"cores": 0}))),
+        "server.cluster.cores",
+        "1 or more",
+    );
+}
+
+#[test]
+fn normal_min_slots_is_bounded_by_max_outstanding_from_the_file() {
+    // spec: CONF-22, DEC-7
+    refused(
+        settings(&[], &[], cluster(json!({"maxOutstanding": 2}))),
+        "server.cluster.normalMinSlots",
+        "maxOutstanding (2)",
+    );
+    assert_eq!(
+        ok(
+            &[],
+            &[],
+            cluster(json!({"maxOutstanding": 0, "normalMinSlots": 50}))
+        )
+        .cluster
+        .normal_min_slots,
+        50
+    );
+}
+
+#[test]
+fn memory_fractions_and_trim_allocator() {
+    // spec: MEM-1, MEM-2, CONF-25
+    let mem = |v: Value| Some(json!({"server": {"memory": v}}));
+    let s = ok(
+        &[],
+        &[],
+        mem(json!({"rejectFraction": 0.75, "abortFraction": 1})),
+    );
+    assert_eq!(
+        (s.memory.reject_fraction, s.memory.abort_fraction),
+        (0.75, 1.0)
+    );
+    assert!(s.memory.trim_allocator);
+    assert!(
+        !ok(&[], &[], mem(json!({"trimAllocator": false})))
+            .memory
+            .trim_allocator
+    );
+    refused(
+        settings(&[], &[], mem(json!({"abortFraction": 1.5}))),
+        "server.memory.abortFraction",
+        "at most 1",
+    );
+    refused(
+        settings(&[], &[], mem(json!({"rejectFraction": 0.95}))),
+        "server.memory.rejectFraction",
+        "below server.memory.abortFraction",
+    );
+}
+
+#[test]
+fn the_port_range_is_checked_when_workers_are_given() {
+    // spec: CONF-10, DEC-21
+    let file = cluster(json!({"internalPort": 3001}));
+    refused(
+        settings(&["--workers=3", "--port=3003"], &[], file.clone()),
+        "server.cluster.internalPort",
+        "include server.port 3003",
+    );
+    assert_eq!(
+        ok(&["--workers=2", "--port=3004"], &[], file)
+            .cluster
+            .workers,
+        Some(2)
+    );
+    refused(
+        settings(&["--port=3001", "--internal-port=3001"], &[], None),
+        "server.cluster.internalPort",
+        "3001",
+    );
+}
+
+#[test]
+fn instance_code_rule_and_bind_address() {
+    // spec: DEC-20, DEC-23, ROLE-2
+    let tx = |v: Value| Some(json!({"modules": {"tx": v}}));
+    assert_eq!(
+        ok(&[], &[], tx(json!({"instanceCode": "main7"})))
+            .tx
+            .instance_code,
+        "main7"
+    );
+    refused(
+        settings(&[], &[], tx(json!({"instanceCode": "tx2"}))),
+        "modules.tx.instanceCode",
+        "tx-worker",
+    );
+    refused(
+        settings(&[], &[], tx(json!({"instanceCode": "a.b"}))),
+        "modules.tx.instanceCode",
+        "1-16",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"workerRule": "fast"}))),
+        "server.cluster.workerRule",
+        "classic",
+    );
+    assert_eq!(
+        ok(&[], &[], cluster(json!({"bindAddress": "::"})))
+            .cluster
+            .bind_address,
+        "::"
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"bindAddress": "localhost"}))),
+        "server.cluster.bindAddress",
+        "IP address",
+    );
+}
+
+#[test]
+fn endpoints_are_normalised_and_checked() {
+    // spec: DEC-14, ROUTE-2b
+    let tx = |v: Value| Some(json!({"modules": {"tx": v}}));
+    let s = ok(
+        &[],
+        &[],
+        tx(json!({"endpoints": [{"path": "/r4/"}, {"path": "/tx/r5", "fhirVersion": 5}]})),
+    );
+    assert_eq!(s.tx.endpoints, vec!["/r4", "/tx/r5"]);
+    refused(
+        settings(
+            &[],
+            &[],
+            tx(json!({"endpoints": [{"path": "/r4"}, {"path": "r5"}]})),
+        ),
+        "modules.tx.endpoints[1].path",
+        "start with /",
+    );
+    refused(
+        settings(&[], &[], tx(json!({"endpoints": [{"fhirVersion": 4}]}))),
+        "modules.tx.endpoints[0].path",
+        "\"path\"",
+    );
+    refused(
+        settings(&[], &[], tx(json!({"endpoints": [{"path": 4}]}))),
+        "modules.tx.endpoints[0].path",
+        "string",
+    );
+    refused(
+        settings(
+            &[],
+            &[],
+            tx(json!({"endpoints": [{"path": "/r4"}, {"path": "/r4/"}]})),
+        ),
+        "modules.tx.endpoints[1].path",
+        "twice",
+    );
+    refused(
+        settings(&[], &[], tx(json!({"endpoints": "/r4"}))),
+        "modules.tx.endpoints",
+        "array",
+    );
+    refused(
+        settings(&[], &[], tx(json!({"endpoints": []}))),
+        "modules.tx.endpoints",
+        "at least one",
+    );
+    assert!(ok(&["--workers=0"], &[], tx(json!({"endpoints": []})))
+        .tx
+        .endpoints
+        .is_empty());
+    refused(
+        settings(&[], &[], tx(json!({"enabled": false}))),
+        "modules.tx.enabled",
+        "workers",
+    );
+}
+
+#[test]
+fn command_from_flag_or_file() {
+    let s = ok(
+        &["--command", "  ./sim   --fast  "],
+        &[],
+        cluster(json!({"command": ["x"]})),
+    );
+    assert_eq!(s.command, vec!["./sim", "--fast"]);
+    assert_eq!(
+        ok(&[], &[], cluster(json!({"command": ["bun", "server.js"]}))).command,
+        vec!["bun", "server.js"]
+    );
+    refused(
+        settings(&["--command", "  "], &[], None),
+        "server.cluster.command",
+        "must name a program",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"command": []}))),
+        "server.cluster.command",
+        "must name a program",
+    );
+}
+
+#[test]
+fn unknown_keys_are_warnings_not_errors() {
+    let s = ok(
+        &[],
+        &[],
+        Some(json!({"server": {"cluster": {"wokers": 2}, "memory": {"x": 1}}})),
+    );
+    assert_eq!(s.cluster.workers, None);
+    assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    assert!(s.warnings[0].contains("server.cluster.wokers") && s.warnings[0].contains(FILE));
+    assert!(s.warnings[1].contains("server.memory.x"));
+}
+
+#[test]
+fn a_master_alone_that_serves_no_tx_is_a_warning() {
+    let s = ok(&["--workers=0", "--master-serves-tx=false"], &[], None);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("no process takes tx requests")),
+        "{:?}",
+        s.warnings
+    );
+}
+
+#[test]
+fn node_flags_are_passed_or_refused() {
+    // spec: LAUNCH-12, LAUNCH-13, LAUNCH-14, DEC-19
+    assert_eq!(
+        ok(&["--", "--max-old-space-size=8192"], &[], None).node_flags,
+        vec!["--max-old-space-size=8192"]
+    );
+    refused(
+        settings(&["--", "--inspect=9229"], &[], None),
+        "node flags",
+        "debugger",
+    );
+    refused(
+        settings(&["--", "--watch"], &[], None),
+        "node flags",
+        "watcher",
+    );
+}
+
+#[test]
+fn every_setting_in_the_file_reaches_its_own_field() {
+    // spec: CONF-1, OPT-1. Each value differs from its default and from its neighbours', so a
+    // key wired to the wrong field fails here.
+    let json = json!({
+        "server": {
+            "port": 4000,
+            "cluster": {
+                "workers": 3, "cores": 5, "workerRule": "classic", "memoryHeadroomGB": 1.5,
+                "masterServesTx": false, "internalPort": 5000, "bindAddress": "0.0.0.0",
+                "drainSeconds": 11, "maxOutstanding": 12, "queueSeconds": 13,
+                "ownerQueueSeconds": 14, "cooldownSeconds": 15, "upstreamTimeoutSeconds": 16,
+                "writeTimeoutSeconds": 17, "maxStartFailures": 18, "recycleSeconds": 19,
+                "fastLaneExtra": 20, "normalMinSlots": 3, "fastLaneMaxBytes": 2048,
+                "statusSeconds": 21, "sharedCache": true, "cacheAffinity": false,
+                "sharedCacheMaxMB": 512, "sharedClosure": true,
+                "command": ["/usr/bin/node", "--x", "server.js"], "killSeconds": 22
+            },
+            "memory": {"rejectFraction": 0.5, "abortFraction": 0.6, "trimAllocator": false}
+        },
+        "modules": {"tx": {"enabled": true, "instanceCode": "main", "endpoints": [{"path": "/r5"}]}},
+        "stats": {"sampleSeconds": 23, "intervalMinutes": 24}
+    });
+    let s = ok(&[], &[], Some(json));
+    let secs = Duration::from_secs;
+    let c = &s.cluster;
+    assert_eq!(s.port, 4000);
+    assert_eq!(s.command, vec!["/usr/bin/node", "--x", "server.js"]);
+    assert_eq!(
+        (c.workers, c.cores, c.worker_rule.as_str()),
+        (Some(3), Some(5), "classic")
+    );
+    assert_eq!((c.memory_headroom_gb, c.master_serves_tx), (1.5, false));
+    assert_eq!(
+        (c.internal_port, c.bind_address.as_str()),
+        (5000, "0.0.0.0")
+    );
+    assert_eq!(
+        (c.drain, c.max_outstanding, c.queue),
+        (secs(11), 12, secs(13))
+    );
+    assert_eq!(
+        (c.owner_queue, c.cooldown, c.upstream_timeout),
+        (secs(14), secs(15), secs(16))
+    );
+    assert_eq!(
+        (c.write_timeout, c.max_start_failures, c.recycle),
+        (secs(17), 18, secs(19))
+    );
+    assert_eq!(
+        (c.fast_lane_extra, c.normal_min_slots, c.fast_lane_max_bytes),
+        (20, 3, 2048)
+    );
+    assert_eq!((c.status_interval, c.kill_after), (secs(21), secs(22)));
+    assert_eq!(
+        (c.shared_cache, c.cache_affinity, c.shared_closure),
+        (true, false, true)
+    );
+    assert_eq!(c.shared_cache_max_mb, 512);
+    assert_eq!(
+        (s.memory.reject_fraction, s.memory.abort_fraction),
+        (0.5, 0.6)
+    );
+    assert!(!s.memory.trim_allocator);
+    assert_eq!((s.tx.enabled, s.tx.instance_code.as_str()), (true, "main"));
+    assert_eq!(s.tx.endpoints, vec!["/r5"]);
+    assert_eq!(
+        (s.stats.sample, s.stats.interval_minutes),
+        (Some(secs(23)), 24)
+    );
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let s = ok(
+        &[],
+        &[],
+        cluster(json!({"sharedCache": true, "cacheAffinity": true})),
+    );
+    assert!(s.cluster.cache_affinity && !s.cluster.shared_closure);
+}

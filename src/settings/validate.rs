@@ -1,0 +1,339 @@
+//! The rules between settings, checked once every layer has been read: each failure is a
+//! start-up error naming the setting, never a clamp (DEC-7). Rules about one value alone (types,
+//! ranges, negatives) are in `value.rs`, where the value's layer is still known.
+
+use super::error::{quote, SettingsError};
+use super::Settings;
+
+/// The worker rules fhircluster knows by name (DEC-23). The sizing code implements each.
+pub const KNOWN_RULES: &[&str] = &["classic"];
+
+/// Everything that must hold between settings before anything starts.
+pub fn validate(s: &Settings) -> Result<(), SettingsError> {
+    let c = &s.cluster;
+    if s.command.first().is_none_or(|p| p.is_empty()) {
+        return Err(SettingsError::invalid(
+            "server.cluster.command",
+            serde_json::to_string(&s.command).unwrap_or_default(),
+            None,
+            "must name a program, then its arguments, e.g. [\"node\", \"server.js\"]",
+        ));
+    }
+    check_rule(&c.worker_rule, KNOWN_RULES)?;
+    // CONF-22, DEC-7. maxOutstanding 0 is no limit, so it bounds nothing.
+    if c.max_outstanding > 0 && c.normal_min_slots > c.max_outstanding {
+        return Err(SettingsError::invalid(
+            "server.cluster.normalMinSlots",
+            c.normal_min_slots.to_string(),
+            None,
+            format!(
+                "must be at most server.cluster.maxOutstanding ({})",
+                c.max_outstanding
+            ),
+        ));
+    }
+    if s.memory.reject_fraction >= s.memory.abort_fraction {
+        return Err(SettingsError::invalid(
+            "server.memory.rejectFraction",
+            s.memory.reject_fraction.to_string(),
+            None,
+            format!(
+                "must be below server.memory.abortFraction ({})",
+                s.memory.abort_fraction
+            ),
+        ));
+    }
+    check_instance_code(&s.tx.instance_code)?;
+    // Not given means sized by the rule, which gives at least one worker (SIZE-12).
+    let workers_run = c.workers != Some(0);
+    if workers_run && !s.tx.enabled {
+        return Err(SettingsError::invalid(
+            "modules.tx.enabled",
+            "false",
+            None,
+            "must be true while server.cluster.workers is not 0: tx-workers serve only the tx module",
+        ));
+    }
+    if workers_run && s.tx.endpoints.is_empty() {
+        return Err(SettingsError::invalid(
+            "modules.tx.endpoints",
+            "[]",
+            None,
+            "must list at least one endpoint path while server.cluster.workers is not 0",
+        ));
+    }
+    check_port_range(s, c.workers.unwrap_or(0))
+}
+
+/// The processes' ports, `internalPort` ..= `internalPort + workers`, must fit below 65536 and
+/// must not include `server.port` (CONF-10). The planner calls this again with the computed
+/// count (DEC-21).
+pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError> {
+    let first = u64::from(s.cluster.internal_port);
+    let last = first + u64::from(workers);
+    let range = if workers == 0 {
+        format!("the master's port {first}")
+    } else {
+        format!("the processes' ports {first}-{last} (the master and {workers} workers)")
+    };
+    if last > 65535 {
+        return Err(SettingsError::invalid(
+            "server.cluster.internalPort",
+            first.to_string(),
+            None,
+            format!(
+                "{range} must end at 65535 at most; choose a lower internalPort or fewer workers"
+            ),
+        ));
+    }
+    if (first..=last).contains(&u64::from(s.port)) {
+        return Err(SettingsError::invalid(
+            "server.cluster.internalPort",
+            first.to_string(),
+            None,
+            format!(
+                "{range} must not include server.port {}; choose an internalPort above it or at least {} below it",
+                s.port,
+                u64::from(workers) + 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An unknown `workerRule` is an error listing the known ones (DEC-23).
+pub fn check_rule(rule: &str, known: &[&str]) -> Result<(), SettingsError> {
+    if known.contains(&rule) {
+        return Ok(());
+    }
+    Err(SettingsError::invalid(
+        "server.cluster.workerRule",
+        quote(rule),
+        None,
+        format!("must be one of the known rules: {}", known.join(", ")),
+    ))
+}
+
+/// 1-16 ASCII letters and digits, and not a worker's code (DEC-20). Every `tx<n>` is refused,
+/// not only those of the configured workers: the count may be sized, and changed, at run time.
+pub fn check_instance_code(code: &str) -> Result<(), SettingsError> {
+    let err = |expected: &str| {
+        SettingsError::invalid("modules.tx.instanceCode", quote(code), None, expected)
+    };
+    if code.is_empty() || code.len() > 16 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(err("must be 1-16 ASCII letters and digits"));
+    }
+    if is_worker_code(code) {
+        return Err(err(
+            "must not be a tx-worker's code (tx1, tx2, ...): those are the workers'",
+        ));
+    }
+    Ok(())
+}
+
+/// `tx<n>` exactly as the launcher names worker n (n ≥ 1, no leading zero).
+fn is_worker_code(code: &str) -> bool {
+    code.strip_prefix("tx").is_some_and(|n| {
+        !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// An endpoint path as the router matches it: a leading `/`, no trailing `/` (DEC-14).
+/// `Err` says what is wrong with it.
+pub fn normalise_endpoint(path: &str) -> Result<String, &'static str> {
+    if !path.starts_with('/') {
+        return Err("must start with /, e.g. \"/r4\"");
+    }
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Err("must name a path below / (the tx module can't own every path)");
+    }
+    Ok(trimmed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_names(r: Result<(), SettingsError>, setting: &str, phrase: &str) {
+        let e = r.expect_err("should be refused");
+        let line = e.to_string();
+        assert_eq!(e.setting(), setting, "{line}");
+        assert!(line.starts_with(setting), "{line}");
+        assert!(line.contains(phrase), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        assert_eq!(validate(&Settings::default()), Ok(()));
+    }
+
+    #[test]
+    fn normal_min_slots_above_max_outstanding_is_refused_unless_there_is_no_limit() {
+        // spec: CONF-22, DEC-7
+        let mut s = Settings::default();
+        s.cluster.normal_min_slots = 17;
+        assert_names(
+            validate(&s),
+            "server.cluster.normalMinSlots",
+            "at most server.cluster.maxOutstanding (16)",
+        );
+        s.cluster.normal_min_slots = 16;
+        assert_eq!(validate(&s), Ok(()));
+        // spec: CONF-12: maxOutstanding 0 is no limit
+        s.cluster.max_outstanding = 0;
+        s.cluster.normal_min_slots = 100;
+        assert_eq!(validate(&s), Ok(()));
+    }
+
+    #[test]
+    fn reject_fraction_must_be_below_abort_fraction() {
+        let mut s = Settings::default();
+        s.memory.reject_fraction = 0.92;
+        assert_names(
+            validate(&s),
+            "server.memory.rejectFraction",
+            "below server.memory.abortFraction (0.92)",
+        );
+    }
+
+    #[test]
+    fn an_unknown_worker_rule_lists_the_known_ones() {
+        // spec: DEC-23
+        let mut s = Settings::default();
+        s.cluster.worker_rule = "turbo".into();
+        assert_names(
+            validate(&s),
+            "server.cluster.workerRule",
+            "known rules: classic",
+        );
+        assert_names(
+            check_rule("x", &["classic", "bun"]),
+            "server.cluster.workerRule",
+            "classic, bun",
+        );
+    }
+
+    #[test]
+    fn instance_codes_are_1_to_16_letters_and_digits_and_not_a_workers() {
+        // spec: DEC-20
+        for ok in [
+            "m0",
+            "A",
+            "abcdefghij123456",
+            "tx",
+            "tx0",
+            "tx01",
+            "TX1",
+            "txa",
+        ] {
+            assert_eq!(check_instance_code(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "abcdefghij1234567", "m-0", "m 0", "é1"] {
+            assert_names(
+                check_instance_code(bad),
+                "modules.tx.instanceCode",
+                "1-16 ASCII letters and digits",
+            );
+        }
+        for worker in ["tx1", "tx2", "tx10"] {
+            assert_names(
+                check_instance_code(worker),
+                "modules.tx.instanceCode",
+                "tx-worker's code",
+            );
+        }
+    }
+
+    #[test]
+    fn workers_need_the_tx_module_with_endpoints() {
+        let mut s = Settings::default();
+        s.tx.enabled = false;
+        assert_names(validate(&s), "modules.tx.enabled", "server.cluster.workers");
+        s.cluster.workers = Some(0);
+        assert_eq!(validate(&s), Ok(()));
+        let mut s = Settings::default();
+        s.tx.endpoints.clear();
+        s.cluster.workers = Some(2);
+        assert_names(validate(&s), "modules.tx.endpoints", "at least one");
+    }
+
+    #[test]
+    fn an_empty_command_is_refused() {
+        let mut s = Settings::default();
+        s.command.clear();
+        assert_names(
+            validate(&s),
+            "server.cluster.command",
+            "must name a program",
+        );
+        s.command = vec![String::new(), "x".into()];
+        assert_names(
+            validate(&s),
+            "server.cluster.command",
+            "must name a program",
+        );
+    }
+
+    #[test]
+    fn a_port_range_that_includes_the_port_is_refused() {
+        // spec: CONF-10, DEC-21
+        let mut s = Settings {
+            port: 3004,
+            ..Settings::default()
+        };
+        assert_eq!(check_port_range(&s, 2), Ok(()));
+        assert_names(
+            check_port_range(&s, 3),
+            "server.cluster.internalPort",
+            "3001-3004",
+        );
+        s.port = 3001;
+        assert_names(
+            check_port_range(&s, 0),
+            "server.cluster.internalPort",
+            "include server.port 3001",
+        );
+        s.port = 3000;
+        s.cluster.internal_port = 2990;
+        assert_names(
+            check_port_range(&s, 10),
+            "server.cluster.internalPort",
+            "include server.port 3000",
+        );
+        assert_eq!(check_port_range(&s, 9), Ok(()));
+        s.cluster.internal_port = 65530;
+        assert_eq!(check_port_range(&s, 5), Ok(()));
+        assert_names(
+            check_port_range(&s, 6),
+            "server.cluster.internalPort",
+            "65535 at most",
+        );
+        assert_eq!(
+            check_port_range(&s, u32::MAX).map_err(|e| e.setting().to_string()),
+            Err("server.cluster.internalPort".to_string())
+        );
+    }
+
+    #[test]
+    fn validate_checks_the_port_range_with_the_given_workers() {
+        let mut s = Settings {
+            port: 3003,
+            ..Settings::default()
+        };
+        s.cluster.workers = Some(2);
+        assert_names(validate(&s), "server.cluster.internalPort", "3001-3003");
+        s.cluster.workers = None;
+        assert_eq!(validate(&s), Ok(()));
+    }
+
+    #[test]
+    fn endpoints_are_normalised_and_must_start_with_a_slash() {
+        assert_eq!(normalise_endpoint("/r4"), Ok("/r4".into()));
+        assert_eq!(normalise_endpoint("/tx/r5/"), Ok("/tx/r5".into()));
+        assert!(normalise_endpoint("r4").is_err());
+        assert!(normalise_endpoint("/").is_err());
+        assert!(normalise_endpoint("").is_err());
+    }
+}
