@@ -238,3 +238,23 @@ mod tests {
         assert!(err.to_string().contains("known: classic"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod this_machine {
+    use super::*;
+    use crate::sizing::decision_line;
+    use std::path::Path;
+
+    #[test]
+    fn sizes_this_machine_from_its_real_readings() {
+        // spec: SIZE-3, SIZE-4 — end to end on the real affinity, topology and cgroups.
+        let reading = crate::system::read_cpus(Path::new("/")).expect("affinity");
+        let quota = crate::system::read_cpu_quota(Path::new("/")).expect("cgroups");
+        let inputs = CpuInputs::from_reading(&reading, quota);
+        assert_eq!(inputs.vcpu, reading.vcpu());
+        let sizing = size_by_cpu(&ClusterSettings::default(), &inputs).unwrap();
+        assert!(sizing.planned() >= 1);
+        let line = decision_line(&sizing, None);
+        assert!(line.contains(&format!("({} vCPU", inputs.vcpu)), "{line}");
+    }
+}
