@@ -1,1 +1,23 @@
-//! (to be written)
+//! Reads of the machine: the CPUs this process may run on and their cores, CPU quotas and memory
+//! from cgroups (v1, v2 or both), and each process's memory from `/proc`.
+//!
+//! Every reader takes the filesystem root it reads under (`Path::new("/")` for the machine, a
+//! temporary directory in tests) and returns what it read or why it could not (`Unreadable`).
+//! The parsers beside them are pure: text in, value out.
+
+pub mod cgroup;
+pub mod cpu;
+pub mod cpu_quota;
+pub mod memory;
+pub mod proc_memory;
+pub mod unreadable;
+
+#[cfg(test)]
+pub(crate) mod fixture;
+
+pub use cgroup::CgroupVersion;
+pub use cpu::{read_cpus, CpuReading};
+pub use cpu_quota::{read_cpu_quota, CpuQuota};
+pub use memory::{read_cgroup_memory, CgroupMemory, EnclosingLimit};
+pub use proc_memory::{read_host_memory, read_process_memory, HostMemory, ProcessMemory};
+pub use unreadable::Unreadable;

@@ -1,0 +1,122 @@
+//! The human-readable `--check` output, as `nginx -t` gives: the decision line, each process with
+//! its role, code, address, the exact command line (quoted so it can be pasted into a shell) and
+//! its environment, then the limits line.
+
+use super::Plan;
+
+/// An argument as a POSIX shell would need it, so a printed command line can be pasted.
+fn shell_quote(arg: &str) -> String {
+    let plain_char = |ch: char| ch.is_ascii_alphanumeric() || "-_./=:,+@%".contains(ch);
+    if !arg.is_empty() && arg.chars().all(plain_char) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The human-readable `--check` output: the decision line, each process (role, code, address,
+/// the exact command line and its environment), then the limits line.
+pub fn render_check(plan: &Plan) -> String {
+    let mut out = format!("{}\n", plan.decision);
+    for p in &plan.processes {
+        let listen = host_port(&p.bind_address, p.port);
+        let reached = p.connect_addr.to_string();
+        let reached = if reached == listen {
+            String::new()
+        } else {
+            format!(", reached at {reached}")
+        };
+        let tx = if p.serves_tx {
+            "serves tx"
+        } else {
+            "does not serve tx"
+        };
+        out.push_str(&format!(
+            "{} {} on {listen}{reached}, {tx}\n",
+            p.role, p.code
+        ));
+        let argv: Vec<String> = p.argv.iter().map(|a| shell_quote(a)).collect();
+        out.push_str(&format!("  command: {}\n", argv.join(" ")));
+        let env: Vec<String> = p
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+            .collect();
+        out.push_str(&format!("  env: {}\n", env.join(" ")));
+    }
+    if !plan.dropped_node_flags.is_empty() {
+        out.push_str(&format!(
+            "node flags not passed on (the launcher's own): {}\n",
+            plan.dropped_node_flags.join(" ")
+        ));
+    }
+    out.push_str(&plan.limits);
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::plan;
+    use crate::settings::Settings;
+    use crate::sizing::{size_by_cpu, CpuInputs, CpuSizing};
+    use std::path::PathBuf;
+
+    fn settings() -> Settings {
+        Settings {
+            data_dir: PathBuf::from("/var/lib/fhirsmith"),
+            ..Settings::default()
+        }
+    }
+
+    fn sizing(s: &Settings, vcpu: u32, cores: u32) -> CpuSizing {
+        let inputs = CpuInputs {
+            vcpu,
+            detected_cores: Some(cores),
+            quota: None,
+        };
+        size_by_cpu(&s.cluster, &inputs).unwrap()
+    }
+
+    #[test]
+    fn check_output_shows_every_process_exactly() {
+        let mut s = settings();
+        s.data_dir = PathBuf::from("/srv/fhir data");
+        s.cluster.bind_address = "0.0.0.0".to_string();
+        let p = plan(&s, &sizing(&s, 4, 4), None).unwrap();
+        let text = render_check(&p);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], p.decision);
+        assert!(p
+            .decision
+            .contains("memory fit decided once the master is loaded"));
+        assert_eq!(
+            lines[1],
+            "master m0 on 0.0.0.0:3001, reached at 127.0.0.1:3001, serves tx"
+        );
+        assert_eq!(
+            lines[2],
+            "  command: node --expose-gc server.js --role=master --instance-code=m0 --port=3001"
+        );
+        assert_eq!(
+            lines[3],
+            "  env: FHIRSMITH_ROLE=master FHIRSMITH_INSTANCE_CODE=m0 PORT=3001 FHIRSMITH_DATA_DIR='/srv/fhir data' NODE_CHANNEL_FD=3 NODE_CHANNEL_SERIALIZATION_MODE=json"
+        );
+        assert_eq!(
+            lines[4],
+            "tx-worker tx1 on 0.0.0.0:3002, reached at 127.0.0.1:3002, serves tx"
+        );
+        assert_eq!(lines.len(), 11);
+        assert_eq!(lines[10], p.limits);
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}
