@@ -51,7 +51,11 @@ pub fn start(
         let (sim, sender) = (sim.clone(), sender.clone());
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(period(&sim, |p| p.0)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(period(&sim, |p| p.0)) => {}
+                    // A new period from hello: start the wait again with it.
+                    _ = sim.periods_changed.notified() => continue,
+                }
                 send(&sender, status(&sim)).await;
             }
         });
@@ -60,7 +64,11 @@ pub fn start(
         let (sim, sender) = (sim.clone(), sender.clone());
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(period(&sim, |p| p.1)).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(period(&sim, |p| p.1)) => {}
+                    // A new period from hello: start the wait again with it.
+                    _ = sim.periods_changed.notified() => continue,
+                }
                 send(&sender, FromChild::Sample(sim.take_sample())).await;
             }
         });
@@ -129,6 +137,8 @@ fn take_in(sim: &Sim, m: ToChild) {
             if sample_seconds > 0.0 {
                 p.1 = sample_seconds;
             }
+            drop(p);
+            sim.periods_changed.notify_waiters();
             inbox.hello = Some(json!({
                 "protocol": protocol, "role": role, "code": code,
                 "statusSeconds": status_seconds, "sampleSeconds": sample_seconds,

@@ -48,6 +48,8 @@ pub struct Sim {
     pub received: Mutex<MasterInbox>,
     /// (statusSeconds, sampleSeconds): config's until the launcher's `hello` says otherwise.
     pub periods: Mutex<(f64, f64)>,
+    /// Wakes the periodic senders when `hello` changes the periods.
+    pub periods_changed: tokio::sync::Notify,
     random: Mutex<u64>,
 }
 
@@ -121,6 +123,7 @@ impl Sim {
             }),
             received: Mutex::new(MasterInbox::default()),
             periods: Mutex::new(periods),
+            periods_changed: tokio::sync::Notify::new(),
             random: Mutex::new(
                 i.start_ms ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15,
             ),
