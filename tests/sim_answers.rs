@@ -246,3 +246,54 @@ async fn a_shared_cache_outlives_a_worker_restart_and_not_a_master_start() -> R<
     assert!(text.contains("lost to a server restart"), "{text}");
     Ok(())
 }
+
+fn rss_anon_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn large_streams_hangs_and_real_memory() -> R<()> {
+    // spec: SIM-14, SIM-21
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let sim = Start::new("master", "m0", dir.path())?.start().await?;
+    assert_eq!(
+        sim.get("/r4/CodeSystem?_sim_large_mb=3").await?.body.len(),
+        3 << 20
+    );
+    assert_eq!(
+        sim.get("/packages/big?_sim_large_mb=2").await?.body.len(),
+        2 << 20
+    );
+    assert_eq!(sim.get("/sim/large?mb=1").await?.body.len(), 1 << 20);
+    let t0 = std::time::Instant::now();
+    let r = sim.get("/sim/stream?seconds=0.3").await?;
+    assert!(r.text().starts_with("tick 0\n") && t0.elapsed() >= Duration::from_millis(300));
+    let hung = sim_util::http(sim.port, "GET", "/r4/CodeSystem?_sim_hang=1", &[], b"");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), hung)
+            .await
+            .is_err(),
+        "hangs"
+    );
+    let pid = sim.child.id().ok_or("pid")?;
+    let before = rss_anon_kb(pid);
+    assert_eq!(sim.post("/sim/alloc?mb=64", &[], b"").await?.status, 200);
+    let grown = rss_anon_kb(pid);
+    assert!(
+        grown >= before + 60 * 1024,
+        "RssAnon {before} -> {grown} kB"
+    );
+    assert_eq!(sim.post("/sim/free", &[], b"").await?.status, 200);
+    let after = rss_anon_kb(pid);
+    assert!(
+        after + 50 * 1024 <= grown,
+        "RssAnon {grown} -> {after} kB after free"
+    );
+    Ok(())
+}
