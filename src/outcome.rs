@@ -51,6 +51,51 @@ impl Outcome {
         .with_tx_issue_type("cache-id-unknown")
     }
 
+    /// `404` `cache-id-unknown` for an id this process never issued (SIM-7).
+    pub fn cache_id_never_issued(cache_id: &str) -> Outcome {
+        Outcome::error(
+            "not-found",
+            format!(
+                "Cache-id '{}' is unknown: it was never issued. Start a new cache.",
+                printable(cache_id)
+            ),
+        )
+        .with_tx_issue_type("cache-id-unknown")
+    }
+
+    /// `404` `cache-id-unknown` for an id another instance issued: a routing mistake (SIM-7).
+    pub fn cache_id_another_instance(cache_id: &str, own_code: &str) -> Outcome {
+        Outcome::error(
+            "not-found",
+            format!(
+                "Cache-id '{}' is unknown here: it is another instance's, and this is {}.",
+                printable(cache_id),
+                printable(own_code)
+            ),
+        )
+        .with_tx_issue_type("cache-id-unknown")
+    }
+
+    /// `500` from a tx-worker given a request only the master answers (SIM-10).
+    pub fn routing_error(code: &str, path: &str) -> Outcome {
+        Outcome::error(
+            "exception",
+            format!(
+                "routing error: {} is a tx-worker and does not answer {}",
+                printable(code),
+                printable(path)
+            ),
+        )
+    }
+
+    /// `503` from a process whose memory guard is refusing requests (SIM-13).
+    pub fn memory_guard_refusing() -> Outcome {
+        Outcome::error(
+            "transient",
+            "The server is short of memory and is refusing requests for now. Retry later.",
+        )
+    }
+
     pub fn to_json(&self) -> Value {
         let mut details = json!({ "text": self.text });
         if let Some(t) = self.tx_issue_type {

@@ -1,1 +1,5 @@
-fn main() {}
+//! `fhirsmith-sim`: the simulated FHIRsmith server (see `fhircluster::sim`).
+
+fn main() -> std::process::ExitCode {
+    fhircluster::sim::run::main()
+}

@@ -76,8 +76,9 @@ pub fn prepare_child(cmd: &mut std::process::Command, child_end: OwnedFd) {
                 return Err(io::Error::last_os_error());
             }
             // The launcher may have died between fork and prctl; then no signal will come.
+            // (An OS error code, not a message: nothing may allocate between fork and exec.)
             if libc::getppid() != parent {
-                return Err(io::Error::new(io::ErrorKind::Other, "launcher exited"));
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())
         });
