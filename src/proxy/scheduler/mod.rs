@@ -1,1 +1,24 @@
-//! (to be written)
+//! Admission and scheduling of tx requests (pure): per-process slots and the fast lane, the
+//! launcher's wait queues, cooldowns. Events and `now` in, actions and the next deadline out, in
+//! the manner of quinn-proto: the shell feeds `submit` / `finish` / `cancel` / `set_process` /
+//! `handle_timeout`, then drains `poll_action` and sleeps until `poll_timeout`.
+
+mod config;
+mod cooldown;
+mod machine;
+mod queue;
+mod slots;
+mod types;
+
+pub use config::SchedulerConfig;
+pub use machine::Scheduler;
+pub use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod lane_cool_tests;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

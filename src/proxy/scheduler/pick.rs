@@ -1,0 +1,235 @@
+//! Admission and selection: which ready process may take a request now (slots, lane,
+//! cooldown), the least loaded of those, and which waiting request a process takes when it has
+//! room (`pump`). Part of the scheduler's state machine (`machine.rs`).
+
+use std::cmp::Reverse;
+use std::time::Instant;
+
+use super::*;
+
+impl Scheduler {
+    pub(super) fn is_ready(&self, i: usize) -> bool {
+        self.procs
+            .get(i)
+            .is_some_and(|p| p.present && p.state == Some(ProcessState::Ready))
+    }
+
+    /// Not in cooldown, or every ready tx process is (COOL-3).
+    pub(super) fn steerable(&self, i: usize) -> bool {
+        !self.procs[i].cool.cooling() || self.open == 0
+    }
+
+    /// May take requests from the shared queues and rule 4.
+    pub(super) fn eligible(&self, i: usize) -> bool {
+        self.is_ready(i) && self.procs[i].serves_tx && self.steerable(i)
+    }
+
+    pub(super) fn normal_waiting_for(&self, i: usize) -> bool {
+        self.procs[i].owned[1].live() > 0 || (self.shared[1].live() > 0 && self.eligible(i))
+    }
+
+    pub(super) fn admits(&self, i: usize, lane: Lane) -> bool {
+        self.limits
+            .admits(self.procs[i].slots, lane, self.normal_waiting_for(i))
+    }
+
+    /// The least loaded eligible process that admits `lane` (any, for an uncounted request),
+    /// scanning from the cursor so ties rotate.
+    pub(super) fn pick(&mut self, lane: Lane, exclude: Option<usize>, counted: bool) -> Pick {
+        let n = self.procs.len();
+        // Without the excluded one, are all the others cooling? Then cooldowns don't count.
+        let excluded_open = exclude.is_some_and(|e| {
+            self.is_ready(e) && self.procs[e].serves_tx && !self.procs[e].cool.cooling()
+        });
+        let ignore_cooling = self.open == usize::from(excluded_open);
+        let mut best: Option<(u32, usize)> = None;
+        let mut any = false;
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            let p = &self.procs[i];
+            if Some(i) == exclude
+                || !self.is_ready(i)
+                || !p.serves_tx
+                || (p.cool.cooling() && !ignore_cooling)
+            {
+                continue;
+            }
+            any = true;
+            if counted && !self.admits(i, lane) {
+                continue;
+            }
+            if best.is_none_or(|(load, _)| p.slots.in_flight < load) {
+                best = Some((p.slots.in_flight, i));
+            }
+        }
+        match best {
+            Some((_, i)) => {
+                self.cursor = (i + 1) % n.max(1);
+                Pick::Got(i)
+            }
+            None if any => Pick::Full,
+            None => Pick::NoneReady,
+        }
+    }
+
+    pub(super) fn any(
+        &mut self,
+        id: RequestId,
+        lane: Lane,
+        counted: bool,
+        wait: Wait,
+        now: Instant,
+    ) {
+        match self.pick(lane, None, counted) {
+            Pick::Got(i) => self.dispatch(id, i, lane, counted, true, false),
+            Pick::Full => self.wait(id, lane, Place::Shared, wait, now),
+            Pick::NoneReady => self.refuse(id, Refusal::NoProcessReady),
+        }
+    }
+
+    pub(super) fn wait(&mut self, id: RequestId, lane: Lane, at: Place, wait: Wait, now: Instant) {
+        if self.stopping {
+            return self.refuse(id, Refusal::Stopping);
+        }
+        let length = match wait {
+            Wait::Any => self.cfg.queue,
+            Wait::Unknown | Wait::Owner | Wait::Affinity => self.cfg.owner_queue,
+        };
+        if length.is_zero() {
+            let owner_wait = wait != Wait::Any;
+            return self.refuse(id, Refusal::QueueTimeout { owner_wait });
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.queue_mut(at, lane).push(seq, id);
+        self.requests.insert(
+            id,
+            Req::Waiting {
+                seq,
+                lane,
+                at,
+                wait,
+            },
+        );
+        self.timers
+            .push(Reverse((now + length, Timer::Queue { seq, id })));
+    }
+
+    pub(super) fn dispatch(
+        &mut self,
+        id: RequestId,
+        i: usize,
+        lane: Lane,
+        counted: bool,
+        flexible: bool,
+        retried: bool,
+    ) {
+        if counted {
+            self.procs[i].slots.take(lane);
+        }
+        self.requests.insert(
+            id,
+            Req::InFlight {
+                process: i,
+                lane,
+                counted,
+                flexible,
+                retried,
+            },
+        );
+        self.actions.push_back(Action::Dispatch {
+            id,
+            process: ProcessId(i as u16),
+        });
+    }
+
+    pub(super) fn refuse(&mut self, id: RequestId, reason: Refusal) {
+        self.actions.push_back(Action::Refuse { id, reason });
+    }
+
+    pub(super) fn free(&mut self, i: usize, lane: Lane, counted: bool) {
+        if counted {
+            if let Some(p) = self.procs.get_mut(i) {
+                p.slots.free(lane);
+                self.dirty.push(i);
+            }
+        }
+    }
+
+    pub(super) fn queue_mut(&mut self, at: Place, lane: Lane) -> &mut WaitQueue {
+        match at {
+            Place::Shared => &mut self.shared[ix(lane)],
+            Place::Owned(i) => &mut self.procs[i].owned[ix(lane)],
+        }
+    }
+
+    /// A live waiting entry left its queue without being popped. When the last normal waiter
+    /// goes, the lane's reservation lifts, so the processes it held back are pumped.
+    pub(super) fn forget(&mut self, at: Place, lane: Lane) {
+        let q = self.queue_mut(at, lane);
+        q.forget_one();
+        if lane == Lane::Normal && q.live() == 0 {
+            match at {
+                Place::Shared => self.dirty_all = true,
+                Place::Owned(i) => self.dirty.push(i),
+            }
+        }
+    }
+
+    /// Gives process `i` the oldest waiting requests it may take: fast first (LANE-3), oldest
+    /// first within a lane (QUEUE-3).
+    pub(super) fn pump(&mut self, i: usize) {
+        if !self.is_ready(i) {
+            return;
+        }
+        loop {
+            let mut took = false;
+            for lane in LANES {
+                let Some(from) = self.oldest_for(i, lane) else {
+                    continue;
+                };
+                if !self.admits(i, lane) {
+                    continue;
+                }
+                let q = self.queue_mut(from, lane);
+                let Some((_, id)) = q.head(|_, _| true) else {
+                    continue;
+                };
+                q.pop_head();
+                if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
+                    self.dirty_all = true;
+                }
+                let flexible = matches!(
+                    self.requests.get(&id),
+                    Some(Req::Waiting { wait, .. }) if *wait != Wait::Owner
+                );
+                self.dispatch(id, i, lane, true, flexible, false);
+                took = true;
+                break;
+            }
+            if !took {
+                return;
+            }
+        }
+    }
+
+    /// Which queue holds the oldest request of `lane` that process `i` may take, cleaning
+    /// dead heads on the way.
+    pub(super) fn oldest_for(&mut self, i: usize, lane: Lane) -> Option<Place> {
+        let reqs = &self.requests;
+        let own = self.procs[i].owned[ix(lane)].head(|s, id| is_waiting(reqs, s, id));
+        let shared_ok =
+            self.procs[i].serves_tx && (!self.procs[i].cool.cooling() || self.open == 0);
+        let shared = if shared_ok {
+            self.shared[ix(lane)].head(|s, id| is_waiting(reqs, s, id))
+        } else {
+            None
+        };
+        match (own, shared) {
+            (Some((a, _)), Some((b, _))) if b < a => Some(Place::Shared),
+            (Some(_), _) => Some(Place::Owned(i)),
+            (None, Some(_)) => Some(Place::Shared),
+            (None, None) => None,
+        }
+    }
+}

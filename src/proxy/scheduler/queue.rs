@@ -1,0 +1,66 @@
+//! One wait queue: request ids in arrival order (by sequence number), removed lazily.
+//!
+//! Cancelling or refusing a waiting request only forgets it in the scheduler's request map; its
+//! entry here is dropped when it reaches the head. A live count says whether anything really
+//! waits, so neither check nor removal scans the queue.
+
+use std::collections::VecDeque;
+
+use super::types::RequestId;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WaitQueue {
+    entries: VecDeque<(u64, RequestId)>,
+    live: usize,
+}
+
+impl WaitQueue {
+    /// Requests really waiting.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// A new arrival: its `seq` is above every other's.
+    pub fn push(&mut self, seq: u64, id: RequestId) {
+        self.entries.push_back((seq, id));
+        self.live += 1;
+    }
+
+    /// An older request moved here from another queue: placed by its `seq`, so the queue stays
+    /// oldest first. Costs a shift; only done when a process goes away.
+    pub fn insert_by_seq(&mut self, seq: u64, id: RequestId) {
+        let at = self.entries.partition_point(|&(s, _)| s < seq);
+        self.entries.insert(at, (seq, id));
+        self.live += 1;
+    }
+
+    /// One of the live entries has left (dispatched, refused, cancelled, moved).
+    pub fn forget_one(&mut self) {
+        self.live = self.live.saturating_sub(1);
+    }
+
+    /// The oldest live entry, dropping dead ones at the head. `alive` says whether an entry is
+    /// still waiting here.
+    pub fn head(&mut self, alive: impl Fn(u64, RequestId) -> bool) -> Option<(u64, RequestId)> {
+        while let Some(&(seq, id)) = self.entries.front() {
+            if alive(seq, id) {
+                return Some((seq, id));
+            }
+            self.entries.pop_front();
+        }
+        None
+    }
+
+    /// Removes the head (after `head` returned it, and the caller took it).
+    pub fn pop_head(&mut self) {
+        if self.entries.pop_front().is_some() {
+            self.live = self.live.saturating_sub(1);
+        }
+    }
+
+    /// Every entry, live or dead, emptying the queue.
+    pub fn drain(&mut self) -> impl Iterator<Item = (u64, RequestId)> + '_ {
+        self.live = 0;
+        self.entries.drain(..)
+    }
+}

@@ -1,0 +1,173 @@
+//! A process's slots and the fast lane (LANE-1..6, LANE-15, QUEUE-1, CONF-12, CONF-20..22).
+//!
+//! A process has `maxOutstanding` + `fastLaneExtra` slots. A cheap request may take any free
+//! one, except that while normal requests wait for the process it leaves enough free for
+//! `normalMinSlots` normal ones to run. A normal request may take one while fewer than
+//! `maxOutstanding` are in flight, or any free one while fewer than `normalMinSlots` normal ones
+//! run. `maxOutstanding` 0: no limit at all.
+
+use super::config::SchedulerConfig;
+use crate::proxy::lane::Lane;
+
+/// The admission rule, from the config.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// 0: no limit.
+    max: u64,
+    extra: u64,
+    min_normal: u64,
+}
+
+/// What a process has in flight (counted requests only).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Slots {
+    pub in_flight: u32,
+    pub normal_running: u32,
+}
+
+impl Limits {
+    pub fn new(cfg: &SchedulerConfig) -> Limits {
+        let max = u64::from(cfg.max_outstanding);
+        Limits {
+            max,
+            extra: u64::from(cfg.fast_lane_extra),
+            min_normal: u64::from(cfg.normal_min_slots).min(max),
+        }
+    }
+
+    /// Slots per process; `None`: no limit.
+    pub fn slots(&self) -> Option<u32> {
+        (self.max > 0).then(|| u32::try_from(self.max + self.extra).unwrap_or(u32::MAX))
+    }
+
+    /// The lane a request really uses: with no fast lane (or no limit) every request is normal.
+    pub fn effective(&self, lane: Lane) -> Lane {
+        if self.extra == 0 || self.max == 0 {
+            Lane::Normal
+        } else {
+            lane
+        }
+    }
+
+    /// Whether a process with `s` in flight may take one more request of `lane` (already
+    /// effective). `normal_waiting`: normal requests are waiting that this process could take.
+    pub fn admits(&self, s: Slots, lane: Lane, normal_waiting: bool) -> bool {
+        if self.max == 0 {
+            return true;
+        }
+        let total = self.max + self.extra;
+        let in_flight = u64::from(s.in_flight);
+        let normal = u64::from(s.normal_running);
+        if in_flight >= total {
+            return false;
+        }
+        match lane {
+            Lane::Normal => in_flight < self.max || normal < self.min_normal,
+            Lane::Fast => {
+                let reserve = if normal_waiting {
+                    self.min_normal.saturating_sub(normal)
+                } else {
+                    0
+                };
+                in_flight + 1 + reserve <= total
+            }
+        }
+    }
+}
+
+impl Slots {
+    pub fn take(&mut self, lane: Lane) {
+        self.in_flight += 1;
+        if lane == Lane::Normal {
+            self.normal_running += 1;
+        }
+    }
+
+    pub fn free(&mut self, lane: Lane) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if lane == Lane::Normal {
+            self.normal_running = self.normal_running.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: u32, extra: u32, min: u32) -> Limits {
+        Limits::new(&SchedulerConfig {
+            max_outstanding: max,
+            fast_lane_extra: extra,
+            normal_min_slots: min,
+            ..SchedulerConfig::default()
+        })
+    }
+
+    fn s(in_flight: u32, normal_running: u32) -> Slots {
+        Slots {
+            in_flight,
+            normal_running,
+        }
+    }
+
+    #[test]
+    fn a_process_has_max_plus_extra_slots_and_cheap_may_use_any() {
+        // spec: LANE-1, LANE-2, LANE-15
+        let l = limits(16, 4, 4);
+        assert_eq!(l.slots(), Some(20));
+        assert!(l.admits(s(19, 16), Lane::Fast, false));
+        assert!(!l.admits(s(20, 16), Lane::Fast, false));
+        assert!(!l.admits(s(20, 0), Lane::Fast, false));
+    }
+
+    #[test]
+    fn normal_uses_up_to_max_or_more_while_few_normal_run() {
+        // spec: LANE-4, LANE-5, QUEUE-1
+        let l = limits(16, 4, 4);
+        assert!(l.admits(s(15, 15), Lane::Normal, true));
+        assert!(!l.admits(s(16, 16), Lane::Normal, true));
+        assert!(!l.admits(s(16, 4), Lane::Normal, true));
+        assert!(l.admits(s(16, 3), Lane::Normal, true));
+        assert!(l.admits(s(19, 0), Lane::Normal, true));
+        assert!(!l.admits(s(20, 0), Lane::Normal, true));
+    }
+
+    #[test]
+    fn cheap_requests_leave_room_for_min_normal_while_normal_wait() {
+        // spec: LANE-6
+        let l = limits(16, 4, 4);
+        // 2 normal running: 2 more must stay free while normal requests wait
+        assert!(l.admits(s(17, 2), Lane::Fast, true));
+        assert!(!l.admits(s(18, 2), Lane::Fast, true));
+        assert!(l.admits(s(18, 2), Lane::Fast, false));
+        // 4 normal running: no reservation left to keep
+        assert!(l.admits(s(19, 4), Lane::Fast, true));
+        // whenever cheap is held back for the reservation, a normal one may go
+        for in_flight in 0..20 {
+            for normal in 0..=in_flight {
+                if !l.admits(s(in_flight, normal), Lane::Fast, true) {
+                    assert!(l.admits(s(in_flight, normal), Lane::Normal, true));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_settings_mean_what_the_spec_says() {
+        // spec: CONF-12, CONF-20, CONF-21, CONF-22
+        let none = limits(0, 4, 4);
+        assert_eq!(none.slots(), None);
+        assert!(none.admits(s(100_000, 100_000), Lane::Normal, true));
+        let no_lane = limits(16, 0, 4);
+        assert_eq!(no_lane.effective(Lane::Fast), Lane::Normal);
+        assert_eq!(no_lane.slots(), Some(16));
+        assert!(!no_lane.admits(s(16, 0), Lane::Normal, true));
+        let no_min = limits(16, 4, 0);
+        assert!(!no_min.admits(s(16, 0), Lane::Normal, true));
+        assert!(no_min.admits(s(19, 0), Lane::Fast, true));
+        let clamped = limits(2, 4, 10);
+        assert!(clamped.admits(s(5, 1), Lane::Normal, true));
+        assert!(!clamped.admits(s(5, 2), Lane::Normal, true));
+    }
+}
