@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -11,33 +12,61 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::test_support::*;
 use super::*;
 
 /// A front door: refuse, prepare, forward, stream back.
 async fn proxy(up: Upstream) -> SocketAddr {
+    proxy_mode(up, Mode::Streamed, None).await
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Buffered,
+    Streamed,
+}
+
+/// A front door passing responses on the given way; `done` hears when the process's part is over
+/// (buffered: the body was read whole; streamed: the body ended or was dropped).
+async fn proxy_mode(
+    up: Upstream,
+    mode: Mode,
+    done: Option<mpsc::UnboundedSender<EndKind>>,
+) -> SocketAddr {
     let (l, addr) = listener().await;
     tokio::spawn(async move {
         while let Ok((stream, peer)) = l.accept().await {
             let up = up.clone();
+            let done = done.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<Incoming>| {
                     let up = up.clone();
+                    let done = done.clone();
                     async move {
                         let (mut parts, body) = req.into_parts();
                         if let Some(refused) = refuse_unsupported(&parts) {
                             return Ok::<_, Infallible>(refused);
                         }
                         prepare_request(&mut parts, peer);
-                        Ok(match up.send(Request::from_parts(parts, body)).await {
-                            Ok(resp) => streamed(resp, |_| {}),
-                            Err(_) => {
-                                let mut r = Response::new(empty());
-                                *r.status_mut() = StatusCode::BAD_GATEWAY;
-                                r
+                        let resp = match up.send(Request::from_parts(parts, body)).await {
+                            Ok(resp) => resp,
+                            Err(_) => return Ok(bad_gateway()),
+                        };
+                        Ok(match mode {
+                            Mode::Buffered => {
+                                let r = buffered(resp).await;
+                                if let Some(d) = &done {
+                                    let _ = d.send(EndKind::Complete);
+                                }
+                                r.unwrap_or_else(|_| bad_gateway())
                             }
+                            Mode::Streamed => streamed(resp, move |end| {
+                                if let Some(d) = &done {
+                                    let _ = d.send(end.how);
+                                }
+                            }),
                         })
                     }
                 });
@@ -48,6 +77,98 @@ async fn proxy(up: Upstream) -> SocketAddr {
         }
     });
     addr
+}
+
+fn bad_gateway() -> Response<ProxyBody> {
+    let mut r = Response::new(empty());
+    *r.status_mut() = StatusCode::BAD_GATEWAY;
+    r
+}
+
+/// A process answering every request with `chunks` x 64 KB, telling `ends` how its body ended.
+async fn big_process(chunks: usize) -> (SocketAddr, mpsc::UnboundedReceiver<BodyEnd>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (addr, _) = hyper_server(move |_req| {
+        let tx = tx.clone();
+        async move {
+            let body = NotifyOnEnd::new(Repeat::new(64 * 1024, chunks), move |end| {
+                let _ = tx.send(end);
+            });
+            Response::new(ProxyBody::new(body))
+        }
+    })
+    .await;
+    (addr, rx)
+}
+
+#[tokio::test]
+async fn a_buffered_response_is_read_whole_from_the_process_while_the_client_reads_nothing() {
+    // spec: STREAM-1, STREAM-2
+    let chunks = 128; // 8 MB
+    let (process, mut process_ends) = big_process(chunks).await;
+    let (done_tx, mut done) = mpsc::unbounded_channel();
+    let front = proxy_mode(Upstream::new(process, 4), Mode::Buffered, Some(done_tx)).await;
+    let mut client = small_buffer_client(front).await;
+    write(
+        &mut client,
+        b"GET /r4/ValueSet/$expand HTTP/1.1\r\nhost: h\r\n\r\n",
+    )
+    .await;
+    let end = bounded("the process's body to end", process_ends.recv()).await;
+    assert_eq!(
+        end,
+        Some(BodyEnd {
+            how: EndKind::Complete,
+            bytes: (chunks * 64 * 1024) as u64
+        })
+    );
+    assert_eq!(
+        bounded("buffered", done.recv()).await,
+        Some(EndKind::Complete)
+    );
+    // Only now does the client read, and it gets everything that was held for it.
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    bounded("the client's read", async {
+        while got < chunks * 64 * 1024 {
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+    })
+    .await;
+    assert!(got >= chunks * 64 * 1024, "{got}");
+}
+
+#[tokio::test]
+async fn a_streamed_response_goes_only_as_fast_as_the_client_and_ends_upstream_when_dropped() {
+    // spec: STREAM-3, STREAM-6
+    let chunks = 1024; // 64 MB: more than every socket buffer on the way can hold
+    let (process, mut process_ends) = big_process(chunks).await;
+    let (done_tx, mut done) = mpsc::unbounded_channel();
+    let front = proxy_mode(Upstream::new(process, 4), Mode::Streamed, Some(done_tx)).await;
+    let mut client = small_buffer_client(front).await;
+    write(
+        &mut client,
+        b"GET /packages/big.tgz HTTP/1.1\r\nhost: h\r\n\r\n",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        process_ends.try_recv().is_err(),
+        "the process finished early"
+    );
+    assert!(done.try_recv().is_err(), "the stream ended early");
+    // The client goes away: the front's body is dropped, and so is the process's request.
+    drop(client);
+    assert_eq!(
+        bounded("front end", done.recv()).await,
+        Some(EndKind::Dropped)
+    );
+    let end = bounded("the process's body", process_ends.recv()).await;
+    let end = end.map(|e| e.how);
+    assert_eq!(end, Some(EndKind::Dropped));
 }
 
 /// What the process received: the request head (lower-cased) and the body bytes as framed on
