@@ -69,7 +69,8 @@ impl std::error::Error for ForwardError {
 #[derive(Debug)]
 pub struct SendFailure<B> {
     pub error: ForwardError,
-    /// `Some` exactly when nothing of the request was written to the process.
+    /// `Some` only when nothing of the request was written to the process. A timeout never
+    /// hands it back: it was inside the send that was given up.
     pub request: Option<http::Request<B>>,
 }
 

@@ -81,14 +81,19 @@ impl<T> WriteTimeoutIo<T> {
         }
     }
 
+    /// `wrote`: a ready result means bytes left (a write), not merely that nothing is buffered
+    /// (a flush or shutdown of a socket is always ready, whether or not the client reads).
     fn after<R>(
         &mut self,
         cx: &mut Context<'_>,
         polled: Poll<io::Result<R>>,
+        wrote: bool,
     ) -> Poll<io::Result<R>> {
         match polled {
             Poll::Ready(r) => {
-                self.progressed();
+                if wrote {
+                    self.progressed();
+                }
                 Poll::Ready(r)
             }
             Poll::Pending => self.stalled(cx).map(Err),
@@ -127,7 +132,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
             return Poll::Ready(Err(timed_out_error(this.timeout)));
         }
         let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.after(cx, polled)
+        this.after(cx, polled, true)
     }
 
     fn poll_write_vectored(
@@ -140,7 +145,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
             return Poll::Ready(Err(timed_out_error(this.timeout)));
         }
         let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.after(cx, polled)
+        this.after(cx, polled, true)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -153,7 +158,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
             return Poll::Ready(Err(timed_out_error(this.timeout)));
         }
         let polled = Pin::new(&mut this.inner).poll_flush(cx);
-        this.after(cx, polled)
+        this.after(cx, polled, false)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -163,7 +168,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
             return Pin::new(&mut this.inner).poll_shutdown(cx);
         }
         let polled = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.after(cx, polled)
+        this.after(cx, polled, false)
     }
 }
 

@@ -151,3 +151,121 @@ async fn zero_means_no_write_timeout() {
     assert_eq!(closes.load(Ordering::SeqCst), 0);
     server.abort();
 }
+
+/// A stream whose writes are ready only when told; reads never are; flushes always are.
+struct Gate {
+    open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tokio::io::AsyncRead for Gate {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+impl tokio::io::AsyncWrite for Gate {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.open.load(Ordering::SeqCst) {
+            std::task::Poll::Ready(Ok(buf.len()))
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// One poll of a write: `None` while pending, else whether it failed with `TimedOut`.
+async fn try_write(io: &mut WriteTimeoutIo<Gate>) -> Option<bool> {
+    std::future::poll_fn(|cx| {
+        let r = match tokio::io::AsyncWrite::poll_write(std::pin::Pin::new(&mut *io), cx, b"x") {
+            std::task::Poll::Pending => None,
+            std::task::Poll::Ready(Ok(_)) => Some(false),
+            std::task::Poll::Ready(Err(e)) => Some(e.kind() == std::io::ErrorKind::TimedOut),
+        };
+        std::task::Poll::Ready(r)
+    })
+    .await
+}
+
+async fn flush(io: &mut WriteTimeoutIo<Gate>) {
+    let _ = std::future::poll_fn(|cx| {
+        tokio::io::AsyncWrite::poll_flush(std::pin::Pin::new(&mut *io), cx)
+    })
+    .await;
+}
+
+fn gate() -> (
+    WriteTimeoutIo<Gate>,
+    Arc<std::sync::atomic::AtomicBool>,
+    Arc<AtomicU64>,
+) {
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let closes = Arc::new(AtomicU64::new(0));
+    let io = WriteTimeoutIo::new(
+        Gate {
+            open: Arc::clone(&open),
+        },
+        TIMEOUT,
+        Arc::clone(&closes),
+    );
+    (io, open, closes)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_clock_runs_from_the_first_stall_and_a_ready_flush_does_not_stop_it() {
+    // spec: STREAM-4
+    let (mut io, _open, closes) = gate();
+    assert_eq!(try_write(&mut io).await, None); // stalls: the clock starts
+    tokio::time::advance(Duration::from_millis(200)).await;
+    flush(&mut io).await; // ready, but nothing was written
+    assert_eq!(try_write(&mut io).await, None); // stalls again: the same clock
+    tokio::time::advance(Duration::from_millis(150)).await; // 350 ms since the first stall
+    assert_eq!(try_write(&mut io).await, Some(true));
+    assert_eq!(closes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_stops_the_clock_and_the_next_stall_starts_a_new_one() {
+    // spec: STREAM-5
+    let (mut io, open, closes) = gate();
+    let step = Duration::from_millis(200);
+    assert_eq!(try_write(&mut io).await, None);
+    tokio::time::advance(step).await;
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(try_write(&mut io).await, Some(false)); // progress: the clock stops
+    open.store(false, Ordering::SeqCst);
+    assert_eq!(try_write(&mut io).await, None); // stalls: a new clock
+    tokio::time::advance(step).await;
+    assert_eq!(
+        try_write(&mut io).await,
+        None,
+        "cut though it had progressed"
+    );
+    assert_eq!(closes.load(Ordering::SeqCst), 0);
+    tokio::time::advance(Duration::from_millis(150)).await; // 350 ms since that stall began
+    assert_eq!(try_write(&mut io).await, Some(true));
+    assert_eq!(closes.load(Ordering::SeqCst), 1);
+    // The connection stays failed, and is counted once.
+    open.store(true, Ordering::SeqCst);
+    assert_eq!(try_write(&mut io).await, Some(true));
+    assert_eq!(closes.load(Ordering::SeqCst), 1);
+}
