@@ -153,9 +153,15 @@ where
         self.inner.addr
     }
 
-    /// How many idle connections are held now.
+    /// How many idle connections are held now and still usable (one the server has closed is
+    /// dropped at the next checkout and not counted).
     pub fn idle_count(&self) -> usize {
-        self.inner.lock().conns.len()
+        self.inner
+            .lock()
+            .conns
+            .iter()
+            .filter(|c| c.sender.is_ready())
+            .count()
     }
 
     /// Drops every idle connection, and keeps those now busy from coming back (the process
