@@ -1,1 +1,26 @@
-//! (to be written)
+//! Forwarding a request to a process and its response back: the per-process keep-alive pool
+//! with its upstream timeout, header rewriting on both legs, buffered and streamed response
+//! bodies, the client connection's write timeout, and the requests refused outright. The
+//! listener calls these; routing and admission are decided before.
+
+pub mod body;
+pub mod error;
+pub mod headers;
+pub mod pool;
+pub mod refuse;
+pub mod write_timeout;
+
+#[cfg(test)]
+mod e2e_tests;
+#[cfg(test)]
+mod test_support;
+
+pub use body::{buffered, empty, full, streamed, BodyEnd, EndKind, NotifyOnEnd, ProxyBody};
+pub use error::{ForwardError, SendFailure};
+pub use headers::{prepare_request, prepare_response};
+pub use pool::{Upstream, DEFAULT_IDLE_TIMEOUT};
+pub use refuse::refuse_unsupported;
+pub use write_timeout::WriteTimeoutIo;
+
+/// The error type of boxed bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
