@@ -1,1 +1,237 @@
-//! (to be written)
+//! The launcher's run, top to bottom: settings → plan → the front door's state → the supervisor
+//! (master first) → the listener once the master is ready → run until a signal → drain → stop
+//! the processes in order → exit. Signals become one `Control::Stop` here and nowhere else.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use crate::cli::Cli;
+use crate::ipc::message::FromChild;
+use crate::machine;
+use crate::plan::Plan;
+use crate::process::ProcessId;
+use crate::proxy::front::Front;
+use crate::proxy::listener::{self, ListenerSettings};
+use crate::proxy::route::RouteTable;
+use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
+use crate::settings::{self, Settings};
+use crate::sizing::CpuSizing;
+use crate::supervisor::output::OutputSink;
+use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
+
+/// How long a client may take to send a request's head before its connection is closed.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    // Under journald the journal stamps each line itself.
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        builder.without_time().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs the command line: `--check`, `--demo`, or the cluster.
+pub fn main(mut cli: Cli) -> Result<ExitCode> {
+    if cli.demo {
+        prepare_demo(&mut cli)?;
+    }
+    let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    settings::check_command(&settings, &cwd).map_err(anyhow::Error::msg)?;
+    let (sizing, plan) = machine::plan_for_this_machine(&settings).map_err(anyhow::Error::msg)?;
+    if cli.check {
+        for w in &settings.warnings {
+            println!("warning: {w}");
+        }
+        print!("{}", crate::plan::render_check(&plan));
+        println!("configuration ok");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let demo = cli.demo;
+    runtime.block_on(run(settings, sizing, plan, demo))
+}
+
+/// `--demo`: the built-in simulated server, found beside this binary, in a temporary data
+/// directory unless one is given.
+fn prepare_demo(cli: &mut Cli) -> Result<()> {
+    if cli.command.is_none() {
+        let exe = std::env::current_exe().context("finding the fhircluster binary")?;
+        let sim = exe.with_file_name("fhirsmith-sim");
+        anyhow::ensure!(
+            sim.exists(),
+            "--demo: the simulated server {} is missing (build it with `cargo build`)",
+            sim.display()
+        );
+        cli.command = Some(sim.display().to_string());
+    }
+    if cli.data_dir.is_none() && std::env::var_os("FHIRSMITH_DATA_DIR").is_none() {
+        let dir: PathBuf =
+            std::env::temp_dir().join(format!("fhircluster-demo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
+        cli.data_dir = Some(dir);
+    }
+    Ok(())
+}
+
+/// Tells the launcher when the master is first ready, and passes everything on to the front.
+struct LauncherHooks {
+    front: Arc<Front>,
+    master_ready: watch::Sender<bool>,
+}
+
+impl Hooks for LauncherHooks {
+    fn up(&self, id: ProcessId, pid: u32) {
+        self.front.up(id, pid);
+        if id.is_master() {
+            self.master_ready.send_replace(true);
+        }
+    }
+
+    fn down(&self, id: ProcessId) {
+        self.front.down(id);
+    }
+
+    fn message(&self, id: ProcessId, msg: &FromChild) {
+        self.front.message(id, msg);
+    }
+}
+
+async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> Result<ExitCode> {
+    let output = OutputSink::start().context("starting the output writer")?;
+    for w in &settings.warnings {
+        warn!("{w}");
+    }
+    if !plan.dropped_node_flags.is_empty() {
+        warn!(
+            "node flags not passed on (the launcher's own): {}",
+            plan.dropped_node_flags.join(" ")
+        );
+    }
+    info!("{}", plan.decision);
+    info!("{}", plan.limits);
+
+    let c = &settings.cluster;
+    let tx_processes: Vec<(ProcessId, bool)> =
+        plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
+    let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
+    let routes = RouteTable::from_specs(&settings, &plan.processes);
+    let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
+    let front = Front::new(
+        sched,
+        routes,
+        plan.processes.clone(),
+        slots,
+        c.upstream_timeout,
+    );
+    tokio::spawn(front.clone().run_timer());
+
+    let (ready_tx, mut ready_rx) = watch::channel(false);
+    let hooks = Arc::new(LauncherHooks {
+        front: front.clone(),
+        master_ready: ready_tx,
+    });
+    let (control, control_rx) = mpsc::channel(4);
+    let setup = SupervisorSetup {
+        processes: plan.processes.clone(),
+        max_start_failures: c.max_start_failures,
+        kill_after: c.kill_after,
+        status_seconds: c.status_interval.as_secs_f64(),
+        sample_seconds: settings.stats.sample.map_or(60.0, |d| d.as_secs_f64()),
+    };
+    let sizer = machine::sizer(&settings, sizing);
+    let mut supervisor = tokio::spawn(supervisor::run(setup, hooks, sizer, control_rx, output));
+
+    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+
+    // Nothing listens until the master is ready (LAUNCH-6).
+    tokio::select! {
+        _ = ready_rx.wait_for(|r| *r) => {}
+        ended = &mut supervisor => return Ok(exit_code(ended.ok())),
+        _ = sigterm.recv() => return stop_before_listening(control, supervisor).await,
+        _ = sigint.recv() => return stop_before_listening(control, supervisor).await,
+    }
+    let listener = match TcpListener::bind(("0.0.0.0", settings.port)).await {
+        Ok(l) => l,
+        Err(e) => {
+            error!("server.port {}: cannot listen: {e}", settings.port);
+            let _ = control.send(Control::Stop).await;
+            let _ = supervisor.await;
+            return Ok(ExitCode::from(1));
+        }
+    };
+    info!("listening on port {} (every interface)", settings.port);
+    if demo {
+        info!(
+            "demo: try `curl http://127.0.0.1:{0}/r4/metadata` or \
+             `curl -X POST http://127.0.0.1:{0}/r4/\\$cache-control`; Ctrl-C stops",
+            settings.port
+        );
+    }
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let cfg = ListenerSettings {
+        write_timeout: c.write_timeout,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        drain: c.drain,
+        queue: c.queue,
+        owner_queue: c.owner_queue,
+    };
+    let serving = tokio::spawn(listener::serve(listener, front.clone(), cfg, shutdown_rx));
+
+    tokio::select! {
+        _ = sigterm.recv() => info!("SIGTERM: stopping"),
+        _ = sigint.recv() => info!("SIGINT: stopping"),
+        ended = &mut supervisor => {
+            // Only a master that never got ready ends the supervisor by itself, and then nothing
+            // listens; kept for completeness.
+            let _ = shutdown_tx.send(true);
+            let _ = serving.await;
+            return Ok(exit_code(ended.ok()));
+        }
+    }
+    // Drain first (STOP-1..4), then the processes in order (STOP-5..9).
+    let _ = shutdown_tx.send(true);
+    let _ = serving.await;
+    let _ = control.send(Control::Stop).await;
+    let ended = supervisor.await.ok();
+    info!("stopped");
+    Ok(exit_code(ended))
+}
+
+async fn stop_before_listening(
+    control: mpsc::Sender<Control>,
+    supervisor: tokio::task::JoinHandle<Ended>,
+) -> Result<ExitCode> {
+    info!("stopping before the master was ready");
+    let _ = control.send(Control::Stop).await;
+    Ok(exit_code(supervisor.await.ok()))
+}
+
+fn exit_code(ended: Option<Ended>) -> ExitCode {
+    match ended {
+        Some(Ended::Stopped) => ExitCode::SUCCESS,
+        Some(Ended::GaveUp) | None => ExitCode::from(1),
+    }
+}

@@ -1,1 +1,21 @@
-fn main() {}
+//! `fhircluster`: the command line's edge. Parses the flags, loads and validates the settings,
+//! and either prints the plan (`--check`), or runs the cluster. Every failure to start is one
+//! line naming its cause and exit status 1 (DEC-12); a normal stop is 0.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use fhircluster::cli::Cli;
+use fhircluster::launcher;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    launcher::init_logging();
+    match launcher::main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fhircluster: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,1 +1,320 @@
-//! (to be written)
+//! The listener: one HTTP/1.1 server on `server.port`, every interface. Each request goes through
+//! the same named steps: refuse what is never proxied, route, rewrite the headers, then either
+//! straight to the master (its own paths) or through admission to a tx process, and answer.
+//! On stop it drains: no new connections, idle keep-alive connections closed, requests in
+//! progress given `drainSeconds` to finish (STOP-1..4).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::forward::{
+    buffered, prepare_request, refuse_unsupported, streamed, ProxyBody, SendFailure, WriteTimeoutIo,
+};
+use super::front::{Decision, Front};
+use super::outcome::Answer;
+use super::route::{RequestHead, Route, TxDemand};
+use super::scheduler::{Finish, Refusal};
+use crate::process::ProcessId;
+
+/// Timeouts and limits of the client side.
+#[derive(Clone, Debug)]
+pub struct ListenerSettings {
+    /// `writeTimeoutSeconds`: a client that takes none of its response this long is cut off.
+    pub write_timeout: Duration,
+    /// How long a client may take to send a request's head (slow-header clients).
+    pub header_read_timeout: Duration,
+    /// `drainSeconds`.
+    pub drain: Duration,
+    /// `queueSeconds` and `ownerQueueSeconds`, for the wording of a queue refusal.
+    pub queue: Duration,
+    pub owner_queue: Duration,
+}
+
+/// Serves until `shutdown` turns true, then drains and returns.
+pub async fn serve(
+    listener: TcpListener,
+    front: Arc<Front>,
+    cfg: ListenerSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let cfg = Arc::new(cfg);
+    let mut accept_errors_logged = false;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    accept_errors_logged = false;
+                    let _ = stream.set_nodelay(true);
+                    let io = WriteTimeoutIo::new(
+                        stream,
+                        cfg.write_timeout,
+                        front.counters.write_timeout_closes.clone(),
+                    );
+                    let front = front.clone();
+                    let cfg2 = cfg.clone();
+                    let svc = service_fn(move |req| handle(front.clone(), cfg2.clone(), peer, req));
+                    let mut builder = http1::Builder::new();
+                    builder.timer(TokioTimer::new()).keep_alive(true);
+                    if !cfg.header_read_timeout.is_zero() {
+                        builder.header_read_timeout(cfg.header_read_timeout);
+                    }
+                    let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), svc));
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            debug!("connection from {peer}: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors (or another passing failure): back off and go on,
+                    // logging once per run of failures.
+                    if !accept_errors_logged {
+                        warn!("accepting connections failed: {e}; retrying");
+                        accept_errors_logged = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    front.stop();
+    info!(
+        "draining: no new connections; requests in progress have up to {} s",
+        cfg.drain.as_secs_f64()
+    );
+    if tokio::time::timeout(cfg.drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        warn!(
+            "drain: requests still in progress after {} s (drainSeconds) were cut short",
+            cfg.drain.as_secs_f64()
+        );
+    }
+}
+
+async fn handle(
+    front: Arc<Front>,
+    cfg: Arc<ListenerSettings>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let (mut parts, body) = req.into_parts();
+    if let Some(refusal) = refuse_unsupported(&parts) {
+        return Ok(refusal);
+    }
+    // Absolute-form and authority-form targets are passed whole, so the router refuses them.
+    let target = if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
+        parts.uri.to_string()
+    } else {
+        parts
+            .uri
+            .path_and_query()
+            .map_or_else(String::new, |p| p.as_str().to_string())
+    };
+    let content_length = if parts.headers.contains_key(TRANSFER_ENCODING) {
+        None
+    } else {
+        parts
+            .headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let cache_id = parts.headers.get("x-cache-id").cloned();
+    let head = RequestHead {
+        method: &parts.method,
+        target: &target,
+        cache_id: cache_id.as_ref().map(|v| v.as_bytes()),
+        content_length,
+    };
+    let route = match front.routes.route(&head) {
+        Ok(r) => r,
+        Err(bad) => return Ok(Answer::BadTarget(bad).respond()),
+    };
+    prepare_request(&mut parts, peer);
+    match Uri::try_from(target.as_str()) {
+        Ok(uri) => parts.uri = uri,
+        Err(_) => return Ok(Answer::BadTarget(super::route::BadTarget::NotOriginForm).respond()),
+    }
+    let req = Request::from_parts(parts, body);
+    let resp = match route {
+        Route::Master => to_master(&front, req).await,
+        Route::Tx(demand) => {
+            let cache_id = cache_id
+                .as_ref()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            to_tx(&front, &cfg, demand, req, cache_id).await
+        }
+    };
+    Ok(resp)
+}
+
+/// The master's own paths: straight there, neither waiting nor counting, streamed only as fast
+/// as the client takes it (STREAM-3).
+async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<ProxyBody> {
+    if !front.master_ready() {
+        front
+            .counters
+            .refused_master_down
+            .fetch_add(1, Ordering::Relaxed);
+        return Answer::MasterNotReady.respond();
+    }
+    let master = ProcessId::MASTER;
+    match front.upstreams[master.index()]
+        .try_send_with_timeout(req, front.upstream_timeout)
+        .await
+    {
+        Ok(resp) => streamed(resp, |_| {}),
+        Err(failure) => upstream_failed(front, master, &failure.error),
+    }
+}
+
+/// A tx request: admission, then the process the scheduler picks; its response read whole as
+/// fast as it comes, so the slot frees when the process is done, not when the client is
+/// (STREAM-1, STREAM-2).
+async fn to_tx(
+    front: &Arc<Front>,
+    cfg: &ListenerSettings,
+    demand: TxDemand,
+    mut req: Request<Incoming>,
+    cache_id: String,
+) -> Response<ProxyBody> {
+    let (mut ticket, mut decision) = front.admit(&demand);
+    loop {
+        let Ok(d) = decision.await else {
+            // The scheduler dropped the request without a decision: only while stopping.
+            ticket.settled();
+            return Answer::Stopping.respond();
+        };
+        let process = match d {
+            Decision::Go(p) => p,
+            Decision::Refused(reason) => {
+                ticket.settled();
+                return refused(front, cfg, reason, &cache_id);
+            }
+            Decision::Fail(p) => {
+                ticket.settled();
+                front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
+                return Answer::BadGateway {
+                    code: front.code(p).to_string(),
+                }
+                .respond();
+            }
+        };
+        let upstream = &front.upstreams[process.index()];
+        match upstream
+            .try_send_with_timeout(req, front.upstream_timeout)
+            .await
+        {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                return match buffered(resp).await {
+                    Ok(resp) => {
+                        ticket.finish(Finish::Responded { status });
+                        resp
+                    }
+                    Err(e) => {
+                        ticket.finish(Finish::Failed);
+                        upstream_failed(front, process, &e)
+                    }
+                };
+            }
+            Err(SendFailure {
+                request: Some(back),
+                error,
+            }) => {
+                debug!(
+                    "{}: not sent ({error}); trying another process",
+                    front.code(process)
+                );
+                req = back;
+                decision = ticket.retry();
+            }
+            Err(SendFailure { error, .. }) => {
+                ticket.finish(if error.is_timeout() {
+                    Finish::TimedOut
+                } else {
+                    Finish::Failed
+                });
+                return upstream_failed(front, process, &error);
+            }
+        }
+    }
+}
+
+fn upstream_failed(
+    front: &Front,
+    process: ProcessId,
+    error: &super::forward::ForwardError,
+) -> Response<ProxyBody> {
+    let code = front.code(process).to_string();
+    if error.is_timeout() {
+        front
+            .counters
+            .gateway_timeout
+            .fetch_add(1, Ordering::Relaxed);
+        let secs = front.upstream_timeout.as_secs_f64();
+        warn!("{code}: no response began within {secs} s (upstreamTimeoutSeconds); answered 504");
+        Answer::GatewayTimeout { code, secs }.respond()
+    } else {
+        front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
+        warn!("{code}: {error}; answered 502");
+        Answer::BadGateway { code }.respond()
+    }
+}
+
+fn refused(
+    front: &Front,
+    cfg: &ListenerSettings,
+    reason: Refusal,
+    cache_id: &str,
+) -> Response<ProxyBody> {
+    let c = &front.counters;
+    let answer = match reason {
+        Refusal::QueueTimeout { owner_wait } => {
+            c.refused_queue.fetch_add(1, Ordering::Relaxed);
+            let waited = if owner_wait {
+                cfg.owner_queue
+            } else {
+                cfg.queue
+            };
+            Answer::QueueTimeout {
+                waited_secs: waited.as_secs_f64(),
+            }
+        }
+        Refusal::OwnerGone(_) => {
+            c.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+            Answer::CacheIdLost {
+                cache_id: cache_id.to_string(),
+            }
+        }
+        Refusal::NoProcessReady => {
+            c.refused_no_process.fetch_add(1, Ordering::Relaxed);
+            Answer::NoProcessReady
+        }
+        Refusal::Stopping => {
+            c.refused_stopping.fetch_add(1, Ordering::Relaxed);
+            Answer::Stopping
+        }
+    };
+    answer.respond()
+}

@@ -2,6 +2,7 @@
 //! (the shell).
 
 pub mod forward;
+pub mod front;
 pub mod lane;
 pub mod listener;
 pub mod outcome;

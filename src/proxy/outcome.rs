@@ -1,1 +1,143 @@
-//! (to be written)
+//! The launcher's own answers, in one place (as pingora's `fail_to_proxy`): each reason the
+//! launcher answers a request itself maps to one status, its headers and a FHIR OperationOutcome.
+
+use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use http::{Response, StatusCode};
+
+use super::forward::{full, ProxyBody};
+use super::route::BadTarget;
+use crate::outcome::{printable, Outcome, CONTENT_TYPE as FHIR_JSON};
+
+/// Why the launcher answers a request itself.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// The request target can't be routed: `400`.
+    BadTarget(BadTarget),
+    /// A master path while the master is not ready: `503` (LIMIT-1, LIMIT-2).
+    MasterNotReady,
+    /// No ready process could take it: `503` at once (QUEUE-16, DEC-10).
+    NoProcessReady,
+    /// Waited its whole wait for a slot: `503`, `Retry-After: 5`, `Connection: close`
+    /// (QUEUE-4, QUEUE-5).
+    QueueTimeout { waited_secs: f64 },
+    /// The launcher is stopping: `503` (QUEUE-15).
+    Stopping,
+    /// The cache-id's issuer is down or restarting: `404` `cache-id-unknown` (ROUTE-3b).
+    CacheIdLost { cache_id: String },
+    /// The process took the request and gave no answer: `502` (LAUNCH-9).
+    BadGateway { code: String },
+    /// No response began within `upstreamTimeoutSeconds`: `504` naming the process
+    /// (TIMEOUT-1, TIMEOUT-2).
+    GatewayTimeout { code: String, secs: f64 },
+}
+
+/// What a client should wait before trying again after a `503` of the launcher's.
+pub const RETRY_AFTER_SECS: &str = "5";
+
+impl Answer {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Answer::BadTarget(_) => StatusCode::BAD_REQUEST,
+            Answer::MasterNotReady
+            | Answer::NoProcessReady
+            | Answer::QueueTimeout { .. }
+            | Answer::Stopping => StatusCode::SERVICE_UNAVAILABLE,
+            Answer::CacheIdLost { .. } => StatusCode::NOT_FOUND,
+            Answer::BadGateway { .. } => StatusCode::BAD_GATEWAY,
+            Answer::GatewayTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Answer::BadTarget(why) => Outcome::error("invalid", format!("Bad request: {why}")),
+            Answer::MasterNotReady => Outcome::error(
+                "transient",
+                "The master server is not ready (starting or restarting); try again shortly",
+            ),
+            Answer::NoProcessReady => Outcome::error(
+                "transient",
+                "No server process is ready to take this request (starting or restarting); \
+                 try again shortly",
+            ),
+            Answer::QueueTimeout { waited_secs } => Outcome::error(
+                "transient",
+                format!(
+                    "The server is busy: no process was free within {waited_secs} s; \
+                     try again in {RETRY_AFTER_SECS} s"
+                ),
+            ),
+            Answer::Stopping => Outcome::error(
+                "transient",
+                "The server is shutting down; try again shortly",
+            ),
+            Answer::CacheIdLost { cache_id } => Outcome::cache_id_lost_to_restart(cache_id),
+            Answer::BadGateway { code } => Outcome::error(
+                "exception",
+                format!(
+                    "Server process {} failed without answering the request",
+                    printable(code)
+                ),
+            ),
+            Answer::GatewayTimeout { code, secs } => Outcome::error(
+                "timeout",
+                format!(
+                    "Server process {} did not begin its response within {secs} s \
+                     (upstreamTimeoutSeconds); the request was aborted",
+                    printable(code)
+                ),
+            ),
+        }
+    }
+
+    /// The response: status, headers, OperationOutcome body.
+    pub fn respond(&self) -> Response<ProxyBody> {
+        let mut resp = Response::new(full(self.outcome().to_bytes()));
+        *resp.status_mut() = self.status();
+        let h = resp.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static(FHIR_JSON));
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            h.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        }
+        if matches!(self, Answer::QueueTimeout { .. } | Answer::Stopping) {
+            h.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_timeout_is_503_with_retry_after_5_and_connection_close() {
+        // spec: QUEUE-4, QUEUE-5
+        let r = Answer::QueueTimeout { waited_secs: 1.0 }.respond();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[RETRY_AFTER], "5");
+        assert_eq!(r.headers()[CONNECTION], "close");
+        assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+    }
+
+    #[test]
+    fn a_timeout_names_the_process() {
+        // spec: TIMEOUT-2
+        let a = Answer::GatewayTimeout {
+            code: "tx2".into(),
+            secs: 60.0,
+        };
+        assert_eq!(a.status(), 504);
+        assert!(a.outcome().text.contains("tx2"));
+    }
+
+    #[test]
+    fn a_lost_cache_is_404_cache_id_unknown() {
+        // spec: ROUTE-3b
+        let a = Answer::CacheIdLost {
+            cache_id: "tx1.abc.def".into(),
+        };
+        assert_eq!(a.status(), 404);
+        assert_eq!(a.outcome().tx_issue_type, Some("cache-id-unknown"));
+    }
+}

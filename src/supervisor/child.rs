@@ -29,7 +29,10 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 pub enum ChildEvent {
     Message(FromChild),
     /// A type the launcher doesn't know (logged once per type).
-    Unknown { type_name: String, first_time: bool },
+    Unknown {
+        type_name: String,
+        first_time: bool,
+    },
     /// A bad line on the channel, skipped.
     BadLine(String),
     /// The child closed its end of the channel (it may still be running).
@@ -98,7 +101,11 @@ pub fn spawn(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(false);
+        .kill_on_drop(false)
+        // Its own process group: a Ctrl-C in a terminal (SIGINT to the foreground group) reaches
+        // the launcher alone, which then stops the processes in order. Under systemd
+        // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
+        .process_group(0);
     channel::prepare_child(cmd.as_std_mut(), theirs);
     let spawned = cmd.spawn();
     // The child's end must close in the launcher now, or its exit would never show as EOF.

@@ -1,0 +1,264 @@
+//! The front door's shared state: the scheduler behind one short lock, a waiter per request for
+//! the scheduler's decision about it, one upstream pool per process, and the timer task that
+//! wakes the scheduler at its next deadline. The supervisor tells it which processes are up
+//! (`supervisor::Hooks`).
+//!
+//! A request's life here: `admit` registers its waiter and submits it; whoever holds the lock
+//! when the decision is made (this request, another one finishing, the timer) sends it; a
+//! `Ticket` guarantees the scheduler hears how the request ended exactly once, and a client that
+//! goes away while it waits cancels it (dropped from the queue, never sent).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+
+use super::forward::Upstream;
+use super::route::{RouteTable, TxDemand};
+use super::scheduler::{Action, Finish, ProcessState, Refusal, RequestId, Scheduler};
+use crate::process::{ProcessId, ProcessSpec};
+use crate::supervisor::Hooks;
+
+/// The scheduler's decision about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Go(ProcessId),
+    Refused(Refusal),
+    /// Not sent to this process and nowhere else could take it: `502`.
+    Fail(ProcessId),
+}
+
+struct Inner {
+    sched: Scheduler,
+    waiters: HashMap<RequestId, oneshot::Sender<Decision>>,
+}
+
+/// Counters of what the launcher did itself, for logs, events and metrics.
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub refused_queue: AtomicU64,
+    pub refused_no_process: AtomicU64,
+    pub refused_stopping: AtomicU64,
+    pub refused_master_down: AtomicU64,
+    pub cache_id_lost: AtomicU64,
+    pub bad_gateway: AtomicU64,
+    pub gateway_timeout: AtomicU64,
+    pub write_timeout_closes: Arc<AtomicU64>,
+}
+
+pub struct Front {
+    inner: Mutex<Inner>,
+    /// Wakes the timer task when the next deadline may have moved.
+    timer: Notify,
+    pub routes: RouteTable,
+    pub processes: Vec<ProcessSpec>,
+    pub upstreams: Vec<Upstream<Incoming>>,
+    master_ready: AtomicBool,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    pub upstream_timeout: Duration,
+    pub counters: Counters,
+}
+
+impl Front {
+    pub fn new(
+        sched: Scheduler,
+        routes: RouteTable,
+        processes: Vec<ProcessSpec>,
+        slots_per_process: usize,
+        upstream_timeout: Duration,
+    ) -> Arc<Front> {
+        let upstreams = processes
+            .iter()
+            .map(|p| Upstream::new(p.connect_addr, slots_per_process.max(4)))
+            .collect();
+        Arc::new(Front {
+            inner: Mutex::new(Inner {
+                sched,
+                waiters: HashMap::new(),
+            }),
+            timer: Notify::new(),
+            routes,
+            processes,
+            upstreams,
+            master_ready: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            upstream_timeout,
+            counters: Counters::default(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock would be a bug in the pure core; the state is still the
+        // best there is, so carry on with it rather than take the whole front door down.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn master_ready(&self) -> bool {
+        self.master_ready.load(Ordering::Acquire)
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    pub fn code(&self, id: ProcessId) -> &str {
+        self.processes
+            .get(id.index())
+            .map_or("?", |p| p.code.as_str())
+    }
+
+    /// Submits a tx request; the decision arrives on the returned receiver.
+    pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
+        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            inner.waiters.insert(id, tx);
+            inner.sched.submit(id, demand, now());
+            self.pump(&mut inner);
+        }
+        let ticket = Ticket {
+            front: self.clone(),
+            id,
+            ended: false,
+        };
+        (ticket, rx)
+    }
+
+    /// Carries the scheduler's actions out: each decision to its waiter.
+    fn pump(&self, inner: &mut Inner) {
+        while let Some(action) = inner.sched.poll_action() {
+            let (id, decision) = match action {
+                Action::Dispatch { id, process } => (id, Decision::Go(process)),
+                Action::Refuse { id, reason } => (id, Decision::Refused(reason)),
+                Action::Fail { id, process } => (id, Decision::Fail(process)),
+            };
+            if let Some(w) = inner.waiters.remove(&id) {
+                // The receiver may be gone (the client left): its ticket cancels the request.
+                let _ = w.send(decision);
+            }
+        }
+        self.timer.notify_one();
+    }
+
+    /// The timer task: wakes the scheduler at each deadline (queue waits, cooldowns).
+    pub async fn run_timer(self: Arc<Self>) {
+        loop {
+            let next = self.lock().sched.poll_timeout();
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(Instant::from_std(at)) => {
+                            let mut inner = self.lock();
+                            inner.sched.handle_timeout(now());
+                            self.pump(&mut inner);
+                        }
+                        _ = self.timer.notified() => {}
+                    }
+                }
+                None => self.timer.notified().await,
+            }
+        }
+    }
+
+    fn set_state(&self, id: ProcessId, state: ProcessState) {
+        let mut inner = self.lock();
+        inner.sched.set_process(id, state, now());
+        self.pump(&mut inner);
+    }
+
+    /// The launcher is stopping: nothing waits any more (QUEUE-15).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        let mut inner = self.lock();
+        inner.sched.stop(now());
+        self.pump(&mut inner);
+    }
+
+    /// Total requests waiting in the launcher.
+    pub fn queued(&self) -> usize {
+        self.lock().sched.queued()
+    }
+
+    pub fn load(&self, id: ProcessId) -> super::scheduler::Load {
+        self.lock().sched.load(id)
+    }
+}
+
+impl Hooks for Front {
+    fn up(&self, id: ProcessId, _pid: u32) {
+        if let Some(u) = self.upstreams.get(id.index()) {
+            u.clear();
+        }
+        if id.is_master() {
+            self.master_ready.store(true, Ordering::Release);
+        }
+        self.set_state(id, ProcessState::Ready);
+    }
+
+    fn down(&self, id: ProcessId) {
+        if id.is_master() {
+            self.master_ready.store(false, Ordering::Release);
+        }
+        self.set_state(id, ProcessState::Down);
+        if let Some(u) = self.upstreams.get(id.index()) {
+            u.clear();
+        }
+    }
+}
+
+/// One admitted request's hold on the scheduler: reports its end exactly once, and cancels it
+/// if dropped first (the client went away while it waited or while it was served).
+pub struct Ticket {
+    front: Arc<Front>,
+    id: RequestId,
+    ended: bool,
+}
+
+impl Ticket {
+    /// The request ended with this outcome; its slot is freed.
+    pub fn finish(mut self, how: Finish) {
+        self.ended = true;
+        let mut inner = self.front.lock();
+        inner.sched.finish(self.id, how, now());
+        self.front.pump(&mut inner);
+    }
+
+    /// Nothing was sent to the process: offer the request to another (the scheduler decides).
+    pub fn retry(&mut self) -> oneshot::Receiver<Decision> {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.front.lock();
+        inner.waiters.insert(self.id, tx);
+        inner.sched.finish(self.id, Finish::NotSent, now());
+        self.front.pump(&mut inner);
+        rx
+    }
+
+    /// The scheduler already ended it (refused or failed): nothing to report.
+    pub fn settled(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.ended {
+            let mut inner = self.front.lock();
+            inner.waiters.remove(&self.id);
+            inner.sched.cancel(self.id, now());
+            self.front.pump(&mut inner);
+        }
+    }
+}
+
+/// The proxy's clock read, as a `std` instant for the pure core (tokio's clock, so tests on a
+/// paused runtime see simulated time).
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
