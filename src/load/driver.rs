@@ -113,3 +113,77 @@ impl OpenLoop {
         samples
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::requests;
+    use crate::load::target::Target;
+
+    fn open_loop(port: u16, max_in_flight: usize, timeout: Duration) -> OpenLoop {
+        let target = Target {
+            addr: ([127, 0, 0, 1], port).into(),
+            host_header: "127.0.0.1".into(),
+            prefix: String::new(),
+        };
+        OpenLoop {
+            pool: Pool::new(Arc::new(target)),
+            requests: Arc::new(vec![requests::lookup("http://loinc.org", "8480-6")]),
+            max_in_flight,
+            timeout,
+        }
+    }
+
+    fn at(ms: u64) -> Arrival {
+        Arrival {
+            due: Duration::from_millis(ms),
+            request: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn latency_runs_from_the_due_time_not_the_send_time() {
+        // A port nobody listens on: each request fails at once, so all of its latency is lateness.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port());
+        let Ok(port) = port else {
+            panic!("no free port")
+        };
+        let start = Instant::now() - Duration::from_millis(500);
+        let samples = open_loop(port, 4, Duration::from_secs(1))
+            .run(&[at(0), at(10)], start)
+            .await;
+        assert_eq!(samples.len(), 2);
+        for s in samples {
+            assert_eq!(s.outcome, Outcome::Error);
+            assert!(
+                s.latency.is_some_and(|l| l >= Duration::from_millis(480)),
+                "{s:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn arrivals_past_the_cap_are_unsent_and_a_silent_server_times_out() {
+        // Bound but never accepted: the kernel completes the connect, and nothing ever answers.
+        let Ok(silent) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            panic!("bind")
+        };
+        let Ok(port) = silent.local_addr().map(|a| a.port()) else {
+            panic!("addr")
+        };
+        let timeout = Duration::from_millis(200);
+        let samples = open_loop(port, 1, timeout)
+            .run(&[at(0), at(20), at(40)], Instant::now())
+            .await;
+        let outcomes: Vec<Outcome> = samples.iter().map(|s| s.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [Outcome::Timeout, Outcome::Unsent, Outcome::Unsent]
+        );
+        assert!(samples[0].latency.is_some_and(|l| l >= timeout));
+        assert_eq!(samples[1].latency, None);
+        drop(silent);
+    }
+}
