@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod ipc;
 pub mod launcher;
+pub mod load;
 pub mod machine;
 pub mod outcome;
 pub mod plan;
