@@ -1,5 +1,5 @@
 //! The IPC messages, both directions, as serde types: `#[serde(tag = "type")]`, camelCase fields.
-//! `cluster-protocol.md` is the contract (version [`PROTOCOL_VERSION`]); keep the two in step.
+//! cluster.md ("The IPC protocol") is the contract (version [`PROTOCOL_VERSION`]); keep the two in step.
 //! Each direction has an `Unknown` fallback so a newer peer's messages are ignored, not errors.
 //! Big payloads the launcher assembles elsewhere (the snapshot, events, graph history) are opaque
 //! `serde_json::Value`s here.

@@ -46,7 +46,7 @@ USAGE: fhirsmith-sim [--role=master|tx-worker] [--instance-code=CODE] [--port=N]
   Other flags (--expose-gc, --max-old-space-size=N, server.js ...) are accepted and reported at
   GET /sim/info, with FHIRCLUSTER_NODE_FLAGS. --port/--instance-code need --role, as in FHIRsmith.
   With a role it listens on server.cluster.bindAddress (127.0.0.1); without, on every interface.
-  With NODE_CHANNEL_FD set it speaks the IPC protocol (cluster-protocol.md) and exits when the
+  With NODE_CHANNEL_FD set it speaks the IPC protocol (cluster.md, The IPC protocol) and exits when the
   channel closes; without, it runs on its own.
 
 KNOBS (environment; NAME_<code>, e.g. SIM_REFUSE_tx2=1, wins over NAME for that process;
