@@ -29,7 +29,10 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 pub enum ChildEvent {
     Message(FromChild),
     /// A type the launcher doesn't know (logged once per type).
-    Unknown { type_name: String, first_time: bool },
+    Unknown {
+        type_name: String,
+        first_time: bool,
+    },
     /// A bad line on the channel, skipped.
     BadLine(String),
     /// The child closed its end of the channel (it may still be running).
