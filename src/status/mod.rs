@@ -2,4 +2,5 @@
 //! history, the cluster events for the daily report (all pure), and the outbox that keeps what
 //! waits for the master in SQLite.
 
+pub mod history;
 pub mod snapshot;
