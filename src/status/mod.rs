@@ -2,5 +2,6 @@
 //! history, the cluster events for the daily report (all pure), and the outbox that keeps what
 //! waits for the master in SQLite.
 
+pub mod events;
 pub mod history;
 pub mod snapshot;
