@@ -4,4 +4,5 @@
 
 pub mod events;
 pub mod history;
+pub mod outbox;
 pub mod snapshot;
