@@ -384,6 +384,18 @@ mod tests {
         assert_eq!(d.recycle, None);
     }
 
+    /// One decision `secs` after `t0`.
+    fn step(
+        t0: Instant,
+        secs: u64,
+        measure: Measure,
+        ws: &[WorkerView],
+        clocks: &RecycleClocks,
+    ) -> RecycleDecision {
+        let now = t0 + Duration::from_secs(secs);
+        decide(&policy(), measure, ws, false, clocks, now)
+    }
+
     #[test]
     fn a_request_at_work_restarts_the_clock() {
         // spec: DEC-5
@@ -391,48 +403,13 @@ mod tests {
         let idle = [worker(1, 6.0, 1.0)];
         let mut busy = idle.clone();
         busy[0].in_flight = 1;
-        let c = decide(
-            &policy(),
-            cgroup(9.0),
-            &idle,
-            false,
-            &Default::default(),
-            t0,
-        );
-        let c = decide(
-            &policy(),
-            cgroup(9.0),
-            &busy,
-            false,
-            &c.clocks,
-            t0 + Duration::from_secs(20),
-        );
+        let c = step(t0, 0, cgroup(9.0), &idle, &Default::default());
+        let c = step(t0, 20, cgroup(9.0), &busy, &c.clocks);
         assert!(c.clocks.over_since.is_empty());
-        let c = decide(
-            &policy(),
-            cgroup(9.0),
-            &idle,
-            false,
-            &c.clocks,
-            t0 + Duration::from_secs(21),
-        );
-        let d = decide(
-            &policy(),
-            cgroup(9.0),
-            &idle,
-            false,
-            &c.clocks,
-            t0 + Duration::from_secs(40),
-        );
+        let c = step(t0, 21, cgroup(9.0), &idle, &c.clocks);
+        let d = step(t0, 40, cgroup(9.0), &idle, &c.clocks);
         assert_eq!(d.recycle, None, "only 19 s since the request ended");
-        let d = decide(
-            &policy(),
-            cgroup(9.0),
-            &idle,
-            false,
-            &d.clocks,
-            t0 + Duration::from_secs(51),
-        );
+        let d = step(t0, 51, cgroup(9.0), &idle, &d.clocks);
         assert_eq!(chosen(&d), Some(ProcessId(1)));
     }
 
@@ -441,24 +418,10 @@ mod tests {
         // spec: DEC-5
         let t0 = Instant::now();
         let ws = [worker(1, 6.0, 1.0)];
-        let c = decide(&policy(), cgroup(9.0), &ws, false, &Default::default(), t0);
-        let c = decide(
-            &policy(),
-            cgroup(8.0),
-            &ws,
-            false,
-            &c.clocks,
-            t0 + Duration::from_secs(10),
-        );
+        let c = step(t0, 0, cgroup(9.0), &ws, &Default::default());
+        let c = step(t0, 10, cgroup(8.0), &ws, &c.clocks);
         assert!(c.clocks.over_since.is_empty());
-        let d = decide(
-            &policy(),
-            cgroup(9.0),
-            &ws,
-            false,
-            &c.clocks,
-            t0 + Duration::from_secs(31),
-        );
+        let d = step(t0, 31, cgroup(9.0), &ws, &c.clocks);
         assert_eq!(d.recycle, None);
     }
 
@@ -548,14 +511,7 @@ mod tests {
             let mut clocks = RecycleClocks::default();
             let mut warnings = 0;
             for s in [0u64, 30, 45, 60, 90] {
-                let d = decide(
-                    &policy(),
-                    measure,
-                    &ws,
-                    false,
-                    &clocks,
-                    t0 + Duration::from_secs(s),
-                );
+                let d = step(t0, s, measure, &ws, &clocks);
                 assert_eq!(d.recycle, None);
                 for (id, line) in &d.warn {
                     assert_eq!(*id, ProcessId(1));
@@ -567,15 +523,8 @@ mod tests {
             assert_eq!(warnings, 1, "{measure:?}");
             // A new process in its place may be warned about again.
             clocks.forget(ProcessId(1));
-            let d = decide(&policy(), measure, &ws, false, &clocks, t0);
-            let d = decide(
-                &policy(),
-                measure,
-                &ws,
-                false,
-                &d.clocks,
-                t0 + Duration::from_secs(30),
-            );
+            let d = step(t0, 0, measure, &ws, &clocks);
+            let d = step(t0, 30, measure, &ws, &d.clocks);
             assert_eq!(d.warn.len(), 1);
         }
     }
