@@ -326,7 +326,7 @@ pub struct Held {
 }
 
 /// The events waiting for the master, oldest first.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pending {
     events: VecDeque<Event>,
     cap: usize,
@@ -334,7 +334,14 @@ pub struct Pending {
     counts_waiting: bool,
 }
 
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending::new()
+    }
+}
+
 impl Pending {
+    /// Holds up to [`MAX_HELD`] events.
     pub fn new() -> Pending {
         Pending::with_cap(MAX_HELD)
     }

@@ -217,3 +217,12 @@ fn an_event_reads_back_as_it_was_written() {
         assert_eq!(back.ok(), Some(e));
     }
 }
+
+#[test]
+fn a_default_queue_has_the_spec_cap() {
+    // spec: EVENT-16
+    let mut log = EventLog::new(0, T0);
+    let mut q = Pending::default();
+    q.hold(event(&mut log, 1));
+    assert_eq!(q.len(), 1);
+}
