@@ -15,5 +15,6 @@ pub mod proxy;
 pub mod settings;
 pub mod sim;
 pub mod sizing;
+pub mod status;
 pub mod supervisor;
 pub mod system;

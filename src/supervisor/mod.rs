@@ -4,6 +4,7 @@
 pub mod child;
 pub mod lifecycle;
 pub mod output;
+pub mod recycle;
 pub mod restart;
 pub mod shell;
 

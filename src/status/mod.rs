@@ -1,0 +1,8 @@
+//! The launcher's view of the cluster for the master's pages: the status snapshot, the graph
+//! history, the cluster events for the daily report (all pure), and the outbox that keeps what
+//! waits for the master in SQLite.
+
+pub mod events;
+pub mod history;
+pub mod outbox;
+pub mod snapshot;

@@ -1,0 +1,138 @@
+//! Tests of the SQLite outbox, each in a temp dir.
+
+use super::*;
+use crate::status::events::{EventLog, LostKind};
+use serde_json::json;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn temp() -> tempfile::TempDir {
+    match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("no temp dir: {e}"),
+    }
+}
+
+#[test]
+fn events_survive_a_reopen_in_wal_mode() {
+    // spec: EVENT-15, EVENT-18 (done better: kept across a launcher restart)
+    let dir = temp();
+    let mut log = EventLog::new(0, T0);
+    let a = log.launcher_started(1, T0);
+    let b = log.recycling("tx1", "over", T0 + 1);
+    {
+        let mut out = Outbox::open(dir.path());
+        assert!(out.is_persistent());
+        out.hold(a.clone());
+        out.hold(b.clone());
+    }
+    let path = dir.path().join("databases").join(DB_FILE);
+    assert!(path.exists());
+    let out = Outbox::open(dir.path());
+    assert!(out.is_persistent());
+    assert_eq!(out.waiting(), vec![a, b.clone()]);
+    assert_eq!(out.last_id(), b.id);
+    let mode = Connection::open(&path)
+        .and_then(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)));
+    assert_eq!(mode.ok().as_deref(), Some("wal"));
+}
+
+#[test]
+fn delivered_events_do_not_come_back() {
+    // spec: EVENT-17, COUNT-3 (nothing delivered twice)
+    let dir = temp();
+    let mut log = EventLog::new(0, T0);
+    let a = log.launcher_started(1, T0);
+    let b = log.recycling("tx1", "over", T0 + 1);
+    let c = log.recycling("tx2", "over", T0 + 2);
+    {
+        let mut out = Outbox::open(dir.path());
+        for e in [&a, &b, &c] {
+            out.hold(e.clone());
+        }
+        out.delivered(b.id);
+        assert_eq!(out.waiting(), vec![c.clone()]);
+    }
+    let out = Outbox::open(dir.path());
+    assert_eq!(out.waiting(), vec![c.clone()]);
+    // Ids go on from the highest ever used, even with nothing left waiting.
+    let mut out = out;
+    out.delivered(c.id);
+    drop(out);
+    let out = Outbox::open(dir.path());
+    assert!(out.is_empty());
+    let mut next = EventLog::new(out.last_id(), T0 - 1_000_000);
+    assert!(next.launcher_started(2, T0 - 1_000_000).id > c.id);
+}
+
+#[test]
+fn merged_counts_and_the_cap_reach_the_database() {
+    // spec: DEC-18
+    let dir = temp();
+    let mut log = EventLog::new(0, T0);
+    {
+        let mut out = Outbox::open(dir.path());
+        for minute in 1..=3u64 {
+            log.count_lost("tx1", LostKind::Timeout504);
+            if let Some(e) = log.minute(T0 + minute * 60_000) {
+                out.hold(e);
+            }
+        }
+        assert_eq!(out.len(), 1);
+    }
+    let out = Outbox::open(dir.path());
+    let waiting = out.waiting_json();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0]["lost"]["tx1"]["timeout504"], 3);
+}
+
+#[test]
+fn the_graph_history_is_kept() {
+    let dir = temp();
+    let h = json!({"sampleIntervalMs": 60000, "processes": [], "memoryTotal": []});
+    {
+        let mut out = Outbox::open(dir.path());
+        assert_eq!(out.saved_history(), None);
+        out.save_history(&h);
+    }
+    let out = Outbox::open(dir.path());
+    assert_eq!(out.saved_history(), Some(&h));
+}
+
+#[test]
+fn a_database_that_cannot_be_opened_falls_back_to_memory() {
+    // The `databases` folder can't be made: a file is in its place. (A read-only directory
+    // can't be tested this way as root, which writes anywhere.)
+    let dir = temp();
+    let blocked = std::fs::write(dir.path().join("databases"), b"not a folder");
+    assert!(blocked.is_ok());
+    let mut out = Outbox::open(dir.path());
+    assert!(!out.is_persistent());
+    let mut log = EventLog::new(0, T0);
+    let a = log.launcher_started(1, T0);
+    out.hold(a.clone());
+    assert_eq!(out.waiting(), vec![a.clone()]);
+    out.delivered(a.id);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn a_database_that_cannot_be_written_falls_back_to_memory() {
+    // A read-only (or full) disk: the write fails, the outbox logs once and carries on.
+    let dir = temp();
+    let mut log = EventLog::new(0, T0);
+    let a = log.launcher_started(1, T0);
+    let b = log.recycling("tx1", "over", T0 + 1);
+    let mut out = Outbox::open(dir.path());
+    out.hold(a.clone());
+    out.make_read_only();
+    out.hold(b.clone());
+    assert!(!out.is_persistent());
+    assert_eq!(out.waiting(), vec![a.clone(), b.clone()]);
+    out.save_history(&json!({"x": 1}));
+    assert_eq!(out.saved_history(), Some(&json!({"x": 1})));
+    drop(out);
+    // What was written before the failure is still there.
+    let out = Outbox::open(dir.path());
+    assert_eq!(out.waiting(), vec![a]);
+}

@@ -1,0 +1,494 @@
+//! The cluster status snapshot (spec "Status", STATUS-1..24): what each process says about
+//! itself, what the launcher reads (each process's `RssAnon`/`RssFile`, the cgroup, the host),
+//! merged into the `/dashboard/status.json` object (`scope: "cluster"`) the master serves.
+//!
+//! Theory of operation: the shell gathers a [`SnapshotInput`] every `statusSeconds` and calls
+//! [`snapshot`]; the result goes to the master as `ToChild::Snapshot { status }` (STATUS-5).
+//! Pure: the readings and the time come in.
+//!
+//! * Bytes and milliseconds; `null` where a figure doesn't apply or isn't known, never a guess
+//!   (STATUS-13). What couldn't be read is in `missing`, grouped by why (STATUS-15, 23, 24).
+//! * A process whose own figures are older than 3 × `statusSeconds` is `stale` and left out of
+//!   the totals (STATUS-21). Its `RssAnon` is the launcher's fresh reading, not a figure it sent,
+//!   so it stays in `memory.processAnon`: the memory is there whether or not the process talks.
+//! * A process restarting has no figures; its replacement has only those it has sent since it
+//!   started (STATUS-22): a `Status` that arrived before the current start is ignored.
+//! * `requests` is the master's own statistics (the master fills it in): null here. The
+//!   launcher's sums for the page's one line are under `totals` (STATUS-16, 17, 19, DEC-16/17).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::ipc::message::FromChild;
+use crate::process::Role;
+use crate::settings::Settings;
+
+/// A reading the launcher took itself, or why it couldn't.
+pub type Reading<T> = Result<T, String>;
+
+/// Where a process is in its life, as the supervisor sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    Starting,
+    Ready,
+    Restarting,
+    Stopping,
+}
+
+/// The figures of one `FromChild::Status` message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusFigures {
+    pub heap_used: Option<u64>,
+    pub heap_limit: Option<u64>,
+    pub client_caches: Option<u64>,
+    pub client_concepts: Option<u64>,
+    pub expansion_items: Option<u64>,
+    pub in_flight: u32,
+    pub refusing: bool,
+    pub requests: u64,
+}
+
+impl StatusFigures {
+    /// The figures of a `status` message; None for any other message.
+    pub fn from_message(msg: &FromChild) -> Option<StatusFigures> {
+        match *msg {
+            FromChild::Status {
+                heap_used,
+                heap_limit,
+                client_caches,
+                client_concepts,
+                expansion_items,
+                in_flight,
+                refusing,
+                requests,
+            } => Some(StatusFigures {
+                heap_used,
+                heap_limit,
+                client_caches,
+                client_concepts,
+                expansion_items,
+                in_flight,
+                refusing,
+                requests,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// `RssAnon` and `RssFile` from `/proc/<pid>/status`, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcMemory {
+    pub rss_anon: u64,
+    pub rss_file: u64,
+}
+
+/// One process of the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessInput {
+    pub code: String,
+    pub role: Role,
+    pub pid: Option<u32>,
+    pub state: ProcessState,
+    /// When the current process was started (spawned).
+    pub started_at: Option<Instant>,
+    /// When the current process became ready.
+    pub ready_at: Option<Instant>,
+    /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
+    pub restarts: u32,
+    /// Why it was last restarted (an exit, or a recycle's reason), if it was (DEC-25).
+    pub last_restart: Option<String>,
+    /// Its last `Status` and when it arrived.
+    pub status: Option<(StatusFigures, Instant)>,
+    /// Its memory as the launcher read it.
+    pub memory: Reading<ProcMemory>,
+    /// The limit its memory guard reported (`ready`'s `memoryLimit`).
+    pub guard_limit: Option<u64>,
+}
+
+/// The limit on the launcher's cgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CgroupLimit {
+    /// A limit of the service's own cgroup (`MemoryMax`, a container limit): MEM-4.
+    Own(u64),
+    /// A limit only on an enclosing cgroup (a slice): not the service's own (MEM-5).
+    Enclosing(u64),
+    None,
+}
+
+/// The cgroup's memory, as read by the system module.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupReading {
+    /// `memory.stat` `anon` (cgroup v1 `total_rss`).
+    pub anon: u64,
+    /// `memory.stat` `file`.
+    pub file: u64,
+    pub limit: CgroupLimit,
+    /// The cgroup's path, e.g. `/system.slice/fhir.service`.
+    pub group: String,
+}
+
+/// `/proc/meminfo`: `MemTotal` and `MemAvailable`, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostMemory {
+    pub total: u64,
+    pub available: u64,
+}
+
+/// The launcher's own row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LauncherFigures {
+    pub pid: u32,
+    pub memory: Reading<ProcMemory>,
+    pub uptime: Duration,
+    /// Requests the launcher has at work on the processes, if the proxy counts them.
+    pub in_flight: Option<u64>,
+}
+
+/// The settings the snapshot reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SnapshotSettings {
+    pub status_interval: Duration,
+    pub reject_fraction: f64,
+    pub abort_fraction: f64,
+    pub shared_cache: bool,
+}
+
+impl SnapshotSettings {
+    pub fn from_settings(s: &Settings) -> SnapshotSettings {
+        SnapshotSettings {
+            status_interval: s.cluster.status_interval,
+            reject_fraction: s.memory.reject_fraction,
+            abort_fraction: s.memory.abort_fraction,
+            shared_cache: s.cluster.shared_cache,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapshotInput<'a> {
+    /// Master first, then tx1, tx2 ...
+    pub processes: &'a [ProcessInput],
+    pub cgroup: Reading<CgroupReading>,
+    pub host: Reading<HostMemory>,
+    pub launcher: LauncherFigures,
+    pub settings: SnapshotSettings,
+}
+
+/// The figures the current process has sent: none while restarting, and none sent before its
+/// current start (a predecessor's), STATUS-22.
+fn own_figures(p: &ProcessInput) -> Option<(&StatusFigures, Instant)> {
+    let (figures, at) = p.status.as_ref()?;
+    if p.state == ProcessState::Restarting || p.started_at.is_some_and(|s| *at < s) {
+        return None;
+    }
+    Some((figures, *at))
+}
+
+fn is_stale(p: &ProcessInput, stale_after: Duration, now: Instant) -> bool {
+    if p.state != ProcessState::Ready {
+        return false;
+    }
+    let last = match own_figures(p) {
+        Some((_, at)) => Some(at),
+        None => p.ready_at,
+    };
+    last.is_some_and(|at| now.saturating_duration_since(at) > stale_after)
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+fn bytes_at(limit: Option<u64>, fraction: f64) -> Option<u64> {
+    limit.map(|l| (l as f64 * fraction) as u64)
+}
+
+/// Builds the `/dashboard/status.json` object. `now_ms` is the wall clock (ms since the epoch)
+/// at `now`.
+pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
+    let st = &input.settings;
+    let stale_after = st.status_interval * 3;
+    let mut missing = Missing::default();
+
+    let mut rows = Vec::new();
+    let mut counted: Vec<(&ProcessInput, &StatusFigures)> = Vec::new();
+    let mut process_anon: Option<u64> = None;
+    for p in input.processes {
+        let restarting = p.state == ProcessState::Restarting;
+        let stale = is_stale(p, stale_after, now);
+        let figures = own_figures(p);
+        let memory = if restarting {
+            None
+        } else {
+            match &p.memory {
+                Ok(m) => Some(*m),
+                Err(why) => {
+                    missing.add(why, &p.code);
+                    None
+                }
+            }
+        };
+        if let Some(m) = memory {
+            process_anon = Some(process_anon.unwrap_or(0) + m.rss_anon);
+        }
+        if let (Some((f, _)), false) = (figures, stale) {
+            counted.push((p, f));
+        }
+        let status = match p.state {
+            ProcessState::Starting => "starting",
+            ProcessState::Restarting => "restarting",
+            ProcessState::Stopping => "stopping",
+            ProcessState::Ready if stale => "stale",
+            ProcessState::Ready => "ready",
+        };
+        let f = figures.map(|(f, _)| f);
+        rows.push(json!({
+            "code": p.code,
+            "role": p.role.as_str(),
+            "pid": if restarting { None } else { p.pid },
+            "status": status,
+            "uptimeMs": if restarting { None } else { p.started_at.map(|s| ms(now.saturating_duration_since(s))) },
+            "restarts": p.restarts,
+            "lastRestart": p.last_restart,
+            "requests": f.map(|f| f.requests),
+            "rssAnon": memory.map(|m| m.rss_anon),
+            "rssFile": memory.map(|m| m.rss_file),
+            "heapUsed": f.and_then(|f| f.heap_used),
+            "heapLimit": f.and_then(|f| f.heap_limit),
+            "clientCaches": f.and_then(|f| f.client_caches),
+            "clientConcepts": f.and_then(|f| f.client_concepts),
+            "inFlight": f.map(|f| f.in_flight),
+            "figuresAgeMs": figures.map(|(_, at)| ms(now.saturating_duration_since(at))),
+        }));
+    }
+
+    let launcher_memory = match &input.launcher.memory {
+        Ok(m) => Some(*m),
+        Err(why) => {
+            missing.add(why, "launcher");
+            None
+        }
+    };
+    let launcher = json!({
+        "code": "launcher",
+        "role": "launcher",
+        "pid": input.launcher.pid,
+        "status": "ready",
+        "uptimeMs": ms(input.launcher.uptime),
+        "restarts": Value::Null,
+        "requests": Value::Null,
+        "rssAnon": launcher_memory.map(|m| m.rss_anon),
+        "rssFile": launcher_memory.map(|m| m.rss_file),
+        "heapUsed": Value::Null,
+        "heapLimit": Value::Null,
+        "clientCaches": Value::Null,
+        "clientConcepts": Value::Null,
+        "inFlight": input.launcher.in_flight,
+        "figuresAgeMs": 0,
+    });
+
+    let memory = memory_section(input, process_anon, &mut missing);
+    let caches = caches_section(st.shared_cache, &counted);
+    let sum = |get: &dyn Fn(&StatusFigures) -> Option<u64>| -> Option<u64> {
+        counted
+            .iter()
+            .filter_map(|(_, f)| get(f))
+            .fold(None, |acc, v| Some(acc.unwrap_or(0) + v))
+    };
+    let heaps: Vec<u64> = counted.iter().filter_map(|(_, f)| f.heap_used).collect();
+    let host = match &input.host {
+        Ok(h) => json!({"total": h.total, "available": h.available}),
+        Err(why) => {
+            missing.add_what("host memory", why);
+            json!({"total": null, "available": null})
+        }
+    };
+    let master_uptime = input
+        .processes
+        .iter()
+        .find(|p| p.role == Role::Master && p.state != ProcessState::Restarting)
+        .and_then(|p| p.started_at)
+        .map(|s| ms(now.saturating_duration_since(s)));
+    json!({
+        "scope": "cluster",
+        "sampledAt": now_ms,
+        "intervalMs": ms(st.status_interval),
+        "memory": memory,
+        "caches": caches,
+        "inFlight": counted.iter().map(|(_, f)| u64::from(f.in_flight)).sum::<u64>(),
+        "refusing": counted.iter().filter(|(_, f)| f.refusing).map(|(p, _)| p.code.clone()).collect::<Vec<_>>(),
+        "processes": rows,
+        "launcher": launcher,
+        "missing": missing.into_json(),
+        "requests": Value::Null,
+        "host": host,
+        "totals": {
+            "requests": sum(&|f| Some(f.requests)),
+            "heapUsed": (!heaps.is_empty()).then(|| heaps.iter().sum::<u64>()),
+            "heapCount": heaps.len(),
+            "restarts": input.processes.iter().map(|p| u64::from(p.restarts)).sum::<u64>(),
+            "uptimeMs": master_uptime,
+        },
+    })
+}
+
+fn memory_section(
+    input: &SnapshotInput,
+    process_anon: Option<u64>,
+    missing: &mut Missing,
+) -> Value {
+    let st = &input.settings;
+    let mut group = None;
+    let (cgroup, limit, source) = match &input.cgroup {
+        Ok(c) => {
+            group = Some(c.group.clone());
+            match c.limit {
+                CgroupLimit::Own(limit) => (
+                    json!({"anon": c.anon, "file": c.file}),
+                    Some(limit),
+                    Some("cgroup"),
+                ),
+                CgroupLimit::Enclosing(limit) => {
+                    missing.add_what(
+                        "cgroup memory limit",
+                        &format!(
+                            "the limit ({limit} bytes) is on an enclosing cgroup, not the \
+                             service's own ({}): each process measures its own private memory",
+                            c.group
+                        ),
+                    );
+                    (Value::Null, None, None)
+                }
+                CgroupLimit::None => {
+                    missing.add_what(
+                        "cgroup memory limit",
+                        &format!(
+                            "the service's cgroup ({}) has no memory limit (no MemoryMax): each \
+                             process measures its own private memory",
+                            c.group
+                        ),
+                    );
+                    (Value::Null, None, None)
+                }
+            }
+        }
+        Err(why) => {
+            missing.add_what("cgroup memory", why);
+            (Value::Null, None, None)
+        }
+    };
+    let (limit, source) = match (limit, source) {
+        (Some(l), s) => (Some(l), s),
+        _ => {
+            let guard = guard_limit(input.processes);
+            if guard.is_none() && !input.processes.is_empty() {
+                missing.add_what(
+                    "memory limit",
+                    "no process has reported the limit its memory guard measures against",
+                );
+            }
+            (guard, guard.map(|_| "guard"))
+        }
+    };
+    json!({
+        "cgroup": cgroup,
+        "processAnon": process_anon,
+        "limit": limit,
+        "limitSource": source,
+        "rejectAt": bytes_at(limit, st.reject_fraction),
+        "abortAt": bytes_at(limit, st.abort_fraction),
+        "rejectFraction": st.reject_fraction,
+        "abortFraction": st.abort_fraction,
+        "group": group,
+    })
+}
+
+/// Without a cgroup limit of its own, each guard measures against its own limit; they are the
+/// same figure on one machine. The master's, else the first reported.
+fn guard_limit(processes: &[ProcessInput]) -> Option<u64> {
+    processes
+        .iter()
+        .find(|p| p.role == Role::Master && p.guard_limit.is_some())
+        .or_else(|| processes.iter().find(|p| p.guard_limit.is_some()))
+        .and_then(|p| p.guard_limit)
+}
+
+/// Client caches and concepts: summed, or with `sharedCache` the one store counted once, as the
+/// master counts it (STATUS-9). Every process counts the same store, so without the master's
+/// figures another process's are the same store's. Expansion caches are always per process.
+fn caches_section(shared: bool, counted: &[(&ProcessInput, &StatusFigures)]) -> Value {
+    let sum = |get: fn(&StatusFigures) -> Option<u64>| {
+        counted
+            .iter()
+            .filter_map(|(_, f)| get(f))
+            .fold(None, |acc: Option<u64>, v| Some(acc.unwrap_or(0) + v))
+    };
+    let once = |get: fn(&StatusFigures) -> Option<u64>| {
+        counted
+            .iter()
+            .find(|(p, f)| p.role == Role::Master && get(f).is_some())
+            .or_else(|| counted.iter().find(|(_, f)| get(f).is_some()))
+            .and_then(|(_, f)| get(f))
+    };
+    let caches = |f: &StatusFigures| f.client_caches;
+    let concepts = |f: &StatusFigures| f.client_concepts;
+    let (scope, caches, concepts) = if shared {
+        ("shared", once(caches), once(concepts))
+    } else {
+        ("summed", sum(caches), sum(concepts))
+    };
+    json!({
+        "scope": scope,
+        "clientCaches": caches,
+        "clientConcepts": concepts,
+        "expansionItems": sum(|f| f.expansion_items),
+    })
+}
+
+/// What couldn't be read, one entry per reason.
+#[derive(Default)]
+struct Missing {
+    /// why → the processes whose memory couldn't be read for it (in order).
+    memory: BTreeMap<String, Vec<String>>,
+    order: Vec<String>,
+    other: Vec<(String, String)>,
+}
+
+impl Missing {
+    fn add(&mut self, why: &str, code: &str) {
+        if !self.memory.contains_key(why) {
+            self.order.push(why.to_string());
+        }
+        self.memory
+            .entry(why.to_string())
+            .or_default()
+            .push(code.to_string());
+    }
+
+    fn add_what(&mut self, what: &str, why: &str) {
+        self.other.push((what.to_string(), why.to_string()));
+    }
+
+    fn into_json(self) -> Value {
+        let mut out: Vec<Value> = self
+            .other
+            .into_iter()
+            .map(|(what, why)| json!({"what": what, "why": why}))
+            .collect();
+        for why in self.order {
+            let codes = self.memory.get(&why).cloned().unwrap_or_default();
+            out.push(json!({
+                "what": format!("private and mapped memory of {}", codes.join(", ")),
+                "why": why,
+            }));
+        }
+        Value::Array(out)
+    }
+}
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;
