@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
@@ -24,6 +25,7 @@ use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
 use crate::settings::{self, Settings};
 use crate::sizing::CpuSizing;
+use crate::status::keeper::{Keeper, Tally};
 use crate::supervisor::output::OutputSink;
 use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
 
@@ -113,6 +115,18 @@ impl Hooks for LauncherHooks {
         self.front.down(id);
     }
 
+    fn draining(&self, id: ProcessId) {
+        self.front.draining(id);
+    }
+
+    fn in_flight(&self, id: ProcessId) -> u32 {
+        self.front.in_flight(id)
+    }
+
+    fn tally(&self) -> Tally {
+        self.front.tally()
+    }
+
     fn message(&self, id: ProcessId, msg: &FromChild) {
         self.front.message(id, msg);
     }
@@ -159,9 +173,14 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         kill_after: c.kill_after,
         status_seconds: c.status_interval.as_secs_f64(),
         sample_seconds: settings.stats.sample.map_or(60.0, |d| d.as_secs_f64()),
+        drain: c.drain,
+        idle_report: machine::idle_report(&settings),
     };
+    let keeper = Keeper::new(&settings, &plan.processes, Instant::now().into_std());
     let sizer = machine::sizer(&settings, sizing);
-    let mut supervisor = tokio::spawn(supervisor::run(setup, hooks, sizer, control_rx, output));
+    let mut supervisor = tokio::spawn(supervisor::run(
+        setup, keeper, hooks, sizer, control_rx, output,
+    ));
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;

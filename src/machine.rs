@@ -9,9 +9,10 @@ use tracing::{info, warn};
 use crate::plan::{self, Plan, PlanError};
 use crate::settings::Settings;
 use crate::sizing::{
-    decision_line, memory_fit, refuse_threshold, size_by_cpu, CpuInputs, CpuSizing, MemoryFacts,
+    decision_line, idle_use, memory_fit, refuse_threshold, size_by_cpu, CpuInputs, CpuSizing,
+    MemoryFacts,
 };
-use crate::supervisor::Sizer;
+use crate::supervisor::{IdleReport, Sizer};
 use crate::system::{read_cgroup_memory, read_cpu_quota, read_cpus, read_process_memory};
 
 /// The CPU sizing of this machine for these settings.
@@ -59,5 +60,34 @@ pub fn sizer(settings: &Settings, sizing: CpuSizing) -> Sizer {
             warn!("WARNING: {w}");
         }
         fit.workers as usize
+    })
+}
+
+/// Once every worker is ready: what they all use idle, with a WARNING when less than the
+/// headroom is left under the refusal threshold (MEM-12, MEM-13).
+pub fn idle_report(settings: &Settings) -> IdleReport {
+    let reject_fraction = settings.memory.reject_fraction;
+    let headroom = settings.cluster.memory_headroom_gb;
+    Box::new(move |pids| {
+        let root = Path::new("/");
+        let summed: u64 = pids
+            .iter()
+            .filter_map(|&pid| read_process_memory(root, pid).ok())
+            .map(|m| m.rss_anon)
+            .sum();
+        let cgroup = read_cgroup_memory(root).ok();
+        let limit = cgroup.as_ref().and_then(|c| c.effective_limit());
+        let in_use = cgroup.as_ref().map_or(summed, |c| c.anon.max(summed));
+        let idle = idle_use(
+            refuse_threshold(limit, reject_fraction),
+            in_use,
+            pids.len(),
+            headroom,
+        );
+        if idle.warning {
+            warn!("WARNING: {}", idle.line);
+        } else {
+            info!("{}", idle.line);
+        }
     })
 }

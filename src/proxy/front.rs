@@ -21,6 +21,7 @@ use super::forward::Upstream;
 use super::route::{RouteTable, TxDemand};
 use super::scheduler::{Action, Finish, ProcessState, Refusal, RequestId, Scheduler};
 use crate::process::{ProcessId, ProcessSpec};
+use crate::status::keeper::Tally;
 use crate::supervisor::Hooks;
 
 /// The scheduler's decision about one request.
@@ -48,6 +49,41 @@ pub struct Counters {
     pub bad_gateway: AtomicU64,
     pub gateway_timeout: AtomicU64,
     pub write_timeout_closes: Arc<AtomicU64>,
+    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
+    pub lost: Vec<[AtomicU64; 3]>,
+}
+
+impl Counters {
+    fn new(processes: usize) -> Counters {
+        Counters {
+            lost: (0..processes).map(|_| Default::default()).collect(),
+            ..Counters::default()
+        }
+    }
+
+    /// Counts a request lost to a process: 0 = 504, 1 = 502, 2 = cache-id while restarting.
+    pub fn lose(&self, id: ProcessId, kind: usize) {
+        if let Some(c) = self.lost.get(id.index()).and_then(|l| l.get(kind)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn tally(&self) -> Tally {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Tally {
+            lost: self
+                .lost
+                .iter()
+                .map(|l| [get(&l[0]), get(&l[1]), get(&l[2])])
+                .collect(),
+            refused: [
+                get(&self.refused_queue),
+                get(&self.refused_no_process),
+                get(&self.refused_stopping),
+            ],
+            write_timeout_closes: get(&self.write_timeout_closes),
+        }
+    }
 }
 
 pub struct Front {
@@ -72,6 +108,7 @@ impl Front {
         slots_per_process: usize,
         upstream_timeout: Duration,
     ) -> Arc<Front> {
+        let n = processes.len();
         let upstreams = processes
             .iter()
             .map(|p| Upstream::new(p.connect_addr, slots_per_process.max(4)))
@@ -89,7 +126,7 @@ impl Front {
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             upstream_timeout,
-            counters: Counters::default(),
+            counters: Counters::new(n),
         })
     }
 
@@ -210,6 +247,18 @@ impl Hooks for Front {
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
         }
+    }
+
+    fn draining(&self, id: ProcessId) {
+        self.set_state(id, ProcessState::Draining);
+    }
+
+    fn in_flight(&self, id: ProcessId) -> u32 {
+        self.load(id).in_flight
+    }
+
+    fn tally(&self) -> Tally {
+        self.counters.tally()
     }
 }
 

@@ -214,6 +214,7 @@ async fn to_tx(
             Decision::Fail(p) => {
                 ticket.settled();
                 front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
+                front.counters.lose(p, 1);
                 return Answer::BadGateway {
                     code: front.code(p).to_string(),
                 }
@@ -277,6 +278,7 @@ fn upstream_failed(
         Answer::GatewayTimeout { code, secs }.respond()
     } else {
         front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
+        front.counters.lose(process, 1);
         warn!("{code}: {error}; answered 502");
         Answer::BadGateway { code }.respond()
     }
@@ -301,8 +303,9 @@ fn refused(
                 waited_secs: waited.as_secs_f64(),
             }
         }
-        Refusal::OwnerGone(_) => {
+        Refusal::OwnerGone(owner) => {
             c.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+            c.lose(owner, 2);
             Answer::CacheIdLost {
                 cache_id: cache_id.to_string(),
             }

@@ -4,5 +4,6 @@
 
 pub mod events;
 pub mod history;
+pub mod keeper;
 pub mod outbox;
 pub mod snapshot;

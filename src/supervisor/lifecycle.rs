@@ -37,6 +37,9 @@ pub enum Action {
     Up(ProcessId),
     /// The process is gone (exited, or stopping): send it nothing more.
     Down(ProcessId),
+    /// The process is being recycled: send it no new requests, let those it has finish, and
+    /// call `drained` when none is left (RECYCLE-2, RECYCLE-3).
+    Drain(ProcessId),
     /// The master is loaded for the first time: decide the worker count and call `set_workers`.
     SizeWorkers,
     /// Every worker has stopped: pass their last counts to the master, then call
@@ -78,10 +81,16 @@ enum State {
     Waiting {
         until: Instant,
     },
-    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first.
+    /// Being recycled: no new requests; SIGTERM once drained, or at `until` (`drainSeconds`).
+    Draining {
+        until: Instant,
+    },
+    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first. `restart`: a recycle, started
+    /// again at once when it has exited (RECYCLE-4, RECYCLE-5).
     Stopping {
         kill_at: Instant,
         killed: bool,
+        restart: bool,
     },
     /// Exited and will not be started again.
     Stopped,
@@ -157,7 +166,9 @@ impl Lifecycle {
             State::Stopping {
                 kill_at,
                 killed: false,
+                ..
             } => Some(kill_at),
+            State::Draining { until } => Some(until),
             _ => None,
         });
         let phase = match self.phase {
@@ -183,7 +194,12 @@ impl Lifecycle {
     pub fn is_running(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
-            Some(State::Starting { .. } | State::Ready { .. } | State::Stopping { .. })
+            Some(
+                State::Starting { .. }
+                    | State::Ready { .. }
+                    | State::Draining { .. }
+                    | State::Stopping { .. }
+            )
         )
     }
 
@@ -240,7 +256,21 @@ impl Lifecycle {
         let ready_at = match slot.state {
             State::Starting { .. } => None,
             State::Ready { since } => Some(since),
-            State::Stopping { .. } => {
+            // A recycled worker: started again at once, no backoff (RECYCLE-5).
+            State::Stopping { restart: true, .. } if !stopping => {
+                slot.restarts += 1;
+                self.actions.push_back(Action::Down(id));
+                self.spawn(id, now);
+                return;
+            }
+            // Exited while draining for a recycle: it was going anyway.
+            State::Draining { .. } if !stopping => {
+                slot.restarts += 1;
+                self.actions.push_back(Action::Down(id));
+                self.spawn(id, now);
+                return;
+            }
+            State::Stopping { .. } | State::Draining { .. } => {
                 slot.state = State::Stopped;
                 self.advance_stop(now);
                 return;
@@ -274,6 +304,46 @@ impl Lifecycle {
                 self.stop(now);
             }
         }
+    }
+
+    /// Recycle a ready tx-worker (never the master: RECYCLE-6): no new requests, those it has
+    /// may finish for up to `drain` (RECYCLE-2, RECYCLE-3), then it is stopped as on shutdown and
+    /// started again at once (RECYCLE-4, RECYCLE-5). False when it can't be recycled now.
+    pub fn recycle(&mut self, id: ProcessId, drain: Duration, now: Instant) -> bool {
+        if id.is_master() || self.phase != Phase::Running {
+            return false;
+        }
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return false;
+        };
+        if !matches!(slot.state, State::Ready { .. }) {
+            return false;
+        }
+        slot.state = State::Draining { until: now + drain };
+        self.actions.push_back(Action::Drain(id));
+        true
+    }
+
+    /// A draining worker has nothing left at work: stop it now.
+    pub fn drained(&mut self, id: ProcessId, now: Instant) {
+        if let Some(slot) = self.slots.get_mut(id.index()) {
+            if matches!(slot.state, State::Draining { .. }) {
+                slot.state = State::Stopping {
+                    kill_at: now + self.kill_after,
+                    killed: false,
+                    restart: true,
+                };
+                self.actions.push_back(Action::Terminate(id));
+            }
+        }
+    }
+
+    /// Whether the process is being recycled (draining or stopping to be started again).
+    pub fn is_recycling(&self, id: ProcessId) -> bool {
+        matches!(
+            self.slots.get(id.index()).map(|s| &s.state),
+            Some(State::Draining { .. } | State::Stopping { restart: true, .. })
+        )
     }
 
     /// Begin the orderly stop (after the proxy has drained). Idempotent.
@@ -310,13 +380,16 @@ impl Lifecycle {
                 State::Stopping {
                     kill_at,
                     killed: false,
+                    restart,
                 } if kill_at <= now => {
                     self.slots[i].state = State::Stopping {
                         kill_at,
                         killed: true,
+                        restart,
                     };
                     self.actions.push_back(Action::Kill(id));
                 }
+                State::Draining { until } if until <= now => self.drained(id, now),
                 _ => {}
             }
         }
@@ -350,13 +423,14 @@ impl Lifecycle {
     fn terminate_or_forget(&mut self, id: ProcessId, now: Instant) {
         let slot = &mut self.slots[id.index()];
         match slot.state {
-            State::Starting { .. } | State::Ready { .. } => {
-                if matches!(slot.state, State::Ready { .. }) {
+            State::Starting { .. } | State::Ready { .. } | State::Draining { .. } => {
+                if matches!(slot.state, State::Ready { .. } | State::Draining { .. }) {
                     self.actions.push_back(Action::Down(id));
                 }
                 slot.state = State::Stopping {
                     kill_at: now + self.kill_after,
                     killed: false,
+                    restart: false,
                 };
                 self.actions.push_back(Action::Terminate(id));
             }

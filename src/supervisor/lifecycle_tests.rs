@@ -257,3 +257,66 @@ fn a_master_restart_leaves_the_workers_running() {
     // Ready again after the first time: no second sizing.
     assert_eq!(drain(&mut l), vec![Action::Up(M)]);
 }
+
+#[test]
+fn a_recycle_drains_then_stops_then_starts_again_at_once() {
+    // spec: RECYCLE-2, RECYCLE-3, RECYCLE-4, RECYCLE-5
+    let t = Instant::now();
+    let mut l = running(t);
+    assert!(l.recycle(T1, secs(30), t));
+    assert_eq!(drain(&mut l), vec![Action::Drain(T1)]);
+    assert!(l.is_recycling(T1));
+    l.drained(T1, t + secs(1));
+    assert_eq!(drain(&mut l), vec![Action::Terminate(T1)]);
+    l.exited(T1, Exit::Code(0), t + secs(2));
+    assert_eq!(drain(&mut l), vec![Action::Down(T1), Action::Spawn(T1)]);
+    assert_eq!(l.restarts(T1), 1);
+    l.ready(T1, t + secs(3));
+    assert_eq!(drain(&mut l), vec![Action::Up(T1)]);
+    assert!(!l.is_recycling(T1));
+}
+
+#[test]
+fn a_drain_that_runs_out_of_time_stops_the_worker_anyway() {
+    // spec: RECYCLE-3, CONF-11
+    let t = Instant::now();
+    let mut l = running(t);
+    l.recycle(T2, secs(30), t);
+    drain(&mut l);
+    assert_eq!(l.poll_timeout(), Some(t + secs(30)));
+    l.handle_timeout(t + secs(30));
+    assert_eq!(drain(&mut l), vec![Action::Terminate(T2)]);
+    // A zero drain stops it at the first tick.
+    let mut l = running(t);
+    l.recycle(T1, Duration::ZERO, t);
+    l.handle_timeout(t);
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Drain(T1), Action::Terminate(T1)]
+    );
+}
+
+#[test]
+fn the_master_is_never_recycled() {
+    // spec: RECYCLE-6
+    let t = Instant::now();
+    let mut l = running(t);
+    assert!(!l.recycle(M, secs(30), t));
+    assert_eq!(drain(&mut l), vec![]);
+}
+
+#[test]
+fn stop_during_a_recycle_keeps_the_order_and_does_not_restart() {
+    let t = Instant::now();
+    let mut l = running(t);
+    l.recycle(T1, secs(30), t);
+    drain(&mut l);
+    l.stop(t);
+    let acts = drain(&mut l);
+    assert!(acts.contains(&Action::Terminate(T1)), "{acts:?}");
+    l.exited(T1, Exit::Code(0), t);
+    l.exited(T2, Exit::Code(0), t);
+    let acts = drain(&mut l);
+    assert!(!acts.contains(&Action::Spawn(T1)), "{acts:?}");
+    assert!(acts.contains(&Action::FlushMaster), "{acts:?}");
+}

@@ -8,4 +8,4 @@ pub mod recycle;
 pub mod restart;
 pub mod shell;
 
-pub use shell::{run, Control, Ended, Hooks, Sizer, SupervisorSetup};
+pub use shell::{run, Control, Ended, Hooks, IdleReport, Sizer, SupervisorSetup};

@@ -17,6 +17,12 @@ use super::lifecycle::{Action, Exit, Lifecycle};
 use super::output::OutputSink;
 use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
+use crate::status::keeper::{Keeper, Tally};
+
+/// How often the shell looks after draining workers and the recycle decision.
+const UPKEEP: Duration = Duration::from_secs(1);
+/// How often the front door's counts go to the master as one event (EVENT-14).
+const MINUTE: Duration = Duration::from_secs(60);
 
 /// Messages for the master held while it is down; the oldest are dropped first (EVENT-16).
 const MASTER_MAILBOX: usize = 5000;
@@ -27,9 +33,18 @@ pub trait Hooks: Send + Sync + 'static {
     fn up(&self, id: ProcessId, pid: u32);
     /// The process is gone or stopping: route nothing more to it.
     fn down(&self, id: ProcessId);
-    /// A status, sample or count message from a process (for the status snapshot).
+    /// The process is being recycled: no new requests; its cache-ids are lost (DEC-15).
+    fn draining(&self, id: ProcessId);
+    /// Requests at work on the process now.
+    fn in_flight(&self, id: ProcessId) -> u32;
+    /// What the front door counted since the launcher started.
+    fn tally(&self) -> Tally;
+    /// A status, sample or count message from a process.
     fn message(&self, _id: ProcessId, _msg: &FromChild) {}
 }
+
+/// Logged once every worker is ready: what they all use idle (MEM-12, MEM-13).
+pub type IdleReport = Box<dyn FnMut(&[u32]) + Send>;
 
 /// Decides the worker count once the master is loaded (the memory fit), given the master's pid.
 pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
@@ -41,6 +56,9 @@ pub struct SupervisorSetup {
     pub kill_after: Duration,
     pub status_seconds: f64,
     pub sample_seconds: f64,
+    /// `drainSeconds`, for a recycle.
+    pub drain: Duration,
+    pub idle_report: IdleReport,
 }
 
 #[derive(Debug)]
@@ -69,12 +87,17 @@ struct Shell {
     master_mailbox: VecDeque<ToChild>,
     master_up: bool,
     flushing: bool,
+    keeper: Keeper,
+    /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
+    recycling: Option<ProcessId>,
+    idle_reported: bool,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
 /// given up. Call from a runtime worker thread (see `child::spawn`).
 pub async fn run(
     setup: SupervisorSetup,
+    keeper: Keeper,
     hooks: Arc<dyn Hooks>,
     sizer: Sizer,
     mut control: mpsc::Receiver<Control>,
@@ -100,7 +123,17 @@ pub async fn run(
         master_mailbox: VecDeque::new(),
         master_up: false,
         flushing: false,
+        keeper,
+        recycling: None,
+        idle_reported: false,
     };
+    let status_every = Duration::from_secs_f64(shell.setup.status_seconds.max(0.05));
+    let mut status_tick = tokio::time::interval_at(Instant::now() + status_every, status_every);
+    let mut upkeep = tokio::time::interval_at(Instant::now() + UPKEEP, UPKEEP);
+    let mut minute = tokio::time::interval_at(Instant::now() + MINUTE, MINUTE);
+    for t in [&mut status_tick, &mut upkeep, &mut minute] {
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    }
     if let Some(master) = shell.setup.processes.first() {
         info!(
             "{}: starting the master (maxStartFailures {})",
@@ -121,7 +154,11 @@ pub async fn run(
                 None => control_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => shell.life.handle_timeout(now_std()),
+            _ = status_tick.tick() => shell.send_snapshot(),
+            _ = upkeep.tick() => shell.upkeep(),
+            _ = minute.tick() => shell.minute(),
         }
+        shell.deliver_keeper();
     }
 }
 
@@ -166,17 +203,27 @@ impl Shell {
                 Action::Up(id) => {
                     let pid = self.children[id.index()].as_ref().map_or(0, |c| c.pid);
                     self.hooks.up(id, pid);
+                    if self.recycling == Some(id) {
+                        self.recycling = None;
+                    }
                     if id.is_master() {
                         self.master_up = true;
+                        let hello_again = self.keeper.master_ready();
+                        for m in hello_again {
+                            self.master_mailbox.push_back(m);
+                        }
                         self.deliver_to_master();
                     }
+                    self.report_idle_once();
                 }
                 Action::Down(id) => {
                     self.hooks.down(id);
                     if id.is_master() {
                         self.master_up = false;
+                        self.keeper.master_down();
                     }
                 }
+                Action::Drain(id) => self.hooks.draining(id),
                 Action::SizeWorkers => {
                     let pid = self.children[0].as_ref().map_or(0, |c| c.pid);
                     let n = (self.sizer)(pid);
@@ -236,6 +283,7 @@ impl Shell {
                     "{}: started {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
+                self.keeper.spawned(id, handle.pid, now_std());
                 self.children[id.index()] = Some(handle);
                 self.started[id.index()] = Some(Instant::now());
             }
@@ -266,7 +314,12 @@ impl Shell {
         }
         let code = self.code(id).to_string();
         match ev.event {
-            ChildEvent::Message(FromChild::Ready { protocol, port, .. }) => {
+            ChildEvent::Message(FromChild::Ready {
+                protocol,
+                port,
+                memory_limit,
+                ..
+            }) => {
                 if let Some(v) = &protocol {
                     if !same_major(v) {
                         warn!(
@@ -280,6 +333,9 @@ impl Shell {
                     "{code}: ready on port {port} after {:.1} s (said so on its channel)",
                     took.unwrap_or(0.0)
                 );
+                if !self.life.is_ready(id) {
+                    self.keeper.ready(id, memory_limit, now_std());
+                }
                 self.life.ready(id, now_std());
             }
             ChildEvent::Message(FromChild::RequestCounts(counts)) => {
@@ -289,7 +345,10 @@ impl Shell {
                     self.mail_master(ToChild::WorkerCounts { code, counts });
                 }
             }
-            ChildEvent::Message(msg) => self.hooks.message(id, &msg),
+            ChildEvent::Message(msg) => {
+                self.keeper.message(id, &msg, now_std());
+                self.hooks.message(id, &msg);
+            }
             ChildEvent::Unknown {
                 type_name,
                 first_time,
@@ -320,8 +379,75 @@ impl Shell {
                     warn!("{line}");
                 }
                 self.children[id.index()] = None;
+                self.keeper.exited(id, exit, stopping);
                 self.life.exited(id, exit, now_std());
             }
+        }
+    }
+
+    /// Every `statusSeconds`: the cluster snapshot to the master (STATUS-5); not held while
+    /// the master is down (a newer one follows).
+    fn send_snapshot(&mut self) {
+        if !self.master_up {
+            return;
+        }
+        let status = self.keeper.snapshot(now_std());
+        if let Some(master) = &self.children[0] {
+            master.send(ToChild::Snapshot { status });
+        }
+    }
+
+    /// Every minute: the front door's counts as one event (EVENT-14).
+    fn minute(&mut self) {
+        self.keeper.minute(self.hooks.tally());
+    }
+
+    /// Every second: a drained worker is stopped, and the recycle decision is taken.
+    fn upkeep(&mut self) {
+        let now = now_std();
+        if self.life.is_stopping() {
+            return;
+        }
+        if let Some(id) = self.recycling {
+            if self.life.is_recycling(id) && self.hooks.in_flight(id) == 0 {
+                self.life.drained(id, now);
+            }
+        }
+        let hooks = self.hooks.clone();
+        let in_flight = move |id: ProcessId| hooks.in_flight(id);
+        let busy = self.recycling.is_some();
+        if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
+            if self.life.recycle(choice.id, self.setup.drain, now) {
+                warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
+                self.keeper.recycling(choice.id, &choice.reason);
+                self.recycling = Some(choice.id);
+            }
+        }
+    }
+
+    /// Passes what the keeper has for the master (history changes, events) while it is up.
+    fn deliver_keeper(&mut self) {
+        if !self.master_up {
+            return;
+        }
+        let out = self.keeper.for_master();
+        if out.is_empty() {
+            return;
+        }
+        self.master_mailbox.extend(out);
+        self.deliver_to_master();
+    }
+
+    /// Once every wanted worker is ready the first time: what they all use idle.
+    fn report_idle_once(&mut self) {
+        if self.idle_reported {
+            return;
+        }
+        let all = (0..=self.life.workers()).all(|i| self.life.is_ready(ProcessId(i as u16)));
+        if all {
+            self.idle_reported = true;
+            let pids: Vec<u32> = self.children.iter().flatten().map(|c| c.pid).collect();
+            (self.setup.idle_report)(&pids);
         }
     }
 
@@ -348,6 +474,9 @@ impl Shell {
     }
 
     fn flush_master(&mut self) {
+        // The last minute's counts go with the workers' last request counts.
+        self.keeper.minute(self.hooks.tally());
+        self.deliver_keeper();
         self.deliver_to_master();
         match &self.children[0] {
             Some(master) if self.master_up && master.flush() => self.flushing = true,

@@ -1,0 +1,430 @@
+//! The launcher's record of the cluster, kept by the supervisor's shell: what each process is
+//! doing and has sent, read together with what the launcher reads itself (`/proc`, the cgroup)
+//! into the snapshot, the graph history and the cluster events the master shows and reports, and
+//! the memory recycle decision. It joins the pure parts (`snapshot`, `history`, `events`,
+//! `supervisor::recycle`) to the machine readers and the outbox.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::events::{Event, EventLog, LostKind, RefusalKind};
+use super::history::{memory_total, History};
+use super::outbox::Outbox;
+use super::snapshot::{
+    snapshot, CgroupLimit, CgroupReading, HostMemory, LauncherFigures, ProcMemory, ProcessInput,
+    ProcessState, SnapshotInput, SnapshotSettings, StatusFigures,
+};
+use crate::ipc::message::{FromChild, ToChild};
+use crate::process::{ProcessId, ProcessSpec};
+use crate::settings::Settings;
+use crate::supervisor::lifecycle::Exit;
+use crate::supervisor::recycle::{
+    decide, Measure, RecycleChoice, RecycleClocks, RecyclePolicy, WorkerView,
+};
+use crate::system;
+
+/// What the front door counted, cumulative since the launcher started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
+    pub lost: Vec<[u64; 3]>,
+    /// The launcher's own 503s: queue wait, no process ready, stopping.
+    pub refused: [u64; 3],
+    pub write_timeout_closes: u64,
+}
+
+pub struct Keeper {
+    processes: Vec<ProcessInput>,
+    rss_at_ready: Vec<Option<u64>>,
+    settings: SnapshotSettings,
+    recycle: RecyclePolicy,
+    clocks: RecycleClocks,
+    history: History,
+    events: EventLog,
+    outbox: Outbox,
+    last_tally: Tally,
+    /// History changes not yet passed to the master.
+    history_updates: Vec<Value>,
+    started: Instant,
+    pid: u32,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Keeper {
+    /// Opens the outbox under the data directory and records the launcher's start (EVENT-1).
+    pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
+        let ms = now_ms();
+        let outbox = Outbox::open(&settings.data_dir);
+        let sample = settings.stats.sample.unwrap_or(Duration::from_secs(60));
+        let history = outbox
+            .saved_history()
+            .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))
+            .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
+        let processes = specs
+            .iter()
+            .map(|p| ProcessInput {
+                code: p.code.clone(),
+                role: p.role,
+                pid: None,
+                state: ProcessState::Starting,
+                started_at: None,
+                ready_at: None,
+                restarts: 0,
+                last_restart: None,
+                status: None,
+                memory: Err("not started yet".to_string()),
+                guard_limit: None,
+            })
+            .collect();
+        let mut k = Keeper {
+            rss_at_ready: vec![None; specs.len()],
+            processes,
+            settings: SnapshotSettings::from_settings(settings),
+            recycle: RecyclePolicy {
+                reject_fraction: settings.memory.reject_fraction,
+                recycle_after: settings.cluster.recycle,
+            },
+            clocks: RecycleClocks::default(),
+            history,
+            events: EventLog::new(outbox.last_id(), ms),
+            outbox,
+            last_tally: Tally::default(),
+            history_updates: Vec::new(),
+            started: now,
+            pid: std::process::id(),
+        };
+        let ev = k.events.launcher_started(k.pid, ms);
+        k.outbox.hold(ev);
+        k
+    }
+
+    fn role(&self, id: ProcessId) -> &'static str {
+        self.processes
+            .get(id.index())
+            .map_or("tx-worker", |p| p.role.as_str())
+    }
+
+    fn hold(&mut self, ev: Option<Event>) {
+        if let Some(ev) = ev {
+            self.outbox.hold(ev);
+        }
+    }
+
+    pub fn spawned(&mut self, id: ProcessId, pid: u32, now: Instant) {
+        let ms = now_ms();
+        let role = self.role(id);
+        if let Some(p) = self.processes.get_mut(id.index()) {
+            p.pid = Some(pid);
+            p.state = if p.restarts > 0 || p.ready_at.is_some() {
+                ProcessState::Restarting
+            } else {
+                ProcessState::Starting
+            };
+            p.started_at = Some(now);
+            p.ready_at = None;
+            p.status = None;
+            let code = p.code.clone();
+            let u = self.history.process_starting(&code, role, ms);
+            self.history_updates.push(u);
+        }
+    }
+
+    pub fn ready(&mut self, id: ProcessId, memory_limit: Option<u64>, now: Instant) {
+        let ms = now_ms();
+        let role = self.role(id);
+        let Some(p) = self.processes.get_mut(id.index()) else {
+            return;
+        };
+        p.state = ProcessState::Ready;
+        p.ready_at = Some(now);
+        p.guard_limit = memory_limit;
+        let code = p.code.clone();
+        let rss = p
+            .pid
+            .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
+            .map(|m| m.rss_anon);
+        self.rss_at_ready[id.index()] = rss;
+        self.clocks.forget(id);
+        let u = self.history.process_ready(&code, role, ms);
+        self.history_updates.push(u);
+        let ev = self.events.ready(&code, ms);
+        self.hold(ev);
+    }
+
+    /// A process exited; `recycled` when the launcher stopped it for a recycle.
+    pub fn exited(&mut self, id: ProcessId, exit: Exit, stopping: bool) {
+        let ms = now_ms();
+        let role = self.role(id);
+        let Some(p) = self.processes.get_mut(id.index()) else {
+            return;
+        };
+        let code = p.code.clone();
+        let pid = p.pid;
+        p.state = if stopping {
+            ProcessState::Stopping
+        } else {
+            ProcessState::Restarting
+        };
+        p.status = None;
+        if !stopping {
+            p.restarts += 1;
+            p.last_restart = Some(crate::supervisor::child::describe_exit(exit));
+        }
+        let u = self.history.process_restarting(&code, role, ms);
+        self.history_updates.push(u);
+        if !stopping {
+            let ev = self.events.exited(&code, role, pid, exit, ms);
+            self.hold(ev);
+        }
+    }
+
+    /// The recycle of a worker begins (EVENT-3, DEC-25).
+    pub fn recycling(&mut self, id: ProcessId, reason: &str) {
+        let ms = now_ms();
+        if let Some(p) = self.processes.get_mut(id.index()) {
+            p.last_restart = Some(format!("recycled: {reason}"));
+            let code = p.code.clone();
+            let ev = self.events.recycling(&code, reason, ms);
+            self.outbox.hold(ev);
+        }
+    }
+
+    /// A status or sample message from a process.
+    pub fn message(&mut self, id: ProcessId, msg: &FromChild, now: Instant) {
+        if let Some(figures) = StatusFigures::from_message(msg) {
+            if let Some(p) = self.processes.get_mut(id.index()) {
+                p.status = Some((figures, now));
+            }
+            return;
+        }
+        if let FromChild::Sample(sample) = msg {
+            let ms = now_ms();
+            let role = self.role(id);
+            let Some(p) = self.processes.get(id.index()) else {
+                return;
+            };
+            let code = p.code.clone();
+            let rss = p
+                .pid
+                .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
+                .map(|m| m.rss_anon);
+            let u = self.history.record_sample(&code, role, sample, rss, ms);
+            self.history_updates.push(u);
+            // GRAPH-9: the memory Total, read as the master's sample arrives.
+            if id.is_master() {
+                let total = self.memory_total();
+                let u = self.history.record_memory_total(sample.at, total, ms);
+                self.history_updates.push(u);
+            }
+        }
+    }
+
+    fn memory_total(&self) -> Option<u64> {
+        let own = match read_cgroup() {
+            Ok(c) if matches!(c.limit, CgroupLimit::Own(_)) => Some(c.anon),
+            _ => None,
+        };
+        let rss: Vec<Option<u64>> = self
+            .processes
+            .iter()
+            .map(|p| {
+                p.pid
+                    .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
+                    .map(|m| m.rss_anon)
+            })
+            .collect();
+        memory_total(own, &rss)
+    }
+
+    /// The cluster snapshot for the master (STATUS-5), reading `/proc` and the cgroup now.
+    pub fn snapshot(&mut self, now: Instant) -> Value {
+        for p in &mut self.processes {
+            p.memory = match (p.state, p.pid) {
+                (ProcessState::Ready | ProcessState::Starting, Some(pid)) => read_proc_memory(pid),
+                _ => Err("not running".to_string()),
+            };
+        }
+        let input = SnapshotInput {
+            processes: &self.processes,
+            cgroup: read_cgroup(),
+            host: system::read_host_memory(Path::new("/"))
+                .map(|h| HostMemory {
+                    total: h.total,
+                    available: h.available,
+                })
+                .map_err(|e| e.to_string()),
+            launcher: LauncherFigures {
+                pid: self.pid,
+                memory: read_proc_memory(self.pid),
+                uptime: now.saturating_duration_since(self.started),
+                in_flight: None,
+            },
+            settings: self.settings,
+        };
+        snapshot(&input, now, now_ms())
+    }
+
+    /// EVENT-6..12, EVENT-14: what the front door counted since the last minute, as one event.
+    pub fn minute(&mut self, tally: Tally) {
+        let ms = now_ms();
+        let last = std::mem::replace(&mut self.last_tally, tally.clone());
+        for (i, lost) in tally.lost.iter().enumerate() {
+            let before = last.lost.get(i).copied().unwrap_or_default();
+            let Some(code) = self.processes.get(i).map(|p| p.code.clone()) else {
+                continue;
+            };
+            let kinds = [
+                LostKind::Timeout504,
+                LostKind::BadGateway502,
+                LostKind::CacheIdWhileRestarting,
+            ];
+            for (k, kind) in kinds.into_iter().enumerate() {
+                for _ in 0..lost[k].saturating_sub(before[k]) {
+                    self.events.count_lost(&code, kind);
+                }
+            }
+        }
+        let kinds = [
+            RefusalKind::QueueWait,
+            RefusalKind::NoProcessReady,
+            RefusalKind::Stopping,
+        ];
+        for (k, kind) in kinds.into_iter().enumerate() {
+            for _ in 0..tally.refused[k].saturating_sub(last.refused[k]) {
+                self.events.count_refused(kind);
+            }
+        }
+        for _ in 0..tally
+            .write_timeout_closes
+            .saturating_sub(last.write_timeout_closes)
+        {
+            self.events.count_write_timeout();
+        }
+        let ev = self.events.minute(ms);
+        self.hold(ev);
+        self.outbox.save_history(&self.history.to_json(ms));
+    }
+
+    /// The worker to recycle now, if any (RECYCLE-1, 6..12); WARNING lines are logged here.
+    /// `in_flight` gives each process's requests at work; `in_progress` is true while a recycle
+    /// is under way (one at a time, DEC-6).
+    pub fn recycle_due(
+        &mut self,
+        in_flight: &dyn Fn(ProcessId) -> u32,
+        in_progress: bool,
+        now: Instant,
+    ) -> Option<RecycleChoice> {
+        if self.recycle.recycle_after.is_zero() {
+            return None;
+        }
+        let measure = match read_cgroup() {
+            Ok(CgroupReading {
+                anon,
+                limit: CgroupLimit::Own(limit),
+                ..
+            }) => Measure::Cgroup { anon, limit },
+            _ => Measure::PerProcess,
+        };
+        let workers: Vec<WorkerView> = self
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(i, p)| WorkerView {
+                id: ProcessId(i as u16),
+                code: p.code.clone(),
+                rss_anon: p
+                    .pid
+                    .and_then(|pid| read_proc_memory(pid).ok())
+                    .map(|m| m.rss_anon),
+                rss_anon_at_ready: self.rss_at_ready[i],
+                in_flight: in_flight(ProcessId(i as u16)),
+                ready: p.state == ProcessState::Ready,
+                guard_limit: p.guard_limit,
+            })
+            .collect();
+        let d = decide(
+            &self.recycle,
+            measure,
+            &workers,
+            in_progress,
+            &self.clocks,
+            now,
+        );
+        for (_, line) in &d.warn {
+            warn!("WARNING: {line}");
+        }
+        self.clocks = d.clocks;
+        d.recycle
+    }
+
+    /// What to send the master now that it is up: history changes and every event waiting.
+    /// Events handed over here count as delivered (the master's channel took them).
+    pub fn for_master(&mut self) -> Vec<ToChild> {
+        let mut out: Vec<ToChild> = self
+            .history_updates
+            .drain(..)
+            .map(|history| ToChild::History { history })
+            .collect();
+        let waiting = self.outbox.waiting();
+        if let Some(last) = waiting.last().map(|e| e.id) {
+            out.push(ToChild::Events {
+                events: waiting.iter().map(Event::to_json).collect(),
+            });
+            self.outbox.delivered(last);
+        }
+        out
+    }
+
+    /// The master has just become ready: the whole history once (DEC-17), then what waits.
+    pub fn master_ready(&mut self) -> Vec<ToChild> {
+        self.history_updates.clear();
+        let mut out = vec![ToChild::History {
+            history: self.history.to_json(now_ms()),
+        }];
+        out.extend(self.for_master());
+        out
+    }
+
+    /// While the master is down: history changes are not queued (it gets the whole history when
+    /// it is back); events wait in the outbox.
+    pub fn master_down(&mut self) {
+        self.history_updates.clear();
+    }
+
+    /// The last figures kept, for the launcher's own status endpoint.
+    pub fn processes(&self) -> &[ProcessInput] {
+        &self.processes
+    }
+}
+
+fn read_proc_memory(pid: u32) -> Result<ProcMemory, String> {
+    system::read_process_memory(Path::new("/"), pid)
+        .map(|m| ProcMemory {
+            rss_anon: m.rss_anon,
+            rss_file: m.rss_file,
+        })
+        .map_err(|e| e.to_string())
+}
+
+fn read_cgroup() -> Result<CgroupReading, String> {
+    let c = system::read_cgroup_memory(Path::new("/")).map_err(|e| e.to_string())?;
+    let limit = match (c.own_limit, &c.enclosing_limit) {
+        (Some(l), _) => CgroupLimit::Own(l),
+        (None, Some(e)) => CgroupLimit::Enclosing(e.bytes),
+        (None, None) => CgroupLimit::None,
+    };
+    Ok(CgroupReading {
+        anon: c.anon,
+        file: c.file,
+        limit,
+        group: c.group.display().to_string(),
+    })
+}
