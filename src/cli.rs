@@ -51,6 +51,15 @@ pub struct Cli {
     #[arg(long, value_name = "\"PROGRAM ARGS...\"", allow_hyphen_values = true)]
     pub command: Option<String>,
 
+    /// Where the launcher's own endpoints listen (/livez, /readyz, /status, /metrics): a port
+    /// (on loopback) or ADDRESS:PORT [default: off]
+    #[arg(long, value_name = "ADDR")]
+    pub admin_address: Option<String>,
+
+    /// Log lines as text or json [default: text]
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
     /// Validate the settings and print the plan; start nothing
     #[arg(long)]
     pub check: bool,
@@ -59,9 +68,21 @@ pub struct Cli {
     #[arg(long)]
     pub demo: bool,
 
+    /// What to do instead of running the cluster
+    #[command(subcommand)]
+    pub action: Option<Action>,
+
     /// Node flags for every server process (after --)
     #[arg(last = true, value_name = "NODE FLAGS")]
     pub node_flags: Vec<String>,
+}
+
+/// Subcommands.
+#[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Show a running launcher's processes, slots, memory and refusals (through its own
+    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json)
+    Status,
 }
 
 #[cfg(test)]

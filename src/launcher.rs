@@ -17,13 +17,15 @@ use tracing::{error, info, warn};
 use crate::cli::Cli;
 use crate::ipc::message::FromChild;
 use crate::machine;
+use crate::ops::admin::{self, Admin};
+use crate::ops::notify::{self, Notifier};
 use crate::plan::Plan;
 use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings};
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
-use crate::settings::{self, Settings};
+use crate::settings::{self, LogFormat, Settings};
 use crate::sizing::CpuSizing;
 use crate::status::keeper::{Keeper, Tally};
 use crate::supervisor::output::OutputSink;
@@ -32,20 +34,24 @@ use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
 /// How long a client may take to send a request's head before its connection is closed.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn init_logging() {
+/// Log lines on stderr: levels from `RUST_LOG` (default `info`), text or JSON, and no
+/// timestamps of its own under journald (`JOURNAL_STREAM` set), which stamps each line itself.
+pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    // Under journald the journal stamps each line itself.
-    if std::env::var_os("JOURNAL_STREAM").is_some() {
-        builder.without_time().init();
-    } else {
-        builder.init();
-    }
+    // A second init (tests) is harmless: the first subscriber stays.
+    let _ = match (format, journald) {
+        (LogFormat::Json, true) => builder.json().without_time().try_init(),
+        (LogFormat::Json, false) => builder.json().try_init(),
+        (LogFormat::Text, true) => builder.without_time().try_init(),
+        (LogFormat::Text, false) => builder.try_init(),
+    };
 }
 
 /// Runs the command line: `--check`, `--demo`, or the cluster.
@@ -54,6 +60,18 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
         prepare_demo(&mut cli)?;
     }
     let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
+    if cli.action == Some(crate::cli::Action::Status) {
+        let addr = settings.cluster.admin_address.context(
+            "fhircluster status needs the launcher's own endpoint: give --admin-address or set \
+             server.cluster.adminAddress in config.json",
+        )?;
+        print!(
+            "{}",
+            crate::ops::status_table::render(&crate::ops::status_table::fetch(addr)?)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    init_logging(settings.cluster.log_format);
     let cwd = std::env::current_dir().context("reading the current directory")?;
     settings::check_command(&settings, &cwd).map_err(anyhow::Error::msg)?;
     let (sizing, plan) = machine::plan_for_this_machine(&settings).map_err(anyhow::Error::msg)?;
@@ -166,7 +184,17 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         front: front.clone(),
         master_ready: ready_tx,
     });
-    let (control, control_rx) = mpsc::channel(4);
+    let (control, control_rx) = mpsc::channel(16);
+    // The launcher's own endpoints answer from the start (/readyz says why it isn't ready yet).
+    if let Some(addr) = c.admin_address {
+        let l = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("server.cluster.adminAddress {addr}: cannot listen"))?;
+        info!("the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}");
+        let admin = Arc::new(Admin::new(front.clone(), control.clone()));
+        tokio::spawn(admin::serve(l, admin));
+    }
+    let notifier = Arc::new(Notifier::from_env());
     let setup = SupervisorSetup {
         processes: plan.processes.clone(),
         max_start_failures: c.max_start_failures,
@@ -202,6 +230,8 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         }
     };
     info!("listening on port {} (every interface)", settings.port);
+    notifier.ready(&cluster_status(&front));
+    tokio::spawn(notify_loop(notifier.clone(), front.clone()));
     if demo {
         info!(
             "demo: try `curl http://127.0.0.1:{0}/r4/metadata` or \
@@ -231,12 +261,51 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         }
     }
     // Drain first (STOP-1..4), then the processes in order (STOP-5..9).
+    notifier.stopping();
     let _ = shutdown_tx.send(true);
     let _ = serving.await;
     let _ = control.send(Control::Stop).await;
     let ended = supervisor.await.ok();
     info!("stopped");
     Ok(exit_code(ended))
+}
+
+/// `3/3 ready, 0 queued`
+fn cluster_status(front: &Front) -> String {
+    let total = front.processes.len();
+    let ready = (0..total)
+        .filter(|&i| front.is_ready(ProcessId(i as u16)))
+        .count();
+    notify::status_line(ready, total, front.queued())
+}
+
+/// `STATUS=` as processes come and go, and `WATCHDOG=1` pings when systemd asks for them.
+async fn notify_loop(notifier: Arc<Notifier>, front: Arc<Front>) {
+    if !notifier.enabled() {
+        return;
+    }
+    let every = notifier
+        .watchdog_interval()
+        .map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1)));
+    let mut last = String::new();
+    let mut pinged = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        if front.is_stopping() {
+            return;
+        }
+        let line = cluster_status(&front);
+        if line != last {
+            notifier.status(&line);
+            last = line;
+        }
+        if let Some(w) = notifier.watchdog_interval() {
+            if pinged.elapsed() >= w {
+                notifier.watchdog();
+                pinged = Instant::now();
+            }
+        }
+    }
 }
 
 async fn stop_before_listening(

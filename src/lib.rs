@@ -8,6 +8,7 @@ pub mod ipc;
 pub mod launcher;
 pub mod load;
 pub mod machine;
+pub mod ops;
 pub mod outcome;
 pub mod plan;
 pub mod process;

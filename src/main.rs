@@ -10,7 +10,6 @@ use fhircluster::launcher;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    launcher::init_logging();
     match launcher::main(cli) {
         Ok(code) => code,
         Err(e) => {

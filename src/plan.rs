@@ -157,9 +157,18 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
     let mut processes = Vec::new();
     for n in 0..=workers {
         let (role, code) = if n == 0 {
-            (Role::Master, settings.tx.instance_code.clone())
+            (
+                Role::Master,
+                format!(
+                    "{}{}",
+                    settings.cluster.host_prefix, settings.tx.instance_code
+                ),
+            )
         } else {
-            (Role::TxWorker, format!("tx{n}"))
+            (
+                Role::TxWorker,
+                format!("{}tx{n}", settings.cluster.host_prefix),
+            )
         };
         // check_port_range has shown internalPort + workers fits in a u16, and n <= workers.
         let port = u16::try_from(u32::from(settings.cluster.internal_port) + n).map_err(|_| {
@@ -515,5 +524,23 @@ mod tests {
         let mut s = settings();
         s.command.clear();
         assert_eq!(replan(&s, 1, String::new()), Err(PlanError::EmptyCommand));
+    }
+}
+
+#[cfg(test)]
+mod host_prefix_tests {
+    use super::*;
+    use crate::settings::Settings;
+
+    #[test]
+    fn a_host_prefix_goes_before_every_instance_code() {
+        let mut s = Settings::default();
+        s.cluster.host_prefix = "a".to_string();
+        let p = replan(&s, 2, String::new()).expect("plan");
+        let codes: Vec<&str> = p.processes.iter().map(|p| p.code.as_str()).collect();
+        assert_eq!(codes, vec!["am0", "atx1", "atx2"]);
+        assert!(p.processes[1]
+            .argv
+            .contains(&"--instance-code=atx1".to_string()));
     }
 }

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::forward::Upstream;
 use super::route::{RouteTable, TxDemand};
 use super::scheduler::{Action, Finish, ProcessState, Refusal, RequestId, Scheduler};
+use crate::ops::metrics::Histogram;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Tally;
 use crate::supervisor::Hooks;
@@ -51,6 +52,12 @@ pub struct Counters {
     pub write_timeout_closes: Arc<AtomicU64>,
     /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
     pub lost: Vec<[AtomicU64; 3]>,
+    /// Answers by route (0 master, 1 tx) and status class (1xx .. 5xx).
+    pub answered: [[AtomicU64; 5]; 2],
+    /// Tx requests admitted by lane (0 fast, 1 normal).
+    pub lanes: [AtomicU64; 2],
+    /// How long tx requests waited in the launcher before being sent.
+    pub queue_wait: Histogram,
 }
 
 impl Counters {
@@ -66,6 +73,12 @@ impl Counters {
         if let Some(c) = self.lost.get(id.index()).and_then(|l| l.get(kind)) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts an answer given to a client.
+    pub fn answered(&self, tx: bool, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.answered[usize::from(tx)][class].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn tally(&self) -> Tally {
@@ -94,6 +107,8 @@ pub struct Front {
     pub processes: Vec<ProcessSpec>,
     pub upstreams: Vec<Upstream<Incoming>>,
     master_ready: AtomicBool,
+    /// Which processes are ready (index = `ProcessId`), for `/readyz`.
+    ready: Vec<AtomicBool>,
     stopping: AtomicBool,
     next_id: AtomicU64,
     pub upstream_timeout: Duration,
@@ -123,6 +138,7 @@ impl Front {
             processes,
             upstreams,
             master_ready: AtomicBool::new(false),
+            ready: (0..n).map(|_| AtomicBool::new(false)).collect(),
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             upstream_timeout,
@@ -140,6 +156,21 @@ impl Front {
         self.master_ready.load(Ordering::Acquire)
     }
 
+    /// Whether the process is ready and taking requests.
+    pub fn is_ready(&self, id: ProcessId) -> bool {
+        self.ready
+            .get(id.index())
+            .is_some_and(|r| r.load(Ordering::Acquire))
+    }
+
+    /// Whether any process that takes ordinary tx requests is ready.
+    pub fn any_tx_ready(&self) -> bool {
+        self.processes
+            .iter()
+            .zip(&self.ready)
+            .any(|(p, r)| p.serves_tx && r.load(Ordering::Acquire))
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
@@ -153,6 +184,8 @@ impl Front {
     /// Submits a tx request; the decision arrives on the returned receiver.
     pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let lane = usize::from(demand.lane != super::lane::Lane::Fast);
+        self.counters.lanes[lane].fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.lock();
@@ -164,6 +197,8 @@ impl Front {
             front: self.clone(),
             id,
             ended: false,
+            admitted: Instant::now(),
+            waited: false,
         };
         (ticket, rx)
     }
@@ -236,12 +271,18 @@ impl Hooks for Front {
         if id.is_master() {
             self.master_ready.store(true, Ordering::Release);
         }
+        if let Some(r) = self.ready.get(id.index()) {
+            r.store(true, Ordering::Release);
+        }
         self.set_state(id, ProcessState::Ready);
     }
 
     fn down(&self, id: ProcessId) {
         if id.is_master() {
             self.master_ready.store(false, Ordering::Release);
+        }
+        if let Some(r) = self.ready.get(id.index()) {
+            r.store(false, Ordering::Release);
         }
         self.set_state(id, ProcessState::Down);
         if let Some(u) = self.upstreams.get(id.index()) {
@@ -250,6 +291,9 @@ impl Hooks for Front {
     }
 
     fn draining(&self, id: ProcessId) {
+        if let Some(r) = self.ready.get(id.index()) {
+            r.store(false, Ordering::Release);
+        }
         self.set_state(id, ProcessState::Draining);
     }
 
@@ -268,9 +312,22 @@ pub struct Ticket {
     front: Arc<Front>,
     id: RequestId,
     ended: bool,
+    admitted: Instant,
+    waited: bool,
 }
 
 impl Ticket {
+    /// The request is about to be sent: how long it waited goes into the histogram (once).
+    pub fn dispatched(&mut self) {
+        if !self.waited {
+            self.waited = true;
+            self.front
+                .counters
+                .queue_wait
+                .record(self.admitted.elapsed());
+        }
+    }
+
     /// The request ended with this outcome; its slot is freed.
     pub fn finish(mut self, how: Finish) {
         self.ended = true;

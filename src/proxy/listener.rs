@@ -155,6 +155,7 @@ async fn handle(
         Err(_) => return Ok(Answer::BadTarget(super::route::BadTarget::NotOriginForm).respond()),
     }
     let req = Request::from_parts(parts, body);
+    let is_tx = matches!(route, Route::Tx(_));
     let resp = match route {
         Route::Master => to_master(&front, req).await,
         Route::Tx(demand) => {
@@ -165,6 +166,7 @@ async fn handle(
             to_tx(&front, &cfg, demand, req, cache_id).await
         }
     };
+    front.counters.answered(is_tx, resp.status().as_u16());
     Ok(resp)
 }
 
@@ -221,6 +223,7 @@ async fn to_tx(
                 .respond();
             }
         };
+        ticket.dispatched();
         let upstream = &front.upstreams[process.index()];
         match upstream
             .try_send_with_timeout(req, front.upstream_timeout)

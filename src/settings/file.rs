@@ -40,6 +40,9 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "sharedClosure",
     "command",
     "killSeconds",
+    "adminAddress",
+    "logFormat",
+    "hostPrefix",
 ];
 
 /// Every key fhircluster reads under `server.memory`.

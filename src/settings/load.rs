@@ -14,7 +14,7 @@ use super::file::ConfigFile;
 use super::node_flags::check_node_flags;
 use super::validate::{normalise_endpoint, validate};
 use super::value::{Raw, RawValue};
-use super::{jsonc, Settings};
+use super::{jsonc, LogFormat, Settings};
 use crate::cli::Cli;
 
 /// The settings a flag or environment variable may also give, and their names there.
@@ -25,6 +25,8 @@ fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
         "server.cluster.masterServesTx" => (Some("--master-serves-tx"), None),
         "server.cluster.internalPort" => (Some("--internal-port"), None),
         "server.cluster.command" => (Some("--command"), None),
+        "server.cluster.adminAddress" => (Some("--admin-address"), None),
+        "server.cluster.logFormat" => (Some("--log-format"), None),
         _ => (None, None),
     }
 }
@@ -47,6 +49,8 @@ impl<'a> Layers<'a> {
             "--master-serves-tx" => c.master_serves_tx.as_ref(),
             "--internal-port" => c.internal_port.as_ref(),
             "--command" => c.command.as_ref(),
+            "--admin-address" => c.admin_address.as_ref(),
+            "--log-format" => c.log_format.as_ref(),
             _ => None,
         }
     }
@@ -236,6 +240,22 @@ pub fn from_sources(
     l.read("server.cluster.killSeconds", &mut c.kill_after, |r| {
         r.seconds(false)
     })?;
+    l.read("server.cluster.adminAddress", &mut c.admin_address, |r| {
+        let text = r.string()?;
+        parse_admin_address(&text).map(Some).ok_or_else(|| {
+            r.invalid(
+                "must be a port (on loopback) or an address and port, e.g. \"127.0.0.1:3099\"",
+            )
+        })
+    })?;
+    l.read("server.cluster.logFormat", &mut c.log_format, |r| {
+        match r.string()?.as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(r.invalid("must be \"text\" or \"json\"")),
+        }
+    })?;
+    l.read("server.cluster.hostPrefix", &mut c.host_prefix, Raw::string)?;
 
     let m = &mut s.memory;
     l.read(
@@ -340,3 +360,13 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
 #[cfg(test)]
 #[path = "load_tests/mod.rs"]
 mod tests;
+
+/// `3099` (loopback), `127.0.0.1:3099`, `[::1]:3099`, `0.0.0.0:3099`.
+fn parse_admin_address(text: &str) -> Option<std::net::SocketAddr> {
+    if let Ok(port) = text.parse::<u16>() {
+        return (port > 0).then(|| std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse::<std::net::SocketAddr>()
+        .ok()
+        .filter(|a| a.port() > 0)
+}

@@ -89,6 +89,25 @@ pub struct ClusterSettings {
     /// process still running gets SIGKILL. The spec fixes this at 30 s; it is a setting only so
     /// tests need not wait that long.
     pub kill_after: Duration,
+    /// `server.cluster.adminAddress` / `--admin-address` (fhircluster's own): where the launcher's
+    /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
+    /// means loopback.
+    pub admin_address: Option<std::net::SocketAddr>,
+    /// `server.cluster.logFormat` / `--log-format` (fhircluster's own): `text` or `json`.
+    pub log_format: LogFormat,
+    /// `server.cluster.hostPrefix` (fhircluster's own): put before every instance code, so each
+    /// cache-id names its host as well as its process when nginx fronts several hosts
+    /// (`a` → `am0`, `atx1`). Empty: none.
+    pub host_prefix: String,
+}
+
+/// How the launcher writes its log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
 }
 
 /// `server.memory.*`
@@ -146,6 +165,9 @@ impl Default for ClusterSettings {
             shared_cache_max_mb: 256,
             shared_closure: false,
             kill_after: Duration::from_secs(30),
+            admin_address: None,
+            log_format: LogFormat::Text,
+            host_prefix: String::new(),
         }
     }
 }

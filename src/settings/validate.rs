@@ -44,6 +44,7 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
         ));
     }
     check_instance_code(&s.tx.instance_code)?;
+    check_host_prefix(&c.host_prefix, &s.tx.instance_code)?;
     // Not given means sized by the rule, which gives at least one worker (SIZE-12).
     let workers_run = c.workers != Some(0);
     if workers_run && !s.tx.enabled {
@@ -127,6 +128,24 @@ pub fn check_instance_code(code: &str) -> Result<(), SettingsError> {
         return Err(err(
             "must not be a tx-worker's code (tx1, tx2, ...): those are the workers'",
         ));
+    }
+    Ok(())
+}
+
+/// The host prefix: letters and digits, leaving the codes it makes 16 characters at most
+/// (`<prefix>tx<n>` with up to 3 digits, and `<prefix><instanceCode>`).
+pub fn check_host_prefix(prefix: &str, instance_code: &str) -> Result<(), SettingsError> {
+    let err = |expected: String| {
+        SettingsError::invalid("server.cluster.hostPrefix", quote(prefix), None, expected)
+    };
+    if !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(err("must be ASCII letters and digits".to_string()));
+    }
+    let longest = prefix.len() + instance_code.len().max("tx999".len());
+    if longest > 16 {
+        return Err(err(format!(
+            "is too long: instance codes must stay within 16 characters (with it, {longest})"
+        )));
     }
     Ok(())
 }

@@ -36,8 +36,18 @@ pub struct Tally {
     pub write_timeout_closes: u64,
 }
 
+/// The launcher's view for its own endpoints.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The status snapshot, as the master gets it.
+    pub snapshot: Value,
+    /// Memory recycles per process code.
+    pub recycles: Vec<(String, u64)>,
+}
+
 pub struct Keeper {
     processes: Vec<ProcessInput>,
+    recycles: Vec<u64>,
     rss_at_ready: Vec<Option<u64>>,
     settings: SnapshotSettings,
     recycle: RecyclePolicy,
@@ -85,6 +95,7 @@ impl Keeper {
             })
             .collect();
         let mut k = Keeper {
+            recycles: vec![0; specs.len()],
             rss_at_ready: vec![None; specs.len()],
             processes,
             settings: SnapshotSettings::from_settings(settings),
@@ -189,6 +200,9 @@ impl Keeper {
     /// The recycle of a worker begins (EVENT-3, DEC-25).
     pub fn recycling(&mut self, id: ProcessId, reason: &str) {
         let ms = now_ms();
+        if let Some(n) = self.recycles.get_mut(id.index()) {
+            *n += 1;
+        }
         if let Some(p) = self.processes.get_mut(id.index()) {
             p.last_restart = Some(format!("recycled: {reason}"));
             let code = p.code.clone();
@@ -397,6 +411,18 @@ impl Keeper {
     /// it is back); events wait in the outbox.
     pub fn master_down(&mut self) {
         self.history_updates.clear();
+    }
+
+    pub fn report(&mut self, now: Instant) -> Report {
+        Report {
+            snapshot: self.snapshot(now),
+            recycles: self
+                .processes
+                .iter()
+                .zip(&self.recycles)
+                .map(|(p, n)| (p.code.clone(), *n))
+                .collect(),
+        }
     }
 
     /// The last figures kept, for the launcher's own status endpoint.

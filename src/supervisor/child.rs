@@ -98,6 +98,10 @@ pub fn spawn(
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&spec.argv[1..])
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // systemd's notify variables are the launcher's alone.
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -65,6 +65,8 @@ pub struct SupervisorSetup {
 pub enum Control {
     /// The orderly stop: workers, their last counts, then the master.
     Stop,
+    /// The launcher's own view of the cluster now, for `/status` and `/metrics`.
+    Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -151,6 +153,9 @@ pub async fn run(
             Some(ev) = events.recv() => shell.on_event(ev),
             c = control.recv(), if control_open => match c {
                 Some(Control::Stop) => shell.life.stop(now_std()),
+                Some(Control::Report(reply)) => {
+                    let _ = reply.send(shell.keeper.report(now_std()));
+                }
                 None => control_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => shell.life.handle_timeout(now_std()),

@@ -1,0 +1,263 @@
+//! The launcher's own endpoints, on a listener of their own (`adminAddress`, off unless set) so
+//! they never collide with FHIRsmith's paths: `/livez` (the launcher is up), `/readyz` (`200`
+//! when the master and at least one tx process are ready and it isn't draining, else `503` with
+//! a JSON reason), `/status` (the cluster snapshot with the front door's live figures) and
+//! `/metrics` (Prometheus text).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+use super::metrics::{render, MetricsInput, ProcessLoad};
+use crate::process::ProcessId;
+use crate::proxy::forward::{full, ProxyBody};
+use crate::proxy::front::Front;
+use crate::status::keeper::Report;
+use crate::supervisor::Control;
+
+/// How long `/status` and `/metrics` wait for the supervisor's figures.
+const REPORT_WAIT: Duration = Duration::from_secs(2);
+
+pub struct Admin {
+    pub front: Arc<Front>,
+    pub control: mpsc::Sender<Control>,
+    /// Total refusals sampled every few seconds over the last minute, oldest first.
+    pub window: std::sync::Mutex<std::collections::VecDeque<(tokio::time::Instant, u64)>>,
+}
+
+impl Admin {
+    pub fn new(front: Arc<Front>, control: mpsc::Sender<Control>) -> Admin {
+        Admin {
+            front,
+            control,
+            window: Default::default(),
+        }
+    }
+
+    fn refusals_total(&self) -> u64 {
+        let t = self.front.counters.tally();
+        t.refused.iter().sum()
+    }
+
+    /// Refusals in about the last minute.
+    fn refusals_last_minute(&self) -> u64 {
+        let now_total = self.refusals_total();
+        let w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.front()
+            .map_or(now_total, |(_, then)| now_total.saturating_sub(*then))
+    }
+
+    fn sample(&self) {
+        let now = tokio::time::Instant::now();
+        let total = self.refusals_total();
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.push_back((now, total));
+        while w
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > Duration::from_secs(60))
+        {
+            w.pop_front();
+        }
+    }
+}
+
+/// Serves the launcher's endpoints until the process exits.
+pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
+    let sampler = admin.clone();
+    tokio::spawn(async move {
+        loop {
+            sampler.sample();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    });
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(handle(&admin, req).await) }
+            });
+            let mut b = http1::Builder::new();
+            b.timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10));
+            if let Err(e) = b.serve_connection(TokioIo::new(stream), svc).await {
+                debug!("admin connection: {e}");
+            }
+        });
+    }
+}
+
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<bytes::Bytes>,
+) -> Response<ProxyBody> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<ProxyBody> {
+    respond(status, "application/json", v.to_string())
+}
+
+async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return json_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({"error": "only GET and HEAD"}),
+        );
+    }
+    match req.uri().path() {
+        "/livez" => respond(StatusCode::OK, "text/plain", "live\n"),
+        "/readyz" => readyz(&admin.front),
+        "/status" => {
+            let report = report(admin).await;
+            let mut v = status_json(&admin.front, report.as_ref());
+            v["front"]["refusalsLastMinute"] = json!(admin.refusals_last_minute());
+            json_response(StatusCode::OK, &v)
+        }
+        "/metrics" => {
+            let report = report(admin).await;
+            respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                metrics_text(&admin.front, report.as_ref()),
+            )
+        }
+        _ => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics"]}),
+        ),
+    }
+}
+
+/// Ready: the master and at least one tx process, and not draining.
+pub fn readiness(front: &Front) -> Result<(), &'static str> {
+    if front.is_stopping() {
+        Err("draining: the launcher is stopping")
+    } else if !front.master_ready() {
+        Err("the master is not ready")
+    } else if !front.any_tx_ready() {
+        Err("no tx process is ready")
+    } else {
+        Ok(())
+    }
+}
+
+fn readyz(front: &Front) -> Response<ProxyBody> {
+    match readiness(front) {
+        Ok(()) => json_response(StatusCode::OK, &json!({"ready": true})),
+        Err(reason) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"ready": false, "reason": reason}),
+        ),
+    }
+}
+
+async fn report(admin: &Admin) -> Option<Report> {
+    let (tx, rx) = oneshot::channel();
+    admin.control.send(Control::Report(tx)).await.ok()?;
+    tokio::time::timeout(REPORT_WAIT, rx).await.ok()?.ok()
+}
+
+fn loads(front: &Front) -> Vec<ProcessLoad> {
+    front
+        .processes
+        .iter()
+        .map(|p| {
+            let l = front.load(p.id);
+            ProcessLoad {
+                code: p.code.clone(),
+                in_flight: l.in_flight,
+                slots: l.slots,
+                queued: l.queued,
+            }
+        })
+        .collect()
+}
+
+/// The snapshot, with each process's slots and queue from the front door, and the refusals.
+pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
+    let mut v = report.map_or_else(|| json!({"processes": []}), |r| r.snapshot.clone());
+    let loads = loads(front);
+    if let Some(procs) = v["processes"].as_array_mut() {
+        // The snapshot lists the processes in the plan's order, as the front door does.
+        for (i, (p, l)) in procs.iter_mut().zip(&loads).enumerate() {
+            p["slots"] = json!(l.slots);
+            p["queued"] = json!(l.queued);
+            p["frontInFlight"] = json!(l.in_flight);
+            p["routable"] = json!(front.is_ready(ProcessId(i as u16)));
+        }
+    }
+    let t = front.counters.tally();
+    v["front"] = json!({
+        "queued": front.queued(),
+        "draining": front.is_stopping(),
+        "ready": readiness(front).is_ok(),
+        "refusals": {
+            "queueWait": t.refused[0],
+            "noProcessReady": t.refused[1],
+            "stopping": t.refused[2],
+        },
+        "writeTimeoutCloses": t.write_timeout_closes,
+    });
+    v
+}
+
+pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &front.counters;
+    let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+    let mut requests = Vec::new();
+    for (r, route) in ["master", "tx"].into_iter().enumerate() {
+        for (k, class) in classes.into_iter().enumerate() {
+            requests.push((route, class, c.answered[r][k].load(Relaxed)));
+        }
+    }
+    let t = c.tally();
+    let input = MetricsInput {
+        requests,
+        lanes: vec![
+            ("fast", c.lanes[0].load(Relaxed)),
+            ("normal", c.lanes[1].load(Relaxed)),
+        ],
+        refusals: vec![
+            ("queue_wait", t.refused[0]),
+            ("no_process_ready", t.refused[1]),
+            ("stopping", t.refused[2]),
+            ("master_not_ready", c.refused_master_down.load(Relaxed)),
+            ("cache_id_lost", c.cache_id_lost.load(Relaxed)),
+        ],
+        upstream_errors: front
+            .processes
+            .iter()
+            .zip(&t.lost)
+            .map(|(p, l)| (p.code.clone(), l[1], l[0]))
+            .collect(),
+        write_timeout_closes: t.write_timeout_closes,
+        queued: front.queued(),
+        queue_wait: &c.queue_wait,
+        processes: loads(front),
+        snapshot: report.map(|r| &r.snapshot),
+        recycles: report.map(|r| r.recycles.clone()).unwrap_or_default(),
+    };
+    render(&input)
+}

@@ -1,0 +1,322 @@
+//! `/metrics` in the Prometheus text format: what the front door counted, its queue and slots,
+//! and what the status snapshot knows about each process and the cgroup. Names follow the
+//! Prometheus conventions (`fhircluster_..._total`, `_seconds`, `_bytes`).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Upper bounds of the queue-wait histogram's buckets, in seconds.
+pub const WAIT_BUCKETS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
+];
+
+/// A histogram of durations that many threads record into without a lock.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; WAIT_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn record(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = WAIT_BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn write(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (b, c) in WAIT_BUCKETS.iter().zip(&self.buckets) {
+            cumulative += c.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+/// One process's live figures from the front door.
+pub struct ProcessLoad {
+    pub code: String,
+    pub in_flight: u32,
+    /// None: no limit.
+    pub slots: Option<u32>,
+    pub queued: usize,
+}
+
+/// Everything `/metrics` shows, gathered by the caller.
+pub struct MetricsInput<'a> {
+    /// (route, status class "2xx" ..., count)
+    pub requests: Vec<(&'static str, &'static str, u64)>,
+    /// (lane, count)
+    pub lanes: Vec<(&'static str, u64)>,
+    /// (reason, count)
+    pub refusals: Vec<(&'static str, u64)>,
+    /// (code, 502s, 504s)
+    pub upstream_errors: Vec<(String, u64, u64)>,
+    pub write_timeout_closes: u64,
+    pub queued: usize,
+    pub queue_wait: &'a Histogram,
+    pub processes: Vec<ProcessLoad>,
+    /// The status snapshot (`processes[].restarts`, memory), when there is one.
+    pub snapshot: Option<&'a Value>,
+    /// Recycles per process code.
+    pub recycles: Vec<(String, u64)>,
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Label values are escaped as the text format requires.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+pub fn render(m: &MetricsInput) -> String {
+    let mut out = String::with_capacity(4096);
+    family(
+        &mut out,
+        "fhircluster_requests_total",
+        "counter",
+        "Requests answered, by route (master or tx) and status class.",
+    );
+    for (route, class, n) in &m.requests {
+        let _ = writeln!(
+            out,
+            "fhircluster_requests_total{{route=\"{route}\",status=\"{class}\"}} {n}"
+        );
+    }
+    family(
+        &mut out,
+        "fhircluster_lane_requests_total",
+        "counter",
+        "Tx requests admitted, by lane (fast or normal).",
+    );
+    for (lane, n) in &m.lanes {
+        let _ = writeln!(
+            out,
+            "fhircluster_lane_requests_total{{lane=\"{lane}\"}} {n}"
+        );
+    }
+    family(
+        &mut out,
+        "fhircluster_refusals_total",
+        "counter",
+        "Requests the launcher answered itself, by reason.",
+    );
+    for (reason, n) in &m.refusals {
+        let _ = writeln!(out, "fhircluster_refusals_total{{reason=\"{reason}\"}} {n}");
+    }
+    family(
+        &mut out,
+        "fhircluster_upstream_errors_total",
+        "counter",
+        "502s and 504s the launcher answered, by process.",
+    );
+    for (code, e502, e504) in &m.upstream_errors {
+        let c = esc(code);
+        let _ = writeln!(
+            out,
+            "fhircluster_upstream_errors_total{{process=\"{c}\",status=\"502\"}} {e502}"
+        );
+        let _ = writeln!(
+            out,
+            "fhircluster_upstream_errors_total{{process=\"{c}\",status=\"504\"}} {e504}"
+        );
+    }
+    family(&mut out, "fhircluster_write_timeout_closes_total", "counter", "Client connections closed because the client took none of its response within writeTimeoutSeconds.");
+    let _ = writeln!(
+        out,
+        "fhircluster_write_timeout_closes_total {}",
+        m.write_timeout_closes
+    );
+    family(
+        &mut out,
+        "fhircluster_queue_length",
+        "gauge",
+        "Tx requests waiting in the launcher for a slot.",
+    );
+    let _ = writeln!(out, "fhircluster_queue_length {}", m.queued);
+    m.queue_wait.write(
+        &mut out,
+        "fhircluster_queue_wait_seconds",
+        "Time tx requests waited in the launcher before being sent.",
+    );
+    family(
+        &mut out,
+        "fhircluster_in_flight",
+        "gauge",
+        "Tx requests in flight, by process.",
+    );
+    for p in &m.processes {
+        let _ = writeln!(
+            out,
+            "fhircluster_in_flight{{process=\"{}\"}} {}",
+            esc(&p.code),
+            p.in_flight
+        );
+    }
+    family(
+        &mut out,
+        "fhircluster_slots",
+        "gauge",
+        "Slots (maxOutstanding + fastLaneExtra) per process; absent with no limit.",
+    );
+    for p in &m.processes {
+        if let Some(s) = p.slots {
+            let _ = writeln!(out, "fhircluster_slots{{process=\"{}\"}} {s}", esc(&p.code));
+        }
+    }
+    family(
+        &mut out,
+        "fhircluster_process_queued",
+        "gauge",
+        "Requests waiting for one process only (by cache-id).",
+    );
+    for p in &m.processes {
+        let _ = writeln!(
+            out,
+            "fhircluster_process_queued{{process=\"{}\"}} {}",
+            esc(&p.code),
+            p.queued
+        );
+    }
+    family(
+        &mut out,
+        "fhircluster_recycles_total",
+        "counter",
+        "Memory recycles, by process.",
+    );
+    for (code, n) in &m.recycles {
+        let _ = writeln!(
+            out,
+            "fhircluster_recycles_total{{process=\"{}\"}} {n}",
+            esc(code)
+        );
+    }
+    if let Some(s) = m.snapshot {
+        write_snapshot(&mut out, s);
+    }
+    out
+}
+
+fn write_snapshot(out: &mut String, s: &Value) {
+    let procs = s["processes"].as_array().cloned().unwrap_or_default();
+    family(
+        out,
+        "fhircluster_restarts_total",
+        "counter",
+        "Restarts since the launcher started (recycles included), by process.",
+    );
+    for p in &procs {
+        if let (Some(code), Some(n)) = (p["code"].as_str(), p["restarts"].as_u64()) {
+            let _ = writeln!(
+                out,
+                "fhircluster_restarts_total{{process=\"{}\"}} {n}",
+                esc(code)
+            );
+        }
+    }
+    family(
+        out,
+        "fhircluster_process_memory_bytes",
+        "gauge",
+        "Private (RssAnon) and mapped (RssFile) memory, by process.",
+    );
+    let launcher = std::iter::once(&s["launcher"]);
+    for p in procs.iter().chain(launcher) {
+        let Some(code) = p["code"].as_str() else {
+            continue;
+        };
+        for (kind, field) in [("private", "rssAnon"), ("mapped", "rssFile")] {
+            if let Some(v) = p[field].as_u64() {
+                let _ = writeln!(
+                    out,
+                    "fhircluster_process_memory_bytes{{process=\"{}\",kind=\"{kind}\"}} {v}",
+                    esc(code)
+                );
+            }
+        }
+    }
+    let mem = &s["memory"];
+    family(out, "fhircluster_cgroup_memory_bytes", "gauge", "The service cgroup's private (anon) and page-cache (file) memory, when it has a limit of its own.");
+    for kind in ["anon", "file"] {
+        if let Some(v) = mem["cgroup"][kind].as_u64() {
+            let _ = writeln!(
+                out,
+                "fhircluster_cgroup_memory_bytes{{kind=\"{kind}\"}} {v}"
+            );
+        }
+    }
+    family(
+        out,
+        "fhircluster_memory_limit_bytes",
+        "gauge",
+        "The memory limit the meter measures against, and its refuse and abort thresholds.",
+    );
+    for (kind, field) in [
+        ("limit", "limit"),
+        ("refuse", "rejectAt"),
+        ("abort", "abortAt"),
+    ] {
+        if let Some(v) = mem[field].as_u64() {
+            let _ = writeln!(out, "fhircluster_memory_limit_bytes{{kind=\"{kind}\"}} {v}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_text_format_has_help_type_and_samples() {
+        let h = Histogram::default();
+        h.record(Duration::from_millis(3));
+        h.record(Duration::from_secs(100));
+        let snap = json!({"processes": [{"code": "tx1", "restarts": 2, "rssAnon": 10, "rssFile": 20}],
+                          "launcher": {"code": "launcher", "rssAnon": 5},
+                          "memory": {"cgroup": null, "limit": null}});
+        let text = render(&MetricsInput {
+            requests: vec![("tx", "2xx", 7)],
+            lanes: vec![("fast", 3)],
+            refusals: vec![("queue", 1)],
+            upstream_errors: vec![("tx1".into(), 0, 1)],
+            write_timeout_closes: 0,
+            queued: 2,
+            queue_wait: &h,
+            processes: vec![ProcessLoad {
+                code: "tx1".into(),
+                in_flight: 1,
+                slots: Some(20),
+                queued: 0,
+            }],
+            snapshot: Some(&snap),
+            recycles: vec![("tx1".into(), 1)],
+        });
+        assert!(text.contains("# TYPE fhircluster_requests_total counter"));
+        assert!(text.contains("fhircluster_requests_total{route=\"tx\",status=\"2xx\"} 7"));
+        assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(text.contains("fhircluster_queue_wait_seconds_count 2"));
+        assert!(text.contains("fhircluster_restarts_total{process=\"tx1\"} 2"));
+        assert!(text
+            .contains("fhircluster_process_memory_bytes{process=\"launcher\",kind=\"private\"} 5"));
+        assert!(text.contains("fhircluster_slots{process=\"tx1\"} 20"));
+    }
+}

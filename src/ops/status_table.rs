@@ -1,0 +1,194 @@
+//! `fhircluster status`: asks a running launcher (its `/status` endpoint) and prints a table a
+//! person reads at a glance, as `passenger-status` and `pm2 ls` do. The rendering is pure.
+
+use std::fmt::Write;
+use std::io::{Read, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+/// Fetches `/status` from the launcher's own endpoint.
+pub fn fetch(addr: SocketAddr) -> Result<Value> {
+    let timeout = Duration::from_secs(5);
+    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| {
+        format!("no launcher answers on {addr} (is server.cluster.adminAddress set and the launcher running?)")
+    })?;
+    s.set_read_timeout(Some(timeout))?;
+    write!(
+        s,
+        "GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("the launcher on {addr} gave no HTTP response");
+    };
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!(
+            "the launcher on {addr} answered: {}",
+            head.lines().next().unwrap_or("")
+        );
+    }
+    serde_json::from_str(body).context("the launcher's /status is not JSON")
+}
+
+fn mb(v: &Value) -> String {
+    v.as_u64().map_or("—".to_string(), |b| {
+        format!("{:.0} MB", b as f64 / 1_048_576.0)
+    })
+}
+
+fn gb(b: u64) -> String {
+    format!("{:.1} GB", b as f64 / 1_073_741_824.0)
+}
+
+fn uptime(v: &Value) -> String {
+    let Some(ms) = v.as_u64() else {
+        return "—".to_string();
+    };
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "—".to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The table for one `/status` answer.
+pub fn render(status: &Value) -> String {
+    let mut out = String::new();
+    let front = &status["front"];
+    let ready = if front["ready"].as_bool() == Some(true) {
+        "ready"
+    } else if front["draining"].as_bool() == Some(true) {
+        "draining"
+    } else {
+        "not ready"
+    };
+    let _ = writeln!(
+        out,
+        "fhircluster · {ready} · {} queued · {} refused in the last minute",
+        text(&front["queued"]),
+        text(&front["refusalsLastMinute"]),
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "PROCESS",
+        "ROLE",
+        "PID",
+        "STATE",
+        "UPTIME",
+        "RESTARTS",
+        "IN FLIGHT",
+        "QUEUED",
+        "PRIVATE",
+        "MAPPED"
+    );
+    for p in status["processes"].as_array().into_iter().flatten() {
+        let slots = match p["slots"].as_u64() {
+            Some(s) => format!("{}/{s}", text(&p["frontInFlight"])),
+            None => text(&p["frontInFlight"]),
+        };
+        let _ = writeln!(
+            out,
+            "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+            text(&p["code"]),
+            text(&p["role"]),
+            text(&p["pid"]),
+            text(&p["status"]),
+            uptime(&p["uptimeMs"]),
+            text(&p["restarts"]),
+            slots,
+            text(&p["queued"]),
+            mb(&p["rssAnon"]),
+            mb(&p["rssFile"]),
+        );
+    }
+    let l = &status["launcher"];
+    let _ = writeln!(
+        out,
+        "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "launcher",
+        "",
+        text(&l["pid"]),
+        "",
+        uptime(&l["uptimeMs"]),
+        "",
+        "",
+        "",
+        mb(&l["rssAnon"]),
+        mb(&l["rssFile"]),
+    );
+    let _ = writeln!(out);
+    let m = &status["memory"];
+    match (m["cgroup"]["anon"].as_u64(), m["limit"].as_u64()) {
+        (Some(anon), Some(limit)) => {
+            let _ = writeln!(
+                out,
+                "memory: cgroup private {} of {} ({:.0}%); refuse at {}, abort at {}",
+                gb(anon),
+                gb(limit),
+                anon as f64 * 100.0 / limit.max(1) as f64,
+                m["rejectAt"].as_u64().map_or("—".into(), gb),
+                m["abortAt"].as_u64().map_or("—".into(), gb),
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "memory: processes' private memory {} (no cgroup limit of the service's own)",
+                mb(&m["processAnon"])
+            );
+        }
+    }
+    for miss in status["missing"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "  note: {}: {}",
+            text(&miss["what"]),
+            text(&miss["why"])
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_table_shows_each_process_and_the_meter() {
+        let s = json!({
+            "front": {"ready": true, "queued": 2, "refusalsLastMinute": 5},
+            "processes": [{"code": "m0", "role": "master", "pid": 10, "status": "ready",
+                "uptimeMs": 65_000, "restarts": 1, "frontInFlight": 3, "slots": 20, "queued": 0,
+                "rssAnon": 104_857_600, "rssFile": null}],
+            "launcher": {"pid": 9, "uptimeMs": 66_000, "rssAnon": 2_097_152, "rssFile": 1},
+            "memory": {"cgroup": {"anon": 1_073_741_824u64}, "limit": 4_294_967_296u64,
+                "rejectAt": 3_650_722_201u64, "abortAt": 3_951_369_912u64},
+            "missing": []
+        });
+        let t = render(&s);
+        assert!(t.contains("ready · 2 queued · 5 refused"), "{t}");
+        assert!(t.contains("m0"), "{t}");
+        assert!(t.contains("3/20"), "{t}");
+        assert!(t.contains("1m05s"), "{t}");
+        assert!(t.contains("100 MB"), "{t}");
+        assert!(t.contains("1.0 GB of 4.0 GB (25%)"), "{t}");
+    }
+}
