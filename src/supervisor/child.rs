@@ -1,6 +1,6 @@
-//! One child process: spawned with its IPC channel as fd 3, its output tagged, and three small
-//! tasks that turn what happens to it into supervisor events (a message, the channel's end, the
-//! exit). Messages go to the child through a bounded queue and a writer task, so a child that
+//! One child process: spawned with its IPC channel as fd 3, its output tagged, and small tasks
+//! that turn what happens to it into supervisor events (a message, the channel's end, its
+//! listening socket seen, the exit). Messages go to the child through a bounded queue and a writer task, so a child that
 //! stops reading its channel can never block the supervisor.
 
 use std::io;
@@ -16,6 +16,7 @@ use crate::ipc::message::{FromChild, ToChild};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{OutputSink, Stream};
+use crate::supervisor::socket_watch::{self, Settled};
 
 /// Messages waiting to be written to a child before further ones are dropped.
 const SEND_QUEUE: usize = 1024;
@@ -35,8 +36,13 @@ pub enum ChildEvent {
     },
     /// A bad line on the channel, skipped.
     BadLine(String),
-    /// The child closed its end of the channel (it may still be running).
+    /// The child closed its end of the channel (it may still be running: not an exit).
     ChannelClosed,
+    /// A socket on its address and port is held by the child or a descendant (this pid): ready,
+    /// for a child that doesn't say so on its channel.
+    ListeningSeen {
+        pid: u32,
+    },
     Exited(Exit),
     /// Everything queued before this marker has been written (or the child is gone).
     Flushed,
@@ -59,6 +65,7 @@ pub struct ChildHandle {
     pub pid: u32,
     pub generation: u64,
     outgoing: mpsc::Sender<Outgoing>,
+    watching: Settled,
 }
 
 impl ChildHandle {
@@ -70,6 +77,11 @@ impl ChildHandle {
     /// Asks for a `Flushed` event once everything queued so far is written.
     pub fn flush(&self) -> bool {
         self.outgoing.try_send(Outgoing::Flush).is_ok()
+    }
+
+    /// Stops looking for its listening socket (it said it is ready on its channel).
+    pub fn stop_watching(&self) {
+        self.watching.set();
     }
 
     pub fn signal(&self, sig: Signal) {
@@ -171,12 +183,27 @@ pub fn spawn(
         let _ = eof_tx.send(());
     });
 
+    // Its listening socket, while it starts.
+    let watching = Settled::default();
+    let ev = events.clone();
+    socket_watch::start(
+        code,
+        pid,
+        spec.connect_addr,
+        watching.clone(),
+        move |holder| {
+            let _ = ev.send(tag(ChildEvent::ListeningSeen { pid: holder }));
+        },
+    );
+
     // Exit: reported after the channel's last words, so a worker's final counts come first.
+    let exited = watching.clone();
     tokio::spawn(async move {
         let exit = match child.wait().await {
             Ok(status) => exit_of(status),
             Err(_) => Exit::Code(-1),
         };
+        exited.set();
         let _ = tokio::time::timeout(LAST_WORDS, eof_rx).await;
         let _ = events.send(tag(ChildEvent::Exited(exit)));
     });
@@ -185,6 +212,7 @@ pub fn spawn(
         pid,
         generation,
         outgoing: out_tx,
+        watching,
     })
 }
 

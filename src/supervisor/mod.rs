@@ -6,5 +6,6 @@ pub mod lifecycle;
 pub mod output;
 pub mod restart;
 pub mod shell;
+pub mod socket_watch;
 
 pub use shell::{run, Control, Ended, Hooks, Sizer, SupervisorSetup};
