@@ -84,11 +84,17 @@ impl ChildHandle {
         self.watching.set();
     }
 
+    /// Signals the child's process group (it leads its own, see `spawn`), so a server under a
+    /// wrapper shell that doesn't `exec` stops with the shell instead of living on, orphaned,
+    /// on its port. Falls back to the pid alone should the group be gone.
     pub fn signal(&self, sig: Signal) {
         // The pid is our own child's and is not reaped until the exit task has seen it, so it
-        // cannot name another process. ESRCH (already gone) needs nothing done.
+        // cannot name another process; nor can the group id, which the kernel doesn't reuse
+        // while the group has members. ESRCH (already gone) needs nothing done.
         if let Ok(pid) = i32::try_from(self.pid) {
-            let _ = kill(Pid::from_raw(pid), sig);
+            if kill(Pid::from_raw(-pid), sig).is_err() {
+                let _ = kill(Pid::from_raw(pid), sig);
+            }
         }
     }
 }
