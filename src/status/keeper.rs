@@ -170,6 +170,14 @@ impl Keeper {
         self.hold(ev);
     }
 
+    /// The limit a process's memory guard measures against, when it says so after it was
+    /// already found ready by its socket.
+    pub fn guard_limit(&mut self, id: ProcessId, limit: Option<u64>) {
+        if let Some(p) = self.processes.get_mut(id.index()) {
+            p.guard_limit = limit;
+        }
+    }
+
     /// A process exited; `recycled` when the launcher stopped it for a recycle.
     pub fn exited(&mut self, id: ProcessId, exit: Exit, stopping: bool) {
         let ms = now_ms();

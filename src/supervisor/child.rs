@@ -1,6 +1,6 @@
-//! One child process: spawned with its IPC channel as fd 3, its output tagged, and three small
-//! tasks that turn what happens to it into supervisor events (a message, the channel's end, the
-//! exit). Messages go to the child through a bounded queue and a writer task, so a child that
+//! One child process: spawned with its IPC channel as fd 3, its output tagged, and small tasks
+//! that turn what happens to it into supervisor events (a message, the channel's end, its
+//! listening socket seen, the exit). Messages go to the child through a bounded queue and a writer task, so a child that
 //! stops reading its channel can never block the supervisor.
 
 use std::io;
@@ -16,6 +16,7 @@ use crate::ipc::message::{FromChild, ToChild};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{OutputSink, Stream};
+use crate::supervisor::socket_watch::{self, Settled};
 
 /// Messages waiting to be written to a child before further ones are dropped.
 const SEND_QUEUE: usize = 1024;
@@ -35,8 +36,13 @@ pub enum ChildEvent {
     },
     /// A bad line on the channel, skipped.
     BadLine(String),
-    /// The child closed its end of the channel (it may still be running).
+    /// The child closed its end of the channel (it may still be running: not an exit).
     ChannelClosed,
+    /// A socket on its address and port is held by the child or a descendant (this pid): ready,
+    /// for a child that doesn't say so on its channel.
+    ListeningSeen {
+        pid: u32,
+    },
     Exited(Exit),
     /// Everything queued before this marker has been written (or the child is gone).
     Flushed,
@@ -59,6 +65,7 @@ pub struct ChildHandle {
     pub pid: u32,
     pub generation: u64,
     outgoing: mpsc::Sender<Outgoing>,
+    watching: Settled,
 }
 
 impl ChildHandle {
@@ -72,11 +79,22 @@ impl ChildHandle {
         self.outgoing.try_send(Outgoing::Flush).is_ok()
     }
 
+    /// Stops looking for its listening socket (it said it is ready on its channel).
+    pub fn stop_watching(&self) {
+        self.watching.set();
+    }
+
+    /// Signals the child's process group (it leads its own, see `spawn`), so a server under a
+    /// wrapper shell that doesn't `exec` stops with the shell instead of living on, orphaned,
+    /// on its port. Falls back to the pid alone should the group be gone.
     pub fn signal(&self, sig: Signal) {
         // The pid is our own child's and is not reaped until the exit task has seen it, so it
-        // cannot name another process. ESRCH (already gone) needs nothing done.
+        // cannot name another process; nor can the group id, which the kernel doesn't reuse
+        // while the group has members. ESRCH (already gone) needs nothing done.
         if let Ok(pid) = i32::try_from(self.pid) {
-            let _ = kill(Pid::from_raw(pid), sig);
+            if kill(Pid::from_raw(-pid), sig).is_err() {
+                let _ = kill(Pid::from_raw(pid), sig);
+            }
         }
     }
 }
@@ -175,12 +193,27 @@ pub fn spawn(
         let _ = eof_tx.send(());
     });
 
+    // Its listening socket, while it starts.
+    let watching = Settled::default();
+    let ev = events.clone();
+    socket_watch::start(
+        code,
+        pid,
+        spec.connect_addr,
+        watching.clone(),
+        move |holder| {
+            let _ = ev.send(tag(ChildEvent::ListeningSeen { pid: holder }));
+        },
+    );
+
     // Exit: reported after the channel's last words, so a worker's final counts come first.
+    let exited = watching.clone();
     tokio::spawn(async move {
         let exit = match child.wait().await {
             Ok(status) => exit_of(status),
             Err(_) => Exit::Code(-1),
         };
+        exited.set();
         let _ = tokio::time::timeout(LAST_WORDS, eof_rx).await;
         let _ = events.send(tag(ChildEvent::Exited(exit)));
     });
@@ -189,6 +222,7 @@ pub fn spawn(
         pid,
         generation,
         outgoing: out_tx,
+        watching,
     })
 }
 

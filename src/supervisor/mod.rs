@@ -7,5 +7,6 @@ pub mod output;
 pub mod recycle;
 pub mod restart;
 pub mod shell;
+pub mod socket_watch;
 
 pub use shell::{run, Control, Ended, Hooks, IdleReport, Sizer, SupervisorSetup};

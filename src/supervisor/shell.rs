@@ -1,6 +1,6 @@
 //! The supervisor's shell: runs the `Lifecycle` against real processes. It carries the
 //! lifecycle's actions out (spawn, signal, tell the proxy), feeds it what happens to the children
-//! (ready, exits) and the clock, and passes the workers' request counts on to the master, holding
+//! (ready by its channel or by its listening socket, exits) and the clock, and passes the workers' request counts on to the master, holding
 //! them while the master is down (DEC-18).
 
 use std::collections::VecDeque;
@@ -333,15 +333,14 @@ impl Shell {
                         );
                     }
                 }
-                let took = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
-                info!(
-                    "{code}: ready on port {port} after {:.1} s (said so on its channel)",
-                    took.unwrap_or(0.0)
-                );
-                if !self.life.is_ready(id) {
-                    self.keeper.ready(id, memory_limit, now_std());
+                if let Some(c) = &self.children[id.index()] {
+                    c.stop_watching();
                 }
-                self.life.ready(id, now_std());
+                self.became_ready(id, port, "said so on its channel", memory_limit);
+            }
+            ChildEvent::ListeningSeen { .. } => {
+                let port = self.spec(id).port;
+                self.became_ready(id, port, "its listening socket was seen", None);
             }
             ChildEvent::Message(FromChild::RequestCounts(counts)) => {
                 self.hooks
@@ -363,6 +362,7 @@ impl Shell {
                 }
             }
             ChildEvent::BadLine(e) => warn!("{code}: skipped a bad IPC line: {e}"),
+            // The channel is optional: a closed one is not an exit; the exit event says that.
             ChildEvent::ChannelClosed => debug!("{code}: closed its IPC channel"),
             ChildEvent::Flushed => {
                 if id.is_master() && self.flushing {
@@ -454,6 +454,27 @@ impl Shell {
             let pids: Vec<u32> = self.children.iter().flatten().map(|c| c.pid).collect();
             (self.setup.idle_report)(&pids);
         }
+    }
+
+    /// The first of the two signs (its `ready` message, its own listening socket) makes a
+    /// starting process ready; the log says which. A later sign changes nothing.
+    fn became_ready(&mut self, id: ProcessId, port: u16, how: &str, memory_limit: Option<u64>) {
+        let was = self.life.is_ready(id);
+        self.life.ready(id, now_std());
+        if was || !self.life.is_ready(id) {
+            debug!("{}: {how} (not starting any more)", self.code(id));
+            if memory_limit.is_some() {
+                self.keeper.guard_limit(id, memory_limit);
+            }
+            return;
+        }
+        self.keeper.ready(id, memory_limit, now_std());
+        let took = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
+        info!(
+            "{}: ready on port {port} after {:.1} s ({how})",
+            self.code(id),
+            took.unwrap_or(0.0)
+        );
     }
 
     /// Passes a message to the master, or holds it while the master is down.

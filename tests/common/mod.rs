@@ -28,8 +28,9 @@ pub fn free_ports(count: u16) -> u16 {
         if base.checked_add(count).is_none() || base > 60000 {
             continue;
         }
-        let all_free = (base..base + count)
-            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("0.0.0.0", p)).is_ok());
+        let all_free = (base..base + count).all(|p| {
+            TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("0.0.0.0", p)).is_ok()
+        });
         if all_free {
             return base;
         }
@@ -135,8 +136,14 @@ impl ClusterBuilder {
         let (tx, rx) = channel();
         let log = Arc::new(Mutex::new(Vec::new()));
         for pipe in [
-            child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
-            child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -171,7 +178,8 @@ impl ClusterBuilder {
     pub fn start(self) -> Cluster {
         let workers = self.workers;
         let mut c = self.spawn();
-        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}"))) {
+        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
+        {
             c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
         }
         c.wait_until_listening(Duration::from_secs(10));
@@ -256,7 +264,11 @@ impl Cluster {
     pub fn wait_until_listening(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         while TcpStream::connect(self.addr()).is_err() {
-            assert!(Instant::now() < deadline, "the launcher never listened on {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "the launcher never listened on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -284,7 +296,13 @@ impl Cluster {
         request(self.addr(), "GET", path, &[], b"")
     }
 
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
         request(self.addr(), method, path, headers, body)
     }
 
@@ -353,7 +371,9 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
     pub fn text(&self) -> String {
@@ -371,7 +391,13 @@ impl Response {
 
 /// One request on a fresh connection (`Connection: close`); status 0 when the connection failed
 /// or closed before a response.
-pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -421,10 +447,16 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Option<Response> {
         }
     }
     let mut body = Vec::new();
-    if let Some(len) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(len) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         body.resize(len, 0);
         r.read_exact(&mut body).ok()?;
-    } else if headers.get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
         loop {
             let mut size = String::new();
             r.read_line(&mut size).ok()?;

@@ -1,0 +1,338 @@
+//! Whether a child listens on its port, read from `/proc`: the listening TCP sockets
+//! (`/proc/net/tcp`, `/proc/net/tcp6`), matched by inode against the `socket:[inode]` links in
+//! `/proc/<pid>/fd` of the child and its descendants (so a server under a wrapper shell counts).
+//!
+//! This is how a server that never speaks the IPC channel is found ready. Only a socket the
+//! child's own process tree holds counts: one on the same port held by anything else (an old
+//! process still shutting down, a stranger) never does (LAUNCH-4); [`Look::Others`] names it so
+//! the launcher can warn. The parsers and [`decide`] are pure; [`look`] reads under a `root`.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use super::unreadable::{read_optional, read_text, Unreadable};
+
+/// The first wait before a look, doubled after each look up to [`MAX_INTERVAL`].
+pub const FIRST_INTERVAL: Duration = Duration::from_millis(50);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The wait after `prev` (none before the first look).
+pub fn next_interval(prev: Option<Duration>) -> Duration {
+    match prev {
+        None => FIRST_INTERVAL,
+        Some(p) => (p * 2).min(MAX_INTERVAL),
+    }
+}
+
+/// One socket in the LISTEN state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenSocket {
+    pub addr: IpAddr,
+    pub port: u16,
+    pub uid: u32,
+    pub inode: u64,
+}
+
+/// `st` of a listening socket in `/proc/net/tcp*`.
+const TCP_LISTEN: &str = "0A";
+
+/// The listening sockets in a `/proc/net/tcp` or `/proc/net/tcp6` table. The header and lines
+/// that don't parse are skipped, as are sockets without an inode.
+pub fn parse_net_tcp(text: &str) -> Vec<ListenSocket> {
+    text.lines().filter_map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Option<ListenSocket> {
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() < 10 || !f[3].eq_ignore_ascii_case(TCP_LISTEN) {
+        return None;
+    }
+    let (addr, port) = parse_address(f[1])?;
+    let uid = f[7].parse().ok()?;
+    let inode = f[9].parse().ok().filter(|&i| i != 0)?;
+    Some(ListenSocket {
+        addr,
+        port,
+        uid,
+        inode,
+    })
+}
+
+/// `0100007F:0BB8` (v4) or 32 hex digits `:PORT` (v6). The kernel prints the address as 32-bit
+/// words in the host's byte order (little-endian on x86 and arm64), the port as a plain number.
+pub fn parse_address(text: &str) -> Option<(IpAddr, u16)> {
+    let (addr, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words = |hex: &str| -> Option<Vec<[u8; 4]>> {
+        if hex.is_empty() || hex.len() % 8 != 0 || !hex.is_ascii() {
+            return None;
+        }
+        (0..hex.len() / 8)
+            .map(|i| {
+                u32::from_str_radix(&hex[i * 8..i * 8 + 8], 16)
+                    .ok()
+                    .map(u32::to_ne_bytes)
+            })
+            .collect()
+    };
+    let w = words(addr)?;
+    let ip = match w.len() {
+        1 => IpAddr::V4(Ipv4Addr::from(w[0])),
+        4 => {
+            let mut bytes = [0u8; 16];
+            for (i, word) in w.iter().enumerate() {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(word);
+            }
+            IpAddr::V6(Ipv6Addr::from(bytes))
+        }
+        _ => return None,
+    };
+    Some((ip, port))
+}
+
+/// Whether a socket bound to `bound` accepts connections to `wanted`: the same address (a
+/// v4-mapped v6 address counts as its v4 one), or a wildcard that covers it (`0.0.0.0` covers
+/// every v4 address, `::` every address, as a dual-stack socket does).
+pub fn covers(bound: IpAddr, wanted: IpAddr) -> bool {
+    let canon = |ip: IpAddr| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    let (bound, wanted) = (canon(bound), canon(wanted));
+    match bound {
+        IpAddr::V4(b) if b.is_unspecified() => wanted.is_ipv4(),
+        IpAddr::V6(b) if b.is_unspecified() => true,
+        b => b == wanted,
+    }
+}
+
+/// The inode of an fd link's target: `socket:[12345]` → 12345.
+pub fn socket_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// The parent pid in `/proc/<pid>/stat` (the field after the state, after the `)` that ends the
+/// command name, which may itself hold spaces and parentheses).
+pub fn parse_ppid(stat: &str) -> Option<u32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What a look found for one child.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// A socket on the address and port held by the child or a descendant (this pid).
+    Own {
+        pid: u32,
+    },
+    /// Sockets on the address and port, none held by the child's process tree.
+    Others(Vec<Other>),
+    Nothing,
+}
+
+/// A listening socket on a child's address and port that the child's tree does not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Other {
+    pub socket: ListenSocket,
+    /// The pid and command holding it, when the launcher may see them.
+    pub holder: Option<(u32, String)>,
+}
+
+impl std::fmt::Display for Other {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.socket;
+        match &self.holder {
+            Some((pid, cmd)) => write!(f, "pid {pid} ({cmd})")?,
+            None => write!(f, "a process the launcher cannot see (uid {})", s.uid)?,
+        }
+        write!(f, " listens on {}", SocketAddr::new(s.addr, s.port))
+    }
+}
+
+/// Decides from the listening sockets and the inodes the child's tree holds (inode → pid).
+/// `Others` carries the foreign sockets without holders; [`look`] fills those in.
+pub fn decide(sockets: &[ListenSocket], wanted: SocketAddr, family: &HashMap<u64, u32>) -> Look {
+    let mut others = Vec::new();
+    for s in sockets
+        .iter()
+        .filter(|s| s.port == wanted.port() && covers(s.addr, wanted.ip()))
+    {
+        if let Some(&pid) = family.get(&s.inode) {
+            return Look::Own { pid };
+        }
+        others.push(Other {
+            socket: *s,
+            holder: None,
+        });
+    }
+    if others.is_empty() {
+        Look::Nothing
+    } else {
+        Look::Others(others)
+    }
+}
+
+/// The listening sockets of this network namespace, v4 and v6 (a kernel without IPv6 has no
+/// `tcp6`).
+pub fn read_listening(root: &Path) -> Result<Vec<ListenSocket>, Unreadable> {
+    let mut all = parse_net_tcp(&read_text(&root.join("proc/net/tcp"))?);
+    if let Some(v6) = read_optional(&root.join("proc/net/tcp6"))? {
+        all.extend(parse_net_tcp(&v6));
+    }
+    Ok(all)
+}
+
+/// `pid` and every descendant: from `/proc/<pid>/task/*/children` where the kernel has them,
+/// otherwise from the parent pids of every process.
+pub fn family(root: &Path, pid: u32) -> Vec<u32> {
+    let mut parents: Option<HashMap<u32, Vec<u32>>> = None;
+    let mut seen = HashSet::from([pid]);
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        i += 1;
+        let kids = match children_files(root, p) {
+            Some(k) => k,
+            None => parents
+                .get_or_insert_with(|| ppid_map(root))
+                .get(&p)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        for k in kids {
+            if seen.insert(k) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The children listed in `/proc/<pid>/task/*/children`; `None` when the kernel has no such
+/// files (or the process is gone).
+fn children_files(root: &Path, pid: u32) -> Option<Vec<u32>> {
+    let tasks = std::fs::read_dir(root.join(format!("proc/{pid}/task"))).ok()?;
+    let mut kids = Vec::new();
+    let mut any = false;
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            any = true;
+            kids.extend(
+                text.split_whitespace()
+                    .filter_map(|s| s.parse::<u32>().ok()),
+            );
+        }
+    }
+    any.then_some(kids)
+}
+
+/// Parent pid → its children, from every `/proc/<pid>/stat`.
+fn ppid_map(root: &Path) -> HashMap<u32, Vec<u32>> {
+    let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
+    for p in pids(root) {
+        let stat = std::fs::read_to_string(root.join(format!("proc/{p}/stat")));
+        if let Some(ppid) = stat.ok().as_deref().and_then(parse_ppid) {
+            map.entry(ppid).or_default().push(p);
+        }
+    }
+    map
+}
+
+fn pids(root: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(root.join("proc")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// The socket inodes among `pid`'s open files (none when they can't be read).
+pub fn socket_inodes(root: &Path, pid: u32) -> Vec<u64> {
+    let Ok(fds) = std::fs::read_dir(root.join(format!("proc/{pid}/fd"))) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|target| socket_inode(target.to_str()?))
+        .collect()
+}
+
+/// The command of `pid`: its arguments, or its name when they are empty or unreadable.
+fn command_of(root: &Path, pid: u32) -> String {
+    let args = std::fs::read(root.join(format!("proc/{pid}/cmdline"))).unwrap_or_default();
+    let text: Vec<String> = args
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if text.is_empty() {
+        std::fs::read_to_string(root.join(format!("proc/{pid}/comm")))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_else(|_| "?".to_string())
+    } else {
+        text.join(" ")
+    }
+}
+
+/// Which process holds each of `inodes`, where the launcher may read its open files.
+fn holders(root: &Path, inodes: &HashSet<u64>) -> HashMap<u64, (u32, String)> {
+    let mut found = HashMap::new();
+    for p in pids(root) {
+        for inode in socket_inodes(root, p) {
+            if inodes.contains(&inode) && !found.contains_key(&inode) {
+                found.insert(inode, (p, command_of(root, p)));
+            }
+        }
+        if found.len() == inodes.len() {
+            break;
+        }
+    }
+    found
+}
+
+/// Looks once whether `pid`'s process tree listens on `wanted`. With `name_others`, the holders
+/// of foreign sockets are looked up too (a scan of every process's files: do it once per start).
+pub fn look(
+    root: &Path,
+    pid: u32,
+    wanted: SocketAddr,
+    name_others: bool,
+) -> Result<Look, Unreadable> {
+    let sockets = read_listening(root)?;
+    if !sockets
+        .iter()
+        .any(|s| s.port == wanted.port() && covers(s.addr, wanted.ip()))
+    {
+        return Ok(Look::Nothing);
+    }
+    let mut tree = HashMap::new();
+    for p in family(root, pid) {
+        for inode in socket_inodes(root, p) {
+            tree.entry(inode).or_insert(p);
+        }
+    }
+    match decide(&sockets, wanted, &tree) {
+        Look::Others(mut others) if name_others => {
+            let inodes = others.iter().map(|o| o.socket.inode).collect();
+            let held = holders(root, &inodes);
+            for o in &mut others {
+                o.holder = held.get(&o.socket.inode).cloned();
+            }
+            Ok(Look::Others(others))
+        }
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+#[path = "listen_tests.rs"]
+mod tests;

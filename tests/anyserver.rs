@@ -1,0 +1,291 @@
+//! fhircluster in front of servers that don't speak its IPC protocol exactly (the "any HTTP
+//! server" issue): a plain Python server that never touches its channel, found ready by its own
+//! listening socket; a decoy on a worker's port that must never count (LAUNCH-4); servers under
+//! wrapper shells; a child that closes its channel at once; a Node.js child that says `ready`
+//! with another major protocol version. Real binaries on 127.0.0.1, free ports, bounded waits.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{alive, children_of, cluster, free_ports, unsafe_kill, Cluster};
+use serde_json::json;
+
+const PLAIN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/plain-server.py"
+);
+const NODE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/node-v2.js");
+const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
+const WAIT: Duration = Duration::from_secs(20);
+
+/// `sh -c '<script>'` with the plain server as `{server}`; the launcher's `--role=...` arguments
+/// land in the shell's `$0`, `$1` ... and are ignored, the port comes from `$PORT`.
+fn shell(script: &str, delay: f64) -> Vec<String> {
+    let server = format!("python3 {PLAIN} \"$PORT\" {delay}");
+    vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        script.replace("{server}", &server),
+    ]
+}
+
+fn argv(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The pid in `<code>: started <role> (pid N)`, from the latest such line.
+fn started_pid(c: &Cluster, code: &str) -> i32 {
+    let prefix = format!("{code}: started ");
+    c.log_lines()
+        .iter()
+        .rev()
+        .find(|l| l.contains(&prefix))
+        .and_then(|l| l.split("(pid ").nth(1))
+        .and_then(|r| r.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no start line for {code}:\n{}", c.log_lines().join("\n")))
+}
+
+/// The seconds in `<code>: ready on port N after X s (...)`.
+fn ready_after(line: &str) -> f64 {
+    line.split(" after ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {line:?}"))
+}
+
+/// Every process below the launcher (wrappers and the servers under them).
+fn descendants(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for k in children_of(p) {
+            out.push(k);
+            todo.push(k);
+        }
+    }
+    out
+}
+
+fn wait_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops the launcher with SIGTERM, expects exit 0 and none of `pids` left; kills any that are
+/// (they are this test's) before failing.
+fn stop_cleanly(c: &mut Cluster, pids: &[i32]) {
+    c.signal(SIGTERM);
+    let status = c.wait_exit(WAIT);
+    let left = wait_gone(pids, Duration::from_secs(5));
+    for &p in &left {
+        unsafe_kill(p, SIGKILL);
+    }
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
+}
+
+fn served_by_any(c: &Cluster, path: &str, codes: &[&str]) -> String {
+    let r = c.get(path);
+    assert_eq!(r.status, 200, "{path}: {r:?}\n{}", c.log_lines().join("\n"));
+    let by = r.served_by().to_string();
+    assert!(codes.contains(&by.as_str()), "{path} served by {by:?}");
+    by
+}
+
+#[test]
+fn a_plain_http_server_is_found_ready_by_its_socket_and_supervised() {
+    // spec: LAUNCH-2, LAUNCH-7 (start order holds with socket readiness), LAUNCH-8
+    // Issue: readiness from the socket; the channel is optional (never written to).
+    let cmd = shell("exec {server}", 0.4);
+    let mut c = cluster().workers(2).command(&argv(&cmd)).start();
+    for code in ["m0", "tx1", "tx2"] {
+        let line = c.wait_for(&format!("{code}: ready on port"), WAIT);
+        assert!(line.contains("(its listening socket was seen)"), "{line}");
+        // Started, but not listening for 0.4 s: not ready before its socket existed.
+        assert!(ready_after(&line) >= 0.4, "{line}");
+    }
+    let m0 = c.line_index("m0: ready").unwrap_or(usize::MAX);
+    let tx1 = c.line_index("tx1: started").unwrap_or(0);
+    assert!(m0 < tx1, "a worker started before the master was ready");
+
+    served_by_any(&c, "/r4/metadata", &["m0", "tx1", "tx2"]);
+    served_by_any(&c, "/", &["m0"]);
+    let pids_before = descendants(c.child.id() as i32);
+
+    // RESTART: SIGKILL one worker; it is started again after its backoff and found ready again.
+    let old = started_pid(&c, "tx1");
+    unsafe_kill(old, SIGKILL);
+    c.wait_for_new("tx1: exited (signal SIGKILL)", WAIT);
+    c.wait_for("tx1: starting again in 1 s (failing)", WAIT);
+    let line = c.wait_for_new("tx1: ready on port", WAIT);
+    assert!(line.contains("(its listening socket was seen)"), "{line}");
+    let new = started_pid(&c, "tx1");
+    assert_ne!(old, new);
+    for _ in 0..6 {
+        served_by_any(&c, "/r4/metadata", &["m0", "tx1", "tx2"]);
+    }
+
+    // STOP: drained and stopped on SIGTERM, exit 0, nothing left.
+    let mut all = pids_before;
+    all.extend(descendants(c.child.id() as i32));
+    stop_cleanly(&mut c, &all);
+    assert!(c.line_index("tx1: exited (exit code 0)").is_some());
+}
+
+#[test]
+fn a_decoy_on_a_workers_port_never_makes_it_ready() {
+    // spec: LAUNCH-4, RESTART-2, RESTART-3
+    // Issue: a socket on the port held by another process never counts; a WARNING names it
+    // (pid and command) once per start; once it is gone the worker gets ready.
+    let base = free_ports(3);
+    let (port, internal) = (base, base + 1);
+    let decoy = TcpListener::bind(("127.0.0.1", internal + 1)).expect("bind the decoy");
+    let me = std::process::id();
+    // Each start waits 0.3 s before it binds, so the launcher looks while the decoy is there.
+    let cmd = shell("exec {server}", 0.3);
+    let mut c = cluster()
+        .workers(1)
+        .command(&argv(&cmd))
+        .config(json!({"server": {"port": port, "cluster": {"internalPort": internal}}}))
+        .spawn();
+    c.port = port;
+    c.internal = internal;
+    c.wait_for("m0: ready", WAIT);
+    c.wait_until_listening(WAIT);
+
+    let warning = c.wait_for(&format!("pid {me} ("), WAIT);
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("tx1: its port"), "{warning}");
+    assert!(
+        warning.contains(&format!("127.0.0.1:{}", internal + 1)),
+        "{warning}"
+    );
+    // The worker cannot bind: it fails and is started again with a growing backoff.
+    c.wait_for("tx1: exited (exit code 1)", WAIT);
+    c.wait_for("tx1: starting again in 1 s (failing)", WAIT);
+    c.wait_for("tx1: starting again in 2 s (failing)", WAIT);
+    let log = c.log_lines();
+    assert!(
+        !log.iter().any(|l| l.contains("tx1: ready")),
+        "tx1 counted ready on the decoy:\n{}",
+        log.join("\n")
+    );
+    // Once per start: at most one WARNING per start so far, and one for each of the first two.
+    let starts = log.iter().filter(|l| l.contains("tx1: started")).count();
+    let warnings = log
+        .iter()
+        .filter(|l| l.contains(&format!("pid {me} (")))
+        .count();
+    assert!(
+        (2..=starts).contains(&warnings),
+        "{starts} starts, {warnings} warnings"
+    );
+    // Nothing is sent to the decoy (it would never answer): the master serves everything.
+    for _ in 0..3 {
+        served_by_any(&c, "/r4/metadata", &["m0"]);
+    }
+
+    drop(decoy);
+    let line = c.wait_for_new("tx1: ready on port", WAIT);
+    assert!(line.contains("(its listening socket was seen)"), "{line}");
+    let deadline = Instant::now() + WAIT;
+    while served_by_any(&c, "/r4/metadata", &["m0", "tx1"]) != "tx1" {
+        assert!(Instant::now() < deadline, "tx1 never served a request");
+    }
+    let pids = descendants(c.child.id() as i32);
+    stop_cleanly(&mut c, &pids);
+}
+
+#[test]
+fn servers_under_wrapper_shells_are_found_ready() {
+    // Issue: the listening socket of a descendant counts (an `exec` wrapper is the server
+    // itself; a non-`exec` one leaves the shell as the launcher's child and the server below).
+    for script in ["exec {server}", "{server} ; true"] {
+        let cmd = shell(script, 0.0);
+        let mut c = cluster().workers(1).command(&argv(&cmd)).start();
+        for code in ["m0", "tx1"] {
+            let line = c.wait_for(&format!("{code}: ready on port"), WAIT);
+            assert!(
+                line.contains("(its listening socket was seen)"),
+                "{script}: {line}"
+            );
+        }
+        served_by_any(&c, "/r4/metadata", &["m0", "tx1"]);
+        served_by_any(&c, "/", &["m0"]);
+        let below = descendants(c.child.id() as i32);
+        if script.starts_with("exec") {
+            assert_eq!(below.len(), 2, "{script}: {below:?}");
+        } else {
+            // sh and python3 for each process; the stop reaches the servers under the shells.
+            assert_eq!(below.len(), 4, "{script}: {below:?}");
+        }
+        stop_cleanly(&mut c, &below);
+    }
+}
+
+#[test]
+fn a_child_that_closes_its_channel_at_once_keeps_running() {
+    // Issue: the channel is optional; a closed channel is not an exit while the process lives.
+    let cmd = shell("exec 3>&-; exec {server}", 0.0);
+    let mut c = cluster().workers(1).command(&argv(&cmd)).start();
+    let (m0, tx1) = (started_pid(&c, "m0"), started_pid(&c, "tx1"));
+    for _ in 0..5 {
+        served_by_any(&c, "/r4/metadata", &["m0", "tx1"]);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(alive(m0) && alive(tx1));
+    let log = c.log_lines();
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("exited") || l.contains("starting again")),
+        "{}",
+        log.join("\n")
+    );
+    assert_eq!(log.iter().filter(|l| l.contains(": started ")).count(), 2);
+    stop_cleanly(&mut c, &[m0, tx1]);
+}
+
+#[test]
+fn a_node_child_with_another_major_version_is_warned_about_and_works() {
+    // spec: ROLE-8
+    // Issue: handshake. `hello` (protocol 1.0) comes first; a `ready` with protocol 2.0 gives a
+    // WARNING naming both versions, not a failure.
+    // Issue: the `ready` message wins: the fixture sends it 300 ms before it listens.
+    let mut c = cluster().workers(1).command(&["node", NODE_V2]).start();
+    for code in ["m0", "tx1"] {
+        let w = c.wait_for(
+            &format!("{code}: speaks IPC protocol 2.0, the launcher 1.0"),
+            WAIT,
+        );
+        assert!(w.contains("WARN"), "{w}");
+        let line = c.wait_for(&format!("{code}: ready on port"), WAIT);
+        assert!(line.contains("(said so on its channel)"), "{line}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let deadline = Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let r = c.get("/r4/metadata");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.header("x-first-message"), Some("hello"));
+        assert_eq!(r.header("x-hello-protocol"), Some("1.0"));
+        let by = r.served_by().to_string();
+        if !seen.contains(&by) {
+            seen.push(by);
+        }
+        assert!(Instant::now() < deadline, "served only by {seen:?}");
+    }
+    let pids = descendants(c.child.id() as i32);
+    stop_cleanly(&mut c, &pids);
+}
