@@ -28,8 +28,9 @@ pub fn free_ports(count: u16) -> u16 {
         if base.checked_add(count).is_none() || base > 60000 {
             continue;
         }
-        let all_free = (base..base + count)
-            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("0.0.0.0", p)).is_ok());
+        let all_free = (base..base + count).all(|p| {
+            TcpListener::bind(("127.0.0.1", p)).is_ok() && TcpListener::bind(("0.0.0.0", p)).is_ok()
+        });
         if all_free {
             return base;
         }
@@ -135,8 +136,14 @@ impl ClusterBuilder {
         let (tx, rx) = channel();
         let log = Arc::new(Mutex::new(Vec::new()));
         for pipe in [
-            child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
-            child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -171,7 +178,8 @@ impl ClusterBuilder {
     pub fn start(self) -> Cluster {
         let workers = self.workers;
         let mut c = self.spawn();
-        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}"))) {
+        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
+        {
             c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
         }
         c.wait_until_listening(Duration::from_secs(10));
@@ -256,7 +264,11 @@ impl Cluster {
     pub fn wait_until_listening(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         while TcpStream::connect(self.addr()).is_err() {
-            assert!(Instant::now() < deadline, "the launcher never listened on {}", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "the launcher never listened on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -284,7 +296,13 @@ impl Cluster {
         request(self.addr(), "GET", path, &[], b"")
     }
 
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
         request(self.addr(), method, path, headers, body)
     }
 
@@ -353,7 +371,9 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
     pub fn text(&self) -> String {
@@ -371,7 +391,13 @@ impl Response {
 
 /// One request on a fresh connection (`Connection: close`); status 0 when the connection failed
 /// or closed before a response.
-pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -421,10 +447,16 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Option<Response> {
         }
     }
     let mut body = Vec::new();
-    if let Some(len) = headers.get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(len) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         body.resize(len, 0);
         r.read_exact(&mut body).ok()?;
-    } else if headers.get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"))
+    {
         loop {
             let mut size = String::new();
             r.read_line(&mut size).ok()?;
@@ -446,4 +478,185 @@ pub fn read_response<R: BufRead>(r: &mut R) -> Option<Response> {
         headers,
         body,
     })
+}
+
+// ---- Added for the settings/plan and supervision tests (tests/check.rs, tests/supervise.rs).
+
+/// What a bounded run of the launcher printed and how it ended.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// None when it had to be killed at the time limit.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl RunOutput {
+    /// Both streams, for assertion messages.
+    pub fn all(&self) -> String {
+        format!("--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// `fhircluster` with `--data-dir dir` and none of the environment that would change its
+/// settings (so the tests see only what they give it).
+pub fn launcher_command(dir: &Path) -> Command {
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.arg("--data-dir")
+        .arg(dir)
+        .env("RUST_LOG", "info")
+        .env_remove("FHIRSMITH_WORKERS")
+        .env_remove("PORT")
+        .env_remove("FHIRSMITH_DATA_DIR");
+    cmd
+}
+
+/// Runs `cmd` to its end, killing it after `timeout`; reads both streams whole.
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> RunOutput {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let read_all = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = read_all(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = read_all(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = started + timeout;
+    let code = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status.code();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    RunOutput {
+        code,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        took: started.elapsed(),
+    }
+}
+
+/// GET `path` straight from one process on 127.0.0.1:`port` (past the front door).
+pub fn get_direct(port: u16, path: &str) -> Response {
+    request(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "GET",
+        path,
+        &[],
+        b"",
+    )
+}
+
+/// Whether something accepts connections on 127.0.0.1:`port`.
+pub fn accepting(port: u16) -> bool {
+    TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// The `VmRSS` of `pid` in KiB, from /proc.
+pub fn rss_kib(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// A directory holding an executable `node` that runs `fhirsmith-sim` with every argument it
+/// was given: put it first on `PATH` to run a `node server.js` command for real.
+pub fn fake_node_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp bin dir");
+    let node = dir.path().join("node");
+    std::fs::write(&node, format!("#!/bin/sh\nexec '{SIM}' \"$@\"\n")).expect("write fake node");
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755))
+        .expect("make fake node executable");
+    dir
+}
+
+/// `PATH` with `dir` first.
+pub fn path_with(dir: &Path) -> String {
+    match std::env::var("PATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
+        _ => dir.display().to_string(),
+    }
+}
+
+impl Cluster {
+    /// The launcher's own pid.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The positions of every log line containing `needle`.
+    pub fn line_indices(&self, needle: &str) -> Vec<usize> {
+        self.log_lines()
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.contains(needle))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Waits until `n` log lines (old and new) contain `needle`; panics with the log otherwise.
+    pub fn wait_for_count(&mut self, needle: &str, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.line_indices(needle).len() >= n {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                panic!(
+                    "fewer than {n} lines containing {needle:?} within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                );
+            }
+            let _ = self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)));
+        }
+    }
+
+    /// The pid the launcher logged for `code`'s latest start (`tx1: started ... (pid N)`).
+    pub fn logged_pid(&self, code: &str) -> Option<i32> {
+        let prefix = format!("{code}: started ");
+        self.log_lines()
+            .iter()
+            .rev()
+            .find(|l| l.contains(&prefix))
+            .and_then(|l| l.split("(pid ").nth(1))
+            .and_then(|r| r.split(')').next())
+            .and_then(|p| p.parse().ok())
+    }
 }
