@@ -660,3 +660,16 @@ impl Cluster {
             .and_then(|p| p.parse().ok())
     }
 }
+
+impl ClusterBuilder {
+    /// Like `start`, waiting for these instance codes to be ready (a master with the config's
+    /// `modules.tx.instanceCode`, say).
+    pub fn start_codes(self, codes: &[&str]) -> Cluster {
+        let mut c = self.spawn();
+        for code in codes {
+            c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
+        }
+        c.wait_until_listening(Duration::from_secs(10));
+        c
+    }
+}
