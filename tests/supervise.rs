@@ -581,3 +581,41 @@ fn a_master_that_ignores_sigterm_gets_sigkill_too() {
     assert!(idx(&c, "tx1: exited") < idx(&c, "m0: stopping (SIGTERM)"));
     assert!(wait_gone(&children, secs(2)).is_empty());
 }
+
+/// SIGTERM while `code` waits out its restart backoff: nothing starts again, exit 0.
+fn stop_during_backoff(code: &str) {
+    let once = tempfile::tempdir().expect("once dir");
+    let mut c = cluster()
+        .workers(1)
+        .env("SIM_ONCE_DIR", &once.path().display().to_string())
+        .env(&format!("SIM_EXIT_AFTER_MS_{code}"), "300")
+        .start();
+    c.wait_for(&format!("{code}: starting again in 1 s"), secs(10));
+    c.signal(SIGTERM);
+    let status = c.wait_exit(secs(20));
+    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        c.line_indices(&format!("{code}: started")).len(),
+        1,
+        "started again during the stop:\n{}",
+        c.log_lines().join("\n")
+    );
+    let pids: Vec<i32> = ["m0", "tx1"]
+        .iter()
+        .filter_map(|p| c.logged_pid(p))
+        .collect();
+    assert!(wait_gone(&pids, secs(2)).is_empty());
+}
+
+#[test]
+fn a_stop_during_a_workers_backoff_does_not_start_it_again() {
+    // spec: STOP-5, RESTART-1 (not while stopping)
+    stop_during_backoff("tx1");
+}
+
+#[test]
+fn a_stop_during_the_masters_backoff_stops_the_workers_and_exits_0() {
+    // spec: STOP-5, STOP-6, RESTART-11
+    stop_during_backoff("m0");
+}
