@@ -1,7 +1,7 @@
 //! Supervision end to end: the real `fhircluster` running `fhirsmith-sim` processes on loopback.
 //! Start order and readiness, what each child is given, tagged output, restarts with backoff,
-//! giving up on a master that never gets ready, the orderly stop on SIGTERM / SIGINT, SIGKILL
-//! after `killSeconds`, no orphans when the launcher is killed, and the launcher's idle memory.
+//! giving up on a master that never gets ready, start-up failures, and the launcher's idle
+//! memory. The orderly stop is in `tests/stop.rs`.
 //!
 //! Order is asserted on the launcher's own log lines (one stream, written in order); times only
 //! with generous bounds.
@@ -13,29 +13,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::{json, Value};
 
-const SIGINT: i32 = 2;
-const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
-}
-
-fn idx(c: &Cluster, needle: &str) -> usize {
-    c.line_index(needle)
-        .unwrap_or_else(|| panic!("no line {needle:?}:\n{}", c.log_lines().join("\n")))
-}
-
-/// Polls until every pid is gone or `timeout` passes; the pids still alive.
-fn wait_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -70,16 +51,16 @@ fn the_master_is_ready_before_any_worker_starts_workers_start_one_at_a_time_and_
     }
     c.wait_for("tx2: ready", secs(20));
 
-    let started_master = idx(&c, "m0: starting the master");
+    let started_master = c.must_index("m0: starting the master");
     assert!(
         c.log_lines()[started_master].contains("maxStartFailures 6"),
         "LAUNCH-11"
     );
-    let m0_ready = idx(&c, "m0: ready");
-    let listening = idx(&c, "listening on port");
-    let tx1_started = idx(&c, "tx1: started");
-    let tx1_ready = idx(&c, "tx1: ready");
-    let tx2_started = idx(&c, "tx2: started");
+    let m0_ready = c.must_index("m0: ready");
+    let listening = c.must_index("listening on port");
+    let tx1_started = c.must_index("tx1: started");
+    let tx1_ready = c.must_index("tx1: ready");
+    let tx2_started = c.must_index("tx2: started");
     assert!(
         m0_ready < listening,
         "the listener opens after the master is ready"
@@ -315,7 +296,7 @@ fn a_master_that_never_gets_ready_is_given_up_with_an_error_exit_1_and_nothing_l
         began.elapsed()
     );
     std::thread::sleep(Duration::from_millis(200)); // the last lines through the pipe
-    let error = idx(&c, "ERROR");
+    let error = c.must_index("ERROR");
     let line = &c.log_lines()[error];
     assert!(
         line.contains("maxStartFailures") && line.contains('3'),
@@ -324,120 +305,6 @@ fn a_master_that_never_gets_ready_is_given_up_with_an_error_exit_1_and_nothing_l
     assert_eq!(c.line_indices("m0: started").len(), 3);
     assert!(c.line_index("tx1: started").is_none());
     assert!(c.line_index("listening on port").is_none());
-}
-
-/// The orderly stop on `sig`: workers, then the master, then exit 0 with no child left.
-fn stops_in_order(sig: i32, name: &str) {
-    let mut c = cluster().workers(2).start();
-    let children = c.child_pids();
-    assert_eq!(children.len(), 3, "{children:?}");
-    c.signal(sig);
-    let status = c.wait_exit(secs(20));
-    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(c.line_index(&format!("{name}: stopping")).is_some());
-    let tx1 = idx(&c, "tx1: exited");
-    let tx2 = idx(&c, "tx2: exited");
-    let m0_term = idx(&c, "m0: stopping (SIGTERM)");
-    let m0_exit = idx(&c, "m0: exited");
-    assert!(
-        tx1 < m0_term && tx2 < m0_term && m0_term < m0_exit,
-        "workers stop before the master:\n{}",
-        c.log_lines().join("\n")
-    );
-    for code in ["m0", "tx1", "tx2"] {
-        let exit = &c.log_lines()[idx(&c, &format!("{code}: exited"))];
-        assert!(exit.contains("exit code 0"), "{exit}");
-    }
-    assert!(
-        c.line_index("starting again").is_none(),
-        "nothing restarted during the stop"
-    );
-    assert!(wait_gone(&children, secs(2)).is_empty());
-}
-
-#[test]
-fn sigterm_stops_the_workers_then_the_master_and_exits_0() {
-    // spec: STOP-5, STOP-6, STOP-9, DEC-12
-    stops_in_order(SIGTERM, "SIGTERM");
-}
-
-#[test]
-fn sigint_stops_like_sigterm() {
-    // spec: STOP-5, STOP-6, STOP-9 (SIGINT)
-    stops_in_order(SIGINT, "SIGINT");
-}
-
-#[test]
-fn sigterm_while_the_master_is_starting_stops_it_and_exits_0() {
-    // spec: STOP-5, STOP-9, LAUNCH-6
-    let mut c = cluster()
-        .workers(1)
-        .env("SIM_START_DELAY_MS_m0", "3000")
-        .spawn();
-    c.wait_for("m0: started", secs(10));
-    let children = c.child_pids();
-    c.signal(SIGTERM);
-    let status = c.wait_exit(secs(20));
-    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    assert!(wait_gone(&children, secs(2)).is_empty());
-    assert!(c.line_index("listening on port").is_none());
-    assert!(!accepting(c.port));
-}
-
-#[test]
-fn a_killed_launcher_leaves_no_process_behind() {
-    // spec: STOP-11
-    let mut c = cluster().workers(2).start();
-    let children = c.child_pids();
-    assert_eq!(children.len(), 3, "{children:?}");
-    c.signal(SIGKILL);
-    c.wait_exit(secs(5));
-    let left = wait_gone(&children, secs(2));
-    assert!(
-        left.is_empty(),
-        "still running 2 s after the launcher's SIGKILL: {left:?}"
-    );
-    // Their ports are free for the next launcher.
-    for port in c.internal..c.internal + 3 {
-        assert!(!accepting(port), "port {port} still taken");
-    }
-}
-
-#[test]
-fn a_child_that_ignores_sigterm_gets_sigkill_after_kill_seconds_and_the_launcher_exits_0() {
-    // spec: STOP-8, STOP-6, STOP-9
-    let mut c = cluster()
-        .workers(2)
-        .config(json!({"server": {"cluster": {"killSeconds": 1}}}))
-        .env("SIM_IGNORE_SIGTERM_tx1", "1")
-        .start();
-    let children = c.child_pids();
-    let began = Instant::now();
-    c.signal(SIGTERM);
-    let status = c.wait_exit(secs(20));
-    let took = began.elapsed();
-    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    assert!(
-        took >= Duration::from_millis(900),
-        "SIGKILL came early: {took:?}"
-    );
-    assert!(took < secs(10), "took {took:?}");
-    std::thread::sleep(Duration::from_millis(200));
-    let warned = idx(&c, "tx1: still running");
-    assert!(c.log_lines()[warned].contains("SIGKILL"));
-    let killed = idx(&c, "tx1: exited");
-    assert!(
-        c.log_lines()[killed].contains("signal SIGKILL"),
-        "{}",
-        c.log_lines()[killed]
-    );
-    assert!(
-        killed < idx(&c, "m0: stopping (SIGTERM)"),
-        "the master waits for tx1"
-    );
-    assert!(c.line_index("m0: still running").is_none());
-    assert!(wait_gone(&children, secs(2)).is_empty());
 }
 
 #[test]
@@ -530,7 +397,7 @@ fn the_client_port_in_use_is_an_error_exit_1_and_every_process_stops() {
     let status = c.wait_exit(secs(30));
     assert_eq!(status.code(), Some(1), "{}", c.log_lines().join("\n"));
     std::thread::sleep(Duration::from_millis(200));
-    let line = &c.log_lines()[idx(&c, "cannot listen")];
+    let line = &c.log_lines()[c.must_index("cannot listen")];
     assert!(
         line.contains("server.port") && line.contains(&c.port.to_string()),
         "{line}"
@@ -557,65 +424,4 @@ fn zero_workers_runs_the_master_alone() {
     assert!(c.line_index("tx1:").is_none());
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(secs(20)).code(), Some(0));
-}
-
-#[test]
-fn a_master_that_ignores_sigterm_gets_sigkill_too() {
-    // spec: STOP-8, STOP-9
-    let mut c = cluster()
-        .workers(1)
-        .config(json!({"server": {"cluster": {"killSeconds": 1}}}))
-        .env("SIM_IGNORE_SIGTERM_m0", "1")
-        .start();
-    let children = c.child_pids();
-    c.signal(SIGTERM);
-    assert_eq!(
-        c.wait_exit(secs(20)).code(),
-        Some(0),
-        "{}",
-        c.log_lines().join("\n")
-    );
-    std::thread::sleep(Duration::from_millis(200));
-    let exit = &c.log_lines()[idx(&c, "m0: exited")];
-    assert!(exit.contains("signal SIGKILL"), "{exit}");
-    assert!(idx(&c, "tx1: exited") < idx(&c, "m0: stopping (SIGTERM)"));
-    assert!(wait_gone(&children, secs(2)).is_empty());
-}
-
-/// SIGTERM while `code` waits out its restart backoff: nothing starts again, exit 0.
-fn stop_during_backoff(code: &str) {
-    let once = tempfile::tempdir().expect("once dir");
-    let mut c = cluster()
-        .workers(1)
-        .env("SIM_ONCE_DIR", &once.path().display().to_string())
-        .env(&format!("SIM_EXIT_AFTER_MS_{code}"), "300")
-        .start();
-    c.wait_for(&format!("{code}: starting again in 1 s"), secs(10));
-    c.signal(SIGTERM);
-    let status = c.wait_exit(secs(20));
-    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(
-        c.line_indices(&format!("{code}: started")).len(),
-        1,
-        "started again during the stop:\n{}",
-        c.log_lines().join("\n")
-    );
-    let pids: Vec<i32> = ["m0", "tx1"]
-        .iter()
-        .filter_map(|p| c.logged_pid(p))
-        .collect();
-    assert!(wait_gone(&pids, secs(2)).is_empty());
-}
-
-#[test]
-fn a_stop_during_a_workers_backoff_does_not_start_it_again() {
-    // spec: STOP-5, RESTART-1 (not while stopping)
-    stop_during_backoff("tx1");
-}
-
-#[test]
-fn a_stop_during_the_masters_backoff_stops_the_workers_and_exits_0() {
-    // spec: STOP-5, STOP-6, RESTART-11
-    stop_during_backoff("m0");
 }

@@ -673,3 +673,23 @@ impl ClusterBuilder {
         c
     }
 }
+
+/// Polls until every pid is gone (or a zombie) or `timeout` passes; the pids still alive.
+pub fn wait_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Cluster {
+    /// The position of the first log line containing `needle`; panics with the log if none.
+    pub fn must_index(&self, needle: &str) -> usize {
+        self.line_index(needle)
+            .unwrap_or_else(|| panic!("no line {needle:?}:\n{}", self.log_lines().join("\n")))
+    }
+}
