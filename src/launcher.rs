@@ -213,9 +213,11 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
 
-    // Nothing listens until the master is ready (LAUNCH-6).
+    // Nothing listens until the master is ready (LAUNCH-6). `wait_for` also ends with an error
+    // when the supervisor has given up and dropped its hooks: that is no ready, so only `Ok`
+    // opens the port, and the supervisor's end is then taken by its own branch.
     tokio::select! {
-        _ = ready_rx.wait_for(|r| *r) => {}
+        Ok(_) = ready_rx.wait_for(|r| *r) => {}
         ended = &mut supervisor => return Ok(exit_code(ended.ok())),
         _ = sigterm.recv() => return stop_before_listening(control, supervisor).await,
         _ = sigint.recv() => return stop_before_listening(control, supervisor).await,

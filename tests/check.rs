@@ -1,0 +1,333 @@
+//! `fhircluster --check` end to end, and the settings errors that stop the launcher before it
+//! starts anything: the real binary on a temporary data directory, its exit status and output.
+//! `--check` is `nginx -t`: validate config.json and print the plan, bind nothing, start nothing.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// The repository's `config-template.json`.
+fn template() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config-template.json");
+    std::fs::read_to_string(path).expect("config-template.json in the repository")
+}
+
+/// `fhircluster --check` (plus `args`) on a data directory holding `config` as config.json.
+fn check(config: &str, args: &[&str]) -> RunOutput {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(dir.path().join("config.json"), config).expect("write config.json");
+    check_in(dir.path(), args)
+}
+
+fn check_in(dir: &Path, args: &[&str]) -> RunOutput {
+    let mut cmd = launcher_command(dir);
+    cmd.arg("--check").args(args);
+    run_bounded(&mut cmd, LIMIT)
+}
+
+/// A bad setting: exit 1, nothing on stdout but perhaps warnings, one line on stderr naming it.
+fn assert_refused(out: &RunOutput, needles: &[&str]) {
+    assert_eq!(out.code, Some(1), "expected exit 1:\n{}", out.all());
+    for n in needles {
+        assert!(out.stderr.contains(n), "stderr lacks {n:?}:\n{}", out.all());
+    }
+    assert!(
+        !out.stdout.contains("configuration ok"),
+        "a refused config printed ok:\n{}",
+        out.all()
+    );
+}
+
+#[test]
+fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
+    // spec: LAUNCH-1, LAUNCH-10, ROLE-1..6, DEC-19, CONF-8, CONF-9
+    // The template's own command (`node server.js`), with a `node` of ours first on PATH so the
+    // test does not depend on Node being installed.
+    let bin = fake_node_dir();
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(dir.path().join("config.json"), template()).expect("write config.json");
+    let mut cmd = launcher_command(dir.path());
+    cmd.args(["--check", "--workers=2"])
+        .env("PATH", path_with(bin.path()));
+    let out = run_bounded(&mut cmd, LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let text = &out.stdout;
+    let data_dir = dir.path().display().to_string();
+
+    assert!(
+        lines[0].starts_with("workers 2: set by server.cluster.workers"),
+        "the decision line comes first:\n{text}"
+    );
+    assert!(lines[0].contains("quota"), "{text}");
+    for (role, code, port) in [
+        ("master", "m0", 3001),
+        ("tx-worker", "tx1", 3002),
+        ("tx-worker", "tx2", 3003),
+    ] {
+        let head = format!("{role} {code} on 127.0.0.1:{port}");
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no {head:?} line:\n{text}"));
+        let command = lines[at + 1];
+        let env = lines[at + 2];
+        assert_eq!(
+            command.trim(),
+            format!(
+                "command: node --expose-gc server.js --role={role} --instance-code={code} --port={port}"
+            ),
+            "{text}"
+        );
+        for kv in [
+            format!("FHIRSMITH_ROLE={role}"),
+            format!("FHIRSMITH_INSTANCE_CODE={code}"),
+            format!("PORT={port}"),
+            format!("FHIRSMITH_DATA_DIR={data_dir}"),
+            "NODE_CHANNEL_FD=3".to_string(),
+        ] {
+            assert!(
+                env.trim_start().starts_with("env:") && env.contains(&kv),
+                "{code}'s env lacks {kv}:\n{text}"
+            );
+        }
+    }
+    assert!(
+        !text.contains("tx3"),
+        "only the two workers asked for:\n{text}"
+    );
+    let limits = lines
+        .iter()
+        .find(|l| l.starts_with("limits: "))
+        .unwrap_or_else(|| panic!("no limits line:\n{text}"));
+    for item in [
+        "maxOutstanding 16",
+        "queueSeconds 1",
+        "ownerQueueSeconds 30",
+        "cooldownSeconds 2",
+        "upstreamTimeoutSeconds 60",
+        "writeTimeoutSeconds 60",
+        "fastLaneExtra 4",
+        "fastLaneMaxBytes 1024",
+        "memoryHeadroomGB 2",
+        "normalMinSlots 4",
+        "drainSeconds 30",
+        "trimAllocator true",
+        "recycleSeconds 30",
+    ] {
+        assert!(limits.contains(item), "limits line lacks {item}: {limits}");
+    }
+    assert_eq!(lines.last().copied(), Some("configuration ok"), "{text}");
+}
+
+#[test]
+fn node_flags_after_double_dash_reach_every_process_and_a_debugger_is_refused() {
+    // spec: LAUNCH-12, LAUNCH-13, DEC-19, ROLE-6
+    let bin = fake_node_dir();
+    let config = json!({"server": {"cluster": {"workers": 1}}}).to_string();
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(dir.path().join("config.json"), &config).expect("write config.json");
+    let mut cmd = launcher_command(dir.path());
+    cmd.args(["--check", "--", "--max-old-space-size=8192"])
+        .env("PATH", path_with(bin.path()));
+    let out = run_bounded(&mut cmd, LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let commands: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("command:"))
+        .collect();
+    assert_eq!(commands.len(), 2, "{}", out.all());
+    for c in commands {
+        assert!(
+            c.contains("node --max-old-space-size=8192 --expose-gc server.js"),
+            "flags go after the program, before the script: {c}"
+        );
+    }
+
+    let mut cmd = launcher_command(dir.path());
+    cmd.args(["--check", "--", "--inspect"])
+        .env("PATH", path_with(bin.path()));
+    let out = run_bounded(&mut cmd, LIMIT);
+    assert_refused(&out, &["--inspect"]);
+    assert!(!out.stdout.contains("command:"), "{}", out.all());
+}
+
+#[test]
+fn comments_of_both_kinds_are_allowed() {
+    // spec: LAUNCH-1
+    let config = format!(
+        "// a line comment\n{{\n  /* a block\n     comment */\n  \"server\": {{ \"port\": 4000, // the port\n    \"cluster\": {{ \"workers\": 1, /* inline */ \"command\": [\"{SIM}\"] }} }}\n}}\n"
+    );
+    let out = check(&config, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    assert!(
+        out.stdout.contains("master m0 on 127.0.0.1:4001"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stdout.contains("configuration ok"), "{}", out.all());
+}
+
+#[test]
+fn a_fractional_worker_count_names_the_setting() {
+    // spec: CONF-5, DEC-12
+    let out = check(
+        &json!({"server": {"cluster": {"workers": 4.5, "command": [SIM]}}}).to_string(),
+        &[],
+    );
+    assert_refused(&out, &["server.cluster.workers", "4.5", "whole number"]);
+}
+
+#[test]
+fn a_syntax_error_names_the_file_line_and_column() {
+    // spec: DEC-12
+    let config = format!(
+        "{{\n  \"server\": {{\n    \"cluster\": {{ \"workers\": 1 \"command\": [\"{SIM}\"] }}\n  }}\n}}\n"
+    );
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(dir.path().join("config.json"), config).expect("write config.json");
+    let out = check_in(dir.path(), &[]);
+    let file = dir.path().join("config.json").display().to_string();
+    // Line 3; the column of the `"command"` that should have had a comma before it.
+    assert_refused(&out, &[&format!("{file}:3:"), "line 3", "column"]);
+}
+
+#[test]
+fn an_internal_port_range_including_the_port_is_refused() {
+    // spec: CONF-10, DEC-21
+    let out = check(
+        &json!({"server": {"port": 5000, "cluster": {"workers": 3, "internalPort": 4998, "command": [SIM]}}})
+            .to_string(),
+        &[],
+    );
+    assert_refused(&out, &["server.cluster.internalPort", "5000"]);
+}
+
+#[test]
+fn an_unknown_worker_rule_lists_the_known_ones() {
+    // spec: DEC-23
+    let out = check(
+        &json!({"server": {"cluster": {"workerRule": "fancy", "command": [SIM]}}}).to_string(),
+        &[],
+    );
+    assert_refused(&out, &["server.cluster.workerRule", "fancy", "classic"]);
+}
+
+#[test]
+fn other_bad_numbers_are_errors_naming_the_setting_not_clamps() {
+    // spec: DEC-7, CONF-22, CONF-24
+    for (cluster, setting) in [
+        (
+            json!({"normalMinSlots": 20}),
+            "server.cluster.normalMinSlots",
+        ),
+        (json!({"statusSeconds": 0}), "server.cluster.statusSeconds"),
+        (json!({"drainSeconds": -1}), "server.cluster.drainSeconds"),
+    ] {
+        let mut config = json!({"server": {"cluster": {"command": [SIM]}}});
+        merge(&mut config, &json!({"server": {"cluster": cluster}}));
+        let out = check(&config.to_string(), &[]);
+        assert_refused(&out, &[setting]);
+    }
+}
+
+#[test]
+fn a_bad_flag_value_names_the_setting() {
+    // spec: CONF-3, CONF-5, DEC-13
+    let config = json!({"server": {"cluster": {"workers": 1, "command": [SIM]}}}).to_string();
+    let out = check(&config, &["--workers=two"]);
+    assert_refused(&out, &["server.cluster.workers", "two", "--workers"]);
+    let out = check(&config, &["--port=70000"]);
+    assert_refused(&out, &["server.port", "70000"]);
+}
+
+#[test]
+fn a_missing_command_program_is_refused_and_nothing_starts() {
+    // spec: DEC-12
+    let config = json!({"server": {"cluster": {"workers": 1}}}).to_string();
+    let out = check(&config, &["--command", "/nonexistent/prog"]);
+    assert_refused(
+        &out,
+        &[
+            "server.cluster.command",
+            "/nonexistent/prog",
+            "does not exist",
+        ],
+    );
+
+    // Without --check too: one line, exit 1 at once, no child ever started.
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(dir.path().join("config.json"), &config).expect("write config.json");
+    let mut cmd = launcher_command(dir.path());
+    cmd.args(["--command", "/nonexistent/prog"]);
+    let out = run_bounded(&mut cmd, LIMIT);
+    assert_refused(&out, &["server.cluster.command", "/nonexistent/prog"]);
+    assert!(out.took < Duration::from_secs(5), "took {:?}", out.took);
+    assert!(
+        !out.stderr.contains("started") && !out.stderr.contains("listening"),
+        "{}",
+        out.all()
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "one line:\n{}", out.all());
+}
+
+#[test]
+fn a_missing_data_directory_is_refused() {
+    // spec: LAUNCH-1, DEC-12
+    let missing = tempfile::tempdir()
+        .expect("temp dir")
+        .path()
+        .join("not-there");
+    let out = check_in(&missing, &["--command", SIM]);
+    assert_refused(&out, &["data directory", "not-there", "does not exist"]);
+}
+
+#[test]
+fn check_binds_nothing_and_starts_nothing() {
+    // spec: LAUNCH-6 (nothing listens without a ready master; --check starts none)
+    use std::os::unix::fs::PermissionsExt;
+    let base = free_ports(4);
+    // A server command that leaves a mark if it is ever run.
+    let bin = tempfile::tempdir().expect("temp bin dir");
+    let marker = bin.path().join("ran");
+    let server = bin.path().join("server");
+    std::fs::write(
+        &server,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .expect("write the server script");
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755))
+        .expect("make it executable");
+    let config = json!({"server": {"port": base, "cluster": {
+        "workers": 2, "internalPort": base + 1, "command": [server.display().to_string()]}}})
+    .to_string();
+
+    // The client port held by someone else (a running cluster, say) does not fail the check.
+    let held = TcpListener::bind(("0.0.0.0", base)).expect("hold the client port");
+    let out = check(&config, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    assert!(out.stdout.contains("configuration ok"), "{}", out.all());
+    drop(held);
+
+    let out = check(&config, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    // Every port of the plan is still free afterwards: nothing was left listening on them.
+    for port in base..base + 4 {
+        TcpListener::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("port {port} not free after --check: {e}"));
+    }
+    assert!(
+        !out.stderr.contains("started") && !out.stdout.contains("listening"),
+        "{}",
+        out.all()
+    );
+    assert!(!marker.exists(), "--check ran the server command");
+}
