@@ -26,7 +26,7 @@ use super::forward::{
 };
 use super::front::{Decision, Front};
 use super::outcome::Answer;
-use super::route::{RequestHead, Route, TxDemand};
+use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use crate::process::ProcessId;
 
@@ -210,6 +210,14 @@ async fn to_tx(
             Decision::Refused(reason) => {
                 ticket.settled();
                 return refused(front, cfg, reason, &cache_id);
+            }
+            Decision::Fail(p) if demand.target == Target::Owner(p) => {
+                // Nothing was sent: the issuer refused the connection, so it is down before the
+                // supervisor has noticed (just killed, say). Its caches are gone either way,
+                // and the client must hear so, not a 502 it can't act on (ROUTE-3b).
+                ticket.settled();
+                front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+                return Answer::CacheIdLost { cache_id }.respond();
             }
             Decision::Fail(p) => {
                 ticket.settled();
