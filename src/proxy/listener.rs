@@ -30,6 +30,10 @@ use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use crate::process::ProcessId;
 
+/// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
+/// exited (the supervisor learns of an exit within milliseconds).
+const OWNER_EXIT_GRACE: Duration = Duration::from_secs(1);
+
 /// Timeouts and limits of the client side.
 #[derive(Clone, Debug)]
 pub struct ListenerSettings {
@@ -229,6 +233,7 @@ async fn to_tx(
             }
         };
         let upstream = &front.upstreams[process.index()];
+        let downs = front.downs(process);
         match upstream
             .try_send_with_timeout(req, front.upstream_timeout)
             .await
@@ -258,11 +263,23 @@ async fn to_tx(
                 decision = ticket.retry();
             }
             Err(SendFailure { error, .. }) => {
-                ticket.finish(if error.is_timeout() {
+                let timed_out = error.is_timeout();
+                ticket.finish(if timed_out {
                     Finish::TimedOut
                 } else {
                     Finish::Failed
                 });
+                if !timed_out
+                    && demand.target == Target::Owner(process)
+                    && front
+                        .went_down_since(process, downs, OWNER_EXIT_GRACE)
+                        .await
+                {
+                    // The issuer died under the request (killed a moment before, its socket
+                    // reset before the supervisor heard): its caches are gone (ROUTE-3b).
+                    front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+                    return Answer::CacheIdLost { cache_id }.respond();
+                }
                 return upstream_failed(front, process, &error);
             }
         }
