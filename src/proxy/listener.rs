@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::forward::{
@@ -56,6 +57,8 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
+    // Every connection's task, so those still running when the drain is over can be ended.
+    let mut conns = JoinSet::new();
     let cfg = Arc::new(cfg);
     let mut accept_errors_logged = false;
     loop {
@@ -78,7 +81,7 @@ pub async fn serve(
                         builder.header_read_timeout(cfg.header_read_timeout);
                     }
                     let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), svc));
-                    tokio::spawn(async move {
+                    conns.spawn(async move {
                         if let Err(e) = conn.await {
                             debug!("connection from {peer}: {e}");
                         }
@@ -94,6 +97,8 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
+            // Reaps the tasks of connections that have ended.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
@@ -108,10 +113,15 @@ pub async fn serve(
         .is_err()
     {
         warn!(
-            "drain: requests still in progress after {} s (drainSeconds) were cut short",
+            "drain: {} connection(s) with requests still in progress after {} s \
+             (drainSeconds) were cut short",
+            conns.len(),
             cfg.drain.as_secs_f64()
         );
     }
+    // Ending a connection's task closes the client's connection and drops its request, which
+    // ends the request on the process too (STOP-4).
+    conns.shutdown().await;
 }
 
 async fn handle(
