@@ -110,7 +110,7 @@ fn a_hung_process_gets_504_naming_it_its_slots_back_and_after_three_a_cooldown()
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_after_write_timeout_while_others_are_served() {
-    // spec: STREAM-4, STREAM-1, STREAM-3, STREAM-5
+    // spec: STREAM-4, STREAM-1, STREAM-3, STREAM-5, STREAM-7
     let c = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": { "writeTimeoutSeconds": 1 } } }))
@@ -144,6 +144,10 @@ fn a_client_that_never_reads_is_cut_off_after_write_timeout_while_others_are_ser
         assert!(ended, "{path}: the connection was closed");
         assert!(got < MB << 20, "{path}: cut short, got {got} bytes");
     }
+    // Logged, with a count, once (STREAM-7).
+    let needle = "closed: the client took none of its response";
+    c.wait_for_count(needle, 1, Duration::from_secs(5));
+    assert_eq!(c.count_lines(needle), 1);
     // The control: a client that pauses less than writeTimeoutSeconds, then reads, gets it all.
     let mut conn = Conn::open(c.addr()).expect("connect");
     conn.send("GET", &format!("/sim/large?mb={MB}"), &[], b"", false)

@@ -14,7 +14,7 @@ use serde_json::json;
 
 #[test]
 fn a_surge_past_capacity_gets_503_retry_after_5_and_connection_close_after_queue_seconds() {
-    // spec: QUEUE-1, QUEUE-2, QUEUE-4, QUEUE-5
+    // spec: QUEUE-1, QUEUE-2, QUEUE-4, QUEUE-5, QUEUE-17
     // Two tx processes (m0 and tx1) with 2 slots each take 4 `$expand`s of 200 ms at a time;
     // 24 at once leave 20 waiting, and in 0.5 s only a few of those get a slot.
     let c = cluster()
@@ -66,6 +66,28 @@ fn a_surge_past_capacity_gets_503_retry_after_5_and_connection_close_after_queue
     assert!(
         served_by_m0 >= 2 && served_by_tx1 >= 2,
         "{served_by_m0} {served_by_tx1}"
+    );
+    // The refusals are logged, once (the next line would come a minute later) (QUEUE-17).
+    let needle = "refused with 503: no process had room";
+    c.wait_for_count(needle, 1, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.count_lines(needle), 1, "logged at most once a minute");
+    let line = c
+        .log_lines()
+        .into_iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_default();
+    // The count: of the refusals so far (a burst may straddle the once-a-second read).
+    let count: usize = line
+        .split(" request(s) refused")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (1..=refused.len()).contains(&count),
+        "with the count (of {}): {line}",
+        refused.len()
     );
     // After the surge, the launcher serves again at once.
     let (r, took) = c.timed("GET", "/r4/CodeSystem/$lookup?code=1", &[], b"");
