@@ -178,6 +178,7 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         c.upstream_timeout,
     );
     tokio::spawn(front.clone().run_timer());
+    tokio::spawn(crate::proxy::report::run(front.clone()));
 
     let (ready_tx, mut ready_rx) = watch::channel(false);
     let hooks = Arc::new(LauncherHooks {

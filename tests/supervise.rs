@@ -177,7 +177,7 @@ fn child_output_is_passed_on_tagged_with_the_instance_code() {
 #[test]
 fn a_crashing_worker_is_restarted_with_a_growing_wait_and_the_master_untouched() {
     // spec: RESTART-1, RESTART-2, RESTART-4, RESTART-6, RESTART-10
-    let mut c = cluster()
+    let c = cluster()
         .workers(2)
         .env("SIM_EXIT_AFTER_MS_tx1", "800")
         .start();

@@ -113,6 +113,10 @@ pub struct Front {
     next_id: AtomicU64,
     pub upstream_timeout: Duration,
     pub counters: Counters,
+    /// How many times each process has gone down, and a wake-up when one does: a request that
+    /// failed on a process can tell whether the process died under it.
+    downs: Vec<AtomicU64>,
+    went_down: Notify,
 }
 
 impl Front {
@@ -143,6 +147,8 @@ impl Front {
             next_id: AtomicU64::new(1),
             upstream_timeout,
             counters: Counters::new(n),
+            downs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            went_down: Notify::new(),
         })
     }
 
@@ -253,6 +259,28 @@ impl Front {
         self.pump(&mut inner);
     }
 
+    /// How many times `id` has gone down so far (for [`Front::went_down_since`]).
+    pub fn downs(&self, id: ProcessId) -> u64 {
+        self.downs
+            .get(id.index())
+            .map_or(0, |d| d.load(Ordering::Acquire))
+    }
+
+    /// Whether `id` goes down (or has gone down) after `downs` was read, waiting up to `within`
+    /// for the supervisor to hear of an exit that is under way.
+    pub async fn went_down_since(&self, id: ProcessId, downs: u64, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let notified = self.went_down.notified();
+            if self.downs(id) > downs {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.downs(id) > downs;
+            }
+        }
+    }
+
     /// Total requests waiting in the launcher.
     pub fn queued(&self) -> usize {
         self.lock().sched.queued()
@@ -288,6 +316,10 @@ impl Hooks for Front {
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
         }
+        if let Some(d) = self.downs.get(id.index()) {
+            d.fetch_add(1, Ordering::AcqRel);
+        }
+        self.went_down.notify_waiters();
     }
 
     fn draining(&self, id: ProcessId) {

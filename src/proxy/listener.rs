@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::forward::{
@@ -26,9 +27,13 @@ use super::forward::{
 };
 use super::front::{Decision, Front};
 use super::outcome::Answer;
-use super::route::{RequestHead, Route, TxDemand};
+use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use crate::process::ProcessId;
+
+/// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
+/// exited (the supervisor learns of an exit within milliseconds).
+const OWNER_EXIT_GRACE: Duration = Duration::from_secs(1);
 
 /// Timeouts and limits of the client side.
 #[derive(Clone, Debug)]
@@ -52,6 +57,8 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
+    // Every connection's task, so those still running when the drain is over can be ended.
+    let mut conns = JoinSet::new();
     let cfg = Arc::new(cfg);
     let mut accept_errors_logged = false;
     loop {
@@ -74,7 +81,7 @@ pub async fn serve(
                         builder.header_read_timeout(cfg.header_read_timeout);
                     }
                     let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), svc));
-                    tokio::spawn(async move {
+                    conns.spawn(async move {
                         if let Err(e) = conn.await {
                             debug!("connection from {peer}: {e}");
                         }
@@ -90,6 +97,8 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             },
+            // Reaps the tasks of connections that have ended.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
@@ -104,10 +113,15 @@ pub async fn serve(
         .is_err()
     {
         warn!(
-            "drain: requests still in progress after {} s (drainSeconds) were cut short",
+            "drain: {} connection(s) with requests still in progress after {} s \
+             (drainSeconds) were cut short",
+            conns.len(),
             cfg.drain.as_secs_f64()
         );
     }
+    // Ending a connection's task closes the client's connection and drops its request, which
+    // ends the request on the process too (STOP-4).
+    conns.shutdown().await;
 }
 
 async fn handle(
@@ -213,6 +227,14 @@ async fn to_tx(
                 ticket.settled();
                 return refused(front, cfg, reason, &cache_id);
             }
+            Decision::Fail(p) if demand.target == Target::Owner(p) => {
+                // Nothing was sent: the issuer refused the connection, so it is down before the
+                // supervisor has noticed (just killed, say). Its caches are gone either way,
+                // and the client must hear so, not a 502 it can't act on (ROUTE-3b).
+                ticket.settled();
+                front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+                return Answer::CacheIdLost { cache_id }.respond();
+            }
             Decision::Fail(p) => {
                 ticket.settled();
                 front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
@@ -225,6 +247,7 @@ async fn to_tx(
         };
         ticket.dispatched();
         let upstream = &front.upstreams[process.index()];
+        let downs = front.downs(process);
         match upstream
             .try_send_with_timeout(req, front.upstream_timeout)
             .await
@@ -254,11 +277,23 @@ async fn to_tx(
                 decision = ticket.retry();
             }
             Err(SendFailure { error, .. }) => {
-                ticket.finish(if error.is_timeout() {
+                let timed_out = error.is_timeout();
+                ticket.finish(if timed_out {
                     Finish::TimedOut
                 } else {
                     Finish::Failed
                 });
+                if !timed_out
+                    && demand.target == Target::Owner(process)
+                    && front
+                        .went_down_since(process, downs, OWNER_EXIT_GRACE)
+                        .await
+                {
+                    // The issuer died under the request (killed a moment before, its socket
+                    // reset before the supervisor heard): its caches are gone (ROUTE-3b).
+                    front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+                    return Answer::CacheIdLost { cache_id }.respond();
+                }
                 return upstream_failed(front, process, &error);
             }
         }

@@ -6,5 +6,6 @@ pub mod front;
 pub mod lane;
 pub mod listener;
 pub mod outcome;
+pub mod report;
 pub mod route;
 pub mod scheduler;

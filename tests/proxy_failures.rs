@@ -1,0 +1,195 @@
+//! Failures around the front door, through the real binaries: a process that never answers
+//! (`504`, its slot back, a cooldown after three), a client that never reads (cut off after
+//! `writeTimeoutSeconds` while others are served), and the master down (its paths `503`, tx
+//! work carrying on).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+/// A cache session on `code`, started through the front door (rule 4 rotates, so a few tries).
+fn session_on(c: &Cluster, code: &str) -> String {
+    for _ in 0..12 {
+        let r = c.request("POST", "/r4/$cache-control", &[], b"{}");
+        let id = r.header("x-cache-id").unwrap_or("").to_string();
+        if r.served_by() == code && !id.is_empty() {
+            return id;
+        }
+    }
+    panic!("no session landed on {code}");
+}
+
+fn in_flight(c: &Cluster, code: &str) -> i64 {
+    request(c.process_addr(code), "GET", "/sim/info", &[], b"").json()["inFlight"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn a_hung_process_gets_504_naming_it_its_slots_back_and_after_three_a_cooldown() {
+    // spec: TIMEOUT-1, TIMEOUT-2, TIMEOUT-3, TIMEOUT-4, COOL-4, COOL-2, COOL-6, DEC-8
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "upstreamTimeoutSeconds": 1, "cooldownSeconds": 2, "maxOutstanding": 3,
+            "fastLaneExtra": 0, "normalMinSlots": 0, "ownerQueueSeconds": 2
+        } } }))
+        .start();
+    let id = session_on(&c, "tx1");
+    let addr = c.addr();
+    // Three at once fill every slot tx1 has; tx1 never begins a response to any of them.
+    let hung = {
+        let id = id.clone();
+        in_parallel(3, move |_| {
+            let t = Instant::now();
+            let r = request(
+                addr,
+                "GET",
+                "/r4/ValueSet/$expand?_sim_hang=1",
+                &[("X-Cache-Id", &id)],
+                b"",
+            );
+            (r, t.elapsed())
+        })
+    };
+    for (r, took) in &hung {
+        assert_eq!(r.status, 504, "{}", r.text());
+        assert_eq!(r.served_by(), "", "the launcher's own answer");
+        assert!(
+            r.outcome_text().contains("tx1"),
+            "names the process: {}",
+            r.text()
+        );
+        assert!(
+            *took >= Duration::from_millis(900) && *took < Duration::from_secs(5),
+            "after about upstreamTimeoutSeconds: {took:?}"
+        );
+    }
+    // Three timeouts in a row: tx1 cools down, and requests with a choice go to m0 (COOL-4).
+    for _ in 0..6 {
+        let r = c.get("/r4/metadata");
+        assert_eq!(
+            (r.status, r.served_by()),
+            (200, "m0"),
+            "during tx1's cooldown"
+        );
+    }
+    // The aborted requests gave their slots back: tx1 (only it can take this one, cooldown or
+    // not) has room for it at once, where with its 3 slots still held it would wait 2 s and get
+    // 503 (TIMEOUT-3, DEC-8).
+    let (r, took) = c.timed("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", &id)], b"");
+    assert_eq!((r.status, r.served_by()), (200, "tx1"), "{}", r.text());
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // And tx1 itself saw the requests end.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while in_flight(&c, "tx1") != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "tx1 still holds the aborted requests"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        c.count_lines("tx1: no response began within 1 s") >= 1,
+        "a warning names the process (TIMEOUT-4)"
+    );
+    // Not restarted for it (COOL-6), and back in the rotation once the cooldown is over.
+    assert_eq!(c.count_lines("tx1: started"), 1);
+    std::thread::sleep(Duration::from_millis(2300));
+    let served: Vec<String> = (0..6)
+        .map(|_| c.get("/r4/metadata").served_by().to_string())
+        .collect();
+    assert!(
+        served.iter().any(|s| s == "tx1"),
+        "tx1 takes requests again after its cooldown: {served:?}"
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_is_cut_off_after_write_timeout_while_others_are_served() {
+    // spec: STREAM-4, STREAM-1, STREAM-3, STREAM-5, STREAM-7
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "writeTimeoutSeconds": 1 } } }))
+        .start();
+    const MB: usize = 32;
+    // A non-tx response (streamed as the client takes it) and a tx one (read whole by the
+    // launcher): neither client reads.
+    let mut stalled = Vec::new();
+    for path in [
+        format!("/sim/large?mb={MB}"),
+        format!("/r4/metadata?_sim_large_mb={MB}"),
+    ] {
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("GET", &path, &[], b"", false).expect("send");
+        stalled.push((path, conn));
+    }
+    // Others are served meanwhile, on the master and on the tx processes.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(2500) {
+        for path in ["/", "/r4/metadata"] {
+            let (r, took) = c.timed("GET", path, &[], b"");
+            assert_eq!(r.status, 200, "{path}");
+            assert!(took < Duration::from_secs(1), "{path} took {took:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // By now (over twice writeTimeoutSeconds) both connections were closed: what is left is
+    // what the socket buffers held, far short of the whole.
+    for (path, mut conn) in stalled {
+        let (got, ended) = conn.drain(Duration::from_secs(5));
+        assert!(ended, "{path}: the connection was closed");
+        assert!(got < MB << 20, "{path}: cut short, got {got} bytes");
+    }
+    // Logged, with a count, once (STREAM-7).
+    let needle = "closed: the client took none of its response";
+    c.wait_for_count(needle, 1, Duration::from_secs(5));
+    assert_eq!(c.count_lines(needle), 1);
+    // The control: a client that pauses less than writeTimeoutSeconds, then reads, gets it all.
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    conn.send("GET", &format!("/sim/large?mb={MB}"), &[], b"", false)
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(400));
+    let r = conn.read();
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body.len(),
+        MB << 20,
+        "a reading client gets the whole response"
+    );
+}
+
+#[test]
+fn with_the_master_down_its_paths_get_503_and_tx_requests_carry_on() {
+    // spec: LIMIT-1, LIMIT-2, LIMIT-3, DEC-24, RESTART-11
+    let c = cluster().workers(2).start();
+    let pid = c.pid_of("m0");
+    unsafe_kill(pid, 9);
+    let mut c = c;
+    c.wait_for("m0: exited", Duration::from_secs(10));
+    // The master comes back after 1 s: ask at once.
+    for (method, path) in [
+        ("POST", "/r4/$closure"),
+        ("GET", "/"),
+        ("GET", "/dashboard"),
+        ("GET", "/r4/syndication"),
+        ("GET", "/r4/info/loinc"),
+    ] {
+        let r = c.request(method, path, &[], b"");
+        assert_eq!(r.status, 503, "{method} {path}: {}", r.text());
+        assert_eq!(r.json()["resourceType"], "OperationOutcome", "{path}");
+        assert_eq!(r.header("retry-after"), Some("5"), "{path}");
+    }
+    for _ in 0..4 {
+        let r = c.get("/r4/metadata");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(["tx1", "tx2"].contains(&r.served_by()), "{}", r.served_by());
+    }
+    // Back once the master is ready again.
+    c.wait_for_count("m0: ready", 2, Duration::from_secs(15));
+    let r = c.request("POST", "/r4/$closure", &[], b"");
+    assert_eq!((r.status, r.served_by()), (200, "m0"));
+}
