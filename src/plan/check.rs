@@ -67,25 +67,8 @@ pub fn render_check(plan: &Plan) -> String {
 mod tests {
     use super::*;
     use crate::plan::plan;
-    use crate::settings::Settings;
-    use crate::sizing::{size_by_cpu, CpuInputs, CpuSizing};
+    use crate::plan::test_support::{settings, sizing};
     use std::path::PathBuf;
-
-    fn settings() -> Settings {
-        Settings {
-            data_dir: PathBuf::from("/var/lib/fhirsmith"),
-            ..Settings::default()
-        }
-    }
-
-    fn sizing(s: &Settings, vcpu: u32, cores: u32) -> CpuSizing {
-        let inputs = CpuInputs {
-            vcpu,
-            detected_cores: Some(cores),
-            quota: None,
-        };
-        size_by_cpu(&s.cluster, &inputs).unwrap()
-    }
 
     #[test]
     fn check_output_shows_every_process_exactly() {

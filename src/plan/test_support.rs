@@ -1,0 +1,22 @@
+//! What the plan's tests share: settings with a fixed data directory and a CPU sizing.
+
+use std::path::PathBuf;
+
+use crate::settings::Settings;
+use crate::sizing::{size_by_cpu, CpuInputs, CpuSizing};
+
+pub fn settings() -> Settings {
+    Settings {
+        data_dir: PathBuf::from("/var/lib/fhirsmith"),
+        ..Settings::default()
+    }
+}
+
+pub fn sizing(s: &Settings, vcpu: u32, cores: u32) -> CpuSizing {
+    let inputs = CpuInputs {
+        vcpu,
+        detected_cores: Some(cores),
+        quota: None,
+    };
+    size_by_cpu(&s.cluster, &inputs).expect("a known rule")
+}
