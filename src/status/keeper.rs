@@ -38,6 +38,8 @@ pub struct Tally {
 
 pub struct Keeper {
     processes: Vec<ProcessInput>,
+    /// Why each worker is being recycled, until the exit that ends it (DEC-25).
+    recycle_reason: Vec<Option<String>>,
     rss_at_ready: Vec<Option<u64>>,
     settings: SnapshotSettings,
     recycle: RecyclePolicy,
@@ -85,6 +87,7 @@ impl Keeper {
             })
             .collect();
         let mut k = Keeper {
+            recycle_reason: vec![None; specs.len()],
             rss_at_ready: vec![None; specs.len()],
             processes,
             settings: SnapshotSettings::from_settings(settings),
@@ -174,9 +177,17 @@ impl Keeper {
             ProcessState::Restarting
         };
         p.status = None;
+        let recycled = self
+            .recycle_reason
+            .get_mut(id.index())
+            .and_then(Option::take);
         if !stopping {
             p.restarts += 1;
-            p.last_restart = Some(crate::supervisor::child::describe_exit(exit));
+            // DEC-25: the exit that ends a recycle keeps the recycle's reason.
+            p.last_restart = Some(match recycled {
+                Some(reason) => format!("recycled: {reason}"),
+                None => crate::supervisor::child::describe_exit(exit),
+            });
         }
         let u = self.history.process_restarting(&code, role, ms);
         self.history_updates.push(u);
@@ -189,6 +200,9 @@ impl Keeper {
     /// The recycle of a worker begins (EVENT-3, DEC-25).
     pub fn recycling(&mut self, id: ProcessId, reason: &str) {
         let ms = now_ms();
+        if let Some(slot) = self.recycle_reason.get_mut(id.index()) {
+            *slot = Some(reason.to_string());
+        }
         if let Some(p) = self.processes.get_mut(id.index()) {
             p.last_restart = Some(format!("recycled: {reason}"));
             let code = p.code.clone();
