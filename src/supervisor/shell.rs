@@ -427,7 +427,10 @@ impl Shell {
 
     /// Passes what the keeper has for the master (history changes, events) while it is up.
     fn deliver_keeper(&mut self) {
-        if !self.master_up {
+        // The master's exit is seen a step before its `Down`: with no master to write to, the
+        // events stay in the outbox (taken out, they would count as delivered and be lost with
+        // the launcher).
+        if !self.master_up || self.children[0].is_none() {
             return;
         }
         let out = self.keeper.for_master();
