@@ -98,7 +98,7 @@ fn a_worker_over_the_cgroup_threshold_is_recycled_and_nothing_else() {
 
     let line = c.wait_for("tx1: recycling", Duration::from_secs(15));
     let to_decision = over_at.elapsed();
-    c.wait_for_new("tx1: ready", Duration::from_secs(15));
+    c.wait_for_nth("tx1: ready", 2, Duration::from_secs(15));
     let to_ready = over_at.elapsed();
     eprintln!(
         "recycle: decided {:.2} s after the group went over, replacement ready after {:.2} s; {line}",

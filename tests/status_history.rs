@@ -57,7 +57,7 @@ fn a_restarted_worker_leaves_a_gap_and_keeps_its_earlier_points() {
 
     let old_pid = c.sim_pid(1).expect("tx1 pid");
     unsafe_kill(old_pid, 9);
-    c.wait_for_new("tx1: ready", Duration::from_secs(15));
+    c.wait_for_nth("tx1: ready", 2, Duration::from_secs(15));
     let after = poll(
         "two samples from the new tx1",
         Duration::from_secs(10),
@@ -108,7 +108,7 @@ fn a_restarted_worker_leaves_a_gap_and_keeps_its_earlier_points() {
     // DEC-17: a master that comes back gets the whole history once, the gap included.
     let m0 = c.sim_pid(0).expect("m0 pid");
     unsafe_kill(m0, 9);
-    c.wait_for_new("m0: ready", Duration::from_secs(15));
+    c.wait_for_nth("m0: ready", 2, Duration::from_secs(15));
     let h = poll(
         "the whole history at the new master",
         Duration::from_secs(10),

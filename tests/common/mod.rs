@@ -738,3 +738,25 @@ impl Drop for MemCgroup {
         }
     }
 }
+
+impl Cluster {
+    /// Waits until the launcher's output has `n` lines containing `needle` (counting lines seen
+    /// before the call, so a line that came early isn't missed).
+    pub fn wait_for_nth(&self, needle: &str, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self
+            .log_lines()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+            < n
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no {n} lines containing {needle:?} within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
