@@ -59,6 +59,8 @@ fn worker_counts_reach_the_master_exactly_once() {
         .env("SIM_COUNTS_SECONDS_tx1", "1")
         .env("SIM_COUNTS_SECONDS_tx2", "3600")
         .env("SIM_IGNORE_SIGTERM_m0", "1")
+        // The master takes 3 s to start, so counts pile up while it is down.
+        .env("SIM_START_DELAY_MS_m0", "3000")
         .config(json!({"server": {"cluster": {"recycleSeconds": 0}}}))
         .start();
     let id1 = cache_id_of(&c, "tx1");
@@ -91,8 +93,10 @@ fn worker_counts_reach_the_master_exactly_once() {
     // DEC-18: counts tx1 sends while the master is down wait, and arrive once.
     let m0 = c.sim_pid(0).expect("m0 pid");
     unsafe_kill(m0, 9);
-    send(&c, &id1, "tx1", 4);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Two sends' worth: two requests, then two more after tx1's next send.
+    send(&c, &id1, "tx1", 2);
+    std::thread::sleep(Duration::from_millis(1300));
+    send(&c, &id1, "tx1", 2);
     c.wait_for_nth("m0: ready", 2, Duration::from_secs(15));
     let n3 = served(&c, 1) - n1;
     assert_eq!(n3, 4);
@@ -109,6 +113,25 @@ fn worker_counts_reach_the_master_exactly_once() {
         "only what the old master hadn't had: {}",
         r["workerCountMessages"]
     );
+    // DEC-18: what waited (one send a second for the 4 s the master was down) is one entry.
+    let first = r["workerCountMessages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["code"] == "tx1"))
+        .cloned();
+    let first = first.unwrap_or_default();
+    let span =
+        first["counts"]["to"].as_u64().unwrap_or(0) - first["counts"]["from"].as_u64().unwrap_or(0);
+    assert!(
+        span >= 2500,
+        "one entry spans the sends made while the master was down: {first}"
+    );
+    assert_eq!(
+        first["counts"]["total"].as_u64(),
+        Some(n3),
+        "merged while waiting: {}",
+        r["workerCountMessages"]
+    );
+    assert!(first["counts"]["seq"].as_u64().unwrap_or(0) >= 3, "{first}");
 
     // COUNT-2: at the stop, tx2 sends everything as it stops, tx1 the rest; the master (which
     // ignores SIGTERM here, so it can still be asked) has each request once.
