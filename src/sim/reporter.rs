@@ -155,7 +155,49 @@ fn take_in(sim: &Sim, m: ToChild) {
                 .push(json!({ "code": code, "counts": counts }));
         }
         ToChild::Events { events } => inbox.events.extend(events),
-        ToChild::History { history } => inbox.history = Some(history),
+        ToChild::History { history } => apply_history(&mut inbox.history, history),
         ToChild::Unknown => {}
+    }
+}
+
+/// Keeps the history as the master would: a whole history (`append` false or absent) replaces
+/// what was kept; a delta (`append: true`) adds its points and memory Total to it and updates
+/// each named process's state, so `/sim/received` shows everything the launcher sent.
+fn apply_history(kept: &mut Option<serde_json::Value>, history: serde_json::Value) {
+    use serde_json::Value;
+    let append = history["append"] == Value::Bool(true);
+    let Some(base) = kept.as_mut().filter(|_| append) else {
+        *kept = Some(history);
+        return;
+    };
+    if let Some(extra) = history["memoryTotal"].as_array() {
+        if let Some(total) = base["memoryTotal"].as_array_mut() {
+            total.extend(extra.iter().cloned());
+        } else {
+            base["memoryTotal"] = Value::Array(extra.clone());
+        }
+    }
+    for delta in history["processes"].as_array().into_iter().flatten() {
+        if !base["processes"].is_array() {
+            base["processes"] = Value::Array(Vec::new());
+        }
+        let Some(series) = base["processes"].as_array_mut() else {
+            continue;
+        };
+        let i = match series.iter().position(|s| s["code"] == delta["code"]) {
+            Some(i) => i,
+            None => {
+                let mut s = delta.clone();
+                s["points"] = Value::Array(Vec::new());
+                series.push(s);
+                series.len() - 1
+            }
+        };
+        let s = &mut series[i];
+        s["state"] = delta["state"].clone();
+        if let (Some(points), Some(new)) = (s["points"].as_array_mut(), delta["points"].as_array())
+        {
+            points.extend(new.iter().cloned());
+        }
     }
 }

@@ -48,6 +48,8 @@ pub struct Report {
 pub struct Keeper {
     processes: Vec<ProcessInput>,
     recycles: Vec<u64>,
+    /// Why each worker is being recycled, until the exit that ends it (DEC-25).
+    recycle_reason: Vec<Option<String>>,
     rss_at_ready: Vec<Option<u64>>,
     settings: SnapshotSettings,
     recycle: RecyclePolicy,
@@ -96,6 +98,7 @@ impl Keeper {
             .collect();
         let mut k = Keeper {
             recycles: vec![0; specs.len()],
+            recycle_reason: vec![None; specs.len()],
             rss_at_ready: vec![None; specs.len()],
             processes,
             settings: SnapshotSettings::from_settings(settings),
@@ -193,9 +196,17 @@ impl Keeper {
             ProcessState::Restarting
         };
         p.status = None;
+        let recycled = self
+            .recycle_reason
+            .get_mut(id.index())
+            .and_then(Option::take);
         if !stopping {
             p.restarts += 1;
-            p.last_restart = Some(crate::supervisor::child::describe_exit(exit));
+            // DEC-25: the exit that ends a recycle keeps the recycle's reason.
+            p.last_restart = Some(match recycled {
+                Some(reason) => format!("recycled: {reason}"),
+                None => crate::supervisor::child::describe_exit(exit),
+            });
         }
         let u = self.history.process_restarting(&code, role, ms);
         self.history_updates.push(u);
@@ -210,6 +221,9 @@ impl Keeper {
         let ms = now_ms();
         if let Some(n) = self.recycles.get_mut(id.index()) {
             *n += 1;
+        }
+        if let Some(slot) = self.recycle_reason.get_mut(id.index()) {
+            *slot = Some(reason.to_string());
         }
         if let Some(p) = self.processes.get_mut(id.index()) {
             p.last_restart = Some(format!("recycled: {reason}"));

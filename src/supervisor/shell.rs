@@ -15,7 +15,7 @@ use tracing::{debug, error, info, warn};
 use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
 use super::output::OutputSink;
-use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
+use crate::ipc::message::{same_major, FromChild, RequestCounts, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::{Keeper, Tally};
 
@@ -432,7 +432,10 @@ impl Shell {
 
     /// Passes what the keeper has for the master (history changes, events) while it is up.
     fn deliver_keeper(&mut self) {
-        if !self.master_up {
+        // The master's exit is seen a step before its `Down`: with no master to write to, the
+        // events stay in the outbox (taken out, they would count as delivered and be lost with
+        // the launcher).
+        if !self.master_up || self.children[0].is_none() {
             return;
         }
         let out = self.keeper.for_master();
@@ -477,8 +480,28 @@ impl Shell {
         );
     }
 
-    /// Passes a message to the master, or holds it while the master is down.
+    /// Passes a message to the master, or holds it while the master is down. A worker's counts
+    /// join the ones it has waiting from the same run (DEC-18: one entry each, none dropped).
     fn mail_master(&mut self, msg: ToChild) {
+        let msg = match msg {
+            ToChild::WorkerCounts { code, counts } => {
+                let waiting = self.master_mailbox.iter_mut().rev().find_map(|m| match m {
+                    ToChild::WorkerCounts {
+                        code: c,
+                        counts: held,
+                    } if *c == code => Some(held),
+                    _ => None,
+                });
+                match waiting {
+                    Some(held) if counts.seq > held.seq => {
+                        merge_counts(held, counts);
+                        return;
+                    }
+                    _ => ToChild::WorkerCounts { code, counts },
+                }
+            }
+            other => other,
+        };
         if self.master_mailbox.len() >= MASTER_MAILBOX {
             self.master_mailbox.pop_front();
         }
@@ -509,4 +532,16 @@ impl Shell {
             _ => self.life.master_flushed(now_std()),
         }
     }
+}
+
+/// Adds a later send of a worker's counts (same run) to the one waiting for the master.
+fn merge_counts(held: &mut RequestCounts, later: RequestCounts) {
+    held.seq = later.seq;
+    held.from = held.from.min(later.from);
+    held.to = held.to.max(later.to);
+    held.total += later.total;
+    for (op, n) in later.by_operation {
+        *held.by_operation.entry(op).or_default() += n;
+    }
+    held.last = later.last;
 }

@@ -1,0 +1,215 @@
+//! The memory recycle on a real kernel (spec "Memory"): the launcher runs inside a child cgroup
+//! v1 memory group with a 400 MB limit; one worker allocates past the refusal threshold
+//! (0.85 × limit) and is recycled after `recycleSeconds`, the master never, the other worker
+//! untouched. Needs root and a cgroup v1 memory controller at /sys/fs/cgroup/memory: where they
+//! are missing the test fails saying so.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const MB: u64 = 1024 * 1024;
+const LIMIT: u64 = 400 * MB;
+
+fn events_of(c: &Cluster) -> Vec<Value> {
+    c.direct(0, "GET", "/sim/received").json()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_worker_over_the_cgroup_threshold_is_recycled_and_nothing_else() {
+    // spec: RECYCLE-1, RECYCLE-4, RECYCLE-5, RECYCLE-6, RECYCLE-7, RECYCLE-13, RECYCLE-14,
+    // spec: MEM-1, MEM-3, MEM-4, MEM-6, STATUS-3, STATUS-7, DEC-5, DEC-25, EVENT-3, EVENT-4
+    let group = match MemCgroup::create(&format!("fhircluster-test-{}", std::process::id()), LIMIT)
+    {
+        Ok(g) => g,
+        Err(e) => panic!("the real-kernel recycle test can't run here: {e}"),
+    };
+    let mut c = cluster()
+        .workers(2)
+        .config(json!({"server": {"cluster": {"recycleSeconds": 2, "drainSeconds": 5}}}))
+        .start_wrapped(&group.wrapper());
+
+    // MEM-6: the launcher and every process it started are in the group.
+    let launcher = c.child.id() as i32;
+    let mut in_group = group.pids();
+    in_group.sort();
+    for pid in std::iter::once(launcher).chain(c.child_pids()) {
+        assert!(
+            in_group.contains(&pid),
+            "pid {pid} not in {}: {in_group:?}",
+            group.path.display()
+        );
+    }
+    let pids: Vec<i32> = (0..3).map(|i| c.sim_pid(i).expect("sim pid")).collect();
+
+    // The reader finds the group through /proc/self/cgroup and mountinfo, and its limit.
+    let snap = poll(
+        "a snapshot measuring the cgroup",
+        Duration::from_secs(10),
+        || {
+            let s = c.get("/dashboard/status.json").json();
+            (s["scope"] == "cluster" && !s["memory"]["cgroup"].is_null()).then_some(s)
+        },
+    );
+    let mem = &snap["memory"];
+    assert_eq!(mem["limit"].as_u64(), Some(LIMIT), "{mem}");
+    assert_eq!(
+        mem["group"].as_str(),
+        Some(group.path.to_str().unwrap_or("")),
+        "{mem}"
+    );
+    assert_eq!(
+        mem["rejectAt"].as_u64(),
+        Some((LIMIT as f64 * 0.85) as u64),
+        "{mem}"
+    );
+    assert_eq!(
+        mem["abortAt"].as_u64(),
+        Some((LIMIT as f64 * 0.92) as u64),
+        "{mem}"
+    );
+    let anon = mem["cgroup"]["anon"].as_u64().unwrap_or(0);
+    let kernel = group.stat("total_rss").unwrap_or(0);
+    assert!(
+        anon.abs_diff(kernel) < 8 * MB,
+        "snapshot anon {anon} vs memory.stat total_rss {kernel}"
+    );
+    assert!(
+        !snap["missing"].to_string().contains("cgroup memory limit"),
+        "the cgroup's limit is its own: {}",
+        snap["missing"]
+    );
+
+    // tx1 grows past 0.85 × 400 MB = 340 MB of the cgroup.
+    let r = c.direct(1, "POST", "/sim/alloc?mb=360");
+    assert_eq!(r.status, 200, "alloc: {}", r.text());
+    let over_at = Instant::now();
+    let over = group.stat("total_rss").unwrap_or(0);
+    assert!(
+        over > (LIMIT as f64 * 0.85) as u64,
+        "the group is not over the threshold: {over}"
+    );
+
+    let line = c.wait_for("tx1: recycling", Duration::from_secs(15));
+    let to_decision = over_at.elapsed();
+    c.wait_for_nth("tx1: ready", 2, Duration::from_secs(15));
+    let to_ready = over_at.elapsed();
+    eprintln!(
+        "recycle: decided {:.2} s after the group went over, replacement ready after {:.2} s; {line}",
+        to_decision.as_secs_f64(),
+        to_ready.as_secs_f64()
+    );
+    assert!(
+        line.contains("over") || line.contains("threshold"),
+        "the log says why: {line}"
+    );
+    // DEC-5: the clock runs recycleSeconds (2) from the first reading over; upkeep is every 1 s.
+    assert!(
+        to_decision >= Duration::from_millis(1900) && to_decision <= Duration::from_secs(5),
+        "recycled after {to_decision:?}, recycleSeconds is 2"
+    );
+
+    // Only tx1 was replaced; its memory is gone from the group.
+    let new_tx1 = poll("the new tx1", Duration::from_secs(5), || {
+        c.sim_pid(1).filter(|p| *p != pids[1])
+    });
+    assert_ne!(new_tx1, pids[1]);
+    assert_eq!(
+        c.sim_pid(0),
+        Some(pids[0]),
+        "RECYCLE-6: the master is never recycled"
+    );
+    assert_eq!(c.sim_pid(2), Some(pids[2]), "tx2 is untouched");
+    let after = poll(
+        "the group back under the threshold",
+        Duration::from_secs(5),
+        || group.stat("total_rss").filter(|r| *r < 100 * MB),
+    );
+    eprintln!(
+        "group private memory: {} MB over, {} MB after",
+        over / MB,
+        after / MB
+    );
+
+    // Nothing else is recycled once the group is back under (one recycle in all).
+    std::thread::sleep(Duration::from_secs(3));
+    let recycles = c
+        .log_lines()
+        .iter()
+        .filter(|l| l.contains(": recycling"))
+        .count();
+    assert_eq!(recycles, 1, "{}", c.log_lines().join("\n"));
+
+    // DEC-25: the recycle counts in tx1's restarts, with its reason, in the status and events.
+    let snap = poll(
+        "a snapshot after the recycle",
+        Duration::from_secs(5),
+        || {
+            let s = c.get("/dashboard/status.json").json();
+            let row = s["processes"]
+                .as_array()?
+                .iter()
+                .find(|p| p["code"] == "tx1")?
+                .clone();
+            (row["status"] == "ready" && row["pid"].as_i64() == Some(new_tx1 as i64)).then_some(s)
+        },
+    );
+    let rows = snap["processes"].as_array().cloned().unwrap_or_default();
+    let tx1 = rows
+        .iter()
+        .find(|p| p["code"] == "tx1")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tx1["restarts"], 1, "{tx1}");
+    assert!(
+        tx1["lastRestart"].as_str().unwrap_or("").contains("recycl"),
+        "the status gives the recycle's reason: {tx1}"
+    );
+    for code in ["m0", "tx2"] {
+        let row = rows
+            .iter()
+            .find(|p| p["code"] == code)
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(row["restarts"], 0, "{row}");
+    }
+    let events = poll(
+        "the recycle and unavailable events",
+        Duration::from_secs(5),
+        || {
+            let ev = events_of(&c);
+            ev.iter()
+                .any(|e| e["kind"] == "unavailable" && e["code"] == "tx1")
+                .then_some(ev)
+        },
+    );
+    let recycle: Vec<&Value> = events.iter().filter(|e| e["kind"] == "recycle").collect();
+    assert_eq!(recycle.len(), 1, "{events:?}");
+    assert_eq!(recycle[0]["code"], "tx1");
+    assert!(
+        !recycle[0]["reason"].as_str().unwrap_or("").is_empty(),
+        "{events:?}"
+    );
+    let unavailable = events
+        .iter()
+        .find(|e| e["kind"] == "unavailable" && e["code"] == "tx1")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(unavailable["cause"], "recycle", "{unavailable}");
+    assert!(unavailable["ms"].as_u64().is_some(), "{unavailable}");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "exit"),
+        "the recycle is reported as such, not also as an exit: {events:?}"
+    );
+
+    c.signal(15);
+    assert!(c.wait_exit(Duration::from_secs(20)).success());
+    drop(c);
+    drop(group);
+}

@@ -1,0 +1,295 @@
+//! The cluster snapshot the master receives and serves at `/dashboard/status.json` (spec
+//! "Status"), checked field by field against what each process says about itself (its own
+//! `/sim/info`), what `/proc/<pid>/status` says, and the machine's cgroup; then a refusing
+//! process, a request in flight, and a stopped (stale) process left out of the totals.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const MB: u64 = 1024 * 1024;
+
+fn status(c: &Cluster) -> Value {
+    c.get("/dashboard/status.json").json()
+}
+
+fn row<'a>(s: &'a Value, code: &str) -> &'a Value {
+    s["processes"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|p| p["code"] == code))
+        .unwrap_or(&Value::Null)
+}
+
+/// A snapshot taken after `pred` holds, through the front door.
+fn snapshot_where(c: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    poll(what, Duration::from_secs(10), || {
+        let s = status(c);
+        (s["scope"] == "cluster" && pred(&s)).then_some(s)
+    })
+}
+
+/// This test process's cgroup v1 memory group and whether it has a limit of its own.
+fn own_memory_group() -> Option<(String, bool)> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        ctl.split(',')
+            .any(|c| c == "memory")
+            .then(|| path.to_string())
+    })?;
+    let dir = format!(
+        "/sys/fs/cgroup/memory{}",
+        if rel == "/" { "" } else { &rel }
+    );
+    let limit: u64 = std::fs::read_to_string(format!("{dir}/memory.limit_in_bytes"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((dir, limit < (1 << 60)))
+}
+
+#[test]
+fn the_snapshot_matches_what_the_processes_and_the_kernel_say() {
+    // spec: STATUS-1, STATUS-2, STATUS-4, STATUS-5, STATUS-6, STATUS-7, STATUS-8, STATUS-10,
+    // spec: STATUS-11, STATUS-12, STATUS-13, STATUS-14, STATUS-15, STATUS-16, STATUS-18,
+    // spec: STATUS-19, STATUS-20, STATUS-21, STATUS-24, MEM-1, MEM-2, MEM-5, DEC-16, DEC-17
+    let mut c = cluster()
+        .workers(2)
+        .env("SIM_MEMORY_LIMIT_MB", "2048")
+        .config(json!({"server": {"cluster": {"recycleSeconds": 0}}}))
+        .start();
+    let pids: Vec<i32> = (0..3).map(|i| c.sim_pid(i).expect("sim pid")).collect();
+    let codes = ["m0", "tx1", "tx2"];
+
+    // Each process gets its own client caches (1, 2, 3), concepts through them, and tx1 grows.
+    let mut tx_requests = 0;
+    for (i, n) in [(0u16, 1), (1, 2), (2, 3)] {
+        for _ in 0..n {
+            let r = request(c.process_addr_at(i), "POST", "/r4/$cache-control", &[], b"");
+            assert_eq!(r.status, 200, "{}", r.text());
+            let id = r.header("x-cache-id").unwrap_or("").to_string();
+            let r = request(
+                c.process_addr_at(i),
+                "GET",
+                "/r4/CodeSystem/$lookup?code=a",
+                &[("X-Cache-Id", &id)],
+                b"",
+            );
+            assert_eq!(r.status, 200, "{}", r.text());
+            tx_requests += 2;
+        }
+    }
+    for _ in 0..5 {
+        assert_eq!(c.get("/r4/metadata").status, 200);
+        tx_requests += 1;
+    }
+    assert_eq!(c.direct(1, "POST", "/sim/alloc?mb=64").status, 200);
+    // Quiet: every process's next status, then the next snapshot, carry the final figures.
+    std::thread::sleep(Duration::from_millis(2500));
+    let s = snapshot_where(&c, "a snapshot with every cache", |s| {
+        s["caches"]["clientCaches"] == 6
+    });
+
+    // STATUS-6, DEC-17
+    assert_eq!(s["intervalMs"], 1000);
+    let sampled = s["sampledAt"].as_u64().unwrap_or(0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    assert!(
+        now_ms.abs_diff(sampled) < 3000,
+        "sampledAt {sampled}, now {now_ms}"
+    );
+    assert!(
+        s["host"]["total"].as_u64().unwrap_or(0)
+            > s["host"]["available"].as_u64().unwrap_or(u64::MAX)
+    );
+
+    // STATUS-12, STATUS-2: one row per process, each against the process's own word and /proc.
+    let rows = s["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 3, "{s}");
+    let mut requests_sum = 0;
+    let mut anon_sum = 0;
+    for (i, code) in codes.iter().enumerate() {
+        let r = row(&s, code);
+        let info = c.direct(i as u16, "GET", "/sim/info").json();
+        assert_eq!(r["pid"].as_i64(), Some(pids[i] as i64), "{r}");
+        assert_eq!(r["status"], "ready", "{r}");
+        assert_eq!(r["role"], if i == 0 { "master" } else { "tx-worker" });
+        assert_eq!(r["restarts"], 0, "{r}");
+        // The master counts the status.json requests this test makes too (one per poll).
+        let (row_n, own_n) = (
+            r["requests"].as_u64().unwrap_or(0),
+            info["requests"].as_u64().unwrap_or(0),
+        );
+        let slack = if i == 0 { 3 } else { 0 };
+        assert!(
+            row_n <= own_n && own_n <= row_n + slack,
+            "{code}: row {r} vs own {info}"
+        );
+        assert_eq!(r["inFlight"], 0, "{r}");
+        assert_eq!(r["clientCaches"].as_u64(), Some(i as u64 + 1), "{r}");
+        assert_eq!(r["clientConcepts"].as_u64(), Some(i as u64 + 1), "{r}");
+        assert_eq!(
+            r["heapUsed"].as_u64().map(|h| h >= 10 * MB),
+            Some(true),
+            "{r}"
+        );
+        assert!(
+            r["heapLimit"].is_null(),
+            "no --max-old-space-size: no heap limit, not a guess: {r}"
+        );
+        assert!(r["figuresAgeMs"].as_u64().is_some_and(|a| a <= 2000), "{r}");
+        // Uptime: from the process's own start time to when the snapshot was taken.
+        let up = r["uptimeMs"].as_u64().unwrap_or(0);
+        let started = info["startedAt"].as_u64().unwrap_or(0);
+        assert!(
+            (started + up).abs_diff(sampled) < 500,
+            "{code}: started {started} + up {up} vs sampled {sampled}"
+        );
+        let anon = r["rssAnon"].as_u64().unwrap_or(0);
+        let file = r["rssFile"].as_u64().unwrap_or(0);
+        let kernel_anon = proc_status_bytes(pids[i], "RssAnon").unwrap_or(0);
+        let kernel_file = proc_status_bytes(pids[i], "RssFile").unwrap_or(0);
+        assert!(
+            anon.abs_diff(kernel_anon) < 4 * MB,
+            "{code}: RssAnon {anon} vs /proc {kernel_anon}"
+        );
+        assert!(
+            file.abs_diff(kernel_file) < 8 * MB,
+            "{code}: RssFile {file} vs /proc {kernel_file}"
+        );
+        requests_sum += r["requests"].as_u64().unwrap_or(0);
+        anon_sum += anon;
+    }
+    assert!(
+        row(&s, "tx1")["rssAnon"].as_u64().unwrap_or(0) >= 64 * MB,
+        "tx1's 64 MB"
+    );
+    assert!(
+        requests_sum >= tx_requests,
+        "{requests_sum} < {tx_requests}"
+    );
+
+    // STATUS-8, STATUS-10, STATUS-11, STATUS-16, STATUS-18, STATUS-19, DEC-16
+    assert_eq!(
+        s["caches"],
+        json!({"scope": "summed", "clientCaches": 6, "clientConcepts": 6, "expansionItems": 0})
+    );
+    assert_eq!(s["inFlight"], 0);
+    assert_eq!(s["refusing"], json!([]));
+    assert_eq!(
+        s["totals"]["requests"].as_u64(),
+        Some(requests_sum),
+        "the launcher's own not in it"
+    );
+    assert_eq!(s["totals"]["uptimeMs"], row(&s, "m0")["uptimeMs"]);
+    let heaps: u64 = rows.iter().filter_map(|r| r["heapUsed"].as_u64()).sum();
+    assert_eq!(s["totals"]["heapUsed"].as_u64(), Some(heaps));
+    assert_eq!(s["totals"]["heapCount"], 3, "the launcher has no JS heap");
+
+    // STATUS-14, DEC-16: the launcher's row.
+    let l = &s["launcher"];
+    let launcher_pid = c.child.id() as i32;
+    assert_eq!(l["pid"].as_i64(), Some(launcher_pid as i64), "{l}");
+    assert!(
+        l["requests"].is_null() && l["heapUsed"].is_null() && l["heapLimit"].is_null(),
+        "{l}"
+    );
+    let la = l["rssAnon"].as_u64().unwrap_or(0);
+    let lk = proc_status_bytes(launcher_pid, "RssAnon").unwrap_or(0);
+    assert!(
+        la > 0 && la.abs_diff(lk) < 8 * MB,
+        "launcher RssAnon {la} vs /proc {lk}"
+    );
+
+    // STATUS-7, STATUS-24, MEM-1, MEM-2, MEM-5: memory, and what's missing and why.
+    let m = &s["memory"];
+    assert_eq!(m["processAnon"].as_u64(), Some(anon_sum), "{m}");
+    let limit = 2048 * MB;
+    assert_eq!(m["rejectFraction"], 0.85);
+    assert_eq!(m["abortFraction"], 0.92);
+    let (group, has_limit) = own_memory_group().expect("this machine's cgroup v1 memory group");
+    assert_eq!(m["group"].as_str(), Some(group.as_str()), "{m}");
+    let missing = s["missing"].to_string();
+    if has_limit {
+        assert!(
+            !m["cgroup"].is_null(),
+            "a cgroup with a limit of its own is measured: {m}"
+        );
+    } else {
+        assert!(
+            m["cgroup"].is_null(),
+            "no limit of its own: no cgroup meter: {m}"
+        );
+        assert_eq!(m["limit"].as_u64(), Some(limit), "the guards' limit: {m}");
+        assert_eq!(
+            m["rejectAt"].as_u64(),
+            Some((limit as f64 * 0.85) as u64),
+            "{m}"
+        );
+        assert_eq!(
+            m["abortAt"].as_u64(),
+            Some((limit as f64 * 0.92) as u64),
+            "{m}"
+        );
+        assert!(
+            missing.contains("cgroup") && missing.contains("no memory limit"),
+            "missing says the cgroup has no limit, and why: {missing}"
+        );
+    }
+
+    // STATUS-11, STATUS-10: tx2 refuses; a request hangs on a worker.
+    assert_eq!(c.direct(2, "POST", "/sim/refuse?on=1").status, 200);
+    let hung = TcpStream::connect(c.process_addr_at(1)).expect("connect to tx1");
+    (&hung)
+        .write_all(b"GET /r4/metadata?_sim_hang=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send the hanging request");
+    let s = snapshot_where(&c, "tx2 refusing and one in flight", |s| {
+        s["refusing"] == json!(["tx2"]) && s["inFlight"] == 1
+    });
+    assert_eq!(row(&s, "tx1")["inFlight"], 1, "{s}");
+    assert_eq!(c.direct(2, "POST", "/sim/refuse?on=0").status, 200);
+    drop(hung);
+    snapshot_where(&c, "tx2 no longer refusing", |s| s["refusing"] == json!([]));
+
+    // STATUS-21: tx2 stopped for > 3 intervals is stale and out of the totals.
+    unsafe_kill(pids[2], 19); // SIGSTOP
+    let s = snapshot_where(&c, "tx2 stale", |s| row(s, "tx2")["status"] == "stale");
+    unsafe_kill(pids[2], 18); // SIGCONT
+    assert!(
+        row(&s, "tx2")["figuresAgeMs"]
+            .as_u64()
+            .is_some_and(|a| a > 3000),
+        "{s}"
+    );
+    assert_eq!(
+        s["caches"]["clientCaches"], 3,
+        "tx2's 3 caches left out: {}",
+        s["caches"]
+    );
+    let counted: u64 = ["m0", "tx1"]
+        .iter()
+        .filter_map(|c| row(&s, c)["requests"].as_u64())
+        .sum();
+    assert_eq!(
+        s["totals"]["requests"].as_u64(),
+        Some(counted),
+        "{}",
+        s["totals"]
+    );
+    assert_eq!(s["totals"]["heapCount"], 2, "{}", s["totals"]);
+    snapshot_where(&c, "tx2 fresh again", |s| {
+        row(s, "tx2")["status"] == "ready" && s["caches"]["clientCaches"] == 6
+    });
+
+    c.signal(15);
+    assert!(c.wait_exit(Duration::from_secs(20)).success());
+}
