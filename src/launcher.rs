@@ -1,6 +1,7 @@
 //! The launcher's run, top to bottom: settings → plan → the front door's state → the supervisor
 //! (master first) → the listener once the master is ready → run until a signal → drain → stop
-//! the processes in order → exit. Signals become one `Control::Stop` here and nowhere else.
+//! the processes in order → exit. Signals become one `Control::Stop` here and nowhere else;
+//! SIGHUP reloads the settings and restarts the processes in turn (`reload`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,14 +23,15 @@ use crate::ops::notify::{self, Notifier};
 use crate::plan::Plan;
 use crate::process::ProcessId;
 use crate::proxy::front::Front;
-use crate::proxy::listener::{self, ListenerSettings};
+use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
+use crate::reload;
 use crate::settings::{self, LogFormat, Settings};
 use crate::sizing::CpuSizing;
 use crate::status::keeper::{Keeper, Tally};
 use crate::supervisor::output::OutputSink;
-use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
+use crate::supervisor::{self, Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
 
 /// How long a client may take to send a request's head before its connection is closed.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -88,8 +90,7 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let demo = cli.demo;
-    runtime.block_on(run(settings, sizing, plan, demo))
+    runtime.block_on(run(cli, settings, sizing, plan))
 }
 
 /// `--demo`: the built-in simulated server, found beside this binary, in a temporary data
@@ -148,9 +149,36 @@ impl Hooks for LauncherHooks {
     fn message(&self, id: ProcessId, msg: &FromChild) {
         self.front.message(id, msg);
     }
+
+    fn added(&self, id: ProcessId) {
+        self.front.added(id);
+    }
+
+    fn retired(&self, id: ProcessId) {
+        self.front.retired(id);
+    }
 }
 
-async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> Result<ExitCode> {
+/// The most workers a reload may ask for without a restart of the launcher.
+const RELOAD_ROOM: u32 = 16;
+
+/// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if
+/// more), as far as the ports after `internalPort` leave `server.port` free (DEC-21). The
+/// front door's tables are made this size once, so a request never takes a lock to find its
+/// process's entry; an unused entry is a few bytes and holds no socket.
+fn capacity(settings: &Settings, sizing: &CpuSizing, planned: u32) -> u32 {
+    let most = RELOAD_ROOM.max(sizing.vcpu).max(planned);
+    (planned..=most)
+        .rev()
+        .find(|&w| crate::plan::check_port_range(settings, w).is_ok())
+        .unwrap_or(planned)
+}
+
+async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Result<ExitCode> {
+    // Installed first: SIGHUP's default would end the launcher.
+    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let demo = cli.demo;
+    let cwd = std::env::current_dir().context("reading the current directory")?;
     let output = OutputSink::start().context("starting the output writer")?;
     for w in &settings.warnings {
         warn!("{w}");
@@ -165,18 +193,16 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
     info!("{}", plan.limits);
 
     let c = &settings.cluster;
+    let room = capacity(&settings, &sizing, plan.workers());
+    let all = crate::plan::replan(&settings, room, plan.decision.clone())
+        .map(|p| p.processes)
+        .unwrap_or_else(|_| plan.processes.clone());
     let tx_processes: Vec<(ProcessId, bool)> =
         plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
     let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
-    let routes = RouteTable::from_specs(&settings, &plan.processes);
+    let routes = RouteTable::from_specs(&settings, &all);
     let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
-    let front = Front::new(
-        sched,
-        routes,
-        plan.processes.clone(),
-        slots,
-        c.upstream_timeout,
-    );
+    let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
     tokio::spawn(front.clone().run_timer());
     tokio::spawn(crate::proxy::report::run(front.clone()));
 
@@ -197,7 +223,8 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
     }
     let notifier = Arc::new(Notifier::from_env());
     let setup = SupervisorSetup {
-        processes: plan.processes.clone(),
+        processes: all,
+        workers: plan.processes.len().saturating_sub(1),
         max_start_failures: c.max_start_failures,
         kill_after: c.kill_after,
         status_seconds: c.status_interval.as_secs_f64(),
@@ -217,11 +244,16 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
     // Nothing listens until the master is ready (LAUNCH-6). `wait_for` also ends with an error
     // when the supervisor has given up and dropped its hooks: that is no ready, so only `Ok`
     // opens the port, and the supervisor's end is then taken by its own branch.
-    tokio::select! {
-        Ok(_) = ready_rx.wait_for(|r| *r) => {}
-        ended = &mut supervisor => return Ok(exit_code(ended.ok())),
-        _ = sigterm.recv() => return stop_before_listening(control, supervisor).await,
-        _ = sigint.recv() => return stop_before_listening(control, supervisor).await,
+    loop {
+        tokio::select! {
+            Ok(_) = ready_rx.wait_for(|r| *r) => break,
+            ended = &mut supervisor => return Ok(exit_code(ended.ok())),
+            _ = sigterm.recv() => return stop_before_listening(control, supervisor).await,
+            _ = sigint.recv() => return stop_before_listening(control, supervisor).await,
+            _ = sighup.recv() => {
+                warn!("SIGHUP while the master starts: ignored; send it again once it is ready");
+            }
+        }
     }
     let listener = match TcpListener::bind(("0.0.0.0", settings.port)).await {
         Ok(l) => l,
@@ -250,17 +282,34 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
         queue: c.queue,
         owner_queue: c.owner_queue,
     };
-    let serving = tokio::spawn(listener::serve(listener, front.clone(), cfg, shutdown_rx));
+    let live = LiveListenerSettings::new(cfg);
+    let serving = tokio::spawn(listener::serve_live(
+        listener,
+        front.clone(),
+        live.clone(),
+        shutdown_rx,
+    ));
+    let mut reloader = Reloader {
+        cli,
+        cwd,
+        running: settings.clone(),
+        front: front.clone(),
+        listener: live,
+        control: control.clone(),
+    };
 
-    tokio::select! {
-        _ = sigterm.recv() => info!("SIGTERM: stopping"),
-        _ = sigint.recv() => info!("SIGINT: stopping"),
-        ended = &mut supervisor => {
-            // Only a master that never got ready ends the supervisor by itself, and then nothing
-            // listens; kept for completeness.
-            let _ = shutdown_tx.send(true);
-            let _ = serving.await;
-            return Ok(exit_code(ended.ok()));
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { info!("SIGTERM: stopping"); break }
+            _ = sigint.recv() => { info!("SIGINT: stopping"); break }
+            _ = sighup.recv() => reloader.reload().await,
+            ended = &mut supervisor => {
+                // Only a master that never got ready ends the supervisor by itself, and then
+                // nothing listens; kept for completeness.
+                let _ = shutdown_tx.send(true);
+                let _ = serving.await;
+                return Ok(exit_code(ended.ok()));
+            }
         }
     }
     // Drain first (STOP-1..4), then the processes in order (STOP-5..9).
@@ -275,10 +324,8 @@ async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> R
 
 /// `3/3 ready, 0 queued`
 fn cluster_status(front: &Front) -> String {
-    let total = front.processes.len();
-    let ready = (0..total)
-        .filter(|&i| front.is_ready(ProcessId(i as u16)))
-        .count();
+    let total = front.present().count();
+    let ready = front.present().filter(|p| front.is_ready(p.id)).count();
     notify::status_line(ready, total, front.queued())
 }
 
@@ -308,6 +355,77 @@ async fn notify_loop(notifier: Arc<Notifier>, front: Arc<Front>) {
                 pinged = Instant::now();
             }
         }
+    }
+}
+
+/// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
+struct Reloader {
+    cli: Cli,
+    cwd: PathBuf,
+    running: Settings,
+    front: Arc<Front>,
+    listener: Arc<LiveListenerSettings>,
+    control: mpsc::Sender<Control>,
+}
+
+impl Reloader {
+    /// Reads `config.json` again; a bad one is refused with its reason and changes nothing.
+    /// Otherwise the live settings are applied, the rest logged, and every process restarted in
+    /// turn (the supervisor's rolling restart).
+    async fn reload(&mut self) {
+        info!("SIGHUP: reloading the settings");
+        let new = match reload::read(&self.cli, &self.cwd) {
+            Ok(s) => s,
+            Err(e) => {
+                error!("ERROR: SIGHUP: the settings were refused, nothing changed: {e}");
+                return;
+            }
+        };
+        for w in &new.warnings {
+            warn!("{w}");
+        }
+        let changes = reload::changes(&self.running, &new);
+        for line in &changes.live {
+            info!("reload: {line}");
+        }
+        for line in &changes.next_start {
+            warn!("reload: {line} takes effect at the next start");
+        }
+        for line in &changes.servers {
+            info!("reload: {line}: the servers take it as they restart");
+        }
+        if changes.live.is_empty() && changes.next_start.is_empty() && changes.servers.is_empty() {
+            info!("reload: no setting changed");
+        }
+        let c = &new.cluster;
+        self.front
+            .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
+        let mut cfg = self.listener.get();
+        cfg.write_timeout = c.write_timeout;
+        cfg.drain = c.drain;
+        cfg.queue = c.queue;
+        cfg.owner_queue = c.owner_queue;
+        self.listener.set(cfg);
+        let workers = match (changes.workers, c.workers) {
+            (false, _) => WorkerCount::Keep,
+            (true, Some(n)) => WorkerCount::Exactly(n as usize),
+            (true, None) => match machine::cpu_sizing(&new) {
+                Ok(sizing) => WorkerCount::Size(machine::sizer(&new, sizing)),
+                Err(e) => {
+                    warn!("reload: the worker count is kept: {e}");
+                    WorkerCount::Keep
+                }
+            },
+        };
+        let r = Reload {
+            workers,
+            drain: c.drain,
+            status_seconds: c.status_interval.as_secs_f64(),
+            recycle_after: c.recycle,
+            rolling: true,
+        };
+        self.running = reload::apply_live(&self.running, &new);
+        let _ = self.control.send(Control::Reload(r)).await;
     }
 }
 

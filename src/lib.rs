@@ -13,6 +13,7 @@ pub mod outcome;
 pub mod plan;
 pub mod process;
 pub mod proxy;
+pub mod reload;
 pub mod settings;
 pub mod sim;
 pub mod sizing;

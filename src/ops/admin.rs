@@ -180,8 +180,7 @@ async fn report(admin: &Admin) -> Option<Report> {
 
 fn loads(front: &Front) -> Vec<ProcessLoad> {
     front
-        .processes
-        .iter()
+        .present()
         .map(|p| {
             let l = front.load(p.id);
             ProcessLoad {
@@ -250,6 +249,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .processes
             .iter()
             .zip(&t.lost)
+            .filter(|(p, _)| front.is_present(p.id))
             .map(|(p, l)| (p.code.clone(), l[1], l[0]))
             .collect(),
         write_timeout_closes: t.write_timeout_closes,

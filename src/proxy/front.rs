@@ -18,8 +18,10 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use super::forward::Upstream;
-use super::route::{RouteTable, TxDemand};
-use super::scheduler::{Action, Finish, ProcessState, Refusal, RequestId, Scheduler};
+use super::route::{BadTarget, RequestHead, Route, RouteTable, Target, TxDemand};
+use super::scheduler::{
+    Action, Finish, ProcessState, Refusal, RequestId, Scheduler, SchedulerConfig,
+};
 use crate::ops::metrics::Histogram;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Tally;
@@ -99,6 +101,10 @@ impl Counters {
     }
 }
 
+/// The front door's state. Its per-process tables (`processes`, `upstreams`, the counters, the
+/// route table's codes) are made once, for every process the launcher could run (the worker
+/// count may move on reload within that capacity), so a request indexes them without a lock;
+/// `present` says which of them are in the cluster now.
 pub struct Front {
     inner: Mutex<Inner>,
     /// Wakes the timer task when the next deadline may have moved.
@@ -109,9 +115,12 @@ pub struct Front {
     master_ready: AtomicBool,
     /// Which processes are ready (index = `ProcessId`), for `/readyz`.
     ready: Vec<AtomicBool>,
+    /// Which processes are in the cluster now (the rest of the capacity is unused).
+    present: Vec<AtomicBool>,
     stopping: AtomicBool,
     next_id: AtomicU64,
-    pub upstream_timeout: Duration,
+    /// `upstreamTimeoutSeconds` in nanoseconds, changeable on reload.
+    upstream_timeout: AtomicU64,
     pub counters: Counters,
     /// How many times each process has gone down, and a wake-up when one does: a request that
     /// failed on a process can tell whether the process died under it.
@@ -120,6 +129,8 @@ pub struct Front {
 }
 
 impl Front {
+    /// `processes`: every process the launcher could run; those the scheduler was given are
+    /// the ones present at first.
     pub fn new(
         sched: Scheduler,
         routes: RouteTable,
@@ -128,6 +139,10 @@ impl Front {
         upstream_timeout: Duration,
     ) -> Arc<Front> {
         let n = processes.len();
+        let present = processes
+            .iter()
+            .map(|p| AtomicBool::new(sched.has_process(p.id)))
+            .collect();
         let upstreams = processes
             .iter()
             .map(|p| Upstream::new(p.connect_addr, slots_per_process.max(4)))
@@ -143,9 +158,10 @@ impl Front {
             upstreams,
             master_ready: AtomicBool::new(false),
             ready: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            present,
             stopping: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            upstream_timeout,
+            upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
             counters: Counters::new(n),
             downs: (0..n).map(|_| AtomicU64::new(0)).collect(),
             went_down: Notify::new(),
@@ -156,6 +172,74 @@ impl Front {
         // A panic while holding the lock would be a bug in the pure core; the state is still the
         // best there is, so carry on with it rather than take the whole front door down.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `upstreamTimeoutSeconds` now.
+    pub fn upstream_timeout(&self) -> Duration {
+        Duration::from_nanos(self.upstream_timeout.load(Ordering::Relaxed))
+    }
+
+    /// Reload: the scheduler's settings and the upstream timeout, for the next decisions.
+    pub fn reconfigure(&self, cfg: SchedulerConfig, upstream_timeout: Duration) {
+        self.upstream_timeout
+            .store(nanos(upstream_timeout), Ordering::Relaxed);
+        let mut inner = self.lock();
+        inner.sched.set_config(cfg, now());
+        self.pump(&mut inner);
+    }
+
+    /// A process joins the cluster (the worker count grew); down until it is ready.
+    pub fn add_process(&self, id: ProcessId) {
+        let Some(spec) = self.processes.get(id.index()) else {
+            return;
+        };
+        if let Some(p) = self.present.get(id.index()) {
+            p.store(true, Ordering::Release);
+        }
+        let mut inner = self.lock();
+        inner.sched.add_process(id, spec.serves_tx);
+        self.pump(&mut inner);
+    }
+
+    /// A process leaves the cluster (the worker count shrank and it has stopped).
+    pub fn remove_process(&self, id: ProcessId) {
+        if let Some(p) = self.present.get(id.index()) {
+            p.store(false, Ordering::Release);
+        }
+        let mut inner = self.lock();
+        inner.sched.remove_process(id, now());
+        self.pump(&mut inner);
+    }
+
+    /// Whether the process is in the cluster now.
+    pub fn is_present(&self, id: ProcessId) -> bool {
+        self.present
+            .get(id.index())
+            .is_some_and(|p| p.load(Ordering::Acquire))
+    }
+
+    /// Routes a request by the table; a cache-id naming a process not in the cluster now (a
+    /// worker beyond the count) is an unknown prefix, as if the table had never had it
+    /// (ROUTE-3c).
+    pub fn route(&self, head: &RequestHead<'_>) -> Result<Route, BadTarget> {
+        let mut route = self.routes.route(head)?;
+        if let Route::Tx(d) = &mut route {
+            match d.target {
+                Target::Owner(p) if !self.is_present(p) => d.target = Target::UnknownPrefix,
+                Target::Affinity(p) if !self.is_present(p) => d.target = Target::LeastLoaded,
+                _ => {}
+            }
+        }
+        Ok(route)
+    }
+
+    /// The processes in the cluster now, in order.
+    pub fn present(&self) -> impl Iterator<Item = &ProcessSpec> {
+        self.processes
+            .iter()
+            .zip(&self.present)
+            .filter(|(_, p)| p.load(Ordering::Acquire))
+            .map(|(s, _)| s)
     }
 
     pub fn master_ready(&self) -> bool {
@@ -336,6 +420,15 @@ impl Hooks for Front {
     fn tally(&self) -> Tally {
         self.counters.tally()
     }
+
+    fn added(&self, id: ProcessId) {
+        self.add_process(id);
+    }
+
+    fn retired(&self, id: ProcessId) {
+        self.down(id);
+        self.remove_process(id);
+    }
 }
 
 /// One admitted request's hold on the scheduler: reports its end exactly once, and cancels it
@@ -393,6 +486,10 @@ impl Drop for Ticket {
             self.front.pump(&mut inner);
         }
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The proxy's clock read, as a `std` instant for the pure core (tokio's clock, so tests on a

@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
@@ -49,23 +49,52 @@ pub struct ListenerSettings {
     pub owner_queue: Duration,
 }
 
+/// The listener's settings, changeable while it serves (reload): a connection takes those in
+/// force when it is accepted; the drain reads them when it begins.
+#[derive(Debug)]
+pub struct LiveListenerSettings(RwLock<ListenerSettings>);
+
+impl LiveListenerSettings {
+    pub fn new(cfg: ListenerSettings) -> Arc<LiveListenerSettings> {
+        Arc::new(LiveListenerSettings(RwLock::new(cfg)))
+    }
+
+    pub fn get(&self) -> ListenerSettings {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set(&self, cfg: ListenerSettings) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = cfg;
+    }
+}
+
 /// Serves until `shutdown` turns true, then drains and returns.
 pub async fn serve(
     listener: TcpListener,
     front: Arc<Front>,
     cfg: ListenerSettings,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_live(listener, front, LiveListenerSettings::new(cfg), shutdown).await;
+}
+
+/// As `serve`, with settings that may change while it serves.
+pub async fn serve_live(
+    listener: TcpListener,
+    front: Arc<Front>,
+    live: Arc<LiveListenerSettings>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
-    let cfg = Arc::new(cfg);
     let mut accept_errors_logged = false;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     accept_errors_logged = false;
+                    let cfg = Arc::new(live.get());
                     let _ = stream.set_nodelay(true);
                     let io = WriteTimeoutIo::new(
                         stream,
@@ -104,6 +133,7 @@ pub async fn serve(
     }
     drop(listener);
     front.stop();
+    let cfg = live.get();
     info!(
         "draining: no new connections; requests in progress have up to {} s",
         cfg.drain.as_secs_f64()
@@ -159,7 +189,7 @@ async fn handle(
         cache_id: cache_id.as_ref().map(|v| v.as_bytes()),
         content_length,
     };
-    let route = match front.routes.route(&head) {
+    let route = match front.route(&head) {
         Ok(r) => r,
         Err(bad) => return Ok(Answer::BadTarget(bad).respond()),
     };
@@ -196,7 +226,7 @@ async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<Proxy
     }
     let master = ProcessId::MASTER;
     match front.upstreams[master.index()]
-        .try_send_with_timeout(req, front.upstream_timeout)
+        .try_send_with_timeout(req, front.upstream_timeout())
         .await
     {
         Ok(resp) => streamed(resp, |_| {}),
@@ -249,7 +279,7 @@ async fn to_tx(
         let upstream = &front.upstreams[process.index()];
         let downs = front.downs(process);
         match upstream
-            .try_send_with_timeout(req, front.upstream_timeout)
+            .try_send_with_timeout(req, front.upstream_timeout())
             .await
         {
             Ok(resp) => {
@@ -311,7 +341,7 @@ fn upstream_failed(
             .counters
             .gateway_timeout
             .fetch_add(1, Ordering::Relaxed);
-        let secs = front.upstream_timeout.as_secs_f64();
+        let secs = front.upstream_timeout().as_secs_f64();
         warn!("{code}: no response began within {secs} s (upstreamTimeoutSeconds); answered 504");
         Answer::GatewayTimeout { code, secs }.respond()
     } else {

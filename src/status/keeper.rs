@@ -80,22 +80,7 @@ impl Keeper {
             .saved_history()
             .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
-        let processes = specs
-            .iter()
-            .map(|p| ProcessInput {
-                code: p.code.clone(),
-                role: p.role,
-                pid: None,
-                state: ProcessState::Starting,
-                started_at: None,
-                ready_at: None,
-                restarts: 0,
-                last_restart: None,
-                status: None,
-                memory: Err("not started yet".to_string()),
-                guard_limit: None,
-            })
-            .collect();
+        let processes = specs.iter().map(row).collect();
         let mut k = Keeper {
             recycles: vec![0; specs.len()],
             recycle_reason: vec![None; specs.len()],
@@ -118,6 +103,22 @@ impl Keeper {
         let ev = k.events.launcher_started(k.pid, ms);
         k.outbox.hold(ev);
         k
+    }
+
+    /// The rows follow the processes in the cluster (the worker count moved on reload): rows
+    /// beyond `specs` go, new ones start as not started yet; the others keep their record.
+    pub fn resize_rows(&mut self, specs: &[ProcessSpec]) {
+        let n = specs.len();
+        self.processes.truncate(n);
+        self.processes
+            .extend(specs[self.processes.len()..].iter().map(row));
+        self.recycles.resize(n, 0);
+        self.rss_at_ready.resize(n, None);
+    }
+
+    /// `recycleSeconds` changed on reload.
+    pub fn set_recycle_after(&mut self, after: Duration) {
+        self.recycle.recycle_after = after;
     }
 
     fn role(&self, id: ProcessId) -> &'static str {
@@ -450,6 +451,23 @@ impl Keeper {
     /// The last figures kept, for the launcher's own status endpoint.
     pub fn processes(&self) -> &[ProcessInput] {
         &self.processes
+    }
+}
+
+/// A process's row before it has started.
+fn row(p: &ProcessSpec) -> ProcessInput {
+    ProcessInput {
+        code: p.code.clone(),
+        role: p.role,
+        pid: None,
+        state: ProcessState::Starting,
+        started_at: None,
+        ready_at: None,
+        restarts: 0,
+        last_restart: None,
+        status: None,
+        memory: Err("not started yet".to_string()),
+        guard_limit: None,
     }
 }
 

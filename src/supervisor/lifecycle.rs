@@ -14,6 +14,8 @@
 //!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
 //!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
 //!   request changes nothing: the order is kept.
+//! * Reload (`rolling.rs`): the worker count moves up or down while running (`resize`), and a
+//!   rolling restart replaces every process one at a time, the master last (`rolling_restart`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -55,6 +57,20 @@ pub enum Action {
     },
     /// Nothing is running any more and nothing will start: the launcher may exit.
     Finished,
+    /// A worker beyond the (lowered) worker count has stopped and will not start again: forget
+    /// it in the proxy and the status.
+    Retired(ProcessId),
+    /// The rolling restart takes this process out of rotation now (`step` of `of`), for the log.
+    RollingStep {
+        id: ProcessId,
+        step: usize,
+        of: usize,
+    },
+    /// The rolling restart is over: every process in it was started again.
+    RollingDone,
+    /// The rolling restart stopped because the process it restarted exited before it was ready;
+    /// the processes after it keep running as they are.
+    RollingAborted(ProcessId),
 }
 
 /// How a process ended, as the shell saw it.
@@ -81,9 +97,11 @@ enum State {
     Waiting {
         until: Instant,
     },
-    /// Being recycled: no new requests; SIGTERM once drained, or at `until` (`drainSeconds`).
+    /// Being recycled (`restart`) or retired (the worker count shrank): no new requests;
+    /// SIGTERM once drained, or at `until` (`drainSeconds`).
     Draining {
         until: Instant,
+        restart: bool,
     },
     /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first. `restart`: a recycle, started
     /// again at once when it has exited (RECYCLE-4, RECYCLE-5).
@@ -129,6 +147,8 @@ pub struct Lifecycle {
     kill_after: Duration,
     gave_up: bool,
     actions: VecDeque<Action>,
+    /// The rolling restart under way, if any.
+    rolling: Option<rolling::Rolling>,
 }
 
 impl Lifecycle {
@@ -147,6 +167,7 @@ impl Lifecycle {
             kill_after,
             gave_up: false,
             actions: VecDeque::new(),
+            rolling: None,
         }
     }
 
@@ -168,7 +189,7 @@ impl Lifecycle {
                 killed: false,
                 ..
             } => Some(kill_at),
-            State::Draining { until } => Some(until),
+            State::Draining { until, .. } => Some(until),
             _ => None,
         });
         let phase = match self.phase {
@@ -235,6 +256,7 @@ impl Lifecycle {
         } else if !id.is_master() && self.phase == Phase::Running {
             self.start_next_worker(now);
         }
+        self.advance_rolling(now);
     }
 
     /// The shell's answer to `SizeWorkers`: run this many workers (at most the planned number).
@@ -256,18 +278,24 @@ impl Lifecycle {
         let ready_at = match slot.state {
             State::Starting { .. } => None,
             State::Ready { since } => Some(since),
-            // A recycled worker: started again at once, no backoff (RECYCLE-5).
-            State::Stopping { restart: true, .. } if !stopping => {
+            // A recycled worker (or a rolling restart's process): started again at once, no
+            // backoff (RECYCLE-5). One that exited while draining was going anyway.
+            State::Stopping { restart: true, .. } | State::Draining { restart: true, .. }
+                if !stopping =>
+            {
                 slot.restarts += 1;
                 self.actions.push_back(Action::Down(id));
                 self.spawn(id, now);
                 return;
             }
-            // Exited while draining for a recycle: it was going anyway.
-            State::Draining { .. } if !stopping => {
-                slot.restarts += 1;
+            // A worker beyond a lowered count: gone for good.
+            State::Stopping { restart: false, .. } | State::Draining { restart: false, .. }
+                if !stopping =>
+            {
+                slot.state = State::Stopped;
                 self.actions.push_back(Action::Down(id));
-                self.spawn(id, now);
+                self.actions.push_back(Action::Retired(id));
+                self.advance_rolling(now);
                 return;
             }
             State::Stopping { .. } | State::Draining { .. } => {
@@ -290,6 +318,7 @@ impl Lifecycle {
         match slot.policy.exited(ready_at, now, give_up_after) {
             Verdict::Restart { after, failing } => {
                 slot.state = State::Waiting { until: now + after };
+                self.rolling_failed(id, was_ready);
                 self.actions
                     .push_back(Action::RestartScheduled { id, after, failing });
                 // A worker that failed to start does not hold the next one back.
@@ -319,7 +348,10 @@ impl Lifecycle {
         if !matches!(slot.state, State::Ready { .. }) {
             return false;
         }
-        slot.state = State::Draining { until: now + drain };
+        slot.state = State::Draining {
+            until: now + drain,
+            restart: true,
+        };
         self.actions.push_back(Action::Drain(id));
         true
     }
@@ -327,11 +359,11 @@ impl Lifecycle {
     /// A draining worker has nothing left at work: stop it now.
     pub fn drained(&mut self, id: ProcessId, now: Instant) {
         if let Some(slot) = self.slots.get_mut(id.index()) {
-            if matches!(slot.state, State::Draining { .. }) {
+            if let State::Draining { restart, .. } = slot.state {
                 slot.state = State::Stopping {
                     kill_at: now + self.kill_after,
                     killed: false,
-                    restart: true,
+                    restart,
                 };
                 self.actions.push_back(Action::Terminate(id));
             }
@@ -342,8 +374,22 @@ impl Lifecycle {
     pub fn is_recycling(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
-            Some(State::Draining { .. } | State::Stopping { restart: true, .. })
+            Some(State::Draining { restart: true, .. } | State::Stopping { restart: true, .. })
         )
+    }
+
+    /// Whether the process is draining (recycle, rolling restart or retirement): the shell calls
+    /// `drained` once nothing is at work on it.
+    pub fn is_draining(&self, id: ProcessId) -> bool {
+        matches!(
+            self.slots.get(id.index()).map(|s| &s.state),
+            Some(State::Draining { .. })
+        )
+    }
+
+    /// How many process slots the lifecycle has (the master and every worker it has known).
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
     }
 
     /// Begin the orderly stop (after the proxy has drained). Idempotent.
@@ -352,6 +398,7 @@ impl Lifecycle {
             return;
         }
         self.phase = Phase::StoppingWorkers;
+        self.rolling = None;
         // A master waiting out a backoff is not started again, and has nothing to flush to.
         if matches!(self.slots[0].state, State::Idle | State::Waiting { .. }) {
             self.slots[0].state = State::Stopped;
@@ -389,10 +436,11 @@ impl Lifecycle {
                     };
                     self.actions.push_back(Action::Kill(id));
                 }
-                State::Draining { until } if until <= now => self.drained(id, now),
+                State::Draining { until, .. } if until <= now => self.drained(id, now),
                 _ => {}
             }
         }
+        self.advance_rolling(now);
         if let Phase::Flushing { until } = self.phase {
             if until <= now {
                 self.stop_master(now);
@@ -466,6 +514,9 @@ impl Lifecycle {
         self.advance_stop(now);
     }
 }
+
+#[path = "rolling.rs"]
+mod rolling;
 
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]

@@ -9,4 +9,6 @@ pub mod restart;
 pub mod shell;
 pub mod socket_watch;
 
-pub use shell::{run, Control, Ended, Hooks, IdleReport, Sizer, SupervisorSetup};
+pub use shell::{
+    run, Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,
+};

@@ -1,7 +1,9 @@
 //! The supervisor's shell: runs the `Lifecycle` against real processes. It carries the
 //! lifecycle's actions out (spawn, signal, tell the proxy), feeds it what happens to the children
-//! (ready by its channel or by its listening socket, exits) and the clock, and passes the workers' request counts on to the master, holding
-//! them while the master is down (DEC-18).
+//! (ready by its channel or by its listening socket, exits) and the clock, and passes the
+//! workers' request counts on to the master, holding them while the master is down (DEC-18).
+//! On reload (`Control::Reload`) it takes the new drain, status and recycle settings, moves the
+//! worker count within the processes it was given, and runs the rolling restart.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -41,6 +43,10 @@ pub trait Hooks: Send + Sync + 'static {
     fn tally(&self) -> Tally;
     /// A status, sample or count message from a process.
     fn message(&self, _id: ProcessId, _msg: &FromChild) {}
+    /// The process joins the cluster (the worker count grew); it is not ready yet.
+    fn added(&self, _id: ProcessId) {}
+    /// The process has left the cluster for good (the worker count shrank).
+    fn retired(&self, _id: ProcessId) {}
 }
 
 /// Logged once every worker is ready: what they all use idle (MEM-12, MEM-13).
@@ -50,8 +56,11 @@ pub type IdleReport = Box<dyn FnMut(&[u32]) + Send>;
 pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
 
 pub struct SupervisorSetup {
-    /// The plan's processes, master first, then tx1, tx2 ... (index = `ProcessId`).
+    /// Every process the launcher could run, master first, then tx1, tx2 ... (index =
+    /// `ProcessId`): the plan's, and more the worker count may grow into on reload.
     pub processes: Vec<ProcessSpec>,
+    /// How many workers the plan runs at start (at most `processes.len() - 1`).
+    pub workers: usize,
     pub max_start_failures: u32,
     pub kill_after: Duration,
     pub status_seconds: f64,
@@ -67,6 +76,40 @@ pub enum Control {
     Stop,
     /// The launcher's own view of the cluster now, for `/status` and `/metrics`.
     Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
+    /// The settings were reloaded (SIGHUP): take them, then restart every process in turn.
+    Reload(Reload),
+}
+
+/// What a reload changes in the supervisor.
+pub struct Reload {
+    pub workers: WorkerCount,
+    /// `drainSeconds`.
+    pub drain: Duration,
+    /// `statusSeconds`.
+    pub status_seconds: f64,
+    /// `recycleSeconds`.
+    pub recycle_after: Duration,
+    /// Restart every process, one at a time, the master last.
+    pub rolling: bool,
+}
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("drain", &self.drain)
+            .field("rolling", &self.rolling)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The worker count a reload asks for.
+pub enum WorkerCount {
+    /// As it is.
+    Keep,
+    /// This many.
+    Exactly(usize),
+    /// Sized again, by the memory fit on the running master (`server.cluster.workers` removed).
+    Size(Sizer),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -108,7 +151,7 @@ pub async fn run(
     let n = setup.processes.len();
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let life = Lifecycle::new(
-        n.saturating_sub(1),
+        setup.workers.min(n.saturating_sub(1)),
         setup.max_start_failures,
         setup.kill_after,
     );
@@ -129,7 +172,7 @@ pub async fn run(
         recycling: None,
         idle_reported: false,
     };
-    let status_every = Duration::from_secs_f64(shell.setup.status_seconds.max(0.05));
+    let mut status_every = Duration::from_secs_f64(shell.setup.status_seconds.max(0.05));
     let mut status_tick = tokio::time::interval_at(Instant::now() + status_every, status_every);
     let mut upkeep = tokio::time::interval_at(Instant::now() + UPKEEP, UPKEEP);
     let mut minute = tokio::time::interval_at(Instant::now() + MINUTE, MINUTE);
@@ -155,6 +198,16 @@ pub async fn run(
                 Some(Control::Stop) => shell.life.stop(now_std()),
                 Some(Control::Report(reply)) => {
                     let _ = reply.send(shell.keeper.report(now_std()));
+                }
+                Some(Control::Reload(r)) => {
+                    let every = Duration::from_secs_f64(r.status_seconds.max(0.05));
+                    if shell.reload(r) && every != status_every {
+                        status_every = every;
+                        status_tick = tokio::time::interval_at(Instant::now() + every, every);
+                        status_tick.set_missed_tick_behavior(
+                            tokio::time::MissedTickBehavior::Delay,
+                        );
+                    }
                 }
                 None => control_open = false,
             },
@@ -233,6 +286,11 @@ impl Shell {
                     let pid = self.children[0].as_ref().map_or(0, |c| c.pid);
                     let n = (self.sizer)(pid);
                     self.life.set_workers(n, now_std());
+                    // Fewer than planned: the rest are not in the cluster (a reload may add them).
+                    for i in self.life.workers() + 1..=self.setup.workers {
+                        self.hooks.retired(ProcessId(i as u16));
+                    }
+                    self.fit_rows();
                 }
                 Action::FlushMaster => self.flush_master(),
                 Action::GiveUp { failures } => {
@@ -254,6 +312,27 @@ impl Shell {
                         after.as_secs_f64()
                     );
                 }
+                Action::Retired(id) => {
+                    info!(
+                        "{}: stopped for good (the worker count is lower)",
+                        self.code(id)
+                    );
+                    self.hooks.retired(id);
+                    self.fit_rows();
+                }
+                Action::RollingStep { id, step, of } => info!(
+                    "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
+                    self.code(id),
+                    self.setup.drain.as_secs_f64()
+                ),
+                Action::RollingDone => {
+                    info!("rolling restart done: every process was started again")
+                }
+                Action::RollingAborted(id) => warn!(
+                    "WARNING: rolling restart stopped: {} exited before it was ready again; \
+                     the processes after it carry on as they were",
+                    self.code(id)
+                ),
                 Action::Finished => {
                     return Some(if self.life.gave_up() {
                         Ended::GaveUp
@@ -378,7 +457,12 @@ impl Shell {
                     describe_exit(exit),
                     ran.unwrap_or(0.0)
                 );
-                if stopping {
+                // A recycle's, a rolling restart's or a retired worker's exit was asked for.
+                if stopping
+                    || self.life.is_draining(id)
+                    || self.life.is_recycling(id)
+                    || self.life.is_leaving(id)
+                {
                     info!("{line}");
                 } else {
                     warn!("{line}");
@@ -413,14 +497,15 @@ impl Shell {
         if self.life.is_stopping() {
             return;
         }
-        if let Some(id) = self.recycling {
-            if self.life.is_recycling(id) && self.hooks.in_flight(id) == 0 {
+        for i in 0..self.life.slot_count() {
+            let id = ProcessId(i as u16);
+            if self.life.is_draining(id) && self.hooks.in_flight(id) == 0 {
                 self.life.drained(id, now);
             }
         }
         let hooks = self.hooks.clone();
         let in_flight = move |id: ProcessId| hooks.in_flight(id);
-        let busy = self.recycling.is_some();
+        let busy = self.recycling.is_some() || self.life.is_rolling();
         if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
             if self.life.recycle(choice.id, self.setup.drain, now) {
                 warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
@@ -428,6 +513,77 @@ impl Shell {
                 self.recycling = Some(choice.id);
             }
         }
+    }
+
+    /// A reload: the new settings, the worker count, then the rolling restart. False when the
+    /// cluster is starting or stopping and nothing was changed.
+    fn reload(&mut self, r: Reload) -> bool {
+        let now = now_std();
+        if self.life.is_stopping() {
+            return false;
+        }
+        self.setup.drain = r.drain;
+        self.setup.status_seconds = r.status_seconds;
+        self.keeper.set_recycle_after(r.recycle_after);
+        let current = self.life.workers();
+        let wanted = match r.workers {
+            WorkerCount::Keep => current,
+            WorkerCount::Exactly(n) => n,
+            WorkerCount::Size(mut sizer) => {
+                let n = match &self.children[0] {
+                    Some(master) if self.master_up => sizer(master.pid),
+                    _ => current,
+                };
+                self.sizer = sizer;
+                n
+            }
+        };
+        let room = self.setup.processes.len().saturating_sub(1);
+        let n = if wanted > room {
+            warn!(
+                "WARNING: reload: {wanted} workers asked for, but this run has room for {room} \
+                 (ports and tables are set at start); running {room}, the rest at the next start"
+            );
+            room
+        } else {
+            wanted
+        };
+        if n != current {
+            if !self.life.resize(n, r.drain, now) {
+                warn!("reload: the worker count can't change while the cluster starts; kept at {current}");
+                return false;
+            }
+            info!("reload: workers {current} → {n}");
+            for i in current + 1..=n {
+                self.hooks.added(ProcessId(i as u16));
+            }
+            self.fit_rows();
+        }
+        if r.rolling {
+            if self.life.rolling_restart(r.drain, now) {
+                if self.life.workers() == 0 {
+                    warn!(
+                        "WARNING: rolling restart with no worker: tx requests and the master's \
+                         paths get 503 while the master restarts"
+                    );
+                }
+                info!("rolling restart: every worker, then the master, one at a time");
+            } else {
+                warn!("reload: no rolling restart while the cluster starts");
+            }
+        }
+        true
+    }
+
+    /// The status rows follow the processes in the cluster: the wanted ones and any still
+    /// running on its way out.
+    fn fit_rows(&mut self) {
+        let keep = (0..self.life.slot_count())
+            .rev()
+            .find(|&i| i <= self.life.workers() || self.life.is_running(ProcessId(i as u16)))
+            .map_or(1, |i| i + 1)
+            .min(self.setup.processes.len());
+        self.keeper.resize_rows(&self.setup.processes[..keep]);
     }
 
     /// Passes what the keeper has for the master (history changes, events) while it is up.

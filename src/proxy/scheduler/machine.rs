@@ -199,6 +199,11 @@ impl Scheduler {
         self.settle();
     }
 
+    /// Whether the process is in the cluster (added and not removed).
+    pub fn has_process(&self, p: ProcessId) -> bool {
+        self.procs.get(p.index()).is_some_and(|q| q.present)
+    }
+
     /// The supervisor's news about a process.
     pub fn set_process(&mut self, p: ProcessId, state: ProcessState, now: Instant) {
         self.advance(now);

@@ -1,0 +1,201 @@
+//! The lifecycle on reload (SIGHUP): the worker count moved while running, and the rolling
+//! restart. Pure, as the rest of the lifecycle: events and `now` in, actions out.
+//!
+//! * `resize`: more workers get new slots (or retired ones back) and start one after another as
+//!   at launch; fewer: the workers above the count are drained (up to `drainSeconds`), stopped,
+//!   and not started again (`Action::Retired` once each is gone).
+//! * `rolling_restart`: every running worker, then the master, one at a time, each through the
+//!   recycle path: out of rotation and drained (DEC-15), SIGTERM, started again at once, and the
+//!   next one only once it is ready, so with a worker or more something serves tx at every
+//!   moment and the master's own paths are refused only while the master itself restarts.
+//!   Processes not running when their turn comes (starting, waiting out a backoff) are skipped:
+//!   they start with the new code anyway. A memory recycle under way is waited for (one at a
+//!   time, DEC-6). A process that exits before it is ready again stops the sequence
+//!   (`RollingAborted`): new code that doesn't start must not take the others down with it.
+//! * A second rolling restart while one is under way lets the process at hand finish, then
+//!   begins the whole sequence again, so every process ends up started after the last request.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{Action, Lifecycle, Phase, Slot, State};
+use crate::process::ProcessId;
+use crate::supervisor::restart::RestartPolicy;
+
+/// A rolling restart under way.
+#[derive(Clone, Debug)]
+pub(super) struct Rolling {
+    /// Still to do, in order (the master last).
+    queue: VecDeque<ProcessId>,
+    /// The process being replaced now.
+    current: Option<ProcessId>,
+    drain: Duration,
+    /// Steps taken and the sequence's length, for the log.
+    step: usize,
+    of: usize,
+}
+
+impl Lifecycle {
+    /// Runs `n` workers from now on (a reload). False while the cluster is starting or stopping
+    /// (nothing changes then).
+    pub fn resize(&mut self, n: usize, drain: Duration, now: Instant) -> bool {
+        if self.phase != Phase::Running {
+            return false;
+        }
+        while self.slots.len() <= n {
+            self.slots.push(Slot {
+                state: State::Idle,
+                policy: RestartPolicy::new(),
+                restarts: 0,
+            });
+        }
+        for i in 1..self.slots.len() {
+            let keep = i <= n;
+            let slot = &mut self.slots[i];
+            match (&mut slot.state, keep) {
+                // Wanted again: a retired slot starts afresh in the start order.
+                (State::Stopped, true) => slot.state = State::Idle,
+                // Wanted again while being retired: started again once it has stopped.
+                (State::Draining { restart, .. } | State::Stopping { restart, .. }, true) => {
+                    *restart = true
+                }
+                (_, true) => {}
+                (State::Ready { .. }, false) => {
+                    slot.state = State::Draining {
+                        until: now + drain,
+                        restart: false,
+                    };
+                    self.actions.push_back(Action::Drain(ProcessId(i as u16)));
+                }
+                (State::Draining { restart, .. } | State::Stopping { restart, .. }, false) => {
+                    *restart = false
+                }
+                (State::Starting { .. }, false) => {
+                    slot.state = State::Stopping {
+                        kill_at: now + self.kill_after,
+                        killed: false,
+                        restart: false,
+                    };
+                    self.actions
+                        .push_back(Action::Terminate(ProcessId(i as u16)));
+                }
+                (State::Idle | State::Waiting { .. }, false) => {
+                    slot.state = State::Stopped;
+                    self.actions.push_back(Action::Retired(ProcessId(i as u16)));
+                }
+                (State::Stopped, false) => {}
+            }
+        }
+        self.workers = n;
+        self.start_next_worker(now);
+        self.advance_rolling(now);
+        true
+    }
+
+    /// Begins a rolling restart: every running worker, then the master, one at a time. False
+    /// while the cluster is starting or stopping. A second call while one is under way begins
+    /// the sequence again once the process at hand is ready.
+    pub fn rolling_restart(&mut self, drain: Duration, now: Instant) -> bool {
+        if self.phase != Phase::Running {
+            return false;
+        }
+        let mut queue: VecDeque<ProcessId> = (1..=self.workers)
+            .filter(|&i| !matches!(self.slots[i].state, State::Idle | State::Stopped))
+            .map(|i| ProcessId(i as u16))
+            .collect();
+        queue.push_back(ProcessId::MASTER);
+        let current = self.rolling.as_ref().and_then(|r| r.current);
+        self.rolling = Some(Rolling {
+            of: queue.len(),
+            queue,
+            current,
+            drain,
+            step: 0,
+        });
+        self.advance_rolling(now);
+        true
+    }
+
+    /// Whether the process is on its way out for good (the worker count shrank).
+    pub fn is_leaving(&self, id: ProcessId) -> bool {
+        !self.is_stopping()
+            && matches!(
+                self.slots.get(id.index()).map(|s| &s.state),
+                Some(
+                    State::Draining { restart: false, .. } | State::Stopping { restart: false, .. }
+                )
+            )
+    }
+
+    /// Whether a rolling restart is under way.
+    pub fn is_rolling(&self) -> bool {
+        self.rolling.is_some()
+    }
+
+    /// Takes the next process of the rolling restart out of rotation once the one before it is
+    /// ready again (and no memory recycle is under way).
+    pub(super) fn advance_rolling(&mut self, now: Instant) {
+        let Some(r) = self.rolling.as_mut() else {
+            return;
+        };
+        if let Some(cur) = r.current {
+            let busy = matches!(
+                self.slots.get(cur.index()).map(|s| &s.state),
+                Some(State::Draining { .. } | State::Stopping { .. } | State::Starting { .. })
+            );
+            if busy {
+                return;
+            }
+            r.current = None;
+        }
+        // Another recycle (the memory guard's) goes first: one at a time (DEC-6).
+        let recycling = self.slots.iter().any(|s| {
+            matches!(
+                s.state,
+                State::Draining { restart: true, .. } | State::Stopping { restart: true, .. }
+            )
+        });
+        if recycling {
+            return;
+        }
+        while let Some(next) = r.queue.pop_front() {
+            r.step += 1;
+            let Some(slot) = self.slots.get_mut(next.index()) else {
+                continue;
+            };
+            // Wanted and ready; anything else is starting anew anyway, or gone.
+            let wanted = next.is_master() || next.index() <= self.workers;
+            if !wanted || !matches!(slot.state, State::Ready { .. }) {
+                continue;
+            }
+            slot.state = State::Draining {
+                until: now + r.drain,
+                restart: true,
+            };
+            r.current = Some(next);
+            self.actions.push_back(Action::RollingStep {
+                id: next,
+                step: r.step,
+                of: r.of,
+            });
+            self.actions.push_back(Action::Drain(next));
+            return;
+        }
+        self.rolling = None;
+        self.actions.push_back(Action::RollingDone);
+    }
+
+    /// A process exited and waits out a backoff: if it was the rolling restart's, before it was
+    /// ready again, the sequence stops there.
+    pub(super) fn rolling_failed(&mut self, id: ProcessId, was_ready: bool) {
+        let current = self.rolling.as_ref().and_then(|r| r.current);
+        if current == Some(id) && !was_ready {
+            self.rolling = None;
+            self.actions.push_back(Action::RollingAborted(id));
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "rolling_tests.rs"]
+mod tests;

@@ -1,0 +1,235 @@
+//! Reload on SIGHUP through the real binaries: a bad config.json is refused and nothing changes;
+//! a good one's live settings take effect; the worker count moves up and down with routing
+//! following; and the rolling restart replaces every process, the master last, without a tx
+//! request lost under steady load.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+const SIGHUP: i32 = 1;
+
+/// The cluster's config with `patch` merged in, written back to its config.json.
+fn rewrite(c: &Cluster, patch: Value) {
+    let mut config = c.config.clone();
+    merge(&mut config, &patch);
+    write_config(&c.data_dir(), &config);
+}
+
+/// Who answers `n` tx requests sent one after another.
+fn served_by(c: &Cluster, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            let r = c.get("/r4/metadata");
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.served_by().to_string()
+        })
+        .collect()
+}
+
+/// The `n`th refusal line, once it has been logged.
+fn refusal(c: &Cluster, n: usize) -> String {
+    let needle = "the settings were refused";
+    c.wait_for_count(needle, n, Duration::from_secs(10));
+    c.log_lines()
+        .into_iter()
+        .filter(|l| l.contains(needle))
+        .nth(n - 1)
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_bad_config_is_refused_and_the_cluster_carries_on() {
+    let c = cluster().workers(2).start();
+    let pids: Vec<i32> = ["m0", "tx1", "tx2"].iter().map(|p| c.pid_of(p)).collect();
+
+    rewrite(
+        &c,
+        json!({ "server": { "cluster": { "maxOutstanding": "lots" } } }),
+    );
+    c.signal(SIGHUP);
+    let line = refusal(&c, 1);
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("maxOutstanding"), "names the setting: {line}");
+
+    // Not JSON at all: refused too, with the reason on the same one line.
+    std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("write");
+    c.signal(SIGHUP);
+    let line = refusal(&c, 2);
+    assert!(line.contains("config.json"), "{line}");
+
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.count_lines("rolling restart"), 0, "nothing restarted");
+    let after: Vec<i32> = ["m0", "tx1", "tx2"].iter().map(|p| c.pid_of(p)).collect();
+    assert_eq!(pids, after, "the same processes");
+    assert!(pids.iter().all(|&p| alive(p)));
+    let by = served_by(&c, 6);
+    assert!(
+        by.iter()
+            .all(|b| ["m0", "tx1", "tx2"].contains(&b.as_str())),
+        "{by:?}"
+    );
+    assert_eq!(c.get("/").status, 200, "the master's own paths too");
+}
+
+#[test]
+fn changed_queue_settings_take_effect_and_launcher_only_ones_wait_for_the_next_start() {
+    // spec: QUEUE-4 (with the reloaded maxOutstanding and queueSeconds)
+    let c = cluster()
+        .workers(1)
+        .env("SIM_COST_EXPAND_MS", "300")
+        .config(json!({ "server": { "cluster": { "fastLaneExtra": 0, "normalMinSlots": 0 } } }))
+        .start();
+    let addr = c.addr();
+    let surge = move || {
+        in_parallel(8, move |_| {
+            request(addr, "GET", "/r4/ValueSet/$expand?url=x", &[], b"").status
+        })
+    };
+    let before = surge();
+    assert!(
+        before.iter().all(|&s| s == 200),
+        "16 slots each: {before:?}"
+    );
+
+    let other_port = free_ports(1);
+    rewrite(
+        &c,
+        json!({ "server": { "port": other_port, "cluster": {
+            "fastLaneExtra": 0, "normalMinSlots": 0, "maxOutstanding": 1, "queueSeconds": 0.2
+        } } }),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
+    let lines = c.log_lines().join("\n");
+    assert!(
+        lines.contains("reload: server.cluster.maxOutstanding 16 → 1"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("reload: server.cluster.queueSeconds 1 s → 0.2 s"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains(&format!(
+            "reload: server.port {} → {other_port} takes effect at the next start",
+            c.port
+        )),
+        "{lines}"
+    );
+    // One slot per process and 0.2 s of waiting: most of 8 expands of 300 ms are refused.
+    let after = surge();
+    let refused = after.iter().filter(|&&s| s == 503).count();
+    assert!(refused >= 3, "{after:?}");
+    assert!(after.iter().all(|&s| s == 200 || s == 503), "{after:?}");
+    assert_eq!(c.get("/r4/metadata").status, 200, "still on the old port");
+}
+
+#[test]
+fn the_worker_count_moves_up_and_down_and_routing_follows() {
+    let mut c = cluster().workers(2).start();
+    rewrite(&c, json!({ "server": { "cluster": { "workers": 3 } } }));
+    c.signal(SIGHUP);
+    c.wait_for("reload: workers 2 → 3", Duration::from_secs(10));
+    c.wait_for("tx3: ready", Duration::from_secs(20));
+    c.wait_for("rolling restart done", Duration::from_secs(60));
+    let tx3 = c.pid_of("tx3");
+    assert!(alive(tx3));
+    let by = served_by(&c, 12);
+    assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
+
+    let (tx2, tx3) = (c.pid_of("tx2"), c.pid_of("tx3"));
+    rewrite(&c, json!({ "server": { "cluster": { "workers": 1 } } }));
+    c.signal(SIGHUP);
+    c.wait_for("reload: workers 3 → 1", Duration::from_secs(10));
+    c.wait_for("tx2: stopped for good", Duration::from_secs(20));
+    c.wait_for("tx3: stopped for good", Duration::from_secs(20));
+    c.wait_for_count("rolling restart done", 2, Duration::from_secs(60));
+    assert!(wait_gone(&[tx2, tx3], Duration::from_secs(5)).is_empty());
+    let by = served_by(&c, 12);
+    assert!(by.iter().all(|b| b == "m0" || b == "tx1"), "{by:?}");
+    assert!(by.iter().any(|b| b == "tx1"), "{by:?}");
+    // A cache-id of a worker no longer in the cluster is an unknown prefix: a process answers.
+    let r = c.request(
+        "GET",
+        "/r4/CodeSystem/$lookup",
+        &[("X-Cache-Id", "tx3.a.b")],
+        b"",
+    );
+    assert!(r.is_cache_id_unknown(), "{} {}", r.status, r.text());
+    assert!(
+        ["m0", "tx1"].contains(&r.served_by()),
+        "{:?}",
+        r.served_by()
+    );
+    assert_eq!(c.child_pids().len(), 2, "the master and tx1 alone");
+}
+
+#[test]
+fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_master() {
+    // spec: DEC-15, RESTART-6, RESTART-11
+    // Expands of 50 ms keep requests at work on each process as it is taken out of rotation.
+    let c = cluster().workers(2).env("SIM_COST_EXPAND_MS", "50").start();
+    let before: Vec<i32> = ["m0", "tx1", "tx2"].iter().map(|p| c.pid_of(p)).collect();
+    let addr = c.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let load = std::thread::spawn(move || {
+        in_parallel(4, move |i| {
+            let mut statuses = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let path = if i % 2 == 0 {
+                    "/r4/metadata"
+                } else {
+                    "/r4/ValueSet/$expand?url=x"
+                };
+                let r = request(addr, "GET", path, &[], b"");
+                statuses.push((r.status, r.served_by().to_string()));
+            }
+            statuses
+        })
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    c.signal(SIGHUP);
+    c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let results: Vec<(u16, String)> = load.join().expect("load threads").concat();
+
+    let failed: Vec<_> = results.iter().filter(|(s, _)| *s != 200).collect();
+    assert!(
+        results.len() > 50,
+        "steady load: {} requests",
+        results.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {failed:?}",
+        failed.len(),
+        results.len()
+    );
+    let after: Vec<i32> = ["m0", "tx1", "tx2"].iter().map(|p| c.pid_of(p)).collect();
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "every process was replaced: {before:?} → {after:?}");
+    }
+    // One at a time, workers first, the master last.
+    let steps: Vec<usize> = ["1/3: tx1", "2/3: tx2", "3/3: m0"]
+        .iter()
+        .map(|s| c.must_index(&format!("rolling restart {s}")))
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    let tx2_back = c.line_indices("tx2: ready")[1];
+    assert!(tx2_back < steps[2], "the master only once tx2 is back");
+    let m0_started = c.line_indices("m0: started").last().copied().unwrap_or(0);
+    assert!(m0_started > steps[2]);
+    assert!(
+        before.iter().all(|&p| !alive(p)),
+        "the old processes are gone"
+    );
+}
