@@ -88,7 +88,7 @@ pub fn haproxy(p: &ProxyPorts) -> String {
     }
     format!(
         "global
-    maxconn 20000
+    maxconn 4096
     nbthread {threads}
 
 defaults

@@ -64,7 +64,7 @@ pub struct CompareArgs {
     /// Probe arrivals per second.
     #[arg(long, default_value_t = 20.0)]
     pub probe_rate: f64,
-    /// wrk's length per front door (s).
+    /// wrk's length per front door (s; 0: no raw run).
     #[arg(long, default_value_t = 10)]
     pub wrk_seconds: u64,
     /// wrk's connections.
@@ -76,6 +76,9 @@ pub struct CompareArgs {
     /// nginx worker processes and HAProxy threads (fhircluster runs one runtime thread).
     #[arg(long, default_value_t = 1)]
     pub proxy_threads: u32,
+    /// Requests each of the 8 cache sessions sends through fhircluster.
+    #[arg(long, default_value_t = 100)]
+    pub sessions_requests: usize,
     /// Idle keep-alive clients for the memory figure (0: skip).
     #[arg(long, default_value_t = 10_000)]
     pub idle_clients: usize,

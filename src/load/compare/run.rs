@@ -187,7 +187,7 @@ impl Setup<'_> {
         let args = SessionsArgs {
             base: format!("http://127.0.0.1:{port}"),
             clients: 8,
-            requests: 100,
+            requests: self.args.sessions_requests,
             timeout: 10.0,
             max_seconds: 60.0,
             json: true,
@@ -300,7 +300,12 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
         duration: Duration::from_secs(2),
         ..load
     };
-    for door in rotate(&Door::ALL) {
+    let raw_doors = if s.args.wrk_seconds == 0 {
+        Vec::new()
+    } else {
+        rotate(&Door::ALL)
+    };
+    for door in raw_doors {
         let Some(port) = front(door, true) else {
             continue;
         };

@@ -131,7 +131,7 @@ impl Row {
             return "";
         }
         let results: Vec<Option<bool>> = self.targets.iter().map(|t| t.met(&self.values)).collect();
-        if results.iter().any(|r| *r == Some(false)) {
+        if results.contains(&Some(false)) {
             "MISSED"
         } else if results.iter().all(|r| *r == Some(true)) {
             "met"
