@@ -3,14 +3,14 @@
 //! hundred idle and waiting clients), so the runner's own code keeps working in CI. Its table,
 //! JSON and chart come out, and it leaves nothing running.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 const LOAD: &str = env!("CARGO_BIN_EXE_fhircluster-load");
+const LAUNCHER: &str = env!("CARGO_BIN_EXE_fhircluster");
+const SIM: &str = env!("CARGO_BIN_EXE_fhirsmith-sim");
 
 #[test]
 fn one_short_round_through_fhircluster_alone() {
@@ -43,9 +43,9 @@ fn one_short_round_through_fhircluster_alone() {
             "100",
             "--skip-scheduler",
             "--fhircluster",
-            common::LAUNCHER,
+            LAUNCHER,
             "--sim",
-            common::SIM,
+            SIM,
         ])
         .arg("--chart")
         .arg(&chart)
