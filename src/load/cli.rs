@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
+use super::compare::CompareArgs;
 use super::requests::HeavyKind;
 use super::schedule::arrival_count;
 use super::sessions::{self, SessionsConfig};
@@ -40,6 +41,10 @@ pub enum Command {
     Surge(SurgeArgs),
     /// IG-Publisher-like clients: `$cache-control`, then requests with the cache-id.
     Sessions(SessionsArgs),
+    /// fhircluster, nginx and HAProxy in front of the same processes, round after round: one
+    /// table of medians against the targets, and the surge's probe as an SVG chart. Needs
+    /// nginx, haproxy and wrk; takes minutes.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -254,6 +259,10 @@ fn run_inner(cli: Cli) -> anyhow::Result<ExitCode> {
                 sessions::text(&report)
             }
         }
+        Command::Compare(args) => {
+            super::compare::run::run(args, &runtime)?;
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     println!("{output}");
     Ok(ExitCode::SUCCESS)
@@ -277,14 +286,14 @@ mod tests {
     fn surge(args: &[&str]) -> anyhow::Result<SurgeConfig> {
         match parse(&[&["surge"], args].concat())?.command {
             Command::Surge(a) => a.validate(),
-            Command::Sessions(_) => bail!("parsed as sessions"),
+            _ => bail!("parsed as another subcommand"),
         }
     }
 
     fn sessions(args: &[&str]) -> anyhow::Result<SessionsConfig> {
         match parse(&[&["sessions"], args].concat())?.command {
             Command::Sessions(a) => a.validate(),
-            Command::Surge(_) => bail!("parsed as surge"),
+            _ => bail!("parsed as another subcommand"),
         }
     }
 

@@ -103,7 +103,12 @@ pub async fn serve_live(
                     );
                     let front = front.clone();
                     let cfg2 = cfg.clone();
-                    let svc = service_fn(move |req| handle(front.clone(), cfg2.clone(), peer, req));
+                    // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
+                    // service's future; the forwarding future is large, so an idle keep-alive
+                    // connection would hold it. Boxed, it exists only while a request is in flight.
+                    let svc = service_fn(move |req| {
+                        Box::pin(handle(front.clone(), cfg2.clone(), peer, req))
+                    });
                     let mut builder = http1::Builder::new();
                     builder.timer(TokioTimer::new()).keep_alive(true);
                     if !cfg.header_read_timeout.is_zero() {

@@ -1,0 +1,101 @@
+//! `fhircluster-load compare`: fhircluster, nginx (`least_conn`, keep-alive) and HAProxy
+//! (`leastconn`, `maxconn 16`, `timeout queue 1s`) in front of the same `fhirsmith-sim`
+//! processes, in turn, over several rounds, plus the raw overhead against one process direct,
+//! fhircluster's memory and its scheduler's speed; one table of medians with ratios against
+//! fhircluster and the targets checked, and the probe's latency during the surge as an SVG.
+//!
+//! Needs `nginx`, `haproxy` and `wrk` on the PATH; the pure parts (configs, wrk's report, the
+//! table, the chart) are tested without them.
+
+pub mod clients;
+pub mod conf;
+pub mod figures;
+pub mod procs;
+pub mod run;
+pub mod svg;
+pub mod table;
+pub mod wrk;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Rounds; each runs every front door once (the table gives medians).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Where the JSON results and the table go.
+    #[arg(long, default_value = "target/compare")]
+    pub out_dir: PathBuf,
+    /// Where the probe chart (SVG) goes.
+    #[arg(long, default_value = "docs/surge-probe.svg")]
+    pub chart: PathBuf,
+    /// The `fhircluster` binary (default: beside this one).
+    #[arg(long)]
+    pub fhircluster: Option<PathBuf>,
+    /// The `fhirsmith-sim` binary (default: beside this one).
+    #[arg(long)]
+    pub sim: Option<PathBuf>,
+    /// Tx-workers behind the master for the surge.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// CPU of one `$expand`, the heavy request (ms).
+    #[arg(long, default_value_t = 200)]
+    pub expand_ms: u64,
+    /// CPU of one `$lookup` (ms).
+    #[arg(long, default_value_t = 4)]
+    pub lookup_ms: u64,
+    /// CPU of one `$validate-code` (ms).
+    #[arg(long, default_value_t = 5)]
+    pub validate_ms: u64,
+    /// Surge length (s).
+    #[arg(long, default_value_t = 20.0)]
+    pub surge_seconds: f64,
+    /// How long the probe goes on after the surge (s).
+    #[arg(long, default_value_t = 5.0)]
+    pub after_seconds: f64,
+    /// The surge as a multiple of the heavy capacity.
+    #[arg(long, default_value_t = 3.0)]
+    pub multiple: f64,
+    /// Heavy capacity (req/s); default: the CPUs over the mix's mean cost.
+    #[arg(long)]
+    pub capacity: Option<f64>,
+    /// Probe arrivals per second.
+    #[arg(long, default_value_t = 20.0)]
+    pub probe_rate: f64,
+    /// wrk's length per front door (s; 0: no raw run).
+    #[arg(long, default_value_t = 10)]
+    pub wrk_seconds: u64,
+    /// wrk's connections.
+    #[arg(long, default_value_t = 32)]
+    pub wrk_connections: u32,
+    /// wrk's threads.
+    #[arg(long, default_value_t = 2)]
+    pub wrk_threads: u32,
+    /// nginx worker processes and HAProxy threads (fhircluster runs one runtime thread).
+    #[arg(long, default_value_t = 1)]
+    pub proxy_threads: u32,
+    /// Requests each of the 8 cache sessions sends through fhircluster.
+    #[arg(long, default_value_t = 100)]
+    pub sessions_requests: usize,
+    /// Idle keep-alive clients for the memory figure (0: skip).
+    #[arg(long, default_value_t = 10_000)]
+    pub idle_clients: usize,
+    /// Requests left waiting for the memory figure (0: skip).
+    #[arg(long, default_value_t = 5_000)]
+    pub waiting: usize,
+    /// Skip the scheduler micro-benchmark (it runs `cargo test --release`).
+    #[arg(long)]
+    pub skip_scheduler: bool,
+    /// Only these front doors (comma-separated: fhircluster,nginx,haproxy,direct).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fhircluster,nginx,haproxy,direct"
+    )]
+    pub doors: Vec<String>,
+    /// Keep the temporary directory (configs and logs).
+    #[arg(long)]
+    pub keep: bool,
+}
