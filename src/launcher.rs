@@ -151,7 +151,10 @@ impl Hooks for LauncherHooks {
 }
 
 async fn run(settings: Settings, sizing: CpuSizing, plan: Plan, demo: bool) -> Result<ExitCode> {
-    let output = OutputSink::start().context("starting the output writer")?;
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let lines =
+        crate::ops::child_log::ChildLines::for_format(settings.cluster.log_format, journald);
+    let output = OutputSink::start_with(lines).context("starting the output writer")?;
     for w in &settings.warnings {
         warn!("{w}");
     }
