@@ -106,7 +106,12 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
     let status = admin_get(admin, "/status").json();
     assert_eq!(status["front"]["draining"], json!(true), "{status}");
     let (r, took) = slow.join().expect("the slow request's thread");
-    assert_eq!(r.status, 200, "the request in flight finishes: {}", r.text());
+    assert_eq!(
+        r.status,
+        200,
+        "the request in flight finishes: {}",
+        r.text()
+    );
     assert!(took >= Duration::from_millis(2000), "{took:?}");
     let exit = c.wait_exit(Duration::from_secs(20));
     assert_eq!(exit.code(), Some(0));
@@ -168,8 +173,9 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
         );
     }
     assert!(
-        table.lines().any(|l| l.starts_with("launcher")
-            && l.contains(&c.pid().to_string())),
+        table
+            .lines()
+            .any(|l| l.starts_with("launcher") && l.contains(&c.pid().to_string())),
         "{table}"
     );
 
