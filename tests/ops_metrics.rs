@@ -284,7 +284,7 @@ fn check_histogram(name: &str, f: &Family) -> Result<(), String> {
             return Err(format!("{name}{labels:?}: buckets, _sum and _count"));
         }
         for w in buckets.windows(2) {
-            if !(w[0].0 < w[1].0) || w[1].1 < w[0].1 {
+            if w[0].0.partial_cmp(&w[1].0) != Some(std::cmp::Ordering::Less) || w[1].1 < w[0].1 {
                 return Err(format!(
                     "{name}: buckets ascending in le and cumulative: {buckets:?}"
                 ));
