@@ -456,7 +456,6 @@ fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened(
     let admin = free_port();
     let c = cluster()
         .workers(1)
-        .env("SIM_COST_EXPAND_MS", "250")
         .config(json!({ "server": { "cluster": {
             "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
             "upstreamTimeoutSeconds": 1
@@ -466,9 +465,16 @@ fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened(
         .start();
     let addr = c.addr();
 
-    // A surge of 8 expands at 2 processes with one slot each and no queue: the rest refused.
+    // A surge of 8 requests that each hold their slot for 1 s (a response that begins at once,
+    // so no 504) at 2 processes with one slot each and no queue: the rest refused.
     let answers = in_parallel(8, move |_| {
-        request(addr, "GET", "/r4/ValueSet/$expand", &[], b"")
+        request(
+            addr,
+            "GET",
+            "/r4/CodeSystem/$lookup?_sim_stream=1",
+            &[],
+            b"",
+        )
     });
     let served = answers.iter().filter(|r| r.status == 200).count();
     let refused = answers
@@ -494,12 +500,11 @@ fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened(
     assert_eq!(m.requests("tx", "2xx"), served as f64);
 
     // A hang on tx1 (by its cache-id) and one on the master: 504 each, after 1 s.
-    let id = loop {
-        let r = c.request("POST", "/r4/$cache-control", &[], b"{}");
-        if r.served_by() == "tx1" {
-            break r.header("x-cache-id").unwrap_or("").to_string();
-        }
-    };
+    let id = (0..20)
+        .map(|_| c.request("POST", "/r4/$cache-control", &[], b"{}"))
+        .find(|r| r.served_by() == "tx1")
+        .and_then(|r| r.header("x-cache-id").map(String::from))
+        .expect("a session on tx1 within 20 tries");
     let r = c.request(
         "GET",
         "/r4/CodeSystem/$lookup?_sim_hang=1",
