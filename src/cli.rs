@@ -43,7 +43,7 @@ pub struct Cli {
     pub internal_port: Option<String>,
 
     /// The data directory, holding config.json [env: FHIRSMITH_DATA_DIR] [default: .]
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub data_dir: Option<PathBuf>,
 
     /// The server's program and arguments, in one string split on whitespace
@@ -53,7 +53,7 @@ pub struct Cli {
 
     /// Where the launcher's own endpoints listen (/livez, /readyz, /status, /metrics): a port
     /// (on loopback) or ADDRESS:PORT [default: off]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", global = true)]
     pub admin_address: Option<String>,
 
     /// Log lines as text or json [default: text]
@@ -98,6 +98,18 @@ mod tests {
     #[test]
     fn the_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_status_subcommand_takes_the_admin_address_and_data_dir_after_it() {
+        let c = parse(&["status", "--admin-address", "9100", "--data-dir", "/srv/d"]);
+        assert_eq!(c.action, Some(Action::Status));
+        assert_eq!(c.admin_address.as_deref(), Some("9100"));
+        assert_eq!(c.data_dir.as_deref(), Some(std::path::Path::new("/srv/d")));
+        assert_eq!(
+            parse(&["--admin-address", "9100", "status"]).admin_address,
+            c.admin_address
+        );
     }
 
     #[test]

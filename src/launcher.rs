@@ -179,7 +179,10 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let output = OutputSink::start().context("starting the output writer")?;
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let lines =
+        crate::ops::child_log::ChildLines::for_format(settings.cluster.log_format, journald);
+    let output = OutputSink::start_with(lines).context("starting the output writer")?;
     for w in &settings.warnings {
         warn!("{w}");
     }

@@ -2,6 +2,7 @@
 //! endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and the `fhircluster status` table.
 
 pub mod admin;
+pub mod child_log;
 pub mod metrics;
 pub mod notify;
 pub mod status_table;

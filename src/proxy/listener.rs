@@ -346,6 +346,7 @@ fn upstream_failed(
             .counters
             .gateway_timeout
             .fetch_add(1, Ordering::Relaxed);
+        front.counters.lose(process, 0);
         let secs = front.upstream_timeout().as_secs_f64();
         warn!("{code}: no response began within {secs} s (upstreamTimeoutSeconds); answered 504");
         Answer::GatewayTimeout { code, secs }.respond()

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use crate::ops::child_log::ChildLines;
+
 /// Lines waiting for the writer thread before further lines are dropped.
 const QUEUE_LINES: usize = 10_000;
 /// A longer line is cut: a child printing a huge line must not make the launcher hold it.
@@ -26,11 +28,17 @@ pub enum Stream {
 pub struct OutputSink {
     tx: SyncSender<(Stream, String)>,
     dropped: Arc<AtomicU64>,
+    lines: ChildLines,
 }
 
 impl OutputSink {
     /// Starts the writer thread that owns the launcher's stdout and stderr for child lines.
     pub fn start() -> std::io::Result<OutputSink> {
+        OutputSink::start_with(ChildLines::Tagged)
+    }
+
+    /// Like `start`, writing each line as `lines` says (tagged, or JSON objects).
+    pub fn start_with(lines: ChildLines) -> std::io::Result<OutputSink> {
         let (tx, rx) = sync_channel::<(Stream, String)>(QUEUE_LINES);
         std::thread::Builder::new()
             .name("child-output".into())
@@ -48,6 +56,7 @@ impl OutputSink {
         Ok(OutputSink {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
+            lines,
         })
     }
 
@@ -75,7 +84,11 @@ impl OutputSink {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(trim_newline(&buf));
-                    self.push(stream, tag(&code, &text));
+                    let name = match stream {
+                        Stream::Stdout => "stdout",
+                        Stream::Stderr => "stderr",
+                    };
+                    self.push(stream, self.lines.render(&code, name, &text));
                 }
             }
         }
@@ -147,6 +160,7 @@ mod tests {
         let sink = OutputSink {
             tx,
             dropped: Arc::new(AtomicU64::new(0)),
+            lines: ChildLines::Tagged,
         };
         for i in 0..5 {
             sink.push(Stream::Stdout, i.to_string());

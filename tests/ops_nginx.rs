@@ -1,0 +1,337 @@
+//! nginx.md's configurations, run: each block marked `title="..."` is taken out of nginx.md, its
+//! placeholders filled in, and a real nginx (started here, as a foreground process with its own
+//! prefix directory, and stopped by its pid) runs it in front of real fhircluster instances. The
+//! one-host configuration passes requests and headers as the page says; the many-hosts one routes
+//! cache-ids to the host that issued them, `$closure` to the designated master host, and a stopped
+//! host's ids to another host, which answers `cache-id-unknown`. Documentation that is tested
+//! cannot drift. Without nginx installed these tests fail, saying so.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+const SIGTERM: i32 = 15;
+
+/// A running nginx this test started; stopped (its pid only) when dropped.
+struct Nginx {
+    child: Child,
+    prefix: tempfile::TempDir,
+    addr: SocketAddr,
+}
+
+impl Nginx {
+    /// Runs `block` (what goes inside `http { }`) with `{{LISTEN}}` on a free loopback port.
+    fn start(block: &str, substitutions: &[(&str, String)]) -> Nginx {
+        let ok = Command::new("nginx")
+            .arg("-v")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "nginx is not installed (or not on PATH): these tests run nginx.md's configurations \
+             with a real nginx; .ci/run installs it (apt-get install -y nginx)"
+        );
+        let prefix = tempfile::tempdir().expect("nginx prefix dir");
+        let p = prefix.path();
+        let port = free_port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut body = block.replace("{{LISTEN}}", &addr.to_string());
+        for (k, v) in substitutions {
+            body = body.replace(k, v);
+        }
+        assert!(
+            !body.contains("{{"),
+            "a placeholder the test does not fill in:\n{body}"
+        );
+        // Run as root here, the workers would otherwise switch to `nobody`, who can't write
+        // the temporary directories.
+        let user = if nix_is_root() { "user root;\n" } else { "" };
+        let d = |name: &str| p.join(name).display().to_string();
+        let conf = format!(
+            "{user}worker_processes 1;\nevents {{ worker_connections 256; }}\nhttp {{\n\
+             access_log {access};\nclient_body_temp_path {body_tmp};\nproxy_temp_path {proxy};\n\
+             fastcgi_temp_path {fcgi};\nuwsgi_temp_path {uwsgi};\nscgi_temp_path {scgi};\n\
+             {body}\n}}\n",
+            access = d("access.log"),
+            body_tmp = d("body"),
+            proxy = d("proxy"),
+            fcgi = d("fastcgi"),
+            uwsgi = d("uwsgi"),
+            scgi = d("scgi"),
+        );
+        let conf_path = p.join("nginx.conf");
+        std::fs::write(&conf_path, &conf).expect("write nginx.conf");
+        let globals = format!(
+            "daemon off; master_process on; pid {}; error_log {} info;",
+            d("nginx.pid"),
+            d("error.log")
+        );
+        let test = run_bounded(
+            Command::new("nginx")
+                .arg("-t")
+                .arg("-p")
+                .arg(p)
+                .arg("-c")
+                .arg(&conf_path)
+                .arg("-g")
+                .arg(&globals),
+            Duration::from_secs(20),
+        );
+        assert_eq!(test.code, Some(0), "nginx -t:\n{}\n{conf}", test.all());
+        let child = Command::new("nginx")
+            .arg("-p")
+            .arg(p)
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("-g")
+            .arg(&globals)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        let mut n = Nginx {
+            child,
+            prefix,
+            addr,
+        };
+        let up = eventually(Duration::from_secs(10), || {
+            std::net::TcpStream::connect(addr).is_ok() || matches!(n.child.try_wait(), Ok(Some(_)))
+        });
+        assert!(
+            up && matches!(n.child.try_wait(), Ok(None)),
+            "nginx did not start:\n{}",
+            n.error_log()
+        );
+        n
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.prefix.path().join("error.log")).unwrap_or_default()
+    }
+
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+        request(self.addr, method, path, headers, body)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // A fast stop (SIGTERM) lets the master take its workers with it; SIGKILL if it lingers.
+        unsafe_kill(self.child.id() as i32, SIGTERM);
+        let stopped = eventually(Duration::from_secs(5), || {
+            matches!(self.child.try_wait(), Ok(Some(_)))
+        });
+        if !stopped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn nix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn nginx_md() -> String {
+    crate_file("nginx.md")
+}
+
+fn block(title: &str) -> String {
+    fenced_block(&nginx_md(), "nginx.md", "nginx", title)
+}
+
+fn host(c: &Cluster) -> String {
+    format!("127.0.0.1:{}", c.port)
+}
+
+#[test]
+fn every_nginx_md_configuration_waits_longer_than_upstream_timeout() {
+    // nginx's own timeouts must not fire before fhircluster's 504 (upstreamTimeoutSeconds, 60).
+    for title in ["one-host.conf", "many-hosts.conf"] {
+        let b = block(title);
+        for directive in ["proxy_read_timeout", "proxy_send_timeout"] {
+            let secs: Vec<u64> = b
+                .lines()
+                .filter_map(|l| l.split('#').next()?.trim().strip_prefix(directive))
+                .filter_map(|v| v.trim().trim_end_matches(';').strip_suffix('s'))
+                .filter_map(|v| v.trim().parse().ok())
+                .collect();
+            assert!(!secs.is_empty(), "{title} has no {directive}");
+            assert!(secs.iter().all(|s| *s > 60), "{title} {directive} {secs:?}");
+        }
+        for needed in [
+            "keepalive ",
+            "proxy_http_version 1.1;",
+            "proxy_set_header Connection \"\";",
+            "proxy_request_buffering on;",
+            "X-Forwarded-For $proxy_add_x_forwarded_for;",
+            "X-Forwarded-Proto $scheme;",
+        ] {
+            assert!(b.contains(needed), "{title} lacks {needed:?}");
+        }
+    }
+}
+
+#[test]
+fn one_host_conf_passes_requests_buffered_bodies_and_forwarded_headers() {
+    // spec: EDGE-1, EDGE-6
+    let c = cluster().workers(1).start();
+    let nginx = Nginx::start(&block("one-host.conf"), &[("{{FHIRCLUSTER}}", host(&c))]);
+
+    let r = nginx.request(
+        "GET",
+        "/r4/metadata",
+        &[("X-Forwarded-For", "203.0.113.9")],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
+    assert!(!r.served_by().is_empty(), "a process answered");
+    let xff = r.header("x-sim-forwarded-for").unwrap_or("");
+    assert!(
+        xff.starts_with("203.0.113.9, 127.0.0.1"),
+        "the client's chain first, then nginx's view, then fhircluster's: {xff:?}"
+    );
+    assert_eq!(r.header("x-sim-forwarded-proto"), Some("http"));
+
+    // A chunked body is read whole by nginx and arrives with a Content-Length.
+    let body = b"{\"resourceType\":\"Parameters\"}";
+    let raw = format!(
+        "POST /r4/CodeSystem/$validate-code HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Content-Type: application/fhir+json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+        body.len(),
+        String::from_utf8_lossy(body)
+    );
+    let r = raw_request(nginx.addr, raw.as_bytes(), Duration::from_secs(20));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.header("x-sim-content-length"),
+        Some(body.len().to_string().as_str()),
+        "{:?}",
+        r.headers
+    );
+    assert_ne!(r.header("x-sim-chunked"), Some("true"), "{:?}", r.headers);
+
+    // The master's paths too.
+    assert_eq!(
+        nginx.request("GET", "/dashboard", &[], b"").served_by(),
+        "m0"
+    );
+}
+
+/// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
+fn issuer(id: &str) -> &str {
+    id.split('.').next().unwrap_or("")
+}
+
+#[test]
+fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and_a_down_hosts_ids_to_cache_id_unknown(
+) {
+    // spec: ROUTE-3a, ROUTE-3c, ROUTE-1 (one level up, across hosts)
+    let a = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "hostPrefix": "a" } } }))
+        .start();
+    let mut b = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "hostPrefix": "b" } } }))
+        .start();
+    let nginx = Nginx::start(
+        &block("many-hosts.conf"),
+        &[("{{HOST_A}}", host(&a)), ("{{HOST_B}}", host(&b))],
+    );
+
+    // Sessions started through nginx land on both hosts (least_conn across them).
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let r = nginx.request("POST", "/r4/$cache-control", &[], b"{}");
+        assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
+        let id = r.header("x-cache-id").unwrap_or("").to_string();
+        assert_eq!(issuer(&id), r.served_by(), "{id}");
+        ids.push(id);
+    }
+    let on =
+        |h: char| -> Vec<String> { ids.iter().filter(|i| i.starts_with(h)).cloned().collect() };
+    let (ids_a, ids_b) = (on('a'), on('b'));
+    assert!(
+        !ids_a.is_empty() && !ids_b.is_empty(),
+        "sessions on both hosts: {ids:?}"
+    );
+    assert_eq!(ids_a.len() + ids_b.len(), ids.len(), "{ids:?}");
+
+    // Each id goes to the process that issued it, on its host, every time.
+    for id in &ids {
+        for _ in 0..2 {
+            let r = nginx.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
+            assert_eq!(
+                (r.status, r.served_by()),
+                (200, issuer(id)),
+                "{id}: {}",
+                r.text()
+            );
+        }
+    }
+    // $closure and the master's pages: the designated master host's master.
+    for path in ["/r4/$closure", "/r4/ConceptMap/$closure"] {
+        let r = nginx.request("POST", path, &[], b"{}");
+        assert_eq!(r.served_by(), "am0", "{path}: {} {}", r.status, r.text());
+    }
+    assert_eq!(
+        nginx.request("GET", "/dashboard", &[], b"").served_by(),
+        "am0"
+    );
+
+    // Host b stops: its ids get cache-id-unknown from host a; host a's ids carry on.
+    b.signal(SIGTERM);
+    assert_eq!(b.wait_exit(Duration::from_secs(30)).code(), Some(0));
+    for id in &ids_b {
+        let r = nginx.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
+        assert!(
+            r.is_cache_id_unknown(),
+            "{id}: {} {}\n{}",
+            r.status,
+            r.text(),
+            nginx.error_log()
+        );
+        assert!(
+            r.served_by().starts_with('a'),
+            "{id} answered by host a: {:?}",
+            r.served_by()
+        );
+        // A POST (not idempotent) is passed to the backup too: it was never sent to host b.
+        let r = nginx.request(
+            "POST",
+            "/r4/CodeSystem/$validate-code",
+            &[
+                ("X-Cache-Id", id),
+                ("Content-Type", "application/fhir+json"),
+            ],
+            b"{\"resourceType\":\"Parameters\"}",
+        );
+        assert!(
+            r.is_cache_id_unknown(),
+            "POST {id}: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    for id in &ids_a {
+        let r = nginx.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
+        assert_eq!((r.status, r.served_by()), (200, issuer(id)), "{id}");
+    }
+    for _ in 0..4 {
+        let r = nginx.request("GET", "/r4/metadata", &[], b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.served_by().starts_with('a'), "{:?}", r.served_by());
+    }
+    drop(nginx);
+}

@@ -1,0 +1,186 @@
+//! README's systemd unit and Docker advice, checked: the unit has the keys the launcher needs
+//! (`Type=notify`, `KillMode=mixed`, `MemoryMax=`, a `TimeoutStopSec` at least the longest
+//! orderly stop, computed from the settings' defaults), `systemd-analyze verify` finds nothing
+//! wrong with it, and the Compose file gives Docker as long.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// A systemd time span (`2min`, `90`, `1min 30s`, `500ms`) in seconds.
+fn timespan(s: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut rest = s.trim();
+    if let Ok(n) = rest.parse::<f64>() {
+        return Some(n);
+    }
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..num_end].parse().ok()?;
+        let after = rest[num_end..].trim_start();
+        let unit_end = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        let scale = match &after[..unit_end] {
+            "us" | "usec" => 1e-6,
+            "ms" | "msec" => 1e-3,
+            "" | "s" | "sec" | "second" | "seconds" => 1.0,
+            "m" | "min" | "minute" | "minutes" => 60.0,
+            "h" | "hr" | "hour" | "hours" => 3600.0,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = after[unit_end..].trim_start();
+    }
+    Some(total)
+}
+
+/// The `[Service]` section's keys (the last value of each).
+fn service_keys(unit: &str) -> HashMap<String, String> {
+    let mut section = "";
+    let mut keys = HashMap::new();
+    for line in unit.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[Service]" && !line.starts_with('#') {
+            if let Some((k, v)) = line.split_once('=') {
+                keys.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        }
+    }
+    keys
+}
+
+/// The longest orderly stop with the default settings: the drain, the workers' SIGTERM to
+/// SIGKILL, their last counts (5 s, STOP-7), the master's SIGTERM to SIGKILL (STOP-10).
+fn longest_stop_secs() -> f64 {
+    let c = fhircluster::settings::Settings::default().cluster;
+    (c.drain + c.kill_after + Duration::from_secs(5) + c.kill_after).as_secs_f64()
+}
+
+fn unit() -> String {
+    fenced_block(
+        &crate_file("README.md"),
+        "README.md",
+        "ini",
+        "fhircluster.service",
+    )
+}
+
+#[test]
+fn the_timespan_parser_reads_systemd_spans() {
+    assert_eq!(timespan("2min"), Some(120.0));
+    assert_eq!(timespan("90"), Some(90.0));
+    assert_eq!(timespan("1min 30s"), Some(90.0));
+    assert_eq!(timespan("500ms"), Some(0.5));
+    assert_eq!(timespan("soon"), None);
+}
+
+#[test]
+fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
+    // spec: STOP-10
+    assert_eq!(longest_stop_secs(), 95.0, "the spec's 95 s");
+    let keys = service_keys(&unit());
+    assert_eq!(
+        keys.get("Type").map(String::as_str),
+        Some("notify"),
+        "{keys:?}"
+    );
+    assert_eq!(
+        keys.get("KillMode").map(String::as_str),
+        Some("mixed"),
+        "{keys:?}"
+    );
+    assert!(
+        keys.get("MemoryMax").is_some_and(|v| !v.is_empty()),
+        "{keys:?}"
+    );
+    assert!(
+        keys.get("ExecStart")
+            .is_some_and(|v| v.contains("fhircluster")),
+        "{keys:?}"
+    );
+    let stop = keys
+        .get("TimeoutStopSec")
+        .and_then(|v| timespan(v))
+        .unwrap_or_else(|| panic!("no readable TimeoutStopSec: {keys:?}"));
+    assert!(
+        stop >= longest_stop_secs(),
+        "TimeoutStopSec {stop} s < the longest stop {} s",
+        longest_stop_secs()
+    );
+    // The watchdog, if any, leaves the launcher time to ping (every half of it).
+    if let Some(w) = keys.get("WatchdogSec").and_then(|v| timespan(v)) {
+        assert!(w >= 2.0, "WatchdogSec {w}");
+    }
+}
+
+#[test]
+fn systemd_analyze_verify_finds_nothing_wrong_with_the_readme_unit() {
+    let available = Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        available,
+        "systemd-analyze is not installed: this test verifies README's unit with it \
+         (apt-get install -y systemd)"
+    );
+    let dir = tempfile::tempdir().expect("unit dir");
+    // ExecStart must name an executable that exists for verify: the binary under test.
+    let unit = unit().replace("/usr/local/bin/fhircluster", LAUNCHER);
+    let path = dir.path().join("fhircluster.service");
+    std::fs::write(&path, &unit).expect("write the unit");
+    let out = run_bounded(
+        Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .env("SYSTEMD_LOG_LEVEL", "warning"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let complaints: Vec<&str> = out
+        .stderr
+        .lines()
+        .chain(out.stdout.lines())
+        .filter(|l| l.contains("fhircluster.service"))
+        .collect();
+    assert!(complaints.is_empty(), "{}\n{unit}", out.all());
+}
+
+#[test]
+fn readme_compose_file_gives_docker_the_longest_stop_and_runs_the_launcher_directly() {
+    let compose = fenced_block(
+        &crate_file("README.md"),
+        "README.md",
+        "yaml",
+        "compose.yaml",
+    );
+    let grace = compose
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("stop_grace_period:"))
+        .and_then(|v| timespan(&v.trim().replace('m', "min")))
+        .unwrap_or_else(|| panic!("no readable stop_grace_period:\n{compose}"));
+    assert!(grace >= longest_stop_secs(), "stop_grace_period {grace} s");
+    assert!(
+        compose.contains("command: [\"fhircluster\""),
+        "exec form, no shell:\n{compose}"
+    );
+    assert!(compose.contains("init: true"), "{compose}");
+    let readme = crate_file("README.md");
+    for flag in ["--stop-timeout ", "docker stop -t "] {
+        let secs: f64 = readme
+            .split(flag)
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("README gives no {flag:?}"));
+        assert!(secs >= longest_stop_secs(), "{flag}{secs}");
+    }
+}
