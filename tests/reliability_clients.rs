@@ -316,3 +316,171 @@ fn malformed_http_never_reaches_a_process_and_a_smuggled_request_is_never_forwar
         "each a 4xx/501 or closed; none reached a process except CL+TE (read by TE alone, then closed, as RFC 9112 allows); no smuggled second request",
     );
 }
+
+/// This machine's first non-loopback IPv4 address, if it has one.
+fn non_loopback_ip() -> Option<std::net::Ipv4Addr> {
+    let out = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+}
+
+#[test]
+fn forwarded_headers_are_trusted_only_from_loopback_and_for_is_appended() {
+    // spec: EDGE-1, EDGE-2, EDGE-3
+    let c = cluster().workers(1).start();
+    let forged = [
+        ("X-Forwarded-Proto", "https"),
+        ("X-Forwarded-For", "203.0.113.9"),
+    ];
+    // From loopback (the nginx on this host): the proto is believed, the chain appended to.
+    let r = c.request("GET", LOOKUP, &forged, b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-sim-forwarded-proto"), Some("https"));
+    assert_eq!(
+        r.header("x-sim-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1")
+    );
+    let mut tried = 1;
+    // From another address (the listener binds every interface).
+    match non_loopback_ip() {
+        Some(ip) => {
+            let addr = SocketAddr::from((ip, c.port));
+            let r = request(addr, "GET", LOOKUP, &forged, b"");
+            assert_eq!(r.status, 200, "via {addr}: {}", r.text());
+            assert_eq!(
+                r.header("x-sim-forwarded-proto"),
+                Some("http"),
+                "via {addr}"
+            );
+            assert_eq!(
+                r.header("x-sim-forwarded-for"),
+                Some(format!("203.0.113.9, {ip}").as_str()),
+                "via {addr}"
+            );
+            tried += 1;
+        }
+        // The unit tests of `prepare_request` cover a non-loopback peer
+        // (forwarded_proto_is_believed_only_from_loopback).
+        None => eprintln!("no non-loopback address on this machine: covered by unit tests"),
+    }
+    report_figures(
+        "forwarded_headers",
+        "forged X-Forwarded-Proto/For from loopback and from the machine's non-loopback address",
+        tried,
+        tried,
+        0,
+        "proto replaced with http off loopback; For appended, never replaced",
+    );
+}
+
+#[test]
+fn hostile_cache_ids_select_no_process_by_accident_and_crash_nothing() {
+    let c = cluster().workers(2).start();
+    let addr = c.addr();
+    let huge = format!("tx1.{}", "a".repeat(64 * 1024));
+    let ids: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", b"".to_vec()),
+        ("spaces only", b"   ".to_vec()),
+        ("64 KiB", huge.into_bytes()),
+        ("non-ASCII before the code", b"\xfftx1.abc.def".to_vec()),
+        ("UTF-8 in the code", "tx\u{0661}.abc".as_bytes().to_vec()),
+        ("obs-text NEL (0x85)", b"tx1\x85.abc".to_vec()),
+        (
+            "U+2028 line separator",
+            "tx1\u{2028}.abc".as_bytes().to_vec(),
+        ),
+        ("a bare CR", b"tx1\r.abc".to_vec()),
+        (
+            "CR LF and an injected header",
+            b"tx1.abc\r\nX-Injected: 1".to_vec(),
+        ),
+        ("a NUL", b"tx1\x00.abc".to_vec()),
+        ("only a dot", b".".to_vec()),
+        ("a code not running", b"tx9.abc.def".to_vec()),
+        ("the master's code", b"m0.abc.def".to_vec()),
+    ];
+    let mut results = Vec::new();
+    for (name, id) in &ids {
+        let mut raw =
+            format!("GET {LOOKUP} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Cache-Id: ")
+                .into_bytes();
+        raw.extend_from_slice(id);
+        raw.extend_from_slice(b"\r\n\r\n");
+        let r = raw_request(addr, &raw, Duration::from_secs(10));
+        results.push(format!("{name}: {} {}", r.status, r.served_by()));
+        assert!(
+            [200, 400, 404, 431].contains(&r.status),
+            "{name}: {} {}",
+            r.status,
+            r.text()
+        );
+        // Only an id that starts with a running process's code and a dot picks that process;
+        // a 404 then is its cache-id-unknown, nothing else.
+        if r.status == 404 {
+            assert!(r.is_cache_id_unknown(), "{name}: {}", r.text());
+        }
+        if !id.starts_with(b"tx1.") && r.status == 200 {
+            // Rotation may land on any process: what matters is that it was served at all.
+            assert!(!r.served_by().is_empty(), "{name}");
+        }
+        assert!(
+            c.get(LOOKUP).status == 200,
+            "{name}: the launcher stopped serving"
+        );
+    }
+    assert!(
+        c.line_index("panicked").is_none(),
+        "{}",
+        c.log_lines().join("\n")
+    );
+    eprintln!("{}", results.join("\n"));
+    report_figures(
+        "hostile_cache_ids",
+        "X-Cache-Id empty, 64 KiB, non-ASCII, obs-text, CR/LF, NUL, unknown codes",
+        ids.len() as u64,
+        ids.len() as u64 * 2,
+        0,
+        "each 200/400/404 cache-id-unknown/431; launcher kept serving",
+    );
+}
+
+#[test]
+fn upgrade_requests_are_answered_as_plain_http_and_the_connection_stays_http() {
+    let c = cluster().workers(1).start();
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    for upgrade in ["websocket", "h2c"] {
+        conn.send(
+            "GET",
+            LOOKUP,
+            &[
+                ("Connection", "Upgrade, HTTP2-Settings"),
+                ("Upgrade", upgrade),
+                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                ("Sec-WebSocket-Version", "13"),
+                ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+            ],
+            b"",
+            true,
+        )
+        .expect("send");
+        let r = conn.read();
+        assert_eq!(r.status, 200, "{upgrade}: {}", r.text());
+        assert!(r.header("upgrade").is_none(), "{upgrade}");
+    }
+    // Still plain HTTP/1.1 on the same connection.
+    conn.send("GET", LOOKUP, &[], b"", false).expect("send");
+    assert_eq!(conn.read().status, 200);
+    report_figures(
+        "upgrade",
+        "Upgrade: websocket and h2c on a keep-alive connection",
+        2,
+        3,
+        0,
+        "200 as plain HTTP/1.1, no 101, connection stays HTTP",
+    );
+}
