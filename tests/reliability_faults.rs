@@ -595,3 +595,97 @@ fn an_events_database_that_cannot_be_opened_is_logged_and_events_stay_in_memory(
         "logged, events kept in memory, served",
     );
 }
+
+#[test]
+fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left() {
+    // spec: DEC-12
+    let base = free_ports(3);
+    let good = json!({
+        "server": { "port": base, "cluster": {
+            "workers": 1, "internalPort": base + 1, "command": [SIM]
+        } },
+        "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+    });
+    let mut cases = 0;
+    let mut run = |name: &str, prepare: &dyn Fn(&std::path::Path), needle: &str| {
+        let dir = tempfile::tempdir().expect("dir");
+        prepare(dir.path());
+        let out = run_bounded(&mut launcher_command(dir.path()), secs(20));
+        assert_eq!(out.code, Some(1), "{name}: {}", out.all());
+        let errors: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("fhircluster:") || l.contains("ERROR"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{name}: not one error line: {}", out.all());
+        assert!(
+            errors[0].contains(needle),
+            "{name}: {:?} lacks {needle:?}",
+            errors[0]
+        );
+        // Every process it started (if any) is gone.
+        let pids: Vec<i32> = out
+            .stderr
+            .lines()
+            .filter_map(|l| l.split("(pid ").nth(1)?.split(')').next()?.parse().ok())
+            .collect();
+        assert!(
+            wait_gone(&pids, secs(5)).is_empty(),
+            "{name}: children left {pids:?}"
+        );
+        eprintln!("{name}: {} ({} processes started)", errors[0], pids.len());
+        cases += 1;
+    };
+    run(
+        "missing data directory",
+        &|d| {
+            let _ = std::fs::remove_dir(d);
+        },
+        "does not exist",
+    );
+    run(
+        "config.json unreadable (a directory)",
+        &|d| std::fs::create_dir(d.join("config.json")).expect("mkdir"),
+        "config.json",
+    );
+    run(
+        "config.json invalid",
+        &|d| std::fs::write(d.join("config.json"), "{ \"server\": { \"port\": 1, }").expect("w"),
+        "config.json",
+    );
+    run(
+        "a setting out of range",
+        &|d| {
+            let mut c = good.clone();
+            c["server"]["cluster"]["workers"] = json!(-2);
+            write_config(d, &c);
+        },
+        "server.cluster.workers",
+    );
+    run(
+        "a server command that does not exist",
+        &|d| {
+            let mut c = good.clone();
+            c["server"]["cluster"]["command"] = json!(["/nonexistent/server"]);
+            write_config(d, &c);
+        },
+        "/nonexistent/server",
+    );
+    // The client port in use: found only once the master is ready, so the processes started
+    // must all be stopped again.
+    let blocker = std::net::TcpListener::bind(("0.0.0.0", base)).expect("hold the port");
+    run(
+        "the port in use",
+        &|d| write_config(d, &good),
+        &base.to_string(),
+    );
+    drop(blocker);
+    report_figures(
+        "startup_failures",
+        "missing data dir, unreadable/invalid config, bad setting, missing command, port in use",
+        cases,
+        cases,
+        0,
+        "each one error line naming the cause, exit 1, no child left",
+    );
+}
