@@ -689,3 +689,36 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
         "each one error line naming the cause, exit 1, no child left",
     );
 }
+
+#[test]
+fn with_the_master_down_tx_requests_carry_on_and_master_paths_get_503() {
+    // spec: LIMIT-1, LIMIT-2, DEC-24
+    // Each start of the master takes 2 s, so it stays down a while after it is killed.
+    let mut c = cluster()
+        .workers(2)
+        .env("SIM_START_DELAY_MS_m0", "2000")
+        .start();
+    unsafe_kill(c.pid_of("m0"), 9);
+    c.wait_for("m0: exited", secs(10));
+    let (mut tx_ok, mut master_503) = (0u64, 0u64);
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_millis(1500) {
+        let r = c.get(LOOKUP);
+        assert_eq!(r.status, 200, "{}", r.text());
+        tx_ok += 1;
+        let r = c.get("/dashboard");
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert_eq!(r.json()["resourceType"], "OperationOutcome");
+        master_503 += 1;
+    }
+    c.wait_for_count("m0: ready", 2, secs(15));
+    assert_eq!(c.get("/dashboard").status, 200);
+    report_figures(
+        "master_down",
+        "the master SIGKILLed and slow to restart",
+        1,
+        tx_ok + master_503 + 1,
+        0,
+        &format!("{tx_ok} tx requests 200 meanwhile; {master_503} master-path requests 503 with an OperationOutcome; back after"),
+    );
+}
