@@ -33,9 +33,6 @@ use crate::status::keeper::{Keeper, Tally};
 use crate::supervisor::output::OutputSink;
 use crate::supervisor::{self, Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
 
-/// How long a client may take to send a request's head before its connection is closed.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Log lines on stderr: levels from `RUST_LOG` (default `info`), text or JSON, and no
 /// timestamps of its own under journald (`JOURNAL_STREAM` set), which stamps each line itself.
 pub fn init_logging(format: LogFormat) {
@@ -280,7 +277,7 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let cfg = ListenerSettings {
         write_timeout: c.write_timeout,
-        header_read_timeout: HEADER_READ_TIMEOUT,
+        header_read_timeout: c.header_timeout,
         drain: c.drain,
         queue: c.queue,
         owner_queue: c.owner_queue,

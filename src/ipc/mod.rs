@@ -5,6 +5,8 @@
 
 pub mod channel;
 pub mod codec;
+#[cfg(test)]
+mod codec_fuzz;
 pub mod message;
 
 pub use channel::{Channel, ChannelReceiver, ChannelSender, Received};

@@ -341,6 +341,12 @@ fn upstream_failed(
     error: &super::forward::ForwardError,
 ) -> Response<ProxyBody> {
     let code = front.code(process).to_string();
+    if error.client_body_failed() {
+        // The client's body broke (bad chunking, gone mid-body): not the process's failure, so
+        // neither counted against it nor logged as one, which a hostile client could flood.
+        debug!("{code}: the client's request body failed: {error}; answered 400");
+        return Answer::BadRequestBody.respond();
+    }
     if error.is_timeout() {
         front
             .counters

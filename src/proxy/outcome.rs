@@ -24,6 +24,9 @@ pub enum Answer {
     Stopping,
     /// The cache-id's issuer is down or restarting: `404` `cache-id-unknown` (ROUTE-3b).
     CacheIdLost { cache_id: String },
+    /// The client's request body was malformed or cut short as it was passed on: `400`,
+    /// `Connection: close` (what follows on the connection can't be trusted).
+    BadRequestBody,
     /// The process took the request and gave no answer: `502` (LAUNCH-9).
     BadGateway { code: String },
     /// No response began within `upstreamTimeoutSeconds`: `504` naming the process
@@ -37,7 +40,7 @@ pub const RETRY_AFTER_SECS: &str = "5";
 impl Answer {
     pub fn status(&self) -> StatusCode {
         match self {
-            Answer::BadTarget(_) => StatusCode::BAD_REQUEST,
+            Answer::BadTarget(_) | Answer::BadRequestBody => StatusCode::BAD_REQUEST,
             Answer::MasterNotReady
             | Answer::NoProcessReady
             | Answer::QueueTimeout { .. }
@@ -51,6 +54,10 @@ impl Answer {
     pub fn outcome(&self) -> Outcome {
         match self {
             Answer::BadTarget(why) => Outcome::error("invalid", format!("Bad request: {why}")),
+            Answer::BadRequestBody => Outcome::error(
+                "invalid",
+                "Bad request: the request body was malformed or cut short",
+            ),
             Answer::MasterNotReady => Outcome::error(
                 "transient",
                 "The master server is not ready (starting or restarting); try again shortly",
@@ -99,7 +106,10 @@ impl Answer {
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             h.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
         }
-        if matches!(self, Answer::QueueTimeout { .. } | Answer::Stopping) {
+        if matches!(
+            self,
+            Answer::QueueTimeout { .. } | Answer::Stopping | Answer::BadRequestBody
+        ) {
             h.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         resp
@@ -118,6 +128,13 @@ mod tests {
         assert_eq!(r.headers()[RETRY_AFTER], "5");
         assert_eq!(r.headers()[CONNECTION], "close");
         assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+    }
+
+    #[test]
+    fn a_bad_request_body_is_400_with_connection_close() {
+        let r = Answer::BadRequestBody.respond();
+        assert_eq!(r.status(), 400);
+        assert_eq!(r.headers()[CONNECTION], "close");
     }
 
     #[test]

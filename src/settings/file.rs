@@ -28,6 +28,7 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "cooldownSeconds",
     "upstreamTimeoutSeconds",
     "writeTimeoutSeconds",
+    "headerTimeoutSeconds",
     "maxStartFailures",
     "recycleSeconds",
     "fastLaneExtra",

@@ -190,6 +190,11 @@ pub fn from_sources(
         |r| r.seconds(false),
     )?;
     l.read(
+        "server.cluster.headerTimeoutSeconds",
+        &mut c.header_timeout,
+        |r| r.seconds(false),
+    )?;
+    l.read(
         "server.cluster.maxStartFailures",
         &mut c.max_start_failures,
         |r| r.whole_u32(0),

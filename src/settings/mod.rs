@@ -73,6 +73,9 @@ pub struct ClusterSettings {
     pub cooldown: Duration,
     pub upstream_timeout: Duration,
     pub write_timeout: Duration,
+    /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
+    /// request's head before its connection is closed. 0: no limit.
+    pub header_timeout: Duration,
     /// 0: never give up.
     pub max_start_failures: u32,
     pub recycle: Duration,
@@ -154,6 +157,7 @@ impl Default for ClusterSettings {
             cooldown: Duration::from_secs(2),
             upstream_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(30),
             max_start_failures: 6,
             recycle: Duration::from_secs(30),
             fast_lane_extra: 4,

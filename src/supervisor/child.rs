@@ -24,6 +24,44 @@ const SEND_QUEUE: usize = 1024;
 /// final request counts are written just before it exits).
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
+/// A child writing garbage on its channel gets one log line per this long, not one per line.
+const BAD_LINE_REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// Decides which bad channel lines are reported, so a child flooding its channel with garbage
+/// can flood neither the log nor the supervisor's event queue: the first is reported, then at
+/// most one per `every`, carrying how many were skipped unreported since.
+#[derive(Debug)]
+pub struct BadLineLimiter {
+    every: Duration,
+    last: Option<std::time::Instant>,
+    unreported: u64,
+}
+
+impl BadLineLimiter {
+    pub fn new(every: Duration) -> BadLineLimiter {
+        BadLineLimiter {
+            every,
+            last: None,
+            unreported: 0,
+        }
+    }
+
+    /// One bad line at `now`: `Some(n)` to report it (with `n` earlier ones not reported),
+    /// `None` to count it silently.
+    pub fn note(&mut self, now: std::time::Instant) -> Option<u64> {
+        match self.last {
+            Some(last) if now.saturating_duration_since(last) < self.every => {
+                self.unreported += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.unreported))
+            }
+        }
+    }
+}
+
 /// What happens to a child, tagged with its place and generation so a late event from a
 /// replaced child is recognised and ignored.
 #[derive(Debug)]
@@ -172,17 +210,24 @@ pub fn spawn(
     let (eof_tx, eof_rx) = oneshot::channel::<()>();
     let ev = events.clone();
     tokio::spawn(async move {
+        let mut bad = BadLineLimiter::new(BAD_LINE_REPORT_EVERY);
         loop {
             let event = match receiver.recv().await {
                 Received::Message(m) => ChildEvent::Message(m),
+                // Only the first of each unknown type is logged, so the rest need not be queued.
                 Received::Unknown {
                     type_name,
-                    first_time,
+                    first_time: true,
                 } => ChildEvent::Unknown {
                     type_name,
-                    first_time,
+                    first_time: true,
                 },
-                Received::Error(e) => ChildEvent::BadLine(e.to_string()),
+                Received::Unknown { .. } => continue,
+                Received::Error(e) => match bad.note(std::time::Instant::now()) {
+                    Some(0) => ChildEvent::BadLine(e.to_string()),
+                    Some(n) => ChildEvent::BadLine(format!("{e} (and {n} more bad lines skipped)")),
+                    None => continue,
+                },
                 Received::Closed => break,
             };
             if ev.send(tag(event)).is_err() {
@@ -244,5 +289,27 @@ pub fn describe_exit(exit: Exit) -> String {
             Err(_) => format!("signal {s}"),
         },
         Exit::SpawnFailed => "could not be started".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_bad_lines_is_reported_once_per_period_with_the_count_skipped() {
+        let t0 = std::time::Instant::now();
+        let mut l = BadLineLimiter::new(Duration::from_secs(10));
+        assert_eq!(l.note(t0), Some(0));
+        let mut reported = 0;
+        for i in 1..10_000u64 {
+            if l.note(t0 + Duration::from_micros(i * 100)).is_some() {
+                reported += 1;
+            }
+        }
+        assert_eq!(reported, 0, "within the period nothing more is reported");
+        assert_eq!(l.note(t0 + Duration::from_secs(10)), Some(9_999));
+        assert_eq!(l.note(t0 + Duration::from_secs(11)), None);
+        assert_eq!(l.note(t0 + Duration::from_secs(21)), Some(1));
     }
 }

@@ -34,6 +34,12 @@ impl ForwardError {
         matches!(self, ForwardError::Connect(_) | ForwardError::NotSent(_))
     }
 
+    /// The client's own request body failed while it was being passed on (bad chunk framing, or
+    /// the client went away mid-body): the client's fault, not the process's.
+    pub fn client_body_failed(&self) -> bool {
+        matches!(self, ForwardError::Sent(e) if e.is_user())
+    }
+
     /// The upstream timeout ran out (TIMEOUT-1).
     pub fn is_timeout(&self) -> bool {
         matches!(self, ForwardError::Timeout(_))

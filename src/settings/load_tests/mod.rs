@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::*;
 
 mod files;
+mod fuzz;
 mod precedence;
 mod values;
 

@@ -64,6 +64,7 @@ fn every_numeric_cluster_setting_refuses_a_negative() {
         "cooldownSeconds",
         "upstreamTimeoutSeconds",
         "writeTimeoutSeconds",
+        "headerTimeoutSeconds",
         "maxStartFailures",
         "recycleSeconds",
         "fastLaneExtra",
@@ -104,7 +105,7 @@ fn seconds_may_be_fractional() {
         cluster(json!({
             "queueSeconds": 0.5, "drainSeconds": 2.25, "statusSeconds": 0.1, "killSeconds": 0.5,
             "ownerQueueSeconds": 1.5, "cooldownSeconds": 0.25, "upstreamTimeoutSeconds": 0.75,
-            "writeTimeoutSeconds": 1.5, "recycleSeconds": 0.5
+            "writeTimeoutSeconds": 1.5, "recycleSeconds": 0.5, "headerTimeoutSeconds": 1.25
         })),
     );
     let c = &s.cluster;
@@ -117,6 +118,7 @@ fn seconds_may_be_fractional() {
     assert_eq!(c.upstream_timeout, Duration::from_millis(750));
     assert_eq!(c.write_timeout, Duration::from_millis(1500));
     assert_eq!(c.recycle, Duration::from_millis(500));
+    assert_eq!(c.header_timeout, Duration::from_millis(1250));
     let s = ok(&[], &[], Some(json!({"stats": {"sampleSeconds": 2.5}})));
     assert_eq!(s.stats.sample, Some(Duration::from_millis(2500)));
 }

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Runs the reliability suite and prints the README's "Reliability" table from the figures each
+# test prints on a `RELIABILITY {json}` line. Usage: scripts/reliability-table.sh [cargo test args]
+set -eu
+cd "$(dirname "$0")/.."
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+started=$(date +%s)
+cargo test --test reliability_faults --test reliability_clients "$@" -- --nocapture >"$out" 2>&1 || {
+    cat "$out" >&2
+    echo "reliability suite failed" >&2
+    exit 1
+}
+took=$(( $(date +%s) - started ))
+grep '^RELIABILITY ' "$out" | sed 's/^RELIABILITY //' | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+print("| Test | What was tried | Faults / hostile inputs | Requests | Lost | What held |")
+print("|---|---|---:|---:|---:|---|")
+for r in sorted(rows, key=lambda r: r["test"]):
+    print("| `{test}` | {tried} | {faults} | {requests} | {lost} | {held} |".format(**r))
+t = {k: sum(r[k] for r in rows) for k in ("faults", "requests", "lost")}
+print("| **total** | {} tests | {faults} | {requests} | {lost} | |".format(len(rows), **t))
+'
+echo
+echo "($(grep -c '^test .* ok$' "$out") tests passed in ${took} s: scripts/reliability-table.sh)"
