@@ -1247,7 +1247,7 @@ pub fn environ_of(pid: i32) -> HashMap<String, String> {
 // ---- Additions for the reliability suite (tests/reliability_*.rs) ----
 
 /// Prints one parseable line of what a reliability test tried and what held, for the README's
-/// table (`scripts/reliability-table.sh` collects them from `--nocapture` output):
+/// table (`tests/reliability-table.sh` collects them from `--nocapture` output):
 /// `RELIABILITY {"test": ..., "tried": ..., "faults": n, "requests": n, "lost": n, "held": ...}`.
 pub fn report_figures(test: &str, tried: &str, faults: u64, requests: u64, lost: u64, held: &str) {
     let line = serde_json::json!({

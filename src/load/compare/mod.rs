@@ -29,7 +29,7 @@ pub struct CompareArgs {
     #[arg(long, default_value = "target/compare")]
     pub out_dir: PathBuf,
     /// Where the probe chart (SVG) goes.
-    #[arg(long, default_value = "docs/surge-probe.svg")]
+    #[arg(long, default_value = "tests/perf/surge-probe.svg")]
     pub chart: PathBuf,
     /// The `fhircluster` binary (default: beside this one).
     #[arg(long)]

@@ -156,3 +156,18 @@ proptest! {
         }
     }
 }
+
+/// Found by the fuzzer: a tiny negative float must come back through the comment reader as
+/// serde_json reads it, and be refused as a worker count, not panic.
+#[test]
+fn regression_a_tiny_negative_float() {
+    let text = "{\"workers\": -3.9544759619142754e-253} // c";
+    let v = jsonc::parse(Path::new(FILE), text).expect("parses");
+    let plain: Value = serde_json::from_str("{\"workers\": -3.9544759619142754e-253}")
+        .expect("serde_json reads it");
+    assert_eq!(v, plain);
+    let config = json!({"server": {"cluster": {"workers": -3.9544759619142754e-253}}});
+    let err = from_sources(&cli(&[]), &env_of(&[]), Some((Path::new(FILE), &config)))
+        .expect_err("not a whole number");
+    assert_eq!(err.setting(), "server.cluster.workers");
+}

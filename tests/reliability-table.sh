@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the reliability suite and prints the README's "Reliability" table from the figures each
-# test prints on a `RELIABILITY {json}` line. Usage: scripts/reliability-table.sh [cargo test args]
+# test prints on a `RELIABILITY {json}` line. Usage: tests/reliability-table.sh [cargo test args]
 set -eu
 cd "$(dirname "$0")/.."
 out=$(mktemp)
@@ -23,4 +23,4 @@ t = {k: sum(r[k] for r in rows) for k in ("faults", "requests", "lost")}
 print("| **total** | {} tests | {faults} | {requests} | {lost} | |".format(len(rows), **t))
 '
 echo
-echo "($(grep -c '^test .* ok$' "$out") tests passed in ${took} s: scripts/reliability-table.sh)"
+echo "($(grep -c '^test .* ok$' "$out") tests passed in ${took} s: tests/reliability-table.sh)"
