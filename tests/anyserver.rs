@@ -125,10 +125,11 @@ fn a_plain_http_server_is_found_ready_by_its_socket_and_supervised() {
 
     // RESTART: SIGKILL one worker; it is started again after its backoff and found ready again.
     let old = started_pid(&c, "tx1");
+    let mark = c.mark();
     unsafe_kill(old, SIGKILL);
-    c.wait_for_new("tx1: exited (signal SIGKILL)", WAIT);
-    c.wait_for("tx1: starting again in 1 s (failing)", WAIT);
-    let line = c.wait_for_new("tx1: ready on port", WAIT);
+    c.wait_for_after(mark, "tx1: exited (signal SIGKILL)", WAIT);
+    c.wait_for_after(mark, "tx1: starting again in 1 s (failing)", WAIT);
+    let line = c.wait_for_after(mark, "tx1: ready on port", WAIT);
     assert!(line.contains("(its listening socket was seen)"), "{line}");
     let new = started_pid(&c, "tx1");
     assert_ne!(old, new);
@@ -196,8 +197,9 @@ fn a_decoy_on_a_workers_port_never_makes_it_ready() {
         served_by_any(&c, "/r4/metadata", &["m0"]);
     }
 
+    let mark = c.mark();
     drop(decoy);
-    let line = c.wait_for_new("tx1: ready on port", WAIT);
+    let line = c.wait_for_after(mark, "tx1: ready on port", WAIT);
     assert!(line.contains("(its listening socket was seen)"), "{line}");
     let deadline = Instant::now() + WAIT;
     while served_by_any(&c, "/r4/metadata", &["m0", "tx1"]) != "tx1" {

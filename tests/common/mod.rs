@@ -270,20 +270,31 @@ impl Cluster {
         }
     }
 
-    /// Like `wait_for`, but only for lines printed after the call.
-    pub fn wait_for_new(&mut self, needle: &str, timeout: Duration) -> String {
-        while self.lines.try_recv().is_ok() {}
+    /// How many lines the launcher has printed so far: take it before an action, then
+    /// `wait_for_after` waits only for lines printed after that moment (a line that comes
+    /// before the wait begins still counts).
+    pub fn mark(&self) -> usize {
+        self.log_lines().len()
+    }
+
+    /// Waits for a line containing `needle` among those printed after `mark`.
+    pub fn wait_for_after(&self, mark: usize, needle: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(_) => {}
-                Err(_) => panic!(
-                    "no new line containing {needle:?} within {timeout:?}; output:\n{}",
-                    self.log_lines().join("\n")
-                ),
+            if let Some(l) = self
+                .log_lines()
+                .into_iter()
+                .skip(mark)
+                .find(|l| l.contains(needle))
+            {
+                return l;
             }
+            assert!(
+                Instant::now() < deadline,
+                "no line containing {needle:?} after line {mark} within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
