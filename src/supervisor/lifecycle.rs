@@ -467,5 +467,8 @@ mod actions;
 mod rolling;
 
 #[cfg(test)]
+#[path = "lifecycle_test_support.rs"]
+mod test_support;
+#[cfg(test)]
 #[path = "lifecycle_tests.rs"]
 mod tests;

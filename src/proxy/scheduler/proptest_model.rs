@@ -249,6 +249,19 @@ impl Model {
         Ok(())
     }
 
+    /// The event's `pick` among the requests in a matching state, in submit order (ids are
+    /// given in order), so a run replays the same; None when there is none.
+    fn pick(&self, pick: usize, wanted: impl Fn(&St) -> bool) -> Option<u64> {
+        let mut live: Vec<u64> = self
+            .reqs
+            .iter()
+            .filter(|(_, r)| wanted(&r.st))
+            .map(|(k, _)| *k)
+            .collect();
+        live.sort();
+        (!live.is_empty()).then(|| live[pick % live.len()])
+    }
+
     fn release(&mut self, id: u64) {
         if let Some(r) = self.reqs.get(&id) {
             if let (St::InFlight(p), true) = (r.st, r.counted) {
@@ -302,17 +315,9 @@ impl Model {
                 );
             }
             Event::Finish { pick, outcome } => {
-                let mut live: Vec<u64> = self
-                    .reqs
-                    .iter()
-                    .filter(|(_, r)| matches!(r.st, St::InFlight(_)))
-                    .map(|(k, _)| *k)
-                    .collect();
-                if live.is_empty() {
+                let Some(id) = self.pick(*pick, |st| matches!(st, St::InFlight(_))) else {
                     return Ok(());
-                }
-                live.sort();
-                let id = live[pick % live.len()];
+                };
                 let outcome = match outcome {
                     0 | 1 => Finish::Responded { status: 200 },
                     2 => Finish::Responded { status: 503 },
@@ -333,17 +338,10 @@ impl Model {
                 self.s.finish(RequestId(id), outcome, self.now);
             }
             Event::Cancel { pick } => {
-                let mut live: Vec<u64> = self
-                    .reqs
-                    .iter()
-                    .filter(|(_, r)| matches!(r.st, St::InFlight(_) | St::Pending))
-                    .map(|(k, _)| *k)
-                    .collect();
-                if live.is_empty() {
+                let Some(id) = self.pick(*pick, |st| matches!(st, St::InFlight(_) | St::Pending))
+                else {
                     return Ok(());
-                }
-                live.sort();
-                let id = live[pick % live.len()];
+                };
                 self.release(id);
                 self.reqs.get_mut(&id).ok_or("gone")?.st = St::Done;
                 self.s.cancel(RequestId(id), self.now);
