@@ -14,8 +14,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
-use super::api::Sizer;
-use super::api::{Control, Ended, Hooks, SupervisorSetup};
+use super::api::{Control, Ended, Hooks, Sizer, SupervisorSetup};
 use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
 use super::mailbox::MasterMailbox;
@@ -25,23 +24,25 @@ use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
 
+/// The shell's state; the fields its other parts (`ticks.rs`, `reload_shell.rs`) use are
+/// `pub(super)`.
 pub(super) struct Shell {
     pub(super) setup: SupervisorSetup,
     pub(super) hooks: Arc<dyn Hooks>,
     pub(super) sizer: Sizer,
-    pub(super) output: OutputSink,
+    output: OutputSink,
     pub(super) life: Lifecycle,
     pub(super) children: Vec<Option<ChildHandle>>,
-    pub(super) started: Vec<Option<Instant>>,
-    pub(super) generation: u64,
-    pub(super) events_tx: mpsc::UnboundedSender<Tagged>,
-    pub(super) master_mailbox: MasterMailbox,
+    started: Vec<Option<Instant>>,
+    generation: u64,
+    events_tx: mpsc::UnboundedSender<Tagged>,
+    master_mailbox: MasterMailbox,
     pub(super) master_up: bool,
-    pub(super) flushing: bool,
+    flushing: bool,
     pub(super) keeper: Keeper,
     /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
     pub(super) recycling: Option<ProcessId>,
-    pub(super) idle_reported: bool,
+    idle_reported: bool,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
