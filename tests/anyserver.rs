@@ -36,19 +36,6 @@ fn argv(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-/// The pid in `<code>: started <role> (pid N)`, from the latest such line.
-fn started_pid(c: &Cluster, code: &str) -> i32 {
-    let prefix = format!("{code}: started ");
-    c.log_lines()
-        .iter()
-        .rev()
-        .find(|l| l.contains(&prefix))
-        .and_then(|l| l.split("(pid ").nth(1))
-        .and_then(|r| r.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no start line for {code}:\n{}", c.log_lines().join("\n")))
-}
-
 /// The seconds in `<code>: ready on port N after X s (...)`.
 fn ready_after(line: &str) -> f64 {
     line.split(" after ")
@@ -124,14 +111,14 @@ fn a_plain_http_server_is_found_ready_by_its_socket_and_supervised() {
     let pids_before = descendants(c.child.id() as i32);
 
     // RESTART: SIGKILL one worker; it is started again after its backoff and found ready again.
-    let old = started_pid(&c, "tx1");
+    let old = c.pid_of("tx1");
     let mark = c.mark();
     unsafe_kill(old, SIGKILL);
     c.wait_for_after(mark, "tx1: exited (signal SIGKILL)", WAIT);
     c.wait_for_after(mark, "tx1: starting again in 1 s (failing)", WAIT);
     let line = c.wait_for_after(mark, "tx1: ready on port", WAIT);
     assert!(line.contains("(its listening socket was seen)"), "{line}");
-    let new = started_pid(&c, "tx1");
+    let new = c.pid_of("tx1");
     assert_ne!(old, new);
     for _ in 0..6 {
         served_by_any(&c, "/r4/metadata", &["m0", "tx1", "tx2"]);
@@ -241,7 +228,7 @@ fn a_child_that_closes_its_channel_at_once_keeps_running() {
     // Issue: the channel is optional; a closed channel is not an exit while the process lives.
     let cmd = shell("exec 3>&-; exec {server}", 0.0);
     let mut c = cluster().workers(1).command(&argv(&cmd)).start();
-    let (m0, tx1) = (started_pid(&c, "m0"), started_pid(&c, "tx1"));
+    let (m0, tx1) = (c.pid_of("m0"), c.pid_of("tx1"));
     for _ in 0..5 {
         served_by_any(&c, "/r4/metadata", &["m0", "tx1"]);
         std::thread::sleep(Duration::from_millis(300));

@@ -28,6 +28,23 @@ fn answered_total(c: &Cluster, workers: u32) -> u64 {
     codes(workers).iter().map(|code| answered_by(c, code)).sum()
 }
 
+/// A read that waited for the launcher to close the connection: how long it took, or None when
+/// the read timed out with the connection still open (any data or error counts as an end).
+fn closed_after(read: std::io::Result<usize>, began: Instant) -> Option<Duration> {
+    match read {
+        Ok(_) => Some(began.elapsed()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            None
+        }
+        Err(_) => Some(began.elapsed()),
+    }
+}
+
 /// Sends a client that trickles its request head one byte per `every`; returns how long until
 /// the launcher closed the connection (None: still open after `give_up`).
 fn trickle(addr: SocketAddr, every: Duration, give_up: Duration) -> Option<Duration> {
@@ -43,18 +60,7 @@ fn trickle(addr: SocketAddr, every: Duration, give_up: Duration) -> Option<Durat
         let mut buf = [0u8; 512];
         let r = reader.read(&mut buf);
         flag.store(true, Ordering::SeqCst);
-        match r {
-            Ok(_) => Some(began.elapsed()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                None
-            }
-            Err(_) => Some(began.elapsed()),
-        }
+        closed_after(r, began)
     });
     let head = b"GET /r4/metadata HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     for b in head.iter().cycle() {
@@ -88,18 +94,7 @@ fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobo
         let mut s = TcpStream::connect(addr).ok()?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(8)));
         let mut buf = [0u8; 64];
-        match s.read(&mut buf) {
-            Ok(_) => Some(began.elapsed()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                None
-            }
-            Err(_) => Some(began.elapsed()),
-        }
+        closed_after(s.read(&mut buf), began)
     });
     std::thread::sleep(Duration::from_millis(200));
     let mut worst = Duration::ZERO;

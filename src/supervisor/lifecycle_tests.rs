@@ -1,30 +1,7 @@
 //! Unit tests of the lifecycle: no processes, no sleeps, simulated time.
 
+use super::test_support::*;
 use super::*;
-
-const M: ProcessId = ProcessId::MASTER;
-const T1: ProcessId = ProcessId(1);
-const T2: ProcessId = ProcessId(2);
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn drain(l: &mut Lifecycle) -> Vec<Action> {
-    std::iter::from_fn(|| l.poll_action()).collect()
-}
-
-/// A started cluster with the master ready and both workers ready.
-fn running(t: Instant) -> Lifecycle {
-    let mut l = Lifecycle::new(2, 6, secs(30));
-    l.start(t);
-    l.ready(M, t);
-    l.set_workers(2, t);
-    l.ready(T1, t);
-    l.ready(T2, t);
-    drain(&mut l);
-    l
-}
 
 #[test]
 fn master_first_then_workers_one_at_a_time() {
@@ -88,7 +65,7 @@ fn a_worker_that_fails_to_start_does_not_hold_the_next_back() {
 fn a_crashed_worker_is_restarted_after_its_backoff_with_the_master_untouched() {
     // spec: RESTART-1, RESTART-2, RESTART-6, RESTART-11
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.exited(T1, Exit::Signal(9), t + secs(1));
     assert_eq!(
         drain(&mut l),
@@ -145,7 +122,7 @@ fn the_master_that_never_gets_ready_is_given_up_after_max_start_failures() {
 fn stop_terminates_workers_then_flushes_then_the_master() {
     // spec: STOP-5, STOP-6, STOP-7, STOP-9
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.stop(t);
     assert_eq!(
         drain(&mut l),
@@ -170,7 +147,7 @@ fn stop_terminates_workers_then_flushes_then_the_master() {
 fn the_counts_wait_ends_after_five_seconds_without_an_answer() {
     // spec: STOP-7
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.stop(t);
     l.exited(T1, Exit::Code(0), t);
     l.exited(T2, Exit::Code(0), t);
@@ -184,7 +161,7 @@ fn the_counts_wait_ends_after_five_seconds_without_an_answer() {
 fn a_process_still_running_after_kill_after_is_killed() {
     // spec: STOP-8
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.stop(t);
     drain(&mut l);
     l.exited(T2, Exit::Code(0), t);
@@ -203,7 +180,7 @@ fn a_process_still_running_after_kill_after_is_killed() {
 #[test]
 fn a_second_stop_does_not_skip_the_order() {
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.stop(t);
     drain(&mut l);
     l.stop(t);
@@ -215,7 +192,7 @@ fn a_second_stop_does_not_skip_the_order() {
 fn nothing_is_restarted_while_stopping() {
     // spec: STOP-5
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.exited(T1, Exit::Code(1), t);
     drain(&mut l);
     l.stop(t);
@@ -232,7 +209,7 @@ fn nothing_is_restarted_while_stopping() {
 #[test]
 fn stop_while_the_master_waits_out_a_backoff_finishes_without_it() {
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.exited(M, Exit::Code(1), t);
     drain(&mut l);
     l.stop(t);
@@ -246,7 +223,7 @@ fn stop_while_the_master_waits_out_a_backoff_finishes_without_it() {
 fn a_master_restart_leaves_the_workers_running() {
     // spec: RESTART-11, RESTART-9
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.exited(M, Exit::Signal(9), t + secs(120));
     let acts = drain(&mut l);
     assert!(!acts.iter().any(|a| matches!(a, Action::Terminate(_))));
@@ -262,7 +239,7 @@ fn a_master_restart_leaves_the_workers_running() {
 fn a_recycle_drains_then_stops_then_starts_again_at_once() {
     // spec: RECYCLE-2, RECYCLE-3, RECYCLE-4, RECYCLE-5
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     assert!(l.recycle(T1, secs(30), t));
     assert_eq!(drain(&mut l), vec![Action::Drain(T1)]);
     assert!(l.is_recycling(T1));
@@ -280,14 +257,14 @@ fn a_recycle_drains_then_stops_then_starts_again_at_once() {
 fn a_drain_that_runs_out_of_time_stops_the_worker_anyway() {
     // spec: RECYCLE-3, CONF-11
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.recycle(T2, secs(30), t);
     drain(&mut l);
     assert_eq!(l.poll_timeout(), Some(t + secs(30)));
     l.handle_timeout(t + secs(30));
     assert_eq!(drain(&mut l), vec![Action::Terminate(T2)]);
     // A zero drain stops it at the first tick.
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.recycle(T1, Duration::ZERO, t);
     l.handle_timeout(t);
     assert_eq!(
@@ -300,7 +277,7 @@ fn a_drain_that_runs_out_of_time_stops_the_worker_anyway() {
 fn the_master_is_never_recycled() {
     // spec: RECYCLE-6
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     assert!(!l.recycle(M, secs(30), t));
     assert_eq!(drain(&mut l), vec![]);
 }
@@ -308,7 +285,7 @@ fn the_master_is_never_recycled() {
 #[test]
 fn stop_during_a_recycle_keeps_the_order_and_does_not_restart() {
     let t = Instant::now();
-    let mut l = running(t);
+    let mut l = running(2, t);
     l.recycle(T1, secs(30), t);
     drain(&mut l);
     l.stop(t);

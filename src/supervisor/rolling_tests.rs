@@ -1,35 +1,10 @@
 //! Unit tests of the reload's lifecycle: the worker count moved, the rolling restart's order.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::super::test_support::*;
 use super::super::{Action, Exit, Lifecycle};
 use crate::process::ProcessId;
-
-const M: ProcessId = ProcessId::MASTER;
-const T1: ProcessId = ProcessId(1);
-const T2: ProcessId = ProcessId(2);
-const T3: ProcessId = ProcessId(3);
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn drain(l: &mut Lifecycle) -> Vec<Action> {
-    std::iter::from_fn(|| l.poll_action()).collect()
-}
-
-/// The master and `n` workers, all ready.
-fn running(n: usize, t: Instant) -> Lifecycle {
-    let mut l = Lifecycle::new(n, 6, secs(30));
-    l.start(t);
-    l.ready(M, t);
-    l.set_workers(n, t);
-    for i in 1..=n {
-        l.ready(ProcessId(i as u16), t);
-    }
-    drain(&mut l);
-    l
-}
 
 /// Carries one process through its replacement: drained, exits, started again, ready.
 fn replace(l: &mut Lifecycle, id: ProcessId, t: Instant) -> Vec<Action> {

@@ -2,139 +2,46 @@
 //! lifecycle's actions out (spawn, signal, tell the proxy), feeds it what happens to the children
 //! (ready by its channel or by its listening socket, exits) and the clock, and passes the
 //! workers' request counts on to the master, holding them while the master is down (DEC-18).
-//! On reload (`Control::Reload`) it takes the new drain, status and recycle settings, moves the
-//! worker count within the processes it was given, and runs the rolling restart.
+//!
+//! Its other parts, each an `impl Shell` of its own: the master's mailbox (`mailbox.rs`), the
+//! status, upkeep and minute ticks (`ticks.rs`) and reload handling (`reload_shell.rs`); the
+//! types its callers see are in `api.rs`.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
+use super::api::{Control, Ended, Hooks, Sizer, SupervisorSetup};
 use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
+use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
-use crate::ipc::message::{same_major, FromChild, RequestCounts, ToChild, PROTOCOL_VERSION};
+use super::ticks::Ticks;
+use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
-use crate::status::keeper::{Keeper, Tally};
+use crate::status::keeper::Keeper;
 
-/// How often the shell looks after draining workers and the recycle decision.
-const UPKEEP: Duration = Duration::from_secs(1);
-/// How often the front door's counts go to the master as one event (EVENT-14).
-const MINUTE: Duration = Duration::from_secs(60);
-
-/// Messages for the master held while it is down; the oldest are dropped first (EVENT-16).
-const MASTER_MAILBOX: usize = 5000;
-
-/// What the rest of the launcher hears from the supervisor.
-pub trait Hooks: Send + Sync + 'static {
-    /// The process is ready: route to it.
-    fn up(&self, id: ProcessId, pid: u32);
-    /// The process is gone or stopping: route nothing more to it.
-    fn down(&self, id: ProcessId);
-    /// The process is being recycled: no new requests; its cache-ids are lost (DEC-15).
-    fn draining(&self, id: ProcessId);
-    /// Requests at work on the process now.
-    fn in_flight(&self, id: ProcessId) -> u32;
-    /// What the front door counted since the launcher started.
-    fn tally(&self) -> Tally;
-    /// A status, sample or count message from a process.
-    fn message(&self, _id: ProcessId, _msg: &FromChild) {}
-    /// The process joins the cluster (the worker count grew); it is not ready yet.
-    fn added(&self, _id: ProcessId) {}
-    /// The process has left the cluster for good (the worker count shrank).
-    fn retired(&self, _id: ProcessId) {}
-}
-
-/// Logged once every worker is ready: what they all use idle (MEM-12, MEM-13).
-pub type IdleReport = Box<dyn FnMut(&[u32]) + Send>;
-
-/// Decides the worker count once the master is loaded (the memory fit), given the master's pid.
-pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
-
-pub struct SupervisorSetup {
-    /// Every process the launcher could run, master first, then tx1, tx2 ... (index =
-    /// `ProcessId`): the plan's, and more the worker count may grow into on reload.
-    pub processes: Vec<ProcessSpec>,
-    /// How many workers the plan runs at start (at most `processes.len() - 1`).
-    pub workers: usize,
-    pub max_start_failures: u32,
-    pub kill_after: Duration,
-    pub status_seconds: f64,
-    pub sample_seconds: f64,
-    /// `drainSeconds`, for a recycle.
-    pub drain: Duration,
-    pub idle_report: IdleReport,
-}
-
-#[derive(Debug)]
-pub enum Control {
-    /// The orderly stop: workers, their last counts, then the master.
-    Stop,
-    /// The launcher's own view of the cluster now, for `/status` and `/metrics`.
-    Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
-    /// The settings were reloaded (SIGHUP): take them, then restart every process in turn.
-    Reload(Reload),
-}
-
-/// What a reload changes in the supervisor.
-pub struct Reload {
-    pub workers: WorkerCount,
-    /// `drainSeconds`.
-    pub drain: Duration,
-    /// `statusSeconds`.
-    pub status_seconds: f64,
-    /// `recycleSeconds`.
-    pub recycle_after: Duration,
-    /// Restart every process, one at a time, the master last.
-    pub rolling: bool,
-}
-
-impl std::fmt::Debug for Reload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reload")
-            .field("drain", &self.drain)
-            .field("rolling", &self.rolling)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The worker count a reload asks for.
-pub enum WorkerCount {
-    /// As it is.
-    Keep,
-    /// This many.
-    Exactly(usize),
-    /// Sized again, by the memory fit on the running master (`server.cluster.workers` removed).
-    Size(Sizer),
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum Ended {
-    Stopped,
-    /// The master could not be started `maxStartFailures` times in a row.
-    GaveUp,
-}
-
-struct Shell {
-    setup: SupervisorSetup,
-    hooks: Arc<dyn Hooks>,
-    sizer: Sizer,
+/// The shell's state; the fields its other parts (`ticks.rs`, `reload_shell.rs`) use are
+/// `pub(super)`.
+pub(super) struct Shell {
+    pub(super) setup: SupervisorSetup,
+    pub(super) hooks: Arc<dyn Hooks>,
+    pub(super) sizer: Sizer,
     output: OutputSink,
-    life: Lifecycle,
-    children: Vec<Option<ChildHandle>>,
+    pub(super) life: Lifecycle,
+    pub(super) children: Vec<Option<ChildHandle>>,
     started: Vec<Option<Instant>>,
     generation: u64,
     events_tx: mpsc::UnboundedSender<Tagged>,
-    master_mailbox: VecDeque<ToChild>,
-    master_up: bool,
+    master_mailbox: MasterMailbox,
+    pub(super) master_up: bool,
     flushing: bool,
-    keeper: Keeper,
+    pub(super) keeper: Keeper,
     /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
-    recycling: Option<ProcessId>,
+    pub(super) recycling: Option<ProcessId>,
     idle_reported: bool,
 }
 
@@ -165,20 +72,14 @@ pub async fn run(
         started: vec![None; n],
         generation: 0,
         events_tx,
-        master_mailbox: VecDeque::new(),
+        master_mailbox: MasterMailbox::default(),
         master_up: false,
         flushing: false,
         keeper,
         recycling: None,
         idle_reported: false,
     };
-    let mut status_every = Duration::from_secs_f64(shell.setup.status_seconds.max(0.05));
-    let mut status_tick = tokio::time::interval_at(Instant::now() + status_every, status_every);
-    let mut upkeep = tokio::time::interval_at(Instant::now() + UPKEEP, UPKEEP);
-    let mut minute = tokio::time::interval_at(Instant::now() + MINUTE, MINUTE);
-    for t in [&mut status_tick, &mut upkeep, &mut minute] {
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    }
+    let mut ticks = Ticks::new(shell.setup.status_seconds);
     if let Some(master) = shell.setup.processes.first() {
         info!(
             "{}: starting the master (maxStartFailures {})",
@@ -200,21 +101,17 @@ pub async fn run(
                     let _ = reply.send(shell.keeper.report(now_std()));
                 }
                 Some(Control::Reload(r)) => {
-                    let every = Duration::from_secs_f64(r.status_seconds.max(0.05));
-                    if shell.reload(r) && every != status_every {
-                        status_every = every;
-                        status_tick = tokio::time::interval_at(Instant::now() + every, every);
-                        status_tick.set_missed_tick_behavior(
-                            tokio::time::MissedTickBehavior::Delay,
-                        );
+                    let status_seconds = r.status_seconds;
+                    if shell.reload(r) {
+                        ticks.set_status_seconds(status_seconds);
                     }
                 }
                 None => control_open = false,
             },
             _ = sleep_until(deadline), if deadline.is_some() => shell.life.handle_timeout(now_std()),
-            _ = status_tick.tick() => shell.send_snapshot(),
-            _ = upkeep.tick() => shell.upkeep(),
-            _ = minute.tick() => shell.minute(),
+            _ = ticks.status.tick() => shell.send_snapshot(),
+            _ = ticks.upkeep.tick() => shell.upkeep(),
+            _ = ticks.minute.tick() => shell.minute(),
         }
         shell.deliver_keeper();
     }
@@ -228,7 +125,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// The shell's one clock read, as a `std` instant for the pure core (tokio's clock, so tests on a
 /// paused runtime see simulated time).
-fn now_std() -> std::time::Instant {
+pub(super) fn now_std() -> std::time::Instant {
     Instant::now().into_std()
 }
 
@@ -237,7 +134,7 @@ impl Shell {
         &self.setup.processes[id.index()]
     }
 
-    fn code(&self, id: ProcessId) -> &str {
+    pub(super) fn code(&self, id: ProcessId) -> &str {
         &self.setup.processes[id.index()].code
     }
 
@@ -267,9 +164,7 @@ impl Shell {
                     if id.is_master() {
                         self.master_up = true;
                         let hello_again = self.keeper.master_ready();
-                        for m in hello_again {
-                            self.master_mailbox.push_back(m);
-                        }
+                        self.master_mailbox.append(hello_again);
                         self.deliver_to_master();
                     }
                     self.report_idle_once();
@@ -474,110 +369,9 @@ impl Shell {
         }
     }
 
-    /// Every `statusSeconds`: the cluster snapshot to the master (STATUS-5); not held while
-    /// the master is down (a newer one follows).
-    fn send_snapshot(&mut self) {
-        if !self.master_up {
-            return;
-        }
-        let status = self.keeper.snapshot(now_std());
-        if let Some(master) = &self.children[0] {
-            master.send(ToChild::Snapshot { status });
-        }
-    }
-
-    /// Every minute: the front door's counts as one event (EVENT-14).
-    fn minute(&mut self) {
-        self.keeper.minute(self.hooks.tally());
-    }
-
-    /// Every second: a drained worker is stopped, and the recycle decision is taken.
-    fn upkeep(&mut self) {
-        let now = now_std();
-        if self.life.is_stopping() {
-            return;
-        }
-        for i in 0..self.life.slot_count() {
-            let id = ProcessId(i as u16);
-            if self.life.is_draining(id) && self.hooks.in_flight(id) == 0 {
-                self.life.drained(id, now);
-            }
-        }
-        let hooks = self.hooks.clone();
-        let in_flight = move |id: ProcessId| hooks.in_flight(id);
-        let busy = self.recycling.is_some() || self.life.is_rolling();
-        if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
-            if self.life.recycle(choice.id, self.setup.drain, now) {
-                warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
-                self.keeper.recycling(choice.id, &choice.reason);
-                self.recycling = Some(choice.id);
-            }
-        }
-    }
-
-    /// A reload: the new settings, the worker count, then the rolling restart. False when the
-    /// cluster is starting or stopping and nothing was changed.
-    fn reload(&mut self, r: Reload) -> bool {
-        let now = now_std();
-        if self.life.is_stopping() {
-            return false;
-        }
-        self.setup.drain = r.drain;
-        self.setup.status_seconds = r.status_seconds;
-        self.keeper.set_recycle_after(r.recycle_after);
-        let current = self.life.workers();
-        let wanted = match r.workers {
-            WorkerCount::Keep => current,
-            WorkerCount::Exactly(n) => n,
-            WorkerCount::Size(mut sizer) => {
-                let n = match &self.children[0] {
-                    Some(master) if self.master_up => sizer(master.pid),
-                    _ => current,
-                };
-                self.sizer = sizer;
-                n
-            }
-        };
-        let room = self.setup.processes.len().saturating_sub(1);
-        let n = if wanted > room {
-            warn!(
-                "WARNING: reload: {wanted} workers asked for, but this run has room for {room} \
-                 (ports and tables are set at start); running {room}, the rest at the next start"
-            );
-            room
-        } else {
-            wanted
-        };
-        if n != current {
-            if !self.life.resize(n, r.drain, now) {
-                warn!("reload: the worker count can't change while the cluster starts; kept at {current}");
-                return false;
-            }
-            info!("reload: workers {current} → {n}");
-            for i in current + 1..=n {
-                self.hooks.added(ProcessId(i as u16));
-            }
-            self.fit_rows();
-        }
-        if r.rolling {
-            if self.life.rolling_restart(r.drain, now) {
-                if self.life.workers() == 0 {
-                    warn!(
-                        "WARNING: rolling restart with no worker: tx requests and the master's \
-                         paths get 503 while the master restarts"
-                    );
-                }
-                info!("rolling restart: every worker, then the master, one at a time");
-            } else {
-                warn!("reload: no rolling restart while the cluster starts");
-            }
-        }
-        true
-    }
-
     /// The status rows follow the processes in the cluster: the wanted ones and any still
     /// running on its way out.
-    fn fit_rows(&mut self) {
+    pub(super) fn fit_rows(&mut self) {
         let keep = (0..self.life.slot_count())
             .rev()
             .find(|&i| i <= self.life.workers() || self.life.is_running(ProcessId(i as u16)))
@@ -598,7 +392,7 @@ impl Shell {
         if out.is_empty() {
             return;
         }
-        self.master_mailbox.extend(out);
+        self.master_mailbox.append(out);
         self.deliver_to_master();
     }
 
@@ -636,42 +430,19 @@ impl Shell {
         );
     }
 
-    /// Passes a message to the master, or holds it while the master is down. A worker's counts
-    /// join the ones it has waiting from the same run (DEC-18: one entry each, none dropped).
+    /// Passes a message to the master, or holds it while the master is down.
     fn mail_master(&mut self, msg: ToChild) {
-        let msg = match msg {
-            ToChild::WorkerCounts { code, counts } => {
-                let waiting = self.master_mailbox.iter_mut().rev().find_map(|m| match m {
-                    ToChild::WorkerCounts {
-                        code: c,
-                        counts: held,
-                    } if *c == code => Some(held),
-                    _ => None,
-                });
-                match waiting {
-                    Some(held) if counts.seq > held.seq => {
-                        merge_counts(held, counts);
-                        return;
-                    }
-                    _ => ToChild::WorkerCounts { code, counts },
-                }
-            }
-            other => other,
-        };
-        if self.master_mailbox.len() >= MASTER_MAILBOX {
-            self.master_mailbox.pop_front();
-        }
-        self.master_mailbox.push_back(msg);
+        self.master_mailbox.post(msg);
         if self.master_up {
             self.deliver_to_master();
         }
     }
 
-    fn deliver_to_master(&mut self) {
+    pub(super) fn deliver_to_master(&mut self) {
         let Some(master) = &self.children[0] else {
             return;
         };
-        while let Some(msg) = self.master_mailbox.pop_front() {
+        for msg in self.master_mailbox.take_all() {
             if !master.send(msg) {
                 warn!("the master's IPC queue is full; a message to it was dropped");
             }
@@ -688,16 +459,4 @@ impl Shell {
             _ => self.life.master_flushed(now_std()),
         }
     }
-}
-
-/// Adds a later send of a worker's counts (same run) to the one waiting for the master.
-fn merge_counts(held: &mut RequestCounts, later: RequestCounts) {
-    held.seq = later.seq;
-    held.from = held.from.min(later.from);
-    held.to = held.to.max(later.to);
-    held.total += later.total;
-    for (op, n) in later.by_operation {
-        *held.by_operation.entry(op).or_default() += n;
-    }
-    held.last = later.last;
 }

@@ -152,61 +152,7 @@ impl ClusterBuilder {
             "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
         });
         merge(&mut config, &self.config);
-        write_config(dir.path(), &config);
-        let mut cmd = Command::new(LAUNCHER);
-        cmd.arg("--data-dir")
-            .arg(dir.path())
-            .args(&self.args)
-            .env("RUST_LOG", "info")
-            .env_remove("FHIRSMITH_WORKERS")
-            .env_remove("PORT")
-            .env_remove("FHIRSMITH_DATA_DIR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start fhircluster");
-        let (tx, rx) = channel();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        for pipe in [
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let tx = tx.clone();
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    if std::env::var_os("FHIRCLUSTER_TEST_ECHO").is_some() {
-                        eprintln!("| {line}");
-                    }
-                    log.lock().map(|mut l| l.push(line.clone())).ok();
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        Cluster {
-            child,
-            port,
-            internal,
-            dir,
-            lines: rx,
-            log,
-            config,
-        }
+        launch(dir, config, &self.env, &self.args, &[])
     }
 
     /// Starts the launcher and waits until every process is ready and the listener is open.

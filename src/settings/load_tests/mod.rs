@@ -1,7 +1,8 @@
 //! Tests of `load.rs`, by concept: precedence and the layers (`precedence.rs`), each setting's
-//! values (`values.rs`), and `load` with config.json and the template (`files.rs`). They go
-//! through `from_sources`, so they read no environment and no files, except the `load` tests,
-//! which use a temp data directory and flags that outrank this process's environment.
+//! values (`values.rs`), every key wired to its own field (`wiring.rs`), and `load` with
+//! config.json and the template (`files.rs`). They go through `from_sources`, so they read no
+//! environment and no files, except the `load` tests, which use a temp data directory and flags
+//! that outrank this process's environment.
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ mod files;
 mod fuzz;
 mod precedence;
 mod values;
+mod wiring;
 
 pub(super) fn cli(args: &[&str]) -> Cli {
     use clap::Parser;

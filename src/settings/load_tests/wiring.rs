@@ -1,0 +1,87 @@
+//! Every key of config.json reaches its own field of `Settings` (CONF-1, OPT-1): one file that
+//! sets them all, each to a value of its own.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn every_setting_in_the_file_reaches_its_own_field() {
+    // spec: CONF-1, OPT-1. Each value differs from its default and from its neighbours', so a
+    // key wired to the wrong field fails here.
+    let json = json!({
+        "server": {
+            "port": 4000,
+            "cluster": {
+                "workers": 3, "cores": 5, "workerRule": "classic", "memoryHeadroomGB": 1.5,
+                "masterServesTx": false, "internalPort": 5000, "bindAddress": "0.0.0.0",
+                "drainSeconds": 11, "maxOutstanding": 12, "queueSeconds": 13,
+                "ownerQueueSeconds": 14, "cooldownSeconds": 15, "upstreamTimeoutSeconds": 16,
+                "writeTimeoutSeconds": 17, "maxStartFailures": 18, "recycleSeconds": 19,
+                "fastLaneExtra": 20, "normalMinSlots": 3, "fastLaneMaxBytes": 2048,
+                "statusSeconds": 21, "sharedCache": true, "cacheAffinity": false,
+                "sharedCacheMaxMB": 512, "sharedClosure": true,
+                "command": ["/usr/bin/node", "--x", "server.js"], "killSeconds": 22
+            },
+            "memory": {"rejectFraction": 0.5, "abortFraction": 0.6, "trimAllocator": false}
+        },
+        "modules": {"tx": {"enabled": true, "instanceCode": "main", "endpoints": [{"path": "/r5"}]}},
+        "stats": {"sampleSeconds": 23, "intervalMinutes": 24}
+    });
+    let s = ok(&[], &[], Some(json));
+    let secs = Duration::from_secs;
+    let c = &s.cluster;
+    assert_eq!(s.port, 4000);
+    assert_eq!(s.command, vec!["/usr/bin/node", "--x", "server.js"]);
+    assert_eq!(
+        (c.workers, c.cores, c.worker_rule.as_str()),
+        (Some(3), Some(5), "classic")
+    );
+    assert_eq!((c.memory_headroom_gb, c.master_serves_tx), (1.5, false));
+    assert_eq!(
+        (c.internal_port, c.bind_address.as_str()),
+        (5000, "0.0.0.0")
+    );
+    assert_eq!(
+        (c.drain, c.max_outstanding, c.queue),
+        (secs(11), 12, secs(13))
+    );
+    assert_eq!(
+        (c.owner_queue, c.cooldown, c.upstream_timeout),
+        (secs(14), secs(15), secs(16))
+    );
+    assert_eq!(
+        (c.write_timeout, c.max_start_failures, c.recycle),
+        (secs(17), 18, secs(19))
+    );
+    assert_eq!(
+        (c.fast_lane_extra, c.normal_min_slots, c.fast_lane_max_bytes),
+        (20, 3, 2048)
+    );
+    assert_eq!((c.status_interval, c.kill_after), (secs(21), secs(22)));
+    assert_eq!(
+        (c.shared_cache, c.cache_affinity, c.shared_closure),
+        (true, false, true)
+    );
+    assert_eq!(c.shared_cache_max_mb, 512);
+    assert_eq!(
+        (s.memory.reject_fraction, s.memory.abort_fraction),
+        (0.5, 0.6)
+    );
+    assert!(!s.memory.trim_allocator);
+    assert_eq!((s.tx.enabled, s.tx.instance_code.as_str()), (true, "main"));
+    assert_eq!(s.tx.endpoints, vec!["/r5"]);
+    assert_eq!(
+        (s.stats.sample, s.stats.interval_minutes),
+        (Some(secs(23)), 24)
+    );
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    let s = ok(
+        &[],
+        &[],
+        cluster(json!({"sharedCache": true, "cacheAffinity": true})),
+    );
+    assert!(s.cluster.cache_affinity && !s.cluster.shared_closure);
+}

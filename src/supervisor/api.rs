@@ -1,0 +1,100 @@
+//! The supervisor's interface with the rest of the launcher: what it is given to start
+//! (`SupervisorSetup`), what it is told while running (`Control`, `Reload`), what it reports
+//! back (`Hooks`) and how it ends (`Ended`). Kept apart from the shell so the callers' contract
+//! reads on its own.
+
+use std::time::Duration;
+
+use crate::ipc::message::FromChild;
+use crate::process::{ProcessId, ProcessSpec};
+use crate::status::keeper::Tally;
+
+/// What the rest of the launcher hears from the supervisor.
+pub trait Hooks: Send + Sync + 'static {
+    /// The process is ready: route to it.
+    fn up(&self, id: ProcessId, pid: u32);
+    /// The process is gone or stopping: route nothing more to it.
+    fn down(&self, id: ProcessId);
+    /// The process is being recycled: no new requests; its cache-ids are lost (DEC-15).
+    fn draining(&self, id: ProcessId);
+    /// Requests at work on the process now.
+    fn in_flight(&self, id: ProcessId) -> u32;
+    /// What the front door counted since the launcher started.
+    fn tally(&self) -> Tally;
+    /// A status, sample or count message from a process.
+    fn message(&self, _id: ProcessId, _msg: &FromChild) {}
+    /// The process joins the cluster (the worker count grew); it is not ready yet.
+    fn added(&self, _id: ProcessId) {}
+    /// The process has left the cluster for good (the worker count shrank).
+    fn retired(&self, _id: ProcessId) {}
+}
+
+/// Logged once every worker is ready: what they all use idle (MEM-12, MEM-13).
+pub type IdleReport = Box<dyn FnMut(&[u32]) + Send>;
+
+/// Decides the worker count once the master is loaded (the memory fit), given the master's pid.
+pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
+
+pub struct SupervisorSetup {
+    /// Every process the launcher could run, master first, then tx1, tx2 ... (index =
+    /// `ProcessId`): the plan's, and more the worker count may grow into on reload.
+    pub processes: Vec<ProcessSpec>,
+    /// How many workers the plan runs at start (at most `processes.len() - 1`).
+    pub workers: usize,
+    pub max_start_failures: u32,
+    pub kill_after: Duration,
+    pub status_seconds: f64,
+    pub sample_seconds: f64,
+    /// `drainSeconds`, for a recycle.
+    pub drain: Duration,
+    pub idle_report: IdleReport,
+}
+
+#[derive(Debug)]
+pub enum Control {
+    /// The orderly stop: workers, their last counts, then the master.
+    Stop,
+    /// The launcher's own view of the cluster now, for `/status` and `/metrics`.
+    Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
+    /// The settings were reloaded (SIGHUP): take them, then restart every process in turn.
+    Reload(Reload),
+}
+
+/// What a reload changes in the supervisor.
+pub struct Reload {
+    pub workers: WorkerCount,
+    /// `drainSeconds`.
+    pub drain: Duration,
+    /// `statusSeconds`.
+    pub status_seconds: f64,
+    /// `recycleSeconds`.
+    pub recycle_after: Duration,
+    /// Restart every process, one at a time, the master last.
+    pub rolling: bool,
+}
+
+impl std::fmt::Debug for Reload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reload")
+            .field("drain", &self.drain)
+            .field("rolling", &self.rolling)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The worker count a reload asks for.
+pub enum WorkerCount {
+    /// As it is.
+    Keep,
+    /// This many.
+    Exactly(usize),
+    /// Sized again, by the memory fit on the running master (`server.cluster.workers` removed).
+    Size(Sizer),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    Stopped,
+    /// The master could not be started `maxStartFailures` times in a row.
+    GaveUp,
+}

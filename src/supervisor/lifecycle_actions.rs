@@ -1,0 +1,63 @@
+//! The lifecycle's vocabulary with the shell: the actions it asks for and the exits it is told
+//! of. Apart from the state machine so the contract between the pure core and the shell reads on
+//! its own.
+
+use std::time::Duration;
+
+use crate::process::ProcessId;
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start the process (a fresh one, same role, code and port: RESTART-6).
+    Spawn(ProcessId),
+    /// Send SIGTERM.
+    Terminate(ProcessId),
+    /// Send SIGKILL.
+    Kill(ProcessId),
+    /// The process is ready: it may be sent requests.
+    Up(ProcessId),
+    /// The process is gone (exited, or stopping): send it nothing more.
+    Down(ProcessId),
+    /// The process is being recycled: send it no new requests, let those it has finish, and
+    /// call `drained` when none is left (RECYCLE-2, RECYCLE-3).
+    Drain(ProcessId),
+    /// The master is loaded for the first time: decide the worker count and call `set_workers`.
+    SizeWorkers,
+    /// Every worker has stopped: pass their last counts to the master, then call
+    /// `master_flushed` (the machine also moves on by itself after `COUNTS_WAIT`).
+    FlushMaster,
+    /// The master could not be started: log an ERROR and exit 1 once `Finished` comes.
+    GiveUp { failures: u32 },
+    /// A restart was scheduled, for the log: how the process ended and when it starts again.
+    RestartScheduled {
+        id: ProcessId,
+        after: Duration,
+        failing: bool,
+    },
+    /// Nothing is running any more and nothing will start: the launcher may exit.
+    Finished,
+    /// A worker beyond the (lowered) worker count has stopped and will not start again: forget
+    /// it in the proxy and the status.
+    Retired(ProcessId),
+    /// The rolling restart takes this process out of rotation now (`step` of `of`), for the log.
+    RollingStep {
+        id: ProcessId,
+        step: usize,
+        of: usize,
+    },
+    /// The rolling restart is over: every process in it was started again.
+    RollingDone,
+    /// The rolling restart stopped because the process it restarted exited before it was ready;
+    /// the processes after it keep running as they are.
+    RollingAborted(ProcessId),
+}
+
+/// How a process ended, as the shell saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// It could not be started at all (exec failed): counts as an exit before ready.
+    SpawnFailed,
+}

@@ -1,0 +1,71 @@
+//! The shell's side of a reload (SIGHUP, `Control::Reload`): it takes the new drain, status and
+//! recycle settings, moves the worker count within the processes it was given at start, and
+//! asks the lifecycle for the rolling restart (the pure side is `rolling.rs`).
+
+use tracing::{info, warn};
+
+use super::api::{Reload, WorkerCount};
+use super::shell::{now_std, Shell};
+use crate::process::ProcessId;
+
+impl Shell {
+    /// A reload: the new settings, the worker count, then the rolling restart. False when the
+    /// cluster is starting or stopping and nothing was changed.
+    pub(super) fn reload(&mut self, r: Reload) -> bool {
+        let now = now_std();
+        if self.life.is_stopping() {
+            return false;
+        }
+        self.setup.drain = r.drain;
+        self.setup.status_seconds = r.status_seconds;
+        self.keeper.set_recycle_after(r.recycle_after);
+        let current = self.life.workers();
+        let wanted = match r.workers {
+            WorkerCount::Keep => current,
+            WorkerCount::Exactly(n) => n,
+            WorkerCount::Size(mut sizer) => {
+                let n = match &self.children[0] {
+                    Some(master) if self.master_up => sizer(master.pid),
+                    _ => current,
+                };
+                self.sizer = sizer;
+                n
+            }
+        };
+        let room = self.setup.processes.len().saturating_sub(1);
+        let n = if wanted > room {
+            warn!(
+                "WARNING: reload: {wanted} workers asked for, but this run has room for {room} \
+                 (ports and tables are set at start); running {room}, the rest at the next start"
+            );
+            room
+        } else {
+            wanted
+        };
+        if n != current {
+            if !self.life.resize(n, r.drain, now) {
+                warn!("reload: the worker count can't change while the cluster starts; kept at {current}");
+                return false;
+            }
+            info!("reload: workers {current} → {n}");
+            for i in current + 1..=n {
+                self.hooks.added(ProcessId(i as u16));
+            }
+            self.fit_rows();
+        }
+        if r.rolling {
+            if self.life.rolling_restart(r.drain, now) {
+                if self.life.workers() == 0 {
+                    warn!(
+                        "WARNING: rolling restart with no worker: tx requests and the master's \
+                         paths get 503 while the master restarts"
+                    );
+                }
+                info!("rolling restart: every worker, then the master, one at a time");
+            } else {
+                warn!("reload: no rolling restart while the cluster starts");
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,102 @@
+//! The shell's clocks: the status snapshot to the master every `statusSeconds` (STATUS-5), the
+//! upkeep every second (drained workers stopped, the recycle decision taken) and the front
+//! door's counts every minute (EVENT-14). The intervals live here so the shell's loop only
+//! says which tick calls what, and a reload can move the status one alone.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tracing::warn;
+
+use super::shell::{now_std, Shell};
+use crate::ipc::message::ToChild;
+use crate::process::ProcessId;
+
+/// How often the shell looks after draining workers and the recycle decision.
+const UPKEEP: Duration = Duration::from_secs(1);
+/// How often the front door's counts go to the master as one event (EVENT-14).
+const MINUTE: Duration = Duration::from_secs(60);
+
+pub(super) struct Ticks {
+    status_every: Duration,
+    pub(super) status: Interval,
+    pub(super) upkeep: Interval,
+    pub(super) minute: Interval,
+}
+
+impl Ticks {
+    /// The first of each tick comes one period from now, not at once.
+    pub(super) fn new(status_seconds: f64) -> Ticks {
+        let status_every = status_period(status_seconds);
+        Ticks {
+            status_every,
+            status: every(status_every),
+            upkeep: every(UPKEEP),
+            minute: every(MINUTE),
+        }
+    }
+
+    /// A reload's `statusSeconds`: the status tick starts again only if its period changed.
+    pub(super) fn set_status_seconds(&mut self, status_seconds: f64) {
+        let period = status_period(status_seconds);
+        if period != self.status_every {
+            self.status_every = period;
+            self.status = every(period);
+        }
+    }
+}
+
+/// A floor on `statusSeconds`, so a tiny or zero setting can't spin the loop.
+fn status_period(status_seconds: f64) -> Duration {
+    Duration::from_secs_f64(status_seconds.max(0.05))
+}
+
+/// A late tick is delayed rather than fired in a burst to catch up.
+fn every(period: Duration) -> Interval {
+    let mut t = tokio::time::interval_at(Instant::now() + period, period);
+    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    t
+}
+
+impl Shell {
+    /// Every `statusSeconds`: the cluster snapshot to the master (STATUS-5); not held while
+    /// the master is down (a newer one follows).
+    pub(super) fn send_snapshot(&mut self) {
+        if !self.master_up {
+            return;
+        }
+        let status = self.keeper.snapshot(now_std());
+        if let Some(master) = &self.children[0] {
+            master.send(ToChild::Snapshot { status });
+        }
+    }
+
+    /// Every minute: the front door's counts as one event (EVENT-14).
+    pub(super) fn minute(&mut self) {
+        self.keeper.minute(self.hooks.tally());
+    }
+
+    /// Every second: a drained worker is stopped, and the recycle decision is taken.
+    pub(super) fn upkeep(&mut self) {
+        let now = now_std();
+        if self.life.is_stopping() {
+            return;
+        }
+        for i in 0..self.life.slot_count() {
+            let id = ProcessId(i as u16);
+            if self.life.is_draining(id) && self.hooks.in_flight(id) == 0 {
+                self.life.drained(id, now);
+            }
+        }
+        let hooks = self.hooks.clone();
+        let in_flight = move |id: ProcessId| hooks.in_flight(id);
+        let busy = self.recycling.is_some() || self.life.is_rolling();
+        if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
+            if self.life.recycle(choice.id, self.setup.drain, now) {
+                warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
+                self.keeper.recycling(choice.id, &choice.reason);
+                self.recycling = Some(choice.id);
+            }
+        }
+    }
+}
