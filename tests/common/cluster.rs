@@ -1,0 +1,243 @@
+//! The cluster builder over the real binaries, the running cluster and its captured output.
+
+use super::*;
+
+pub struct ClusterBuilder {
+    pub(super) workers: u32,
+    pub(super) config: Value,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) args: Vec<String>,
+    pub(super) command: Option<Vec<String>>,
+}
+
+pub fn cluster() -> ClusterBuilder {
+    ClusterBuilder {
+        workers: 2,
+        config: json!({}),
+        env: Vec::new(),
+        args: Vec::new(),
+        command: None,
+    }
+}
+
+/// Merges `patch` into `base` (objects recursively, anything else replaced).
+pub fn merge(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+impl ClusterBuilder {
+    pub fn workers(mut self, n: u32) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Adds to config.json (merged over the test defaults).
+    pub fn config(mut self, patch: Value) -> Self {
+        merge(&mut self.config, &patch);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    /// The server command instead of `fhirsmith-sim`.
+    pub fn command(mut self, argv: &[&str]) -> Self {
+        self.command = Some(argv.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// Starts the launcher; does not wait for anything.
+    pub fn spawn(self) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp data dir");
+        let base = free_ports(self.workers as u16 + 2);
+        let port = base;
+        let internal = base + 1;
+        let command = self.command.unwrap_or_else(|| vec![SIM.to_string()]);
+        let mut config = json!({
+            "server": {
+                "port": port,
+                "cluster": {
+                    "workers": self.workers,
+                    "internalPort": internal,
+                    "command": command,
+                    "statusSeconds": 1,
+                    "killSeconds": 5
+                }
+            },
+            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+        });
+        merge(&mut config, &self.config);
+        launch(dir, config, &self.env, &self.args, &[])
+    }
+
+    /// Starts the launcher and waits until every process is ready and the listener is open.
+    pub fn start(self) -> Cluster {
+        let workers = self.workers;
+        let mut c = self.spawn();
+        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
+        {
+            c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
+        }
+        c.wait_until_listening(Duration::from_secs(10));
+        c
+    }
+}
+
+pub fn write_config(dir: &Path, config: &Value) {
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(config).expect("config json"),
+    )
+    .expect("write config.json");
+}
+
+pub struct Cluster {
+    pub child: Child,
+    pub port: u16,
+    pub internal: u16,
+    pub dir: tempfile::TempDir,
+    pub(super) lines: Receiver<String>,
+    pub(super) log: Arc<Mutex<Vec<String>>>,
+    pub config: Value,
+}
+
+impl Cluster {
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Waits for a line of the launcher's output containing `needle`; panics with the whole log
+    /// when it doesn't come in time.
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        // Lines already seen count too.
+        if let Some(l) = self.log_lines().into_iter().find(|l| l.contains(needle)) {
+            return l;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(_) => panic!(
+                    "no line containing {needle:?} within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                ),
+            }
+        }
+    }
+
+    /// How many lines the launcher has printed so far: take it before an action, then
+    /// `wait_for_after` waits only for lines printed after that moment (a line that comes
+    /// before the wait begins still counts).
+    pub fn mark(&self) -> usize {
+        self.log_lines().len()
+    }
+
+    /// Waits for a line containing `needle` among those printed after `mark`.
+    pub fn wait_for_after(&self, mark: usize, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self
+                .log_lines()
+                .into_iter()
+                .skip(mark)
+                .find(|l| l.contains(needle))
+            {
+                return l;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line containing {needle:?} after line {mark} within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The position of the first log line containing `needle`.
+    pub fn line_index(&self, needle: &str) -> Option<usize> {
+        self.log_lines().iter().position(|l| l.contains(needle))
+    }
+
+    pub fn wait_until_listening(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while TcpStream::connect(self.addr()).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the launcher never listened on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        unsafe_kill(self.child.id() as i32, sig);
+    }
+
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the launcher did not exit within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        request(self.addr(), "GET", path, &[], b"")
+    }
+
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        request(self.addr(), method, path, headers, body)
+    }
+
+    /// The pids of the launcher's children, from /proc.
+    pub fn child_pids(&self) -> Vec<i32> {
+        children_of(self.child.id() as i32)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Processes as /proc shows them: signals, children, liveness.
+
+use super::*;
+
+/// Sends a signal to a process this test started (by pid).
+pub fn unsafe_kill(pid: i32, sig: i32) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+/// Direct children of `pid`, read from /proc.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
+            // The ppid is the second field after the ")" that ends the command name.
+            if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                if f.get(1).and_then(|s| s.parse::<i32>().ok()) == Some(pid) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has exited.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}

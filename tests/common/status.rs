@@ -1,0 +1,282 @@
+//! Helpers for the status and memory tests: a launcher started through a wrapper (to join a
+//! cgroup first), a second launcher on the same data directory, direct process requests,
+//! /proc readings and a child memory cgroup (cgroup v1).
+
+use super::*;
+
+impl ClusterBuilder {
+    /// Like `spawn`, but the launcher is started as `wrap... LAUNCHER args...` (a wrapper that
+    /// `exec`s it keeps the pid, so `signal` and `child_pids` still work).
+    pub fn spawn_wrapped(self, wrap: &[String]) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp data dir");
+        let base = free_ports(self.workers as u16 + 2);
+        let command = self
+            .command
+            .clone()
+            .unwrap_or_else(|| vec![SIM.to_string()]);
+        let mut config = json!({
+            "server": {
+                "port": base,
+                "cluster": {
+                    "workers": self.workers,
+                    "internalPort": base + 1,
+                    "command": command,
+                    "statusSeconds": 1,
+                    "killSeconds": 5
+                }
+            },
+            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+        });
+        merge(&mut config, &self.config);
+        launch(dir, config, &self.env, &self.args, wrap)
+    }
+
+    /// `spawn_wrapped`, then waits like `start`.
+    pub fn start_wrapped(self, wrap: &[String]) -> Cluster {
+        let workers = self.workers;
+        let mut c = self.spawn_wrapped(wrap);
+        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
+        {
+            c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
+        }
+        c.wait_until_listening(Duration::from_secs(10));
+        c
+    }
+}
+
+/// Starts a launcher on `dir` with `config` (written to config.json; ports from it).
+pub fn launch(
+    dir: tempfile::TempDir,
+    config: Value,
+    env: &[(String, String)],
+    args: &[String],
+    wrap: &[String],
+) -> Cluster {
+    write_config(dir.path(), &config);
+    let port = config["server"]["port"].as_u64().expect("server.port") as u16;
+    let internal = config["server"]["cluster"]["internalPort"]
+        .as_u64()
+        .expect("internalPort") as u16;
+    let mut cmd = match wrap.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(LAUNCHER);
+            c
+        }
+        None => Command::new(LAUNCHER),
+    };
+    cmd.arg("--data-dir")
+        .arg(dir.path())
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("FHIRSMITH_WORKERS")
+        .env_remove("PORT")
+        .env_remove("FHIRSMITH_DATA_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start fhircluster");
+    let (tx, rx) = channel();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if std::env::var_os("FHIRCLUSTER_TEST_ECHO").is_some() {
+                    eprintln!("| {line}");
+                }
+                log.lock().map(|mut l| l.push(line.clone())).ok();
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    Cluster {
+        child,
+        port,
+        internal,
+        dir,
+        lines: rx,
+        log,
+        config,
+    }
+}
+
+impl Cluster {
+    /// A new launcher on this one's data directory and config, once this one has exited.
+    pub fn relaunch(mut self, env: &[(String, String)]) -> Cluster {
+        self.wait_exit(Duration::from_secs(30));
+        let placeholder = tempfile::tempdir().expect("temp dir");
+        let dir = std::mem::replace(&mut self.dir, placeholder);
+        launch(dir, self.config.clone(), env, &[], &[])
+    }
+
+    /// The internal address of process `index` (0 = m0, 1 = tx1 ...).
+    pub fn process_addr_at(&self, index: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.internal + index))
+    }
+
+    /// A request straight to process `index`, bypassing the launcher.
+    pub fn direct(&self, index: u16, method: &str, path: &str) -> Response {
+        request(self.process_addr_at(index), method, path, &[], b"")
+    }
+
+    /// The pid of the process listening as `code`, from its own `/sim/info`.
+    pub fn sim_pid(&self, index: u16) -> Option<i32> {
+        self.direct(index, "GET", "/sim/info").json()["pid"]
+            .as_i64()
+            .map(|p| p as i32)
+    }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`RssAnon`, `RssFile` ...), in bytes.
+pub fn proc_status_bytes(pid: i32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
+/// Polls `check` every 100 ms until it gives `Some`, or panics with `what` after `timeout`.
+pub fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child memory cgroup (cgroup v1, `/sys/fs/cgroup/memory/<name>`) with a limit, removed on
+/// drop: processes still in it are waited for, then moved to the parent, then the directory goes.
+pub struct MemCgroup {
+    pub path: PathBuf,
+}
+
+impl MemCgroup {
+    /// Creates it, or says exactly what is missing.
+    pub fn create(name: &str, limit: u64) -> Result<MemCgroup, String> {
+        let root = Path::new("/sys/fs/cgroup/memory");
+        if !root.join("memory.limit_in_bytes").exists() {
+            return Err(format!(
+                "no cgroup v1 memory controller mounted at {} (this test needs one)",
+                root.display()
+            ));
+        }
+        let path = root.join(name);
+        std::fs::create_dir(&path).map_err(|e| {
+            format!(
+                "can't create the memory cgroup {}: {e} (needs root)",
+                path.display()
+            )
+        })?;
+        let group = MemCgroup { path };
+        std::fs::write(group.path.join("memory.limit_in_bytes"), limit.to_string()).map_err(
+            |e| {
+                format!(
+                    "can't write memory.limit_in_bytes in {}: {e}",
+                    group.path.display()
+                )
+            },
+        )?;
+        Ok(group)
+    }
+
+    pub fn procs_file(&self) -> PathBuf {
+        self.path.join("cgroup.procs")
+    }
+
+    /// A wrapper for `spawn_wrapped`: joins this cgroup, then `exec`s the launcher.
+    pub fn wrapper(&self) -> Vec<String> {
+        vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            "echo $$ > \"$0\" && exec \"$@\"".to_string(),
+            self.procs_file().display().to_string(),
+        ]
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.procs_file())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// A `memory.stat` field.
+    pub fn stat(&self, field: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(self.path.join("memory.stat")).ok()?;
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == field).then(|| v.trim().parse().ok()).flatten()
+        })
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.pids().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some(parent) = self.path.parent() {
+            for pid in self.pids() {
+                let _ = std::fs::write(parent.join("cgroup.procs"), pid.to_string());
+            }
+        }
+        if let Err(e) = std::fs::remove_dir(&self.path) {
+            eprintln!(
+                "could not remove the test cgroup {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+impl Cluster {
+    /// Waits until the launcher's output has `n` lines containing `needle` (counting lines seen
+    /// before the call, so a line that came early isn't missed).
+    pub fn wait_for_nth(&self, needle: &str, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self
+            .log_lines()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+            < n
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no {n} lines containing {needle:?} within {timeout:?}; output:\n{}",
+                self.log_lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
