@@ -9,13 +9,7 @@ pub fn free_port() -> u16 {
 
 /// GET `path` from the launcher's own endpoint on 127.0.0.1:`port`.
 pub fn admin_get(port: u16, path: &str) -> Response {
-    request(
-        SocketAddr::from(([127, 0, 0, 1], port)),
-        "GET",
-        path,
-        &[],
-        b"",
-    )
+    get_direct(port, path)
 }
 
 /// Polls `f` every 20 ms until it returns true; false when `timeout` passes first.
