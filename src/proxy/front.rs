@@ -39,6 +39,9 @@ pub enum Decision {
 struct Inner {
     sched: Scheduler,
     waiters: HashMap<RequestId, oneshot::Sender<Decision>>,
+    /// The deadline the timer task sleeps until (`None`: until it is woken), so it is woken
+    /// only when an earlier one comes, not on every decision.
+    timer_at: Option<std::time::Instant>,
 }
 
 /// Counters of what the launcher did itself, for logs, events and metrics.
@@ -151,6 +154,7 @@ impl Front {
             inner: Mutex::new(Inner {
                 sched,
                 waiters: HashMap::new(),
+                timer_at: None,
             }),
             timer: Notify::new(),
             routes,
@@ -306,13 +310,21 @@ impl Front {
                 let _ = w.send(decision);
             }
         }
-        self.timer.notify_one();
+        let next = inner.sched.poll_timeout();
+        if next.is_some_and(|n| inner.timer_at.is_none_or(|at| n < at)) {
+            inner.timer_at = next;
+            self.timer.notify_one();
+        }
     }
 
     /// The timer task: wakes the scheduler at each deadline (queue waits, cooldowns).
     pub async fn run_timer(self: Arc<Self>) {
         loop {
-            let next = self.lock().sched.poll_timeout();
+            let next = {
+                let mut inner = self.lock();
+                inner.timer_at = inner.sched.poll_timeout();
+                inner.timer_at
+            };
             match next {
                 Some(at) => {
                     tokio::select! {

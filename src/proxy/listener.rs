@@ -230,9 +230,11 @@ async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<Proxy
         return Answer::MasterNotReady.respond();
     }
     let master = ProcessId::MASTER;
-    match front.upstreams[master.index()]
-        .try_send_with_timeout(req, front.upstream_timeout())
-        .await
+    // Boxed: see `to_tx`.
+    match Box::pin(
+        front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
+    )
+    .await
     {
         Ok(resp) => streamed(resp, |_| {}),
         Err(failure) => upstream_failed(front, master, &failure.error),
@@ -283,13 +285,12 @@ async fn to_tx(
         ticket.dispatched();
         let upstream = &front.upstreams[process.index()];
         let downs = front.downs(process);
-        match upstream
-            .try_send_with_timeout(req, front.upstream_timeout())
-            .await
-        {
+        // Boxed, as the reading of the response: what a request holds while it waits in the
+        // queue is the size of this future, and sending is by far its largest state.
+        match Box::pin(upstream.try_send_with_timeout(req, front.upstream_timeout())).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                return match buffered(resp).await {
+                return match Box::pin(buffered(resp)).await {
                     Ok(resp) => {
                         ticket.finish(Finish::Responded { status });
                         resp

@@ -29,6 +29,7 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "upstreamTimeoutSeconds",
     "writeTimeoutSeconds",
     "headerTimeoutSeconds",
+    "proxyThreads",
     "maxStartFailures",
     "recycleSeconds",
     "fastLaneExtra",

@@ -194,6 +194,9 @@ pub fn from_sources(
         &mut c.header_timeout,
         |r| r.seconds(false),
     )?;
+    l.read("server.cluster.proxyThreads", &mut c.proxy_threads, |r| {
+        r.whole_u32(1)
+    })?;
     l.read(
         "server.cluster.maxStartFailures",
         &mut c.max_start_failures,

@@ -76,6 +76,8 @@ pub struct ClusterSettings {
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.
     pub header_timeout: Duration,
+    /// `proxyThreads` (fhircluster's own): the front door's runtime threads.
+    pub proxy_threads: u32,
     /// 0: never give up.
     pub max_start_failures: u32,
     pub recycle: Duration,
@@ -158,6 +160,7 @@ impl Default for ClusterSettings {
             upstream_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(30),
+            proxy_threads: 1,
             max_start_failures: 6,
             recycle: Duration::from_secs(30),
             fast_lane_extra: 4,

@@ -73,7 +73,8 @@ pub struct CompareArgs {
     /// wrk's threads.
     #[arg(long, default_value_t = 2)]
     pub wrk_threads: u32,
-    /// nginx worker processes and HAProxy threads (fhircluster runs one runtime thread).
+    /// Threads of every front door: fhircluster's `proxyThreads`, nginx's worker processes,
+    /// HAProxy's threads.
     #[arg(long, default_value_t = 1)]
     pub proxy_threads: u32,
     /// Requests each of the 8 cache sessions sends through fhircluster.

@@ -78,7 +78,9 @@ impl Setup<'_> {
             "workers": workers,
             "internalPort": base + 1,
             "command": [self.sim],
-            "killSeconds": 5
+            "killSeconds": 5,
+            // The same number of threads for every front door.
+            "proxyThreads": self.args.proxy_threads
         });
         if let (Some(s), Value::Object(extra)) = (settings.as_object_mut(), cluster) {
             s.extend(extra);

@@ -65,6 +65,7 @@ fn every_numeric_cluster_setting_refuses_a_negative() {
         "upstreamTimeoutSeconds",
         "writeTimeoutSeconds",
         "headerTimeoutSeconds",
+        "proxyThreads",
         "maxStartFailures",
         "recycleSeconds",
         "fastLaneExtra",
@@ -94,6 +95,18 @@ fn every_numeric_cluster_setting_refuses_a_negative() {
         ),
         "server.memory.rejectFraction",
         "above 0",
+    );
+}
+
+#[test]
+fn proxy_threads_is_read_and_at_least_one() {
+    assert_eq!(ok(&[], &[], None).cluster.proxy_threads, 1);
+    let s = ok(&[], &[], cluster(json!({ "proxyThreads": 2 })));
+    assert_eq!(s.cluster.proxy_threads, 2);
+    refused(
+        settings(&[], &[], cluster(json!({ "proxyThreads": 0 }))),
+        "server.cluster.proxyThreads",
+        "0",
     );
 }
 
