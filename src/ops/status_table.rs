@@ -35,9 +35,15 @@ pub fn fetch(addr: SocketAddr) -> Result<Value> {
     serde_json::from_str(body).context("the launcher's /status is not JSON")
 }
 
+/// Megabytes, with a decimal below 10 MB so a small process doesn't read as 0.
 fn mb(v: &Value) -> String {
     v.as_u64().map_or("—".to_string(), |b| {
-        format!("{:.0} MB", b as f64 / 1_048_576.0)
+        let m = b as f64 / 1_048_576.0;
+        if m < 10.0 {
+            format!("{m:.1} MB")
+        } else {
+            format!("{m:.0} MB")
+        }
     })
 }
 
@@ -189,6 +195,7 @@ mod tests {
         assert!(t.contains("3/20"), "{t}");
         assert!(t.contains("1m05s"), "{t}");
         assert!(t.contains("100 MB"), "{t}");
+        assert!(t.contains("2.0 MB"), "small figures keep a decimal: {t}");
         assert!(t.contains("1.0 GB of 4.0 GB (25%)"), "{t}");
     }
 }
