@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fhircluster::ipc::channel::{self, Received};
-use fhircluster::ipc::message::{FromChild, RequestCounts, ToChild};
+use fhircluster::ipc::message::{FromChild, RequestCounts, Status, ToChild};
 use serde_json::json;
 
 async fn next_message(ch: &mut channel::LauncherChannel) -> Result<Received<FromChild>, String> {
@@ -61,11 +61,11 @@ async fn a_node_child_speaks_the_protocol_both_ways_and_exits_when_the_channel_c
         other => return Err(format!("expected ready, got {other:?}")),
     }
     match next_message(&mut ch).await? {
-        Received::Message(FromChild::Status {
+        Received::Message(FromChild::Status(Status {
             heap_used,
             refusing,
             ..
-        }) => {
+        })) => {
             assert!(heap_used.unwrap_or(0) > 0);
             assert!(!refusing);
         }

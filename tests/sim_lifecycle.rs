@@ -6,7 +6,7 @@ mod sim_util;
 
 use std::time::{Duration, Instant};
 
-use fhircluster::ipc::message::{FromChild, RequestCounts, ToChild};
+use fhircluster::ipc::message::{FromChild, RequestCounts, Status, ToChild};
 use serde_json::json;
 use sim_util::{Start, R};
 
@@ -137,18 +137,18 @@ async fn a_worker_reports_on_its_channel_and_sends_its_last_counts_on_sigterm() 
     let (mut status, mut sample, mut counts) = (None, None, Vec::new());
     while status.is_none() || sample.is_none() || counts.is_empty() {
         match sim.recv().await? {
-            m @ FromChild::Status { .. } => status = Some(m),
+            m @ FromChild::Status(_) => status = Some(m),
             FromChild::Sample(s) => sample = Some(s),
             FromChild::RequestCounts(c) => counts.push(c),
             other => return Err(format!("unexpected {other:?}")),
         }
     }
-    if let Some(FromChild::Status {
+    if let Some(FromChild::Status(Status {
         requests,
         heap_used,
         refusing,
         ..
-    }) = status
+    })) = status
     {
         assert_eq!(requests, 1);
         assert!(heap_used.unwrap_or(0) > 0);

@@ -39,24 +39,8 @@ pub enum FromChild {
         memory_limit: Option<u64>,
     },
     /// Every `statusSeconds`: the figures only the process knows (the launcher reads
-    /// `/proc/<pid>/status` itself). Null where a figure isn't known.
-    #[serde(rename_all = "camelCase")]
-    Status {
-        #[serde(default)]
-        heap_used: Option<u64>,
-        #[serde(default)]
-        heap_limit: Option<u64>,
-        #[serde(default)]
-        client_caches: Option<u64>,
-        #[serde(default)]
-        client_concepts: Option<u64>,
-        #[serde(default)]
-        expansion_items: Option<u64>,
-        in_flight: u32,
-        refusing: bool,
-        /// Requests served since the process started.
-        requests: u64,
-    },
+    /// `/proc/<pid>/status` itself).
+    Status(Status),
     /// Every `stats.sampleSeconds`: one graph sample.
     Sample(Sample),
     /// Tx-workers, every minute and once more as they stop: the counts since the last send.
@@ -64,6 +48,36 @@ pub enum FromChild {
     /// A type this side doesn't know (a newer peer): ignored, logged once per type.
     #[serde(other)]
     Unknown,
+}
+
+/// A process's own figures (child → launcher `status`). Null where a figure isn't known.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    #[serde(default)]
+    pub heap_used: Option<u64>,
+    #[serde(default)]
+    pub heap_limit: Option<u64>,
+    #[serde(default)]
+    pub client_caches: Option<u64>,
+    #[serde(default)]
+    pub client_concepts: Option<u64>,
+    #[serde(default)]
+    pub expansion_items: Option<u64>,
+    pub in_flight: u32,
+    pub refusing: bool,
+    /// Requests served since the process started.
+    pub requests: u64,
+}
+
+impl Status {
+    /// The figures of a `status` message; None for any other message.
+    pub fn from_message(msg: &FromChild) -> Option<Status> {
+        match msg {
+            FromChild::Status(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// One graph sample (child → launcher).
@@ -180,7 +194,7 @@ mod tests {
             v,
             json!({"type":"ready","code":"tx1","role":"tx-worker","pid":42,"port":3002,"protocol":"1.0","memoryLimit":null})
         );
-        let v = roundtrip(FromChild::Status {
+        let v = roundtrip(FromChild::Status(Status {
             heap_used: Some(1),
             heap_limit: None,
             client_caches: Some(2),
@@ -189,7 +203,7 @@ mod tests {
             in_flight: 5,
             refusing: true,
             requests: 6,
-        });
+        }));
         assert_eq!(v["type"], "status");
         assert_eq!(v["inFlight"], 5);
         assert_eq!(v["heapLimit"], Value::Null);
@@ -243,11 +257,11 @@ mod tests {
             .and_then(|f| decode(f).map_err(|e| e.to_string()));
         assert!(matches!(
             m,
-            Ok(FromChild::Status {
+            Ok(FromChild::Status(Status {
                 in_flight: 1,
                 heap_used: None,
                 ..
-            })
+            }))
         ));
     }
 

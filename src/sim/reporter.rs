@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, Mutex};
 use super::state::Sim;
 use super::StopReason;
 use crate::ipc::channel::{ChannelSender, ChildChannel, Received};
-use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
+use crate::ipc::message::{same_major, FromChild, Status, ToChild, PROTOCOL_VERSION};
 
 pub type Sender = Arc<Mutex<ChannelSender<FromChild>>>;
 
@@ -23,7 +23,7 @@ pub async fn send(sender: &Sender, msg: FromChild) {
 }
 
 pub fn status(sim: &Sim) -> FromChild {
-    FromChild::Status {
+    FromChild::Status(Status {
         heap_used: Some(sim.heap_used()),
         heap_limit: sim.heap_limit(),
         client_caches: Some(sim.client_caches()),
@@ -32,7 +32,7 @@ pub fn status(sim: &Sim) -> FromChild {
         in_flight: sim.in_flight.load(Ordering::Relaxed) as u32,
         refusing: sim.refusing.load(Ordering::Relaxed),
         requests: sim.requests.load(Ordering::Relaxed),
-    }
+    })
 }
 
 /// Starts the periodic sends and the receive loop. Returns the sender for the final counts.

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::ipc::message::FromChild;
 use crate::process::Role;
 use crate::settings::Settings;
 
@@ -37,48 +36,9 @@ pub enum ProcessState {
     Stopping,
 }
 
-/// The figures of one `FromChild::Status` message.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StatusFigures {
-    pub heap_used: Option<u64>,
-    pub heap_limit: Option<u64>,
-    pub client_caches: Option<u64>,
-    pub client_concepts: Option<u64>,
-    pub expansion_items: Option<u64>,
-    pub in_flight: u32,
-    pub refusing: bool,
-    pub requests: u64,
-}
+/// The figures of one `status` message: the message's own type.
+pub use crate::ipc::message::Status as StatusFigures;
 
-impl StatusFigures {
-    /// The figures of a `status` message; None for any other message.
-    pub fn from_message(msg: &FromChild) -> Option<StatusFigures> {
-        match *msg {
-            FromChild::Status {
-                heap_used,
-                heap_limit,
-                client_caches,
-                client_concepts,
-                expansion_items,
-                in_flight,
-                refusing,
-                requests,
-            } => Some(StatusFigures {
-                heap_used,
-                heap_limit,
-                client_caches,
-                client_concepts,
-                expansion_items,
-                in_flight,
-                refusing,
-                requests,
-            }),
-            _ => None,
-        }
-    }
-}
-
-/// `RssAnon` and `RssFile` from `/proc/<pid>/status`, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcMemory {
     pub rss_anon: u64,

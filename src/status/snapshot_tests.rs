@@ -1,6 +1,7 @@
 //! Tests of the cluster snapshot merge, by spec ID.
 
 use super::*;
+use crate::ipc::message::FromChild;
 use serde_json::json;
 
 const MB: u64 = 1 << 20;
@@ -326,7 +327,7 @@ fn without_a_limit_of_its_own_the_meter_is_the_processes_against_their_guards() 
 #[test]
 fn status_message_figures() {
     // spec: STATUS-1
-    let msg = FromChild::Status {
+    let msg = FromChild::Status(StatusFigures {
         heap_used: Some(1),
         heap_limit: None,
         client_caches: Some(2),
@@ -335,7 +336,7 @@ fn status_message_figures() {
         in_flight: 5,
         refusing: true,
         requests: 6,
-    };
+    });
     let f = StatusFigures::from_message(&msg);
     assert_eq!(f.as_ref().map(|f| f.requests), Some(6));
     assert_eq!(f.and_then(|f| f.heap_limit), None);
