@@ -59,12 +59,17 @@ pub fn slices(total: Duration) -> impl Iterator<Item = Duration> {
 
 /// Burns `total` of CPU on the current thread, yielding to the runtime between slices.
 pub async fn burn(total: Duration) {
-    for slice in slices(total) {
+    let mut slices = slices(total).peekable();
+    while let Some(slice) = slices.next() {
         let start = Instant::now();
         while start.elapsed() < slice {
             std::hint::spin_loop();
         }
-        tokio::task::yield_now().await;
+        // Between slices only: as in Node, an operation's last turn ends with its answer
+        // written, not with one more wait in line behind the others.
+        if slices.peek().is_some() {
+            tokio::task::yield_now().await;
+        }
     }
 }
 
@@ -82,6 +87,35 @@ mod tests {
             assert_eq!(s.iter().sum::<Duration>(), total, "{ms}");
         }
         assert_eq!(slices(Duration::from_millis(200)).count(), 8);
+    }
+
+    /// How many times another task ran while `cost` was burnt on a one-thread runtime.
+    fn turns_given_while_burning(cost: Duration) -> usize {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread runtime");
+        rt.block_on(async {
+            let turns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let t = turns.clone();
+            let other = tokio::spawn(async move {
+                loop {
+                    t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                }
+            });
+            burn(cost).await;
+            let n = turns.load(std::sync::atomic::Ordering::SeqCst);
+            other.abort();
+            n
+        })
+    }
+
+    #[test]
+    fn an_operation_yields_between_its_slices_and_not_after_the_last() {
+        // spec: SIM-12 (a cheap request answers in its first turn, as in Node; a heavy one
+        // lets the others run between its slices)
+        assert_eq!(turns_given_while_burning(Duration::from_millis(4)), 0);
+        assert_eq!(turns_given_while_burning(Duration::from_millis(60)), 2);
     }
 
     #[test]
