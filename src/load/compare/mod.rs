@@ -96,7 +96,39 @@ pub struct CompareArgs {
         default_value = "fhircluster,nginx,haproxy,direct"
     )]
     pub doors: Vec<String>,
+    /// A `server.cluster` setting for fhircluster's surge cluster, as `name=json` (repeatable,
+    /// e.g. `--set maxOutstanding=8`): the same load against other settings than the defaults.
+    #[arg(long = "set", value_parser = parse_setting)]
+    pub settings: Vec<(String, serde_json::Value)>,
     /// Keep the temporary directory (configs and logs).
     #[arg(long)]
     pub keep: bool,
+}
+
+/// `name=value`, the value read as JSON (a bare word is a string).
+fn parse_setting(s: &str) -> Result<(String, serde_json::Value), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected name=value"))?;
+    let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::from(value));
+    Ok((name.trim().to_string(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_setting;
+    use serde_json::json;
+
+    #[test]
+    fn a_setting_is_a_name_and_a_json_value() {
+        assert_eq!(
+            parse_setting("maxOutstanding=8"),
+            Ok(("maxOutstanding".to_string(), json!(8)))
+        );
+        assert_eq!(
+            parse_setting("balance=least"),
+            Ok(("balance".to_string(), json!("least")))
+        );
+        assert!(parse_setting("maxOutstanding").is_err());
+    }
 }

@@ -244,7 +244,8 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
     let mut round = Round::default();
     // The raw run's one process, and the surge's cluster (fhircluster with its defaults).
     let raw = s.cluster("raw", 0, json!({}))?;
-    let surge_cluster = s.cluster("surge", s.args.workers, json!({}))?;
+    let settings: serde_json::Map<String, Value> = s.args.settings.iter().cloned().collect();
+    let surge_cluster = s.cluster("surge", s.args.workers, Value::Object(settings))?;
     sleep(Duration::from_millis(500));
     round.rss_idle_mb = rss_mb(surge_cluster.guard.pid());
     let ports = ProxyPorts {
