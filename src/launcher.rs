@@ -214,6 +214,7 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
     let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
     let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
     tokio::spawn(front.clone().run_timer());
+    tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
     tokio::spawn(crate::proxy::report::run(front.clone()));
 
     let (ready_tx, mut ready_rx) = watch::channel(false);

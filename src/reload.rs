@@ -71,10 +71,11 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
         );
     }
     c.workers = !live.is_empty();
-    let counts: [(&str, u32, u32); 3] = [
+    let counts: [(&str, u32, u32); 4] = [
         ("maxOutstanding", o.max_outstanding, n.max_outstanding),
         ("fastLaneExtra", o.fast_lane_extra, n.fast_lane_extra),
         ("normalMinSlots", o.normal_min_slots, n.normal_min_slots),
+        ("saturatedPercent", o.saturated_percent, n.saturated_percent),
     ];
     for (name, a, b) in counts {
         note(live, &cl(name), a.to_string(), b.to_string());

@@ -118,6 +118,7 @@ fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
         "fastLaneMaxBytes 1024",
         "memoryHeadroomGB 2",
         "normalMinSlots 4",
+        "saturatedPercent 90",
         "drainSeconds 30",
         "trimAllocator true",
         "recycleSeconds 30",

@@ -188,6 +188,7 @@ fn loads(front: &Front) -> Vec<ProcessLoad> {
                 in_flight: l.in_flight,
                 slots: l.slots,
                 queued: l.queued,
+                saturated: l.saturated,
             }
         })
         .collect()
@@ -203,6 +204,7 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
             p["slots"] = json!(l.slots);
             p["queued"] = json!(l.queued);
             p["frontInFlight"] = json!(l.in_flight);
+            p["saturated"] = json!(l.saturated);
             p["routable"] = json!(front.is_ready(ProcessId(i as u16)));
         }
     }

@@ -53,6 +53,8 @@ pub struct ProcessLoad {
     /// None: no limit.
     pub slots: Option<u32>,
     pub queued: usize,
+    /// Its event loop is saturated: other requests held to `normalMinSlots`.
+    pub saturated: bool,
 }
 
 /// Everything `/metrics` shows, gathered by the caller.
@@ -183,6 +185,20 @@ pub fn render(m: &MetricsInput) -> String {
     }
     family(
         &mut out,
+        "fhircluster_saturated",
+        "gauge",
+        "1 while a process's event loop is saturated and its other tx requests are held to normalMinSlots.",
+    );
+    for p in &m.processes {
+        let _ = writeln!(
+            out,
+            "fhircluster_saturated{{process=\"{}\"}} {}",
+            esc(&p.code),
+            u8::from(p.saturated)
+        );
+    }
+    family(
+        &mut out,
         "fhircluster_process_queued",
         "gauge",
         "Requests waiting for one process only (by cache-id).",
@@ -305,6 +321,7 @@ mod tests {
                 in_flight: 1,
                 slots: Some(20),
                 queued: 0,
+                saturated: true,
             }],
             snapshot: Some(&snap),
             recycles: vec![("tx1".into(), 1)],
@@ -318,5 +335,6 @@ mod tests {
         assert!(text
             .contains("fhircluster_process_memory_bytes{process=\"launcher\",kind=\"private\"} 5"));
         assert!(text.contains("fhircluster_slots{process=\"tx1\"} 20"));
+        assert!(text.contains("fhircluster_saturated{process=\"tx1\"} 1"));
     }
 }

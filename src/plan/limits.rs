@@ -1,6 +1,7 @@
 //! The limits line the launcher logs as it starts (LAUNCH-10): every wait (DEC-1), the lane, the
 //! headroom, the drain, `trimAllocator` as the processes apply it with a role (CONF-25), and
-//! whether memory recycling is on (RECYCLE-15), in one line.
+//! whether memory recycling is on (RECYCLE-15), in one line; and fhircluster's own
+//! `saturatedPercent`, which also decides how many requests a process gets.
 
 use crate::settings::Settings;
 use crate::sizing::memory_fit::plain;
@@ -14,7 +15,7 @@ pub fn limits_line(settings: &Settings) -> String {
     let c = &settings.cluster;
     let recycling = if c.recycle.is_zero() { "off" } else { "on" };
     format!(
-        "limits: maxOutstanding {}, queueSeconds {}, ownerQueueSeconds {}, cooldownSeconds {}, upstreamTimeoutSeconds {}, writeTimeoutSeconds {}, fastLaneExtra {}, fastLaneMaxBytes {}, memoryHeadroomGB {}, normalMinSlots {}, drainSeconds {}, trimAllocator {}, recycleSeconds {} (recycling {recycling})",
+        "limits: maxOutstanding {}, queueSeconds {}, ownerQueueSeconds {}, cooldownSeconds {}, upstreamTimeoutSeconds {}, writeTimeoutSeconds {}, fastLaneExtra {}, fastLaneMaxBytes {}, memoryHeadroomGB {}, normalMinSlots {}, saturatedPercent {}, drainSeconds {}, trimAllocator {}, recycleSeconds {} (recycling {recycling})",
         c.max_outstanding,
         seconds(c.queue),
         seconds(c.owner_queue),
@@ -25,6 +26,7 @@ pub fn limits_line(settings: &Settings) -> String {
         c.fast_lane_max_bytes,
         plain(c.memory_headroom_gb),
         c.normal_min_slots,
+        c.saturated_percent,
         seconds(c.drain),
         settings.memory.trim_allocator,
         seconds(c.recycle),
@@ -46,7 +48,7 @@ mod tests {
         let mut s = settings();
         assert_eq!(
             limits_line(&s),
-            "limits: maxOutstanding 16, queueSeconds 1, ownerQueueSeconds 30, cooldownSeconds 2, upstreamTimeoutSeconds 60, writeTimeoutSeconds 60, fastLaneExtra 4, fastLaneMaxBytes 1024, memoryHeadroomGB 2, normalMinSlots 4, drainSeconds 30, trimAllocator true, recycleSeconds 30 (recycling on)"
+            "limits: maxOutstanding 16, queueSeconds 1, ownerQueueSeconds 30, cooldownSeconds 2, upstreamTimeoutSeconds 60, writeTimeoutSeconds 60, fastLaneExtra 4, fastLaneMaxBytes 1024, memoryHeadroomGB 2, normalMinSlots 4, saturatedPercent 90, drainSeconds 30, trimAllocator true, recycleSeconds 30 (recycling on)"
         );
         s.cluster.recycle = Duration::ZERO;
         s.cluster.queue = Duration::from_millis(500);

@@ -9,7 +9,7 @@
 //! goes away while it waits cancels it (dropped from the queue, never sent).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -129,6 +129,11 @@ pub struct Front {
     /// failed on a process can tell whether the process died under it.
     downs: Vec<AtomicU64>,
     went_down: Notify,
+    /// Each ready process's pid (0: none), for the saturation watch.
+    pids: Vec<AtomicU32>,
+    /// The saturation watch sleeps (nothing was in flight) until the next dispatch wakes it.
+    watch_idle: AtomicBool,
+    watch_wake: Notify,
 }
 
 impl Front {
@@ -169,6 +174,9 @@ impl Front {
             counters: Counters::new(n),
             downs: (0..n).map(|_| AtomicU64::new(0)).collect(),
             went_down: Notify::new(),
+            pids: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            watch_idle: AtomicBool::new(false),
+            watch_wake: Notify::new(),
         })
     }
 
@@ -301,7 +309,14 @@ impl Front {
     fn pump(&self, inner: &mut Inner) {
         while let Some(action) = inner.sched.poll_action() {
             let (id, decision) = match action {
-                Action::Dispatch { id, process } => (id, Decision::Go(process)),
+                Action::Dispatch { id, process } => {
+                    if self.watch_idle.load(Ordering::Relaxed)
+                        && self.watch_idle.swap(false, Ordering::AcqRel)
+                    {
+                        self.watch_wake.notify_one();
+                    }
+                    (id, Decision::Go(process))
+                }
                 Action::Refuse { id, reason } => (id, Decision::Refused(reason)),
                 Action::Fail { id, process } => (id, Decision::Fail(process)),
             };
@@ -377,6 +392,42 @@ impl Front {
         }
     }
 
+    /// The pid of a ready process.
+    pub fn pid(&self, id: ProcessId) -> Option<u32> {
+        let pid = self.pids.get(id.index())?.load(Ordering::Acquire);
+        (pid != 0).then_some(pid)
+    }
+
+    /// The saturation watch's verdict about a process (`proxy::saturation`).
+    pub fn set_saturated(&self, id: ProcessId, saturated: bool) {
+        let mut inner = self.lock();
+        inner.sched.set_saturated(id, saturated, now());
+        self.pump(&mut inner);
+    }
+
+    /// `saturatedPercent` now, and whether any tx request is in flight anywhere.
+    pub fn saturation_watch_state(&self) -> (u32, bool) {
+        let inner = self.lock();
+        let busy = self
+            .processes
+            .iter()
+            .any(|p| inner.sched.load(p.id).in_flight > 0);
+        (inner.sched.config().saturated_percent, busy)
+    }
+
+    /// Waits until the next dispatch, unless one is in flight already when asked.
+    pub async fn until_busy(&self) {
+        let wake = self.watch_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        self.watch_idle.store(true, Ordering::Release);
+        if self.saturation_watch_state().1 {
+            self.watch_idle.store(false, Ordering::Release);
+            return;
+        }
+        wake.await;
+    }
+
     /// Total requests waiting in the launcher.
     pub fn queued(&self) -> usize {
         self.lock().sched.queued()
@@ -388,7 +439,10 @@ impl Front {
 }
 
 impl Hooks for Front {
-    fn up(&self, id: ProcessId, _pid: u32) {
+    fn up(&self, id: ProcessId, pid: u32) {
+        if let Some(p) = self.pids.get(id.index()) {
+            p.store(pid, Ordering::Release);
+        }
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
         }
@@ -402,6 +456,9 @@ impl Hooks for Front {
     }
 
     fn down(&self, id: ProcessId) {
+        if let Some(p) = self.pids.get(id.index()) {
+            p.store(0, Ordering::Release);
+        }
         if id.is_master() {
             self.master_ready.store(false, Ordering::Release);
         }

@@ -8,4 +8,6 @@ pub mod listener;
 pub mod outcome;
 pub mod report;
 pub mod route;
+pub mod saturation;
+pub mod saturation_watch;
 pub mod scheduler;

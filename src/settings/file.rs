@@ -34,6 +34,7 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "recycleSeconds",
     "fastLaneExtra",
     "normalMinSlots",
+    "saturatedPercent",
     "fastLaneMaxBytes",
     "statusSeconds",
     "sharedCache",

@@ -216,6 +216,11 @@ pub fn from_sources(
         |r| r.whole_u32(0),
     )?;
     l.read(
+        "server.cluster.saturatedPercent",
+        &mut c.saturated_percent,
+        |r| r.whole(0, 100).map(|n| n as u32),
+    )?;
+    l.read(
         "server.cluster.fastLaneMaxBytes",
         &mut c.fast_lane_max_bytes,
         |r| r.whole(0, u64::MAX),

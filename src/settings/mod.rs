@@ -83,6 +83,10 @@ pub struct ClusterSettings {
     pub recycle: Duration,
     pub fast_lane_extra: u32,
     pub normal_min_slots: u32,
+    /// `saturatedPercent` (fhircluster's own): a process whose event loop wanted the CPU this
+    /// share of the time is saturated, and its other requests are held to `normalMinSlots`.
+    /// 0: never (the spec's rule alone). 0..=100.
+    pub saturated_percent: u32,
     pub fast_lane_max_bytes: u64,
     /// Always above zero.
     pub status_interval: Duration,
@@ -165,6 +169,7 @@ impl Default for ClusterSettings {
             recycle: Duration::from_secs(30),
             fast_lane_extra: 4,
             normal_min_slots: 4,
+            saturated_percent: 90,
             fast_lane_max_bytes: 1024,
             status_interval: Duration::from_secs(15),
             shared_cache: false,

@@ -1,6 +1,6 @@
 //! Reads of the machine: the CPUs this process may run on and their cores, CPU quotas and memory
 //! from cgroups (v1, v2 or both), each process's memory from `/proc`, and whether a process
-//! listens on its port (`listen`).
+//! listens on its port (`listen`), how long its main thread wanted the CPU (`schedstat`).
 //!
 //! Every reader takes the filesystem root it reads under (`Path::new("/")` for the machine, a
 //! temporary directory in tests) and returns what it read or why it could not (`Unreadable`).
@@ -12,6 +12,7 @@ pub mod cpu_quota;
 pub mod listen;
 pub mod memory;
 pub mod proc_memory;
+pub mod schedstat;
 pub mod unreadable;
 
 #[cfg(test)]

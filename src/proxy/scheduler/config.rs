@@ -14,6 +14,8 @@ pub struct SchedulerConfig {
     /// `normalMinSlots` (4); 0: no minimum (CONF-21); above `max_outstanding` is taken as
     /// `max_outstanding` (CONF-22; the settings refuse it at start, DEC-7).
     pub normal_min_slots: u32,
+    /// `saturatedPercent` (90, fhircluster's own); 0: no process is ever held as saturated.
+    pub saturated_percent: u32,
     /// `queueSeconds` (1); 0: refused at once instead of waiting (CONF-13).
     pub queue: Duration,
     /// `ownerQueueSeconds` (30); 0: refused at once instead of waiting (CONF-14).
@@ -28,6 +30,7 @@ impl From<&ClusterSettings> for SchedulerConfig {
             max_outstanding: c.max_outstanding,
             fast_lane_extra: c.fast_lane_extra,
             normal_min_slots: c.normal_min_slots,
+            saturated_percent: c.saturated_percent,
             queue: c.queue,
             owner_queue: c.owner_queue,
             cooldown: c.cooldown,

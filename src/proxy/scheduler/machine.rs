@@ -61,6 +61,8 @@ struct Proc {
     serves_tx: bool,
     state: Option<ProcessState>,
     slots: Slots,
+    /// Its event loop is saturated: normal requests held to `normalMinSlots` (`slots.rs`).
+    saturated: bool,
     cool: Cooldown,
     /// Requests only this process may take, by lane.
     owned: [WaitQueue; 2],
@@ -160,6 +162,10 @@ impl Scheduler {
         s
     }
 
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.cfg
+    }
+
     /// Live reload. Waiting requests keep their deadlines and cooldowns their ends; new limits
     /// apply to the next decisions (a lower limit lets the excess in flight finish).
     pub fn set_config(&mut self, cfg: SchedulerConfig, now: Instant) {
@@ -214,6 +220,9 @@ impl Scheduler {
         let old = proc.state;
         proc.state = Some(state);
         if state != ProcessState::Ready {
+            proc.saturated = false;
+        }
+        if state != ProcessState::Ready {
             self.release_owned(i, p);
         }
         if old == Some(ProcessState::Down) || state == ProcessState::Down {
@@ -225,6 +234,22 @@ impl Scheduler {
             self.refuse_shared(Refusal::NoProcessReady);
         }
         if state == ProcessState::Ready {
+            self.dirty.push(i);
+        }
+        self.settle();
+    }
+
+    /// Whether the process's event loop is saturated (the shell measures it). Ending it may let
+    /// waiting requests in.
+    pub fn set_saturated(&mut self, p: ProcessId, saturated: bool, now: Instant) {
+        self.advance(now);
+        let i = p.index();
+        let Some(proc) = self.procs.get_mut(i).filter(|q| q.present) else {
+            return;
+        };
+        let ended = proc.saturated && !saturated;
+        proc.saturated = saturated && proc.state == Some(ProcessState::Ready);
+        if ended {
             self.dirty.push(i);
         }
         self.settle();
@@ -384,6 +409,7 @@ impl Scheduler {
             normal_running: proc.slots.normal_running,
             queued: proc.owned.iter().map(WaitQueue::live).sum(),
             cooling: proc.cool.cooling(),
+            saturated: proc.saturated,
         }
     }
 

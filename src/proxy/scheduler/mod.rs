@@ -21,4 +21,6 @@ mod lane_cool_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod saturation_tests;
+#[cfg(test)]
 mod tests;

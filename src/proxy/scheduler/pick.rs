@@ -29,8 +29,9 @@ impl Scheduler {
     }
 
     pub(super) fn admits(&self, i: usize, lane: Lane) -> bool {
+        let p = &self.procs[i];
         self.limits
-            .admits(self.procs[i].slots, lane, self.normal_waiting_for(i))
+            .admits(p.slots, lane, self.normal_waiting_for(i), p.saturated)
     }
 
     /// The least loaded eligible process that admits `lane` (any, for an uncounted request),

@@ -28,6 +28,8 @@ pub(super) struct Model {
     cfg: SchedulerConfig,
     now: Instant,
     ready: Vec<bool>,
+    /// Saturated (held to `normalMinSlots` normal requests); only while ready.
+    saturated: Vec<bool>,
     serves: Vec<bool>,
     in_flight: Vec<u32>,
     normal: Vec<u32>,
@@ -51,6 +53,7 @@ impl Model {
             cfg,
             now,
             ready: vec![true; n],
+            saturated: vec![false; n],
             serves,
             in_flight: vec![0; n],
             normal: vec![0; n],
@@ -101,6 +104,9 @@ impl Model {
             return Err(format!("process {p} full ({f}/{total}) yet dispatched to"));
         }
         match lane {
+            Lane::Normal if self.saturated[p] && min > 0 && n >= min => Err(format!(
+                "normal sent to saturated {p} with {n} normal running (min {min})"
+            )),
             Lane::Normal if f >= max && n >= min => Err(format!(
                 "normal past maxOutstanding {max} with {n} normal running (min {min})"
             )),
@@ -224,6 +230,7 @@ impl Model {
         let room = |p: usize, lane: Lane| {
             let (f, k) = (self.in_flight[p], self.normal[p]);
             match lane {
+                Lane::Normal if self.saturated[p] && min > 0 => f < total && k < min,
                 Lane::Normal => f < max || (f < total && k < min),
                 Lane::Fast => !normal_pending && f < total,
             }
@@ -354,7 +361,13 @@ impl Model {
                     ProcessState::Draining,
                 ][usize::from(*state)];
                 self.ready[i] = state == ProcessState::Ready;
+                self.saturated[i] &= self.ready[i];
                 self.s.set_process(ProcessId(i as u16), state, self.now);
+            }
+            Event::SetSaturated { p, on } => {
+                let i = usize::from(*p) % n;
+                self.saturated[i] = *on && self.ready[i];
+                self.s.set_saturated(ProcessId(i as u16), *on, self.now);
             }
             Event::Advance { millis } => {
                 self.now += Duration::from_millis(*millis);

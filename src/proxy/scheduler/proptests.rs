@@ -39,6 +39,10 @@ enum Event {
         p: u16,
         state: u8,
     },
+    SetSaturated {
+        p: u16,
+        on: bool,
+    },
     Advance {
         millis: u64,
     },
@@ -60,6 +64,7 @@ fn config() -> impl Strategy<Value = SchedulerConfig> {
             max_outstanding: max,
             fast_lane_extra: extra,
             normal_min_slots: min.min(max),
+            saturated_percent: 90,
             queue: Duration::from_secs(u64::from(q)),
             owner_queue: Duration::from_secs(30 * u64::from(oq)),
             cooldown: Duration::from_secs(2 * u64::from(cool)),
@@ -73,6 +78,7 @@ fn event(n: u16) -> impl Strategy<Value = Event> {
         6 => (any::<usize>(), 0u8..6).prop_map(|(pick, outcome)| Event::Finish { pick, outcome }),
         1 => any::<usize>().prop_map(|pick| Event::Cancel { pick }),
         1 => (0..n, 0u8..3).prop_map(|(p, state)| Event::SetProcess { p, state }),
+        1 => (0..n, any::<bool>()).prop_map(|(p, on)| Event::SetSaturated { p, on }),
         2 => (0u64..3000).prop_map(|millis| Event::Advance { millis }),
         1 => config().prop_map(|cfg| Event::Reload { cfg }),
     ]

@@ -5,6 +5,12 @@
 //! `normalMinSlots` normal ones to run. A normal request may take one while fewer than
 //! `maxOutstanding` are in flight, or any free one while fewer than `normalMinSlots` normal ones
 //! run. `maxOutstanding` 0: no limit at all.
+//!
+//! Beyond the spec: while a process is *saturated* (its event loop wants the CPU all the time,
+//! see `proxy::saturation`), a normal request takes a slot only while fewer than
+//! `normalMinSlots` normal ones run. A loop that is already busy all the time answers heavy work
+//! no sooner for having more of it at once; each one more only adds a turn that every cheap
+//! request waits behind. The lane's own rule is unchanged.
 
 use super::config::SchedulerConfig;
 use crate::proxy::lane::Lane;
@@ -51,7 +57,9 @@ impl Limits {
 
     /// Whether a process with `s` in flight may take one more request of `lane` (already
     /// effective). `normal_waiting`: normal requests are waiting that this process could take.
-    pub fn admits(&self, s: Slots, lane: Lane, normal_waiting: bool) -> bool {
+    /// `saturated`: the process's event loop is saturated (held to `normalMinSlots` normal
+    /// ones; with `normalMinSlots` 0 it changes nothing).
+    pub fn admits(&self, s: Slots, lane: Lane, normal_waiting: bool, saturated: bool) -> bool {
         if self.max == 0 {
             return true;
         }
@@ -62,6 +70,7 @@ impl Limits {
             return false;
         }
         match lane {
+            Lane::Normal if saturated && self.min_normal > 0 => normal < self.min_normal,
             Lane::Normal => in_flight < self.max || normal < self.min_normal,
             Lane::Fast => {
                 let reserve = if normal_waiting {
@@ -116,21 +125,21 @@ mod tests {
         // spec: LANE-1, LANE-2, LANE-15
         let l = limits(16, 4, 4);
         assert_eq!(l.slots(), Some(20));
-        assert!(l.admits(s(19, 16), Lane::Fast, false));
-        assert!(!l.admits(s(20, 16), Lane::Fast, false));
-        assert!(!l.admits(s(20, 0), Lane::Fast, false));
+        assert!(l.admits(s(19, 16), Lane::Fast, false, false));
+        assert!(!l.admits(s(20, 16), Lane::Fast, false, false));
+        assert!(!l.admits(s(20, 0), Lane::Fast, false, false));
     }
 
     #[test]
     fn normal_uses_up_to_max_or_more_while_few_normal_run() {
         // spec: LANE-4, LANE-5, QUEUE-1
         let l = limits(16, 4, 4);
-        assert!(l.admits(s(15, 15), Lane::Normal, true));
-        assert!(!l.admits(s(16, 16), Lane::Normal, true));
-        assert!(!l.admits(s(16, 4), Lane::Normal, true));
-        assert!(l.admits(s(16, 3), Lane::Normal, true));
-        assert!(l.admits(s(19, 0), Lane::Normal, true));
-        assert!(!l.admits(s(20, 0), Lane::Normal, true));
+        assert!(l.admits(s(15, 15), Lane::Normal, true, false));
+        assert!(!l.admits(s(16, 16), Lane::Normal, true, false));
+        assert!(!l.admits(s(16, 4), Lane::Normal, true, false));
+        assert!(l.admits(s(16, 3), Lane::Normal, true, false));
+        assert!(l.admits(s(19, 0), Lane::Normal, true, false));
+        assert!(!l.admits(s(20, 0), Lane::Normal, true, false));
     }
 
     #[test]
@@ -138,16 +147,16 @@ mod tests {
         // spec: LANE-6
         let l = limits(16, 4, 4);
         // 2 normal running: 2 more must stay free while normal requests wait
-        assert!(l.admits(s(17, 2), Lane::Fast, true));
-        assert!(!l.admits(s(18, 2), Lane::Fast, true));
-        assert!(l.admits(s(18, 2), Lane::Fast, false));
+        assert!(l.admits(s(17, 2), Lane::Fast, true, false));
+        assert!(!l.admits(s(18, 2), Lane::Fast, true, false));
+        assert!(l.admits(s(18, 2), Lane::Fast, false, false));
         // 4 normal running: no reservation left to keep
-        assert!(l.admits(s(19, 4), Lane::Fast, true));
+        assert!(l.admits(s(19, 4), Lane::Fast, true, false));
         // whenever cheap is held back for the reservation, a normal one may go
         for in_flight in 0..20 {
             for normal in 0..=in_flight {
-                if !l.admits(s(in_flight, normal), Lane::Fast, true) {
-                    assert!(l.admits(s(in_flight, normal), Lane::Normal, true));
+                if !l.admits(s(in_flight, normal), Lane::Fast, true, false) {
+                    assert!(l.admits(s(in_flight, normal), Lane::Normal, true, false));
                 }
             }
         }
@@ -158,16 +167,46 @@ mod tests {
         // spec: CONF-12, CONF-20, CONF-21, CONF-22
         let none = limits(0, 4, 4);
         assert_eq!(none.slots(), None);
-        assert!(none.admits(s(100_000, 100_000), Lane::Normal, true));
+        assert!(none.admits(s(100_000, 100_000), Lane::Normal, true, false));
         let no_lane = limits(16, 0, 4);
         assert_eq!(no_lane.effective(Lane::Fast), Lane::Normal);
         assert_eq!(no_lane.slots(), Some(16));
-        assert!(!no_lane.admits(s(16, 0), Lane::Normal, true));
+        assert!(!no_lane.admits(s(16, 0), Lane::Normal, true, false));
         let no_min = limits(16, 4, 0);
-        assert!(!no_min.admits(s(16, 0), Lane::Normal, true));
-        assert!(no_min.admits(s(19, 0), Lane::Fast, true));
+        assert!(!no_min.admits(s(16, 0), Lane::Normal, true, false));
+        assert!(no_min.admits(s(19, 0), Lane::Fast, true, false));
         let clamped = limits(2, 4, 10);
-        assert!(clamped.admits(s(5, 1), Lane::Normal, true));
-        assert!(!clamped.admits(s(5, 2), Lane::Normal, true));
+        assert!(clamped.admits(s(5, 1), Lane::Normal, true, false));
+        assert!(!clamped.admits(s(5, 2), Lane::Normal, true, false));
+    }
+
+    #[test]
+    fn a_saturated_process_takes_normal_requests_only_up_to_min_normal() {
+        // fhircluster's own (saturation): the lane's rule is the same either way.
+        let l = limits(16, 4, 4);
+        assert!(l.admits(s(10, 3), Lane::Normal, true, true));
+        assert!(!l.admits(s(4, 4), Lane::Normal, true, true));
+        assert!(!l.admits(s(4, 4), Lane::Normal, false, true));
+        assert!(l.admits(s(4, 4), Lane::Normal, true, false));
+        assert!(!l.admits(s(20, 3), Lane::Normal, true, true));
+        for in_flight in 0..22 {
+            for normal in 0..=in_flight {
+                let at = s(in_flight, normal);
+                for waiting in [false, true] {
+                    assert_eq!(
+                        l.admits(at, Lane::Fast, waiting, true),
+                        l.admits(at, Lane::Fast, waiting, false)
+                    );
+                    // Saturation only ever takes admissions away.
+                    if l.admits(at, Lane::Normal, waiting, true) {
+                        assert!(l.admits(at, Lane::Normal, waiting, false));
+                    }
+                }
+            }
+        }
+        // With no minimum, saturation changes nothing; with no limit, nothing is held.
+        let no_min = limits(16, 4, 0);
+        assert!(no_min.admits(s(15, 15), Lane::Normal, true, true));
+        assert!(limits(0, 4, 4).admits(s(100, 100), Lane::Normal, true, true));
     }
 }

@@ -75,4 +75,6 @@ pub struct Load {
     pub queued: usize,
     /// In cooldown now.
     pub cooling: bool,
+    /// Its event loop is saturated (normal requests held to `normalMinSlots`).
+    pub saturated: bool,
 }

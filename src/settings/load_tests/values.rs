@@ -70,6 +70,7 @@ fn every_numeric_cluster_setting_refuses_a_negative() {
         "recycleSeconds",
         "fastLaneExtra",
         "normalMinSlots",
+        "saturatedPercent",
         "fastLaneMaxBytes",
         "statusSeconds",
         "sharedCacheMaxMB",
@@ -95,6 +96,18 @@ fn every_numeric_cluster_setting_refuses_a_negative() {
         ),
         "server.memory.rejectFraction",
         "above 0",
+    );
+}
+
+#[test]
+fn saturated_percent_is_a_share_from_0_to_100() {
+    assert_eq!(ok(&[], &[], None).cluster.saturated_percent, 90);
+    let s = ok(&[], &[], cluster(json!({ "saturatedPercent": 0 })));
+    assert_eq!(s.cluster.saturated_percent, 0);
+    refused(
+        settings(&[], &[], cluster(json!({ "saturatedPercent": 101 }))),
+        "server.cluster.saturatedPercent",
+        "101",
     );
 }
 

@@ -1,0 +1,63 @@
+//! The shell around `saturation`: every `INTERVAL` while tx requests are in flight, reads each
+//! ready process's main-thread run + wait time and tells the scheduler when a process's event
+//! loop becomes saturated or stops being so. Sleeps while nothing is in flight (an idle
+//! launcher doesn't wake for it), and forgets what it knew: a process with nothing to do is not
+//! held.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::front::Front;
+use super::saturation::LoopMeter;
+use crate::system::schedstat::read_main_thread_busy_ns;
+
+/// How often a busy cluster is sampled: a few turns of a 25 ms event loop, so a surge is held
+/// within its first tenth of a second and its end is seen as quickly.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+pub async fn run(front: Arc<Front>) {
+    let mut meters: Vec<(LoopMeter, Option<u32>)> = vec![Default::default(); front.processes.len()];
+    loop {
+        let (percent, busy) = front.saturation_watch_state();
+        if !busy || percent == 0 {
+            for (spec, (meter, _)) in front.processes.iter().zip(&mut meters) {
+                if meter.saturated() {
+                    front.set_saturated(spec.id, false);
+                }
+                meter.reset();
+            }
+            if percent == 0 {
+                // Off: look again at the next dispatch after a reload may have turned it on.
+                tokio::time::sleep(INTERVAL * 10).await;
+            }
+            front.until_busy().await;
+        }
+        tokio::time::sleep(INTERVAL).await;
+        let now = std::time::Instant::now();
+        for (spec, (meter, seen)) in front.processes.iter().zip(&mut meters) {
+            let pid = front.pid(spec.id).filter(|_| spec.serves_tx);
+            if pid != *seen {
+                // Another process in this place (or none): what was measured was the old one's.
+                *seen = pid;
+                meter.reset();
+            }
+            let Some(pid) = pid else { continue };
+            // Unreadable (the process just exited, no /proc): no verdict this time.
+            let Ok(ns) = read_main_thread_busy_ns(Path::new("/"), pid) else {
+                continue;
+            };
+            if let Some(saturated) = meter.sample(now, ns, percent) {
+                tracing::debug!(
+                    process = %spec.code,
+                    saturated,
+                    "event loop {}",
+                    if saturated { "saturated: other requests held to normalMinSlots" } else { "no longer saturated" }
+                );
+            }
+            // Every time, not only on a change: the scheduler drops the mark when a process
+            // stops being ready, and the meter may still see the same process saturated after.
+            front.set_saturated(spec.id, meter.saturated());
+        }
+    }
+}
