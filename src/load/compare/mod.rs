@@ -49,7 +49,7 @@ pub struct CompareArgs {
     /// CPU of one `$validate-code` (ms).
     #[arg(long, default_value_t = 5)]
     pub validate_ms: u64,
-    /// Surge length (s).
+    /// Surge length (s; 0: no surge).
     #[arg(long, default_value_t = 20.0)]
     pub surge_seconds: f64,
     /// How long the probe goes on after the surge (s).
@@ -77,7 +77,7 @@ pub struct CompareArgs {
     /// HAProxy's threads.
     #[arg(long, default_value_t = 1)]
     pub proxy_threads: u32,
-    /// Requests each of the 8 cache sessions sends through fhircluster.
+    /// Requests each of the 8 cache sessions sends through fhircluster (0: no sessions).
     #[arg(long, default_value_t = 100)]
     pub sessions_requests: usize,
     /// Idle keep-alive clients for the memory figure (0: skip).

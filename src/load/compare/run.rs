@@ -319,7 +319,12 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
     }
     drop(raw);
 
-    for door in rotate(&SURGE_DOORS) {
+    let surge_doors = if s.args.surge_seconds > 0.0 {
+        rotate(&SURGE_DOORS)
+    } else {
+        Vec::new()
+    };
+    for door in surge_doors {
         let Some(port) = front(door, false) else {
             continue;
         };
@@ -352,8 +357,10 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
         Duration::from_secs(180),
     );
     if s.wants(Door::Fhircluster) {
-        log(&format!("round {}: sessions through fhircluster", n + 1));
-        note("sessions", s.sessions(surge_cluster.port, &mut round));
+        if s.args.sessions_requests > 0 {
+            log(&format!("round {}: sessions through fhircluster", n + 1));
+            note("sessions", s.sessions(surge_cluster.port, &mut round));
+        }
         sleep(Duration::from_secs(1));
         round.rss_after_surge_mb = rss_mb(surge_cluster.guard.pid());
         if s.args.idle_clients > 0 {
