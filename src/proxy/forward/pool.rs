@@ -6,15 +6,16 @@
 //! fixed number of slots, so at most one connection per slot is ever busy, and the idle stack only
 //! needs a cap.
 //!
-//! A connection goes back to the stack only once its response has been read to the end (hyper's
-//! `ready()` resolves then), from a small task spawned when the response head arrives. LIFO keeps
-//! the most recently used connection hot and lets the others age out on the server's keep-alive
-//! timeout; a connection the server closed is noticed by its connection task and skipped at
-//! checkout. If one still races the server's close and hyper gives the request back unsent, the
-//! request goes on a fresh connection instead.
+//! A connection goes back on the stack as soon as its response head arrives, and is taken again
+//! only once hyper says it is ready, i.e. its response has been read to the end: checkout passes
+//! over the busy ones from the top. (Waiting for the end in a task of its own cost a spawn and two
+//! polls per request.) LIFO keeps the most recently used connection hot and lets the others age
+//! out on the server's keep-alive timeout; a connection the server closed, or whose body was
+//! dropped unread, is closed by hyper and dropped at checkout. If one still races the server's
+//! close and hyper gives the request back unsent, the request goes on a fresh connection instead.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http::header::{HeaderValue, HOST};
@@ -83,13 +84,19 @@ impl<B> Inner<B> {
         let now = Instant::now();
         let found = {
             let mut idle = self.lock();
-            loop {
-                match idle.conns.pop() {
-                    Some(c) if c.sender.is_ready() && !self.too_old(&c, now) => break Some(c),
-                    Some(c) => stale.push(c),
-                    None => break None,
+            let mut found = None;
+            // From the top: the most recently used first; busy ones (still reading their
+            // response) stay for later.
+            for i in (0..idle.conns.len()).rev() {
+                let c = &idle.conns[i];
+                if c.sender.is_closed() || self.too_old(c, now) {
+                    stale.push(idle.conns.remove(i));
+                } else if c.sender.is_ready() {
+                    found = Some(idle.conns.remove(i));
+                    break;
                 }
             }
+            found
         };
         drop(stale); // closes them outside the lock
         found
@@ -109,12 +116,15 @@ impl<B> Inner<B> {
         if conn.generation != idle.generation || conn.sender.is_closed() {
             return;
         }
+        // The cap is on idle connections; those still reading a response are in use.
         if idle.conns.len() >= self.max_idle {
             idle.conns.retain(|c| !c.sender.is_closed());
+            let ready = idle.conns.iter().filter(|c| c.sender.is_ready()).count();
+            if ready >= self.max_idle {
+                return;
+            }
         }
-        if idle.conns.len() < self.max_idle {
-            idle.conns.push(conn);
-        }
+        idle.conns.push(conn);
     }
 }
 
@@ -319,21 +329,13 @@ where
         })
     }
 
-    /// Puts the connection back on the stack once its response has been read to the end. If the
-    /// body is dropped unread, or the connection fails, hyper closes it and it is not kept.
-    fn recycle_when_done(&self, mut conn: Conn<B>) {
-        if self.inner.max_idle == 0 {
-            return;
+    /// Puts the connection back on the stack while its response body is still being read;
+    /// checkout takes it once hyper has read that to the end. If the body is dropped unread, or
+    /// the connection fails, hyper closes it and checkout drops it.
+    fn recycle_when_done(&self, conn: Conn<B>) {
+        if self.inner.max_idle > 0 {
+            self.inner.put(conn);
         }
-        let inner: Weak<Inner<B>> = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            if conn.sender.ready().await.is_err() {
-                return;
-            }
-            if let Some(inner) = inner.upgrade() {
-                inner.put(conn);
-            }
-        });
     }
 }
 

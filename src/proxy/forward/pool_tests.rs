@@ -283,3 +283,57 @@ async fn a_request_without_host_gets_the_process_address() {
     let body = resp.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, addr.to_string());
 }
+
+#[tokio::test]
+async fn a_connection_still_reading_its_response_is_passed_over_then_reused() {
+    // The first response's body comes only when told; meanwhile a second request must not wait
+    // behind it on the same connection, and once the body is read the connection is reused.
+    let (l, addr) = listener().await;
+    let (release, wait) = oneshot::channel::<()>();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        let mut wait = Some(wait);
+        while let Ok((mut s, _)) = l.accept().await {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let slow = wait.take();
+            tokio::spawn(async move {
+                let mut slow = slow;
+                loop {
+                    let head = read_head(&mut s).await;
+                    if head.is_empty() {
+                        return;
+                    }
+                    if head.starts_with(b"GET /slow") {
+                        write(
+                            &mut s,
+                            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                        )
+                        .await;
+                        if let Some(rx) = slow.take() {
+                            let _ = rx.await;
+                        }
+                        write(&mut s, b"4\r\nlate\r\n0\r\n\r\n").await;
+                    } else {
+                        write(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+                    }
+                }
+            });
+        }
+    });
+    let accepted_now = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let up = Up::new(addr, 4);
+    let slow = bounded("slow head", up.send(get("/slow"))).await.unwrap();
+    assert_eq!(get_ok(&up, "/").await, "ok");
+    assert_eq!(accepted_now(), 2, "the busy connection was passed over");
+    let _ = release.send(());
+    let body = bounded("slow body", slow.into_body().collect())
+        .await
+        .unwrap();
+    assert_eq!(body.to_bytes(), "late");
+    until("both idle", || up.idle_count() == 2).await;
+    for _ in 0..3 {
+        assert_eq!(get_ok(&up, "/").await, "ok");
+    }
+    assert_eq!(accepted_now(), 2, "no new connection once both were idle");
+}
