@@ -12,20 +12,13 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 
-/// One gauge of the launcher's `/metrics` for process m0 (`None`: not there).
+/// One gauge of the launcher's `/metrics` (read strictly) for process m0.
 fn gauge(admin: u16, name: &str) -> Option<f64> {
-    let text = admin_get(admin, "/metrics").text();
-    let prefix = format!("{name}{{process=\"m0\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.trim().parse().ok())
+    Some(scrape(admin).value(name, &[("process", "m0")]))
 }
 
 fn queue_length(admin: u16) -> Option<f64> {
-    let text = admin_get(admin, "/metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix("fhircluster_queue_length "))
-        .and_then(|v| v.trim().parse().ok())
+    Some(scrape(admin).value("fhircluster_queue_length", &[]))
 }
 
 /// Starts `$expand`s in the background (their answers are not waited for).

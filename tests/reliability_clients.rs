@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 
-const LOOKUP: &str = "/r4/CodeSystem/$lookup?system=http://loinc.org&code=1234-5";
-
 fn codes(workers: u32) -> Vec<String> {
     std::iter::once("m0".to_string())
         .chain((1..=workers).map(|n| format!("tx{n}")))

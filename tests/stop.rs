@@ -15,10 +15,6 @@ const SIGINT: i32 = 2;
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 /// The orderly stop on `sig`: workers, then the master, then exit 0 with no child left.
 fn stops_in_order(sig: i32, name: &str) {
     let mut c = cluster().workers(2).start();

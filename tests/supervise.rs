@@ -15,10 +15,6 @@ use serde_json::{json, Value};
 
 const SIGTERM: i32 = 15;
 
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
 #[test]
 fn the_master_is_ready_before_any_worker_starts_workers_start_one_at_a_time_and_only_then_the_port_listens(
 ) {

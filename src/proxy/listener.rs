@@ -69,6 +69,9 @@ impl LiveListenerSettings {
 }
 
 /// Serves until `shutdown` turns true, then drains and returns.
+/// At most one line per this long about failing accepts.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(60);
+
 pub async fn serve(
     listener: TcpListener,
     front: Arc<Front>,
@@ -88,12 +91,13 @@ pub async fn serve_live(
     let graceful = GracefulShutdown::new();
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
-    let mut accept_errors_logged = false;
+    // Accept failures: when the last was logged, and how many since (a run of them can flap as
+    // descriptors come and go, so it is once a minute, not once a run).
+    let mut accept_errors: (Option<tokio::time::Instant>, u64) = (None, 0);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    accept_errors_logged = false;
                     let cfg = Arc::new(live.get());
                     let _ = stream.set_nodelay(true);
                     let io = WriteTimeoutIo::new(
@@ -123,10 +127,21 @@ pub async fn serve_live(
                 }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
-                    // logging once per run of failures.
-                    if !accept_errors_logged {
-                        warn!("accepting connections failed: {e}; retrying");
-                        accept_errors_logged = true;
+                    // logging at most once a minute.
+                    let now = tokio::time::Instant::now();
+                    match accept_errors {
+                        (Some(at), ref mut since) if now.duration_since(at) < ACCEPT_LOG_EVERY => {
+                            *since += 1;
+                        }
+                        (_, since) => {
+                            let more = if since > 0 {
+                                format!(" ({since} more since the last line)")
+                            } else {
+                                String::new()
+                            };
+                            warn!("accepting connections failed: {e}; retrying{more}");
+                            accept_errors = (Some(now), 0);
+                        }
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

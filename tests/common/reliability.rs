@@ -27,3 +27,24 @@ pub fn in_flight_on(c: &Cluster, code: &str) -> i64 {
         .as_i64()
         .unwrap_or(-1)
 }
+
+/// The probe and heavy requests of the reliability suite.
+pub const LOOKUP: &str = "/r4/CodeSystem/$lookup?system=http://loinc.org&code=1234-5";
+pub const EXPAND: &str = "/r4/ValueSet/$expand?url=http://hl7.org/fhir/ValueSet/x";
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// The launcher's `/status` on its own endpoint.
+pub fn admin_status(admin: SocketAddr) -> Value {
+    request(admin, "GET", "/status", &[], b"").json()
+}
+
+/// A free loopback port for `adminAddress`.
+pub fn admin_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let a = l.local_addr().expect("addr");
+    drop(l);
+    a
+}
