@@ -1,6 +1,7 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub mod counters;
 pub mod forward;
 pub mod front;
 pub mod lane;

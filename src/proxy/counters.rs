@@ -1,0 +1,70 @@
+//! What the front door counted of its own doing, for logs, events, metrics and the status: its
+//! answers by route and class, refusals, losses per process, lanes and queue waits. Atomics, so
+//! a request counts without taking the scheduler's lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::ops::metrics::Histogram;
+use crate::process::ProcessId;
+use crate::status::keeper::Tally;
+
+/// Counters of what the launcher did itself, for logs, events and metrics.
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub refused_queue: AtomicU64,
+    pub refused_no_process: AtomicU64,
+    pub refused_stopping: AtomicU64,
+    pub refused_master_down: AtomicU64,
+    pub cache_id_lost: AtomicU64,
+    pub bad_gateway: AtomicU64,
+    pub gateway_timeout: AtomicU64,
+    pub write_timeout_closes: Arc<AtomicU64>,
+    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
+    pub lost: Vec<[AtomicU64; 3]>,
+    /// Answers by route (0 master, 1 tx) and status class (1xx .. 5xx).
+    pub answered: [[AtomicU64; 5]; 2],
+    /// Tx requests admitted by lane (0 fast, 1 normal).
+    pub lanes: [AtomicU64; 2],
+    /// How long tx requests waited in the launcher before being sent.
+    pub queue_wait: Histogram,
+}
+
+impl Counters {
+    pub(super) fn new(processes: usize) -> Counters {
+        Counters {
+            lost: (0..processes).map(|_| Default::default()).collect(),
+            ..Counters::default()
+        }
+    }
+
+    /// Counts a request lost to a process: 0 = 504, 1 = 502, 2 = cache-id while restarting.
+    pub fn lose(&self, id: ProcessId, kind: usize) {
+        if let Some(c) = self.lost.get(id.index()).and_then(|l| l.get(kind)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts an answer given to a client.
+    pub fn answered(&self, tx: bool, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.answered[usize::from(tx)][class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn tally(&self) -> Tally {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Tally {
+            lost: self
+                .lost
+                .iter()
+                .map(|l| [get(&l[0]), get(&l[1]), get(&l[2])])
+                .collect(),
+            refused: [
+                get(&self.refused_queue),
+                get(&self.refused_no_process),
+                get(&self.refused_stopping),
+            ],
+            write_timeout_closes: get(&self.write_timeout_closes),
+        }
+    }
+}
