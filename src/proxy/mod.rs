@@ -1,11 +1,13 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub mod conn;
 pub mod forward;
 pub mod front;
 pub mod lane;
 pub mod listener;
 pub mod outcome;
+pub mod park;
 pub mod report;
 pub mod route;
 pub mod scheduler;
