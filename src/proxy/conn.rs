@@ -93,17 +93,22 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                 unread: bytes,
             } if !bytes.is_empty() => {
                 // A next request had begun to arrive: serve it at once, bytes in front.
-                quiet.hold_until_next_request(activity.snapshot());
+                debug!(
+                    "connection from {}: idle with {} bytes of a next request; served again",
+                    ctx.peer,
+                    bytes.len()
+                );
                 io = back;
                 unread = bytes;
             }
             Served::Parked { io: mut back, .. } => {
-                let idle_since = activity.instant(quiet.idle_since_ms(activity.snapshot()));
+                let idle_since = activity.instant(activity.snapshot().last_end_ms);
                 let header = ctx.cfg.header_read_timeout;
                 let deadline = (!header.is_zero()).then(|| idle_since + header);
+                debug!("connection from {}: idle, parked", ctx.peer);
                 match parked(&back, deadline, &mut drain).await {
                     Wake::Readable => {
-                        quiet.woke(activity.ms(Instant::now()));
+                        debug!("connection from {}: woke", ctx.peer);
                         io = back;
                         unread = Bytes::new();
                     }
@@ -171,6 +176,7 @@ async fn serve_until_idle(
     if !ctx.cfg.header_read_timeout.is_zero() {
         builder.header_read_timeout(ctx.cfg.header_read_timeout);
     }
+    quiet.served_anew(activity.snapshot());
     let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));

@@ -134,11 +134,11 @@ impl Drop for RequestGuard {
 /// flight, nothing is left to write or read, and that has been so for `after`.
 #[derive(Debug, Default)]
 pub struct Quiet {
-    /// No park before this many requests have started (after bytes of a next request were
-    /// handed back to hyper, so a client trickling a head is not re-parked over and over).
+    /// No park before this many requests have started: hyper's state is idle only once a
+    /// whole exchange has been done on *its* connection (a new one starts busy, and
+    /// `graceful_shutdown` would then turn keep-alive off instead of closing it). So each new
+    /// hyper connection on the socket needs a request of its own first.
     min_started: u32,
-    /// Idle counts from here at the earliest (the last wake from a park).
-    since_ms: u64,
 }
 
 /// What a look decides.
@@ -156,8 +156,7 @@ impl Quiet {
         if !idle {
             return Look::Again(after);
         }
-        let since = s.last_end_ms.max(self.since_ms);
-        let idle_for = Duration::from_millis(now_ms.saturating_sub(since));
+        let idle_for = Duration::from_millis(now_ms.saturating_sub(s.last_end_ms));
         if idle_for >= after {
             Look::Park
         } else {
@@ -165,20 +164,9 @@ impl Quiet {
         }
     }
 
-    /// When the connection went idle, as far as this rule knows (ms).
-    pub fn idle_since_ms(&self, s: Snapshot) -> u64 {
-        s.last_end_ms.max(self.since_ms)
-    }
-
-    /// Bytes of a next request were handed back to a new hyper connection: no park until a
-    /// request has started.
-    pub fn hold_until_next_request(&mut self, s: Snapshot) {
+    /// A new hyper connection serves the socket: no park until a request has started on it.
+    pub fn served_anew(&mut self, s: Snapshot) {
         self.min_started = s.started.wrapping_add(1);
-    }
-
-    /// The connection was parked and woke at `now_ms`: idle counts again from there.
-    pub fn woke(&mut self, now_ms: u64) {
-        self.since_ms = now_ms;
     }
 }
 
@@ -350,23 +338,18 @@ mod tests {
     }
 
     #[test]
-    fn after_handing_bytes_back_waits_for_a_request() {
+    fn a_new_hyper_connection_needs_a_request_of_its_own_first() {
         let mut q = Quiet::default();
-        q.hold_until_next_request(idle(4, 0));
+        q.served_anew(idle(0, 0));
+        assert_eq!(
+            q.look(idle(0, 0), 10_000, SEC),
+            Look::Again(SEC),
+            "nothing sent yet"
+        );
+        assert_eq!(q.look(idle(1, 10_000), 11_000, SEC), Look::Park);
+        q.served_anew(idle(4, 0));
         assert_eq!(q.look(idle(4, 0), 10_000, SEC), Look::Again(SEC));
         assert_eq!(q.look(idle(5, 10_000), 11_000, SEC), Look::Park);
-    }
-
-    #[test]
-    fn after_waking_idle_counts_from_the_wake() {
-        let mut q = Quiet::default();
-        q.woke(5_000);
-        assert_eq!(q.idle_since_ms(idle(1, 100)), 5_000);
-        assert_eq!(
-            q.look(idle(1, 100), 5_400, SEC),
-            Look::Again(Duration::from_millis(600))
-        );
-        assert_eq!(q.look(idle(1, 100), 6_000, SEC), Look::Park);
     }
 
     #[test]
