@@ -6,24 +6,22 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use super::conn::{serve_client, ConnContext};
 use super::forward::{
-    buffered, prepare_request, refuse_unsupported, streamed, ProxyBody, SendFailure, WriteTimeoutIo,
+    buffered, compact_headers, prepare_request, refuse_unsupported, streamed, ProxyBody,
+    SendFailure,
 };
 use super::front::{Decision, Front};
 use super::outcome::Answer;
@@ -88,7 +86,10 @@ pub async fn serve_live(
     live: Arc<LiveListenerSettings>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let graceful = GracefulShutdown::new();
+    // Turned true when the drain begins: every connection, served or parked, hears it.
+    let (drain_tx, drain_rx) = watch::channel(false);
+    // Connections served by hyper (not parked): a crowd of them is parked sooner.
+    let served = Arc::new(AtomicUsize::new(0));
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
     // Accept failures: when the last was logged, and how many since (a run of them can flap as
@@ -98,32 +99,14 @@ pub async fn serve_live(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let cfg = Arc::new(live.get());
                     let _ = stream.set_nodelay(true);
-                    let io = WriteTimeoutIo::new(
-                        stream,
-                        cfg.write_timeout,
-                        front.counters.write_timeout_closes.clone(),
-                    );
-                    let front = front.clone();
-                    let cfg2 = cfg.clone();
-                    // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
-                    // service's future; the forwarding future is large, so an idle keep-alive
-                    // connection would hold it. Boxed, it exists only while a request is in flight.
-                    let svc = service_fn(move |req| {
-                        Box::pin(handle(front.clone(), cfg2.clone(), peer, req))
-                    });
-                    let mut builder = http1::Builder::new();
-                    builder.timer(TokioTimer::new()).keep_alive(true);
-                    if !cfg.header_read_timeout.is_zero() {
-                        builder.header_read_timeout(cfg.header_read_timeout);
-                    }
-                    let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), svc));
-                    conns.spawn(async move {
-                        if let Err(e) = conn.await {
-                            debug!("connection from {peer}: {e}");
-                        }
-                    });
+                    let ctx = ConnContext {
+                        front: front.clone(),
+                        cfg: Arc::new(live.get()),
+                        peer,
+                        served: served.clone(),
+                    };
+                    conns.spawn(serve_client(stream, ctx, drain_rx.clone()));
                 }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
@@ -158,10 +141,9 @@ pub async fn serve_live(
         "draining: no new connections; requests in progress have up to {} s",
         cfg.drain.as_secs_f64()
     );
-    if tokio::time::timeout(cfg.drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    drain_tx.send_replace(true);
+    let all_done = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(cfg.drain, all_done).await.is_err() {
         warn!(
             "drain: {} connection(s) with requests still in progress after {} s \
              (drainSeconds) were cut short",
@@ -174,7 +156,8 @@ pub async fn serve_live(
     conns.shutdown().await;
 }
 
-async fn handle(
+/// One request, from its head to the answer.
+pub(super) async fn handle(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
     peer: SocketAddr,
@@ -267,6 +250,10 @@ async fn to_tx(
     cache_id: String,
 ) -> Response<ProxyBody> {
     let (mut ticket, mut decision) = front.admit(&demand);
+    if decision.is_empty() {
+        // It waits: it should hold no more than it needs meanwhile.
+        compact_headers(req.headers_mut());
+    }
     loop {
         let Ok(d) = decision.await else {
             // The scheduler dropped the request without a decision: only while stopping.

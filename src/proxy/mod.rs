@@ -1,12 +1,14 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub mod conn;
 pub mod counters;
 pub mod forward;
 pub mod front;
 pub mod lane;
 pub mod listener;
 pub mod outcome;
+pub mod park;
 pub mod report;
 pub mod route;
 pub mod saturation;

@@ -18,7 +18,17 @@ pub mod wrk;
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+
+/// Which parts of the comparison run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Only {
+    /// Everything: the raw run, the surge, the sessions, the memory figures, the scheduler.
+    All,
+    /// fhircluster's memory figures only (idle, idle clients, waiting requests): no wrk, no
+    /// surge, no sessions, no scheduler benchmark.
+    Memory,
+}
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
@@ -100,6 +110,9 @@ pub struct CompareArgs {
     /// e.g. `--set maxOutstanding=8`): the same load against other settings than the defaults.
     #[arg(long = "set", value_parser = parse_setting)]
     pub settings: Vec<(String, serde_json::Value)>,
+    /// Which parts run (`memory`: only fhircluster's memory figures).
+    #[arg(long, value_enum, default_value = "all")]
+    pub only: Only,
     /// Keep the temporary directory (configs and logs).
     #[arg(long)]
     pub keep: bool,
@@ -116,8 +129,24 @@ fn parse_setting(s: &str) -> Result<(String, serde_json::Value), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_setting;
+    use super::{parse_setting, CompareArgs, Only};
+    use clap::Parser;
     use serde_json::json;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    #[test]
+    fn only_memory_is_parsed_and_everything_is_the_default() {
+        let all = Wrapper::try_parse_from(["compare"]).map(|w| w.args.only);
+        assert_eq!(all.ok(), Some(Only::All));
+        let mem = Wrapper::try_parse_from(["compare", "--only", "memory"]).map(|w| w.args.only);
+        assert_eq!(mem.ok(), Some(Only::Memory));
+        assert!(Wrapper::try_parse_from(["compare", "--only", "surge"]).is_err());
+    }
 
     #[test]
     fn a_setting_is_a_name_and_a_json_value() {

@@ -17,7 +17,7 @@ use super::procs::{free_ports, rss_mb, wait_ok, wait_quiet, Guard, WorkDir};
 use super::svg::{self, Chart, Series};
 use super::table::{markdown, Door};
 use super::wrk::{self, WrkLoad};
-use super::CompareArgs;
+use super::{CompareArgs, Only};
 use crate::load::cli::{SessionsArgs, SurgeArgs};
 use crate::load::{sessions, surge};
 
@@ -303,7 +303,8 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
         duration: Duration::from_secs(2),
         ..load
     };
-    let raw_doors = if s.args.wrk_seconds == 0 {
+    let memory_only = s.args.only == Only::Memory;
+    let raw_doors = if s.args.wrk_seconds == 0 || memory_only {
         Vec::new()
     } else {
         rotate(&Door::ALL)
@@ -319,10 +320,10 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
     }
     drop(raw);
 
-    let surge_doors = if s.args.surge_seconds > 0.0 {
-        rotate(&SURGE_DOORS)
-    } else {
+    let surge_doors = if memory_only || s.args.surge_seconds <= 0.0 {
         Vec::new()
+    } else {
+        rotate(&SURGE_DOORS)
     };
     for door in surge_doors {
         let Some(port) = front(door, false) else {
@@ -357,7 +358,7 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
         Duration::from_secs(180),
     );
     if s.wants(Door::Fhircluster) {
-        if s.args.sessions_requests > 0 {
+        if !memory_only && s.args.sessions_requests > 0 {
             log(&format!("round {}: sessions through fhircluster", n + 1));
             note("sessions", s.sessions(surge_cluster.port, &mut round));
         }
@@ -402,7 +403,7 @@ fn one_round(s: &Setup, n: usize) -> anyhow::Result<Round> {
             drop(conns);
         }
     }
-    if !s.args.skip_scheduler {
+    if !s.args.skip_scheduler && !memory_only {
         log(&format!("round {}: scheduler micro-benchmark", n + 1));
         round.scheduler_decisions_per_second = note("scheduler", scheduler_bench());
     }

@@ -1,0 +1,230 @@
+//! One client connection's life: served by hyper; when it has been idle for about a second,
+//! parked outside hyper (hyper's state dropped, only the socket and this task kept) until the
+//! client sends again, then served by a new hyper connection on the same socket. The client sees
+//! no difference: no `Connection: close`, no byte lost (see `park` for when it is safe).
+//!
+//! A parked connection keeps the rules of one hyper holds: it is closed on drain (STOP-2), and
+//! `headerTimeoutSeconds` after its last response if the client sends nothing (hyper's header
+//! timer starts when a connection goes idle; parked, it is this task's deadline). The write
+//! timeout (STREAM-4) is on the stream, which is kept across parks.
+
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::Body as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::forward::WriteTimeoutIo;
+use super::front::Front;
+use super::listener::{handle, ListenerSettings};
+use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
+
+type ClientIo = WriteTimeoutIo<TcpStream>;
+
+/// What a connection needs from the listener.
+pub struct ConnContext {
+    pub front: Arc<Front>,
+    pub cfg: Arc<ListenerSettings>,
+    pub peer: SocketAddr,
+    /// Connections being served by hyper now (not parked), all the listener's.
+    pub served: Arc<AtomicUsize>,
+}
+
+/// Counts a connection as served by hyper while it lives.
+struct ServedGauge<'a>(&'a AtomicUsize);
+
+impl<'a> ServedGauge<'a> {
+    fn new(g: &'a AtomicUsize) -> ServedGauge<'a> {
+        g.fetch_add(1, Ordering::Relaxed);
+        ServedGauge(g)
+    }
+}
+
+impl Drop for ServedGauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+enum Served {
+    Done,
+    Parked { io: ClientIo, unread: Bytes },
+}
+
+enum Wake {
+    Readable,
+    Close,
+}
+
+/// Serves the client on `stream` until it closes, fails or the drain closes it.
+pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch::Receiver<bool>) {
+    let mut io = WriteTimeoutIo::new(
+        stream,
+        ctx.cfg.write_timeout,
+        ctx.front.counters.write_timeout_closes.clone(),
+    );
+    let activity = Arc::new(Activity::new(Instant::now()));
+    let mut quiet = Quiet::default();
+    let mut unread = Bytes::new();
+    loop {
+        if *drain.borrow() {
+            // Idle (parked or between two hyper connections): closed as hyper closes an idle one.
+            let _ = io.shutdown().await;
+            return;
+        }
+        // Boxed: the serving state is large, and the task must be small while parked.
+        let serving = Box::pin(serve_until_idle(
+            io, unread, &ctx, &activity, &mut drain, &mut quiet,
+        ));
+        match serving.await {
+            Served::Done => return,
+            Served::Parked {
+                io: back,
+                unread: bytes,
+            } if !bytes.is_empty() => {
+                // A next request had begun to arrive: serve it at once, bytes in front.
+                debug!(
+                    "connection from {}: idle with {} bytes of a next request; served again",
+                    ctx.peer,
+                    bytes.len()
+                );
+                io = back;
+                unread = bytes;
+            }
+            Served::Parked { io: mut back, .. } => {
+                let idle_since = activity.instant(activity.snapshot().last_end_ms);
+                let header = ctx.cfg.header_read_timeout;
+                let deadline = (!header.is_zero()).then(|| idle_since + header);
+                debug!("connection from {}: idle, parked", ctx.peer);
+                match parked(&back, deadline, &mut drain).await {
+                    Wake::Readable => {
+                        debug!("connection from {}: woke", ctx.peer);
+                        io = back;
+                        unread = Bytes::new();
+                    }
+                    Wake::Close => {
+                        let _ = back.shutdown().await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Waits, with no buffer, until the client sends (or closes), the header deadline passes or the
+/// drain begins.
+async fn parked(
+    io: &ClientIo,
+    deadline: Option<Instant>,
+    drain: &mut watch::Receiver<bool>,
+) -> Wake {
+    let expired = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = io.get_ref().readable() => match r {
+            Ok(()) => Wake::Readable,
+            Err(_) => Wake::Close,
+        },
+        () = expired => {
+            debug!("parked connection from a client that sent nothing: closed (headerTimeoutSeconds)");
+            Wake::Close
+        }
+        _ = drain.changed() => Wake::Close,
+    }
+}
+
+/// One hyper connection on the socket, until the client is done, the drain ends it, or it has
+/// been idle a whole period (then hyper gives the socket back).
+async fn serve_until_idle(
+    io: ClientIo,
+    unread: Bytes,
+    ctx: &ConnContext,
+    activity: &Arc<Activity>,
+    drain: &mut watch::Receiver<bool>,
+    quiet: &mut Quiet,
+) -> Served {
+    let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer);
+    let tracker = activity.clone();
+    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let guard = tracker.begin(!req.body().is_end_stream());
+        let answer = handle(front.clone(), cfg.clone(), peer, req);
+        // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
+        // service's future; the forwarding future is large, so an idle keep-alive connection
+        // would hold it. Boxed, it exists only while a request is in flight.
+        Box::pin(async move {
+            let resp = answer.await?;
+            Ok::<_, std::convert::Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
+        })
+    });
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).keep_alive(true);
+    if !ctx.cfg.header_read_timeout.is_zero() {
+        builder.header_read_timeout(ctx.cfg.header_read_timeout);
+    }
+    quiet.served_anew(activity.snapshot());
+    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
+    // Boxed, so that while parked this task holds none of it.
+    let mut conn = Box::pin(builder.serve_connection(stream, svc));
+    let _served = ServedGauge::new(&ctx.served);
+    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed)));
+    tokio::pin!(look);
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    debug!("connection from {}: {e}", ctx.peer);
+                }
+                return Served::Done;
+            }
+            _ = drain.changed() => {
+                // Idle: closed at once; a request in progress: answered, then closed (STOP-2, 3).
+                conn.as_mut().graceful_shutdown();
+                if let Err(e) = conn.as_mut().await {
+                    debug!("connection from {} while draining: {e}", ctx.peer);
+                }
+                return Served::Done;
+            }
+            () = &mut look => {
+                let now = Instant::now();
+                let after = park_after(ctx.served.load(Ordering::Relaxed));
+                match quiet.look(activity.snapshot(), activity.ms(now), after) {
+                    Look::Park => break,
+                    Look::Again(wait) => look.as_mut().reset(now + wait),
+                }
+            }
+        }
+    }
+    // hyper's state is idle (see `park`): this closes it without writing anything.
+    conn.as_mut().graceful_shutdown();
+    if let Err(e) = poll_fn(|cx| conn.as_mut().poll_without_shutdown(cx)).await {
+        debug!("connection from {} while parking: {e}", ctx.peer);
+        return Served::Done;
+    }
+    let parts = std::pin::Pin::into_inner(conn).into_parts();
+    let (io, rest) = parts.io.into_inner().into_inner();
+    // Copied, never kept as is: even empty, hyper's `read_buf` holds its whole 8 KB buffer.
+    let unread = if parts.read_buf.is_empty() && rest.is_empty() {
+        Bytes::new()
+    } else {
+        let mut all = BytesMut::with_capacity(parts.read_buf.len() + rest.len());
+        all.extend_from_slice(&parts.read_buf);
+        all.extend_from_slice(&rest);
+        all.freeze()
+    };
+    Served::Parked { io, unread }
+}
