@@ -38,6 +38,8 @@ pub struct ConnContext {
     pub peer: SocketAddr,
     /// Connections being served by hyper now (not parked), all the listener's.
     pub served: Arc<AtomicUsize>,
+    /// Told of each park, to hand the memory back after a crowd.
+    pub trimmer: Arc<super::trim::Trimmer>,
 }
 
 /// Counts a connection as served by hyper while it lives.
@@ -106,6 +108,7 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                 let header = ctx.cfg.header_read_timeout;
                 let deadline = (!header.is_zero()).then(|| idle_since + header);
                 debug!("connection from {}: idle, parked", ctx.peer);
+                ctx.trimmer.parked();
                 match parked(&back, deadline, &mut drain).await {
                     Wake::Readable => {
                         debug!("connection from {}: woke", ctx.peer);
@@ -162,12 +165,13 @@ async fn serve_until_idle(
     let tracker = activity.clone();
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let guard = tracker.begin(!req.body().is_end_stream());
-        let answer = handle(front.clone(), cfg.clone(), peer, req);
+        let (front, cfg) = (front.clone(), cfg.clone());
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
-        // would hold it. Boxed, it exists only while a request is in flight.
+        // would hold it. Boxed, it exists only while a request is in flight. `handle` is called
+        // inside, not before: an async block that awaits a future it captured holds it twice.
         Box::pin(async move {
-            let resp = answer.await?;
+            let resp = handle(front, cfg, peer, req).await?;
             Ok::<_, std::convert::Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
         })
     });

@@ -90,6 +90,8 @@ pub async fn serve_live(
     let (drain_tx, drain_rx) = watch::channel(false);
     // Connections served by hyper (not parked): a crowd of them is parked sooner.
     let served = Arc::new(AtomicUsize::new(0));
+    let trimmer = Arc::new(super::trim::Trimmer::default());
+    let trimming = tokio::spawn(trimmer.clone().run());
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
     // Accept failures: when the last was logged, and how many since (a run of them can flap as
@@ -105,6 +107,7 @@ pub async fn serve_live(
                         cfg: Arc::new(live.get()),
                         peer,
                         served: served.clone(),
+                        trimmer: trimmer.clone(),
                     };
                     conns.spawn(serve_client(stream, ctx, drain_rx.clone()));
                 }
@@ -154,6 +157,7 @@ pub async fn serve_live(
     // Ending a connection's task closes the client's connection and drops its request, which
     // ends the request on the process too (STOP-4).
     conns.shutdown().await;
+    trimming.abort();
 }
 
 /// One request, from its head to the answer.
@@ -323,9 +327,7 @@ async fn to_tx(
                 });
                 if !timed_out
                     && demand.target == Target::Owner(process)
-                    && front
-                        .went_down_since(process, downs, OWNER_EXIT_GRACE)
-                        .await
+                    && Box::pin(front.went_down_since(process, downs, OWNER_EXIT_GRACE)).await
                 {
                     // The issuer died under the request (killed a moment before, its socket
                     // reset before the supervisor heard): its caches are gone (ROUTE-3b).

@@ -14,3 +14,4 @@ pub mod route;
 pub mod saturation;
 pub mod saturation_watch;
 pub mod scheduler;
+pub mod trim;
