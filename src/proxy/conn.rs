@@ -168,12 +168,10 @@ async fn serve_until_idle(
         let (front, cfg) = (front.clone(), cfg.clone());
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
-        // would hold it. Boxed, it exists only while a request is in flight. `handle` is called
-        // inside, not before: an async block that awaits a future it captured holds it twice.
-        Box::pin(async move {
-            let resp = handle(front, cfg, peer, req).await?;
-            Ok::<_, std::convert::Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
-        })
+        // would hold it. Boxed, it exists only while a request is in flight.
+        Box::pin(handle(front, cfg, peer, req, move |b| {
+            TrackedBody::new(b, guard)
+        }))
     });
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).keep_alive(true);

@@ -160,16 +160,49 @@ pub async fn serve_live(
     trimming.abort();
 }
 
-/// One request, from its head to the answer.
-pub(super) async fn handle(
+/// One request, from its head to the answer, its body given to `wrap` (the connection's
+/// bookkeeping). The service future itself: an async block around it would hold the request
+/// twice.
+pub(super) async fn handle<B>(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
     peer: SocketAddr,
     req: Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
+    wrap: impl FnOnce(ProxyBody) -> B,
+) -> Result<Response<B>, Infallible> {
+    // Routed before the first await, so what the future keeps across it is only what the
+    // forwarding needs (a queued request holds this future while it waits).
+    let (is_tx, resp) = match route_request(&front, peer, req) {
+        Routed::Answer(resp) => return Ok(resp.map(wrap)),
+        Routed::Master(req) => (false, to_master(&front, req).await),
+        Routed::Tx {
+            demand,
+            req,
+            cache_id,
+        } => (true, to_tx(&front, &cfg, demand, req, cache_id).await),
+    };
+    front.counters.answered(is_tx, resp.status().as_u16());
+    Ok(resp.map(wrap))
+}
+
+/// Where a request goes, decided from its head alone.
+enum Routed {
+    /// Answered by the launcher itself (refused, a bad target).
+    Answer(Response<ProxyBody>),
+    Master(Request<Incoming>),
+    Tx {
+        demand: TxDemand,
+        /// Boxed: the forwarding future moves it through several states, and each would
+        /// otherwise keep room for the whole request.
+        req: Box<Request<Incoming>>,
+        cache_id: String,
+    },
+}
+
+fn route_request(front: &Front, peer: SocketAddr, req: Request<Incoming>) -> Routed {
     let (mut parts, body) = req.into_parts();
     if let Some(refusal) = refuse_unsupported(&parts) {
-        return Ok(refusal);
+        return Routed::Answer(refusal);
     }
     // Absolute-form and authority-form targets are passed whole, so the router refuses them.
     let target = if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
@@ -198,27 +231,29 @@ pub(super) async fn handle(
     };
     let route = match front.route(&head) {
         Ok(r) => r,
-        Err(bad) => return Ok(Answer::BadTarget(bad).respond()),
+        Err(bad) => return Routed::Answer(Answer::BadTarget(bad).respond()),
     };
     prepare_request(&mut parts, peer);
     match Uri::try_from(target.as_str()) {
         Ok(uri) => parts.uri = uri,
-        Err(_) => return Ok(Answer::BadTarget(super::route::BadTarget::NotOriginForm).respond()),
+        Err(_) => {
+            return Routed::Answer(
+                Answer::BadTarget(super::route::BadTarget::NotOriginForm).respond(),
+            )
+        }
     }
     let req = Request::from_parts(parts, body);
-    let is_tx = matches!(route, Route::Tx(_));
-    let resp = match route {
-        Route::Master => to_master(&front, req).await,
-        Route::Tx(demand) => {
-            let cache_id = cache_id
+    match route {
+        Route::Master => Routed::Master(req),
+        Route::Tx(demand) => Routed::Tx {
+            demand,
+            req: Box::new(req),
+            cache_id: cache_id
                 .as_ref()
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default();
-            to_tx(&front, &cfg, demand, req, cache_id).await
-        }
-    };
-    front.counters.answered(is_tx, resp.status().as_u16());
-    Ok(resp)
+                .unwrap_or_default(),
+        },
+    }
 }
 
 /// The master's own paths: straight there, neither waiting nor counting, streamed only as fast
@@ -246,11 +281,14 @@ async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<Proxy
 /// A tx request: admission, then the process the scheduler picks; its response read whole as
 /// fast as it comes, so the slot frees when the process is done, not when the client is
 /// (STREAM-1, STREAM-2).
+// The request is moved out of its box by each send, so one handed back needs a new box (the
+// lint's `*req = back` would write into a box that is gone).
+#[allow(clippy::replace_box)]
 async fn to_tx(
     front: &Arc<Front>,
     cfg: &ListenerSettings,
     demand: TxDemand,
-    mut req: Request<Incoming>,
+    mut req: Box<Request<Incoming>>,
     cache_id: String,
 ) -> Response<ProxyBody> {
     let (mut ticket, mut decision) = front.admit(&demand);
@@ -293,7 +331,7 @@ async fn to_tx(
         let downs = front.downs(process);
         // Boxed, as the reading of the response: what a request holds while it waits in the
         // queue is the size of this future, and sending is by far its largest state.
-        match Box::pin(upstream.try_send_with_timeout(req, front.upstream_timeout())).await {
+        match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
                 return match Box::pin(buffered(resp)).await {
@@ -315,7 +353,7 @@ async fn to_tx(
                     "{}: not sent ({error}); trying another process",
                     front.code(process)
                 );
-                req = back;
+                req = Box::new(back);
                 decision = ticket.retry();
             }
             Err(SendFailure { error, .. }) => {
