@@ -255,6 +255,7 @@ pub fn apply_live(running: &Settings, new: &Settings) -> Settings {
     c.max_outstanding = n.max_outstanding;
     c.fast_lane_extra = n.fast_lane_extra;
     c.normal_min_slots = n.normal_min_slots;
+    c.saturated_percent = n.saturated_percent;
     c.queue = n.queue;
     c.owner_queue = n.owner_queue;
     c.cooldown = n.cooldown;
@@ -312,6 +313,32 @@ mod tests {
         let again = changes(&running, &new);
         assert!(again.live.is_empty(), "{again:?}");
         assert_eq!(again.next_start, vec!["server.port 3000 → 8080"]);
+    }
+
+    #[test]
+    fn every_setting_reported_live_is_applied_so_the_next_reload_reports_it_no_more() {
+        let old = Settings::default();
+        let mut new = old.clone();
+        let c = &mut new.cluster;
+        c.max_outstanding = 8;
+        c.fast_lane_extra = 2;
+        c.normal_min_slots = 2;
+        c.saturated_percent = 75;
+        c.queue = Duration::from_secs(2);
+        c.owner_queue = Duration::from_secs(10);
+        c.cooldown = Duration::from_secs(5);
+        c.upstream_timeout = Duration::from_secs(30);
+        c.write_timeout = Duration::from_secs(20);
+        c.drain = Duration::from_secs(10);
+        c.recycle = Duration::from_secs(40);
+        c.status_interval = Duration::from_secs(5);
+        let first = changes(&old, &new);
+        assert_eq!(first.live.len(), 12, "{:?}", first.live);
+        assert!(first
+            .live
+            .contains(&"server.cluster.saturatedPercent 90 → 75".to_string()));
+        let running = apply_live(&old, &new);
+        assert_eq!(changes(&running, &new), Changes::default());
     }
 
     #[test]

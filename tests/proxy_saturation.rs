@@ -145,3 +145,32 @@ fn saturation_ends_when_the_loop_has_nothing_to_do() {
         gauge(admin, "fhircluster_in_flight")
     );
 }
+
+#[test]
+fn saturated_percent_is_taken_live_on_reload() {
+    let (c, admin) = one_process(20_000, 0);
+    let addr = c.addr();
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &json!({ "server": { "cluster": { "saturatedPercent": 90 } } }),
+    );
+    write_config(&c.data_dir(), &config);
+    c.signal(1); // SIGHUP
+    c.wait_for_count(
+        "reload: server.cluster.saturatedPercent 0 → 90",
+        1,
+        Duration::from_secs(10),
+    );
+    // A reload restarts the processes in turn (the master alone here: it is down meanwhile).
+    c.wait_for_count("rolling restart done", 1, Duration::from_secs(30));
+    expands(addr, 1);
+    assert!(
+        eventually(Duration::from_secs(10), || gauge(
+            admin,
+            "fhircluster_saturated"
+        ) == Some(1.0)),
+        "not saturated after the reload turned it on: {}",
+        c.log_lines().join("\n")
+    );
+}

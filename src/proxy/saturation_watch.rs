@@ -28,10 +28,12 @@ pub async fn run(front: Arc<Front>) {
                 meter.reset();
             }
             if percent == 0 {
-                // Off: look again at the next dispatch after a reload may have turned it on.
+                // Off: a reload may turn it on; look again now and then.
                 tokio::time::sleep(INTERVAL * 10).await;
+            } else {
+                front.until_busy().await;
             }
-            front.until_busy().await;
+            continue;
         }
         tokio::time::sleep(INTERVAL).await;
         let now = std::time::Instant::now();
