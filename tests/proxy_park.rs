@@ -138,20 +138,6 @@ fn a_parked_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
     );
 }
 
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-}
-
 #[test]
 fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
     // hyper holds about 13 KB per connection (measured on a fresh launcher, 12.8 KB); parked,
@@ -180,14 +166,7 @@ fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
         std::thread::sleep(Duration::from_millis(250));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let after = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
-    let each_kb = after.saturating_sub(before) / N as u64 / 1024;
-    eprintln!("{N} idle keep-alive clients: {each_kb} KB each");
-    assert!(
-        each_kb < MAX_KB_EACH,
-        "{N} idle keep-alive clients cost {each_kb} KB each ({} MB in all)",
-        after.saturating_sub(before) >> 20
-    );
+    assert_rss_each_below(pid, before, N, "idle keep-alive clients", MAX_KB_EACH);
     // And every one still answers on its connection.
     for conn in conns.iter_mut().step_by(50) {
         conn.send("GET", "/r4/metadata", &[], b"", true)

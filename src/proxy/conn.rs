@@ -1,13 +1,17 @@
-//! One client connection's life: served by hyper; when it has been idle for about a second,
-//! parked outside hyper (hyper's state dropped, only the socket and this task kept) until the
-//! client sends again, then served by a new hyper connection on the same socket. The client sees
-//! no difference: no `Connection: close`, no byte lost (see `park` for when it is safe).
+//! One client connection's life: its next request read by the lobby (see `lobby`: a tx request
+//! that must wait waits there, outside hyper), then served by hyper; when it has been idle for
+//! about a second, parked outside hyper (hyper's state dropped, only the socket and this task
+//! kept) until the client sends again, then the lobby and a new hyper connection on the same
+//! socket. The client sees no difference: no `Connection: close`, no byte lost (see `park` for
+//! when it is safe).
 //!
-//! A parked connection keeps the rules of one hyper holds: it is closed on drain (STOP-2), and
-//! `headerTimeoutSeconds` after its last response if the client sends nothing (hyper's header
-//! timer starts when a connection goes idle; parked, it is this task's deadline). The write
+//! A connection outside hyper keeps the rules of one hyper holds: it is closed on drain (STOP-2)
+//! unless it has a request admitted (answered, STOP-3), and `headerTimeoutSeconds` after it was
+//! accepted or gave its last response if the client sends nothing (hyper's header timer starts
+//! when a connection is new or goes idle; outside hyper, it is this task's deadline). The write
 //! timeout (STREAM-4) is on the stream, which is kept across parks.
 
+use std::cell::Cell;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +31,7 @@ use tracing::debug;
 use super::forward::WriteTimeoutIo;
 use super::front::Front;
 use super::listener::{handle, ListenerSettings};
+use super::lobby::{self, Early, Leave};
 use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
 
 type ClientIo = WriteTimeoutIo<TcpStream>;
@@ -78,48 +83,59 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
     let activity = Arc::new(Activity::new(Instant::now()));
     let mut quiet = Quiet::default();
     let mut unread = Bytes::new();
+    // A new connection waits for its first bytes as a parked one does (hyper's header timeout
+    // starts when a connection is accepted; `Activity` counts from then).
+    let mut waiting = true;
     loop {
-        if *drain.borrow() {
-            // Idle (parked or between two hyper connections): closed as hyper closes an idle one.
+        if waiting && unread.is_empty() {
+            let idle_since = activity.instant(activity.snapshot().last_end_ms);
+            let header = ctx.cfg.header_read_timeout;
+            let deadline = (!header.is_zero()).then(|| idle_since + header);
+            if let Wake::Close = parked(&io, deadline, &mut drain).await {
+                let _ = io.shutdown().await;
+                return;
+            }
+        }
+        let early = match lobby::enter(io.get_ref(), unread, &ctx.front).await {
+            Leave::Gone => return,
+            Leave::Serve {
+                unread: bytes,
+                early,
+            } => {
+                unread = bytes;
+                early
+            }
+        };
+        if *drain.borrow() && early.is_none() {
+            // Not yet a request of hyper's: closed as hyper closes an idle connection. One
+            // admitted here is answered (in the queue, a drain refuses it).
             let _ = io.shutdown().await;
             return;
         }
         // Boxed: the serving state is large, and the task must be small while parked.
         let serving = Box::pin(serve_until_idle(
-            io, unread, &ctx, &activity, &mut drain, &mut quiet,
+            io, unread, early, &ctx, &activity, &mut drain, &mut quiet,
         ));
         match serving.await {
             Served::Done => return,
             Served::Parked {
                 io: back,
                 unread: bytes,
-            } if !bytes.is_empty() => {
-                // A next request had begun to arrive: serve it at once, bytes in front.
-                debug!(
-                    "connection from {}: idle with {} bytes of a next request; served again",
-                    ctx.peer,
-                    bytes.len()
-                );
+            } => {
+                waiting = bytes.is_empty();
+                if waiting {
+                    debug!("connection from {}: idle, parked", ctx.peer);
+                    ctx.trimmer.parked();
+                } else {
+                    // A next request had begun to arrive: read on at once, bytes in front.
+                    debug!(
+                        "connection from {}: idle with {} bytes of a next request; served again",
+                        ctx.peer,
+                        bytes.len()
+                    );
+                }
                 io = back;
                 unread = bytes;
-            }
-            Served::Parked { io: mut back, .. } => {
-                let idle_since = activity.instant(activity.snapshot().last_end_ms);
-                let header = ctx.cfg.header_read_timeout;
-                let deadline = (!header.is_zero()).then(|| idle_since + header);
-                debug!("connection from {}: idle, parked", ctx.peer);
-                ctx.trimmer.parked();
-                match parked(&back, deadline, &mut drain).await {
-                    Wake::Readable => {
-                        debug!("connection from {}: woke", ctx.peer);
-                        io = back;
-                        unread = Bytes::new();
-                    }
-                    Wake::Close => {
-                        let _ = back.shutdown().await;
-                        return;
-                    }
-                }
             }
         }
     }
@@ -144,7 +160,7 @@ async fn parked(
             Err(_) => Wake::Close,
         },
         () = expired => {
-            debug!("parked connection from a client that sent nothing: closed (headerTimeoutSeconds)");
+            debug!("connection from a client that sent nothing: closed (headerTimeoutSeconds)");
             Wake::Close
         }
         _ = drain.changed() => Wake::Close,
@@ -156,6 +172,7 @@ async fn parked(
 async fn serve_until_idle(
     io: ClientIo,
     unread: Bytes,
+    early: Option<Early>,
     ctx: &ConnContext,
     activity: &Arc<Activity>,
     drain: &mut watch::Receiver<bool>,
@@ -163,13 +180,15 @@ async fn serve_until_idle(
 ) -> Served {
     let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer);
     let tracker = activity.clone();
+    // The first request hyper reads is the one the lobby admitted, if it did.
+    let early = Cell::new(early);
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let guard = tracker.begin(!req.body().is_end_stream());
         let (front, cfg) = (front.clone(), cfg.clone());
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
         // would hold it. Boxed, it exists only while a request is in flight.
-        Box::pin(handle(front, cfg, peer, req, move |b| {
+        Box::pin(handle(front, cfg, peer, req, early.take(), move |b| {
             TrackedBody::new(b, guard)
         }))
     });
@@ -187,6 +206,10 @@ async fn serve_until_idle(
     tokio::pin!(look);
     loop {
         tokio::select! {
+            // hyper first: a request the lobby admitted is read on the first poll, so a drain
+            // that has begun finds it in progress (answered, then closed), not an idle
+            // connection to close unanswered.
+            biased;
             r = conn.as_mut() => {
                 if let Err(e) = r {
                     debug!("connection from {}: {e}", ctx.peer);

@@ -5,6 +5,7 @@
 //! progress given `drainSeconds` to finish (STOP-1..4).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -14,16 +15,16 @@ use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::conn::{serve_client, ConnContext};
 use super::forward::{
-    buffered, compact_headers, prepare_request, refuse_unsupported, streamed, ProxyBody,
-    SendFailure,
+    buffered, compact_head, prepare_request, refuse_unsupported, streamed, ProxyBody, SendFailure,
 };
-use super::front::{Decision, Front};
+use super::front::{Decision, Front, Ticket};
+use super::lobby::Early;
 use super::outcome::Answer;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
@@ -161,28 +162,28 @@ pub async fn serve_live(
 }
 
 /// One request, from its head to the answer, its body given to `wrap` (the connection's
-/// bookkeeping). The service future itself: an async block around it would hold the request
-/// twice.
-pub(super) async fn handle<B>(
+/// bookkeeping). Routed and admitted here, when hyper hands the request over, before the future
+/// exists: what the future keeps is only what the forwarding needs (a queued request holds it
+/// while it waits), and a request that must wait has let go of hyper's read buffer before hyper
+/// reads on to watch for the client hanging up (see `compact`).
+pub(super) fn handle<B>(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
     peer: SocketAddr,
     req: Request<Incoming>,
+    early: Option<Early>,
     wrap: impl FnOnce(ProxyBody) -> B,
-) -> Result<Response<B>, Infallible> {
-    // Routed before the first await, so what the future keeps across it is only what the
-    // forwarding needs (a queued request holds this future while it waits).
-    let (is_tx, resp) = match route_request(&front, peer, req) {
-        Routed::Answer(resp) => return Ok(resp.map(wrap)),
-        Routed::Master(req) => (false, to_master(&front, req).await),
-        Routed::Tx {
-            demand,
-            req,
-            cache_id,
-        } => (true, to_tx(&front, &cfg, demand, req, cache_id).await),
-    };
-    front.counters.answered(is_tx, resp.status().as_u16());
-    Ok(resp.map(wrap))
+) -> impl Future<Output = Result<Response<B>, Infallible>> {
+    let routed = route_request(&front, peer, req, early);
+    async move {
+        let (is_tx, resp) = match routed {
+            Routed::Answer(resp) => return Ok(resp.map(wrap)),
+            Routed::Master(req) => (false, to_master(&front, req).await),
+            Routed::Tx(tx) => (true, to_tx(&front, &cfg, tx).await),
+        };
+        front.counters.answered(is_tx, resp.status().as_u16());
+        Ok(resp.map(wrap))
+    }
 }
 
 /// Where a request goes, decided from its head alone.
@@ -190,16 +191,28 @@ enum Routed {
     /// Answered by the launcher itself (refused, a bad target).
     Answer(Response<ProxyBody>),
     Master(Request<Incoming>),
-    Tx {
-        demand: TxDemand,
-        /// Boxed: the forwarding future moves it through several states, and each would
-        /// otherwise keep room for the whole request.
-        req: Box<Request<Incoming>>,
-        cache_id: String,
-    },
+    Tx(Admitted),
 }
 
-fn route_request(front: &Front, peer: SocketAddr, req: Request<Incoming>) -> Routed {
+/// A tx request submitted to the scheduler, its decision to come.
+struct Admitted {
+    demand: TxDemand,
+    /// Boxed: the forwarding future moves it through several states, and each would otherwise
+    /// keep room for the whole request.
+    req: Box<Request<Incoming>>,
+    cache_id: String,
+    ticket: Ticket,
+    decision: oneshot::Receiver<Decision>,
+}
+
+/// `early`: the request's admission if the lobby made it (see `lobby`); one that does not match
+/// the route is dropped, which cancels it.
+fn route_request(
+    front: &Arc<Front>,
+    peer: SocketAddr,
+    req: Request<Incoming>,
+    early: Option<Early>,
+) -> Routed {
     let (mut parts, body) = req.into_parts();
     if let Some(refusal) = refuse_unsupported(&parts) {
         return Routed::Answer(refusal);
@@ -245,14 +258,27 @@ fn route_request(front: &Front, peer: SocketAddr, req: Request<Incoming>) -> Rou
     let req = Request::from_parts(parts, body);
     match route {
         Route::Master => Routed::Master(req),
-        Route::Tx(demand) => Routed::Tx {
-            demand,
-            req: Box::new(req),
-            cache_id: cache_id
-                .as_ref()
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default(),
-        },
+        Route::Tx(demand) => {
+            let mut req = Box::new(req);
+            let (ticket, decision) = match early {
+                Some(e) if e.demand == demand => (e.ticket, e.decision),
+                _ => front.admit(&demand),
+            };
+            if decision.is_empty() {
+                // It waits: it should hold no more than it needs meanwhile.
+                compact_head(&mut req);
+            }
+            Routed::Tx(Admitted {
+                demand,
+                req,
+                cache_id: cache_id
+                    .as_ref()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    .unwrap_or_default(),
+                ticket,
+                decision,
+            })
+        }
     }
 }
 
@@ -284,18 +310,14 @@ async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<Proxy
 // The request is moved out of its box by each send, so one handed back needs a new box (the
 // lint's `*req = back` would write into a box that is gone).
 #[allow(clippy::replace_box)]
-async fn to_tx(
-    front: &Arc<Front>,
-    cfg: &ListenerSettings,
-    demand: TxDemand,
-    mut req: Box<Request<Incoming>>,
-    cache_id: String,
-) -> Response<ProxyBody> {
-    let (mut ticket, mut decision) = front.admit(&demand);
-    if decision.is_empty() {
-        // It waits: it should hold no more than it needs meanwhile.
-        compact_headers(req.headers_mut());
-    }
+async fn to_tx(front: &Arc<Front>, cfg: &ListenerSettings, tx: Admitted) -> Response<ProxyBody> {
+    let Admitted {
+        demand,
+        mut req,
+        cache_id,
+        mut ticket,
+        mut decision,
+    } = tx;
     loop {
         let Ok(d) = decision.await else {
             // The scheduler dropped the request without a decision: only while stopping.

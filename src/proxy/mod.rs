@@ -7,6 +7,7 @@ pub mod forward;
 pub mod front;
 pub mod lane;
 pub mod listener;
+pub mod lobby;
 pub mod outcome;
 pub mod park;
 pub mod report;

@@ -157,6 +157,20 @@ pub fn proc_status_bytes(pid: i32, field: &str) -> Option<u64> {
     })
 }
 
+/// Asserts that `pid`'s RSS has grown from `before` (bytes) by less than `max_kb_each` KB for
+/// each of `n` `what`s.
+pub fn assert_rss_each_below(pid: i32, before: u64, n: usize, what: &str, max_kb_each: u64) {
+    let after = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let grown = after.saturating_sub(before);
+    let each_kb = grown / n as u64 / 1024;
+    eprintln!("{n} {what}: {each_kb} KB each");
+    assert!(
+        each_kb < max_kb_each,
+        "{n} {what} cost {each_kb} KB each ({} MB in all)",
+        grown >> 20
+    );
+}
+
 /// Polls `check` every 100 ms until it gives `Some`, or panics with `what` after `timeout`.
 pub fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

@@ -9,7 +9,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use bytes::BytesMut;
 use http::header::{
     HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE,
@@ -138,50 +137,10 @@ fn to_origin_form(parts: &mut http::request::Parts) {
     parts.uri = Uri::from(pq);
 }
 
-/// A request about to wait (in the queue, for a slot): its header values copied into one small
-/// buffer of their own. hyper hands them out as slices of its 8 KB read buffer, which they would
-/// otherwise keep alive whole for as long as the request waits.
-pub fn compact_headers(headers: &mut HeaderMap) {
-    let total: usize = headers.values().map(HeaderValue::len).sum();
-    let mut buf = BytesMut::with_capacity(total);
-    for v in headers.values() {
-        buf.extend_from_slice(v.as_bytes());
-    }
-    let mut all = buf.freeze();
-    for v in headers.values_mut() {
-        let own = all.split_to(v.len().min(all.len()));
-        // hyper checked every value already; one it took that this would not is left as it is.
-        if let Ok(mut copied) = HeaderValue::from_maybe_shared(own) {
-            copied.set_sensitive(v.is_sensitive());
-            *v = copied;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::Request;
-
-    #[test]
-    fn compacted_headers_are_the_same_headers() {
-        let mut h = HeaderMap::new();
-        h.append(HOST, HeaderValue::from_static("example.org"));
-        h.append("accept", HeaderValue::from_static("application/fhir+json"));
-        h.append("accept", HeaderValue::from_static("text/plain"));
-        h.append("x-empty", HeaderValue::from_static(""));
-        let mut secret = HeaderValue::from_static("Bearer abc");
-        secret.set_sensitive(true);
-        h.append("authorization", secret);
-        let before = h.clone();
-        compact_headers(&mut h);
-        assert_eq!(h, before);
-        let all: Vec<_> = h.get_all("accept").iter().collect();
-        assert_eq!(all, ["application/fhir+json", "text/plain"]);
-        assert!(h
-            .get("authorization")
-            .is_some_and(HeaderValue::is_sensitive));
-    }
 
     fn parts(req: http::request::Builder) -> http::request::Parts {
         match req.body(()) {

@@ -4,6 +4,7 @@
 //! listener calls these; routing and admission are decided before.
 
 pub mod body;
+pub mod compact;
 pub mod error;
 pub mod headers;
 pub mod pool;
@@ -16,8 +17,9 @@ mod e2e_tests;
 mod test_support;
 
 pub use body::{buffered, empty, full, streamed, BodyEnd, EndKind, NotifyOnEnd, ProxyBody};
+pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{compact_headers, prepare_request, prepare_response};
+pub use headers::{prepare_request, prepare_response};
 pub use pool::{Upstream, DEFAULT_IDLE_TIMEOUT};
 pub use refuse::refuse_unsupported;
 pub use write_timeout::WriteTimeoutIo;

@@ -1,0 +1,73 @@
+use super::*;
+
+fn head(raw: &str) -> Option<Head<'_>> {
+    whole_request(raw.as_bytes())
+}
+
+#[test]
+fn a_whole_get_is_read_with_what_routing_needs() {
+    let h =
+        head("GET /r4/ValueSet/$expand?url=x HTTP/1.1\r\nHost: a\r\nX-Cache-Id:  tx1-7 \r\n\r\n");
+    assert_eq!(
+        h,
+        Some(Head {
+            method: Method::GET,
+            target: "/r4/ValueSet/$expand?url=x",
+            cache_id: Some(&b"tx1-7"[..]),
+            content_length: None,
+        })
+    );
+}
+
+#[test]
+fn a_post_is_whole_only_with_all_of_its_body() {
+    let post =
+        "POST /r4/CodeSystem/$validate-code HTTP/1.1\r\nHost: a\r\ncontent-length: 5\r\n\r\n";
+    assert_eq!(head(post), None, "no body yet");
+    assert_eq!(head(&format!("{post}abcd")), None, "4 of 5 bytes");
+    let whole = format!("{post}abcde");
+    let h = head(&whole).map(|h| (h.method, h.content_length));
+    assert_eq!(h, Some((Method::POST, Some(5))));
+    // A pipelined request behind it changes nothing.
+    let more = format!("{post}abcdeGET /r4/metadata HTTP/1.1\r\n\r\n");
+    assert_eq!(head(&more).map(|h| h.content_length), Some(Some(5)));
+}
+
+#[test]
+fn the_first_cache_id_counts_as_in_hyper() {
+    let h = head("GET /r4/x HTTP/1.1\r\nX-Cache-Id: tx1-1\r\nx-cache-id: tx2-2\r\n\r\n");
+    assert_eq!(h.and_then(|h| h.cache_id), Some(&b"tx1-1"[..]));
+}
+
+#[test]
+fn what_the_lobby_leaves_to_hyper() {
+    for (why, raw) in [
+        ("head not whole", "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n"),
+        ("nothing yet", ""),
+        (
+            "chunked",
+            "POST /r4/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ),
+        (
+            "two lengths",
+            "POST /r4/x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na",
+        ),
+        (
+            "a length not a number",
+            "POST /r4/x HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+        ),
+        ("absolute form", "GET http://a/r4/metadata HTTP/1.1\r\n\r\n"),
+        ("asterisk form", "OPTIONS * HTTP/1.1\r\n\r\n"),
+        ("not HTTP", "hello there\r\n\r\n"),
+    ] {
+        assert_eq!(head(raw), None, "{why}");
+    }
+    let many: String = (0..MAX_HEADERS + 1)
+        .map(|i| format!("X-{i}: v\r\n"))
+        .collect();
+    assert_eq!(
+        head(&format!("GET /r4/x HTTP/1.1\r\n{many}\r\n")),
+        None,
+        "too many headers"
+    );
+}
