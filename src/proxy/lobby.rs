@@ -13,7 +13,8 @@
 //! large or chunked body, a malformed head) is handed to hyper as read, to be answered and timed
 //! out as ever. While a request waits here, the socket is watched as hyper watches it: the client
 //! hanging up cancels the request; more bytes (a pipelined request) are kept for hyper, up to
-//! [`KEEP_AT_MOST`].
+//! [`PIPELINED_AT_MOST`] (then the socket is left unread until hyper has it, as hyper leaves it
+//! once its buffer is full).
 
 use std::io;
 use std::sync::Arc;
@@ -26,8 +27,11 @@ use tokio::sync::oneshot;
 use super::front::{Decision, Front, Ticket};
 use super::route::{RequestHead, Route, TxDemand};
 
-/// Bytes read ahead for hyper at most; past this the lobby stops reading until hyper has them.
+/// Bytes read ahead for hyper at most; a request with a larger body is left to hyper.
 pub const KEEP_AT_MOST: usize = 64 * 1024;
+
+/// Bytes of what follows a waiting request (pipelined) read while it waits, at most.
+pub const PIPELINED_AT_MOST: usize = 8 * 1024;
 
 /// Headers a head may have to be admitted here (hyper takes up to 100; more go to hyper).
 const MAX_HEADERS: usize = 64;
@@ -60,9 +64,12 @@ pub async fn enter(stream: &TcpStream, unread: Bytes, front: &Arc<Front>) -> Lea
         Ok(false) => {}
         Err(_) => return Leave::Gone,
     }
-    let demand = match whole_request(&buf).map(|head| front.route(&head.as_route())) {
-        Some(Ok(Route::Tx(demand))) => demand,
-        _ => return serve(buf, None),
+    let Some(head) = whole_request(&buf) else {
+        return serve(buf, None);
+    };
+    let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
+    let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
+        return serve(buf, None);
     };
     let (ticket, mut decision) = front.admit(&demand);
     if !decision.is_empty() {
@@ -76,7 +83,7 @@ pub async fn enter(stream: &TcpStream, unread: Bytes, front: &Arc<Front>) -> Lea
         );
     }
     let decided = loop {
-        let watch = buf.len() < KEEP_AT_MOST;
+        let watch = buf.len() < watch_up_to;
         tokio::select! {
             d = &mut decision => break d,
             ready = stream.readable(), if watch => {
@@ -130,6 +137,8 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
 /// What routing needs of a request `buf` holds whole.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Head<'a> {
+    /// The whole request's length: head and body.
+    pub len: usize,
     pub method: Method,
     pub target: &'a str,
     pub cache_id: Option<&'a [u8]>,
@@ -177,11 +186,12 @@ pub fn whole_request(buf: &[u8]) -> Option<Head<'_>> {
             cache_id = Some(h.value.trim_ascii());
         }
     }
-    let body = u64::try_from(buf.len() - head_len).ok()?;
-    if content_length.unwrap_or(0) > body {
+    let body = usize::try_from(content_length.unwrap_or(0)).ok()?;
+    if head_len + body > buf.len() {
         return None;
     }
     Some(Head {
+        len: head_len + body,
         method,
         target,
         cache_id,

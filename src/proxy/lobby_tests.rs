@@ -6,11 +6,11 @@ fn head(raw: &str) -> Option<Head<'_>> {
 
 #[test]
 fn a_whole_get_is_read_with_what_routing_needs() {
-    let h =
-        head("GET /r4/ValueSet/$expand?url=x HTTP/1.1\r\nHost: a\r\nX-Cache-Id:  tx1-7 \r\n\r\n");
+    let raw = "GET /r4/ValueSet/$expand?url=x HTTP/1.1\r\nHost: a\r\nX-Cache-Id:  tx1-7 \r\n\r\n";
     assert_eq!(
-        h,
+        head(raw),
         Some(Head {
+            len: raw.len(),
             method: Method::GET,
             target: "/r4/ValueSet/$expand?url=x",
             cache_id: Some(&b"tx1-7"[..]),
@@ -26,11 +26,12 @@ fn a_post_is_whole_only_with_all_of_its_body() {
     assert_eq!(head(post), None, "no body yet");
     assert_eq!(head(&format!("{post}abcd")), None, "4 of 5 bytes");
     let whole = format!("{post}abcde");
-    let h = head(&whole).map(|h| (h.method, h.content_length));
-    assert_eq!(h, Some((Method::POST, Some(5))));
+    let h = head(&whole).map(|h| (h.method, h.content_length, h.len));
+    assert_eq!(h, Some((Method::POST, Some(5), whole.len())));
     // A pipelined request behind it changes nothing.
     let more = format!("{post}abcdeGET /r4/metadata HTTP/1.1\r\n\r\n");
-    assert_eq!(head(&more).map(|h| h.content_length), Some(Some(5)));
+    let h = head(&more).map(|h| (h.content_length, h.len));
+    assert_eq!(h, Some((Some(5), whole.len())));
 }
 
 #[test]
