@@ -13,7 +13,6 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -28,7 +27,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::forward::WriteTimeoutIo;
+use super::forward::{Peer, WriteTimeoutIo};
 use super::front::Front;
 use super::listener::{handle, ListenerSettings};
 use super::lobby::{self, Early, Leave};
@@ -40,7 +39,7 @@ type ClientIo = WriteTimeoutIo<TcpStream>;
 pub struct ConnContext {
     pub front: Arc<Front>,
     pub cfg: Arc<ListenerSettings>,
-    pub peer: SocketAddr,
+    pub peer: Peer,
     /// Connections being served by hyper now (not parked), all the listener's.
     pub served: Arc<AtomicUsize>,
     /// Told of each park, to hand the memory back after a crowd.
@@ -178,7 +177,7 @@ async fn serve_until_idle(
     drain: &mut watch::Receiver<bool>,
     quiet: &mut Quiet,
 ) -> Served {
-    let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer);
+    let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer.clone());
     let tracker = activity.clone();
     // The first request hyper reads is the one the lobby admitted, if it did.
     let early = Cell::new(early);
@@ -188,9 +187,14 @@ async fn serve_until_idle(
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
         // would hold it. Boxed, it exists only while a request is in flight.
-        Box::pin(handle(front, cfg, peer, req, early.take(), move |b| {
-            TrackedBody::new(b, guard)
-        }))
+        Box::pin(handle(
+            front,
+            cfg,
+            peer.clone(),
+            req,
+            early.take(),
+            move |b| TrackedBody::new(b, guard),
+        ))
     });
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).keep_alive(true);

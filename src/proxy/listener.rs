@@ -4,15 +4,15 @@
 //! On stop it drains: no new connections, idle keep-alive connections closed, requests in
 //! progress given `drainSeconds` to finish (STOP-1..4).
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{Request, Response, Uri};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -21,7 +21,8 @@ use tracing::{debug, info, warn};
 
 use super::conn::{serve_client, ConnContext};
 use super::forward::{
-    buffered, compact_head, prepare_request, refuse_unsupported, streamed, ProxyBody, SendFailure,
+    buffered, compact_head, prepare_request, refuse_unsupported, streamed, Peer, ProxyBody,
+    SendFailure,
 };
 use super::front::{Decision, Front, Ticket};
 use super::lobby::Early;
@@ -106,7 +107,7 @@ pub async fn serve_live(
                     let ctx = ConnContext {
                         front: front.clone(),
                         cfg: Arc::new(live.get()),
-                        peer,
+                        peer: Peer::new(peer),
                         served: served.clone(),
                         trimmer: trimmer.clone(),
                     };
@@ -169,12 +170,12 @@ pub async fn serve_live(
 pub(super) fn handle<B>(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
-    peer: SocketAddr,
+    peer: Peer,
     req: Request<Incoming>,
     early: Option<Early>,
     wrap: impl FnOnce(ProxyBody) -> B,
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
-    let routed = route_request(&front, peer, req, early);
+    let routed = route_request(&front, &peer, req, early);
     async move {
         let (is_tx, resp) = match routed {
             Routed::Answer(resp) => return Ok(resp.map(wrap)),
@@ -209,7 +210,7 @@ struct Admitted {
 /// the route is dropped, which cancels it.
 fn route_request(
     front: &Arc<Front>,
-    peer: SocketAddr,
+    peer: &Peer,
     req: Request<Incoming>,
     early: Option<Early>,
 ) -> Routed {
@@ -219,12 +220,9 @@ fn route_request(
     }
     // Absolute-form and authority-form targets are passed whole, so the router refuses them.
     let target = if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
-        parts.uri.to_string()
+        Cow::Owned(parts.uri.to_string())
     } else {
-        parts
-            .uri
-            .path_and_query()
-            .map_or_else(String::new, |p| p.as_str().to_string())
+        Cow::Borrowed(parts.uri.path_and_query().map_or("", |p| p.as_str()))
     };
     let content_length = if parts.headers.contains_key(TRANSFER_ENCODING) {
         None
@@ -246,15 +244,8 @@ fn route_request(
         Ok(r) => r,
         Err(bad) => return Routed::Answer(Answer::BadTarget(bad).respond()),
     };
+    drop(target); // its borrow of the target ends before the head is rewritten
     prepare_request(&mut parts, peer);
-    match Uri::try_from(target.as_str()) {
-        Ok(uri) => parts.uri = uri,
-        Err(_) => {
-            return Routed::Answer(
-                Answer::BadTarget(super::route::BadTarget::NotOriginForm).respond(),
-            )
-        }
-    }
     let req = Request::from_parts(parts, body);
     match route {
         Route::Master => Routed::Master(req),

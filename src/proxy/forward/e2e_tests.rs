@@ -49,7 +49,7 @@ async fn proxy_mode(
                         if let Some(refused) = refuse_unsupported(&parts) {
                             return Ok::<_, Infallible>(refused);
                         }
-                        prepare_request(&mut parts, peer);
+                        prepare_request(&mut parts, &Peer::new(peer));
                         let resp = match up.send(Request::from_parts(parts, body)).await {
                             Ok(resp) => resp,
                             Err(_) => return Ok(bad_gateway()),

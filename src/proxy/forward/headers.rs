@@ -26,17 +26,54 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 ///
 /// Bodies are not touched: a body the client sent chunked has no `Content-Length` and no exact
 /// size, so hyper sends it on chunked (EDGE-4); a body with a `Content-Length` keeps it.
-pub fn prepare_request(parts: &mut http::request::Parts, peer: SocketAddr) {
+pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(EXPECT);
-    append_forwarded_for(&mut parts.headers, peer.ip());
-    if !is_loopback(peer.ip()) {
+    append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
+    if !is_loopback(peer.addr.ip()) {
         parts
             .headers
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
     }
     to_origin_form(parts);
 }
+
+/// A client as the rewriting needs it: its address, and its `X-Forwarded-For` entry, made once
+/// per connection (formatting an address cost more than the rest of a request's rewriting).
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    forwarded_for: HeaderValue,
+}
+
+impl Peer {
+    pub fn new(addr: SocketAddr) -> Peer {
+        let ip = addr.ip().to_canonical().to_string();
+        Peer {
+            addr,
+            // An address is ASCII digits, dots, colons and hex: always a valid value.
+            forwarded_for: HeaderValue::from_str(&ip)
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+        }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.addr.fmt(f)
+    }
+}
+
+/// The hop-by-hop headers (RFC 9110 §7.6.1) and `Transfer-Encoding`.
+const HOP_BY_HOP: [HeaderName; 7] = [
+    CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
 
 /// Rewrites a process's response head for the client: hop-by-hop headers removed.
 pub fn prepare_response(parts: &mut http::response::Parts) {
@@ -47,6 +84,10 @@ pub fn prepare_response(parts: &mut http::response::Parts) {
 /// `Content-Length` are never removed because `Connection` names them: they say what the request
 /// is and how long its body is, which a client's `Connection` header must not change.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most heads have none: a look at each name costs less than a removal (a hash) of each.
+    if !headers.keys().any(|n| HOP_BY_HOP.contains(n)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -63,14 +104,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if headers.remove(TRANSFER_ENCODING).is_some() {
         headers.remove(CONTENT_LENGTH);
     }
-    for name in [
-        CONNECTION,
-        KEEP_ALIVE,
-        PROXY_CONNECTION,
-        TE,
-        TRAILER,
-        UPGRADE,
-    ] {
+    for name in HOP_BY_HOP {
         headers.remove(name);
     }
 }
@@ -82,8 +116,11 @@ pub fn is_loopback(ip: IpAddr) -> bool {
 
 /// Joins every existing `X-Forwarded-For` value and appends `ip`, as nginx's
 /// `$proxy_add_x_forwarded_for` does: the chain is kept, never replaced.
-fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
-    let client = ip.to_canonical().to_string();
+fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
+    if !headers.contains_key(&X_FORWARDED_FOR) {
+        headers.insert(X_FORWARDED_FOR, client.clone());
+        return;
+    }
     let mut chain: Vec<u8> = Vec::new();
     for v in headers.get_all(&X_FORWARDED_FOR) {
         let v = trim_ascii(v.as_bytes());
@@ -94,7 +131,7 @@ fn append_forwarded_for(headers: &mut HeaderMap, ip: IpAddr) {
         chain.extend_from_slice(b", ");
     }
     chain.extend_from_slice(client.as_bytes());
-    // Existing values were valid header bytes and the address is ASCII, so this always parses.
+    // Existing values were valid header bytes and so is the address, so this always parses.
     if let Ok(v) = HeaderValue::from_bytes(&chain) {
         headers.insert(X_FORWARDED_FOR, v);
     }
@@ -149,9 +186,9 @@ mod tests {
         }
     }
 
-    fn addr(s: &str) -> SocketAddr {
+    fn addr(s: &str) -> Peer {
         match s.parse() {
-            Ok(a) => a,
+            Ok(a) => Peer::new(a),
             Err(e) => panic!("test address {s}: {e}"),
         }
     }
@@ -179,7 +216,7 @@ mod tests {
                 .header("proxy-authorization", "Basic eA==")
                 .header("accept", "application/fhir+json"),
         );
-        prepare_request(&mut p, addr("127.0.0.1:5000"));
+        prepare_request(&mut p, &addr("127.0.0.1:5000"));
         for gone in [
             "connection",
             "keep-alive",
@@ -204,7 +241,7 @@ mod tests {
                 .header("content-length", "12")
                 .header("connection", "host, content-length"),
         );
-        prepare_request(&mut p, addr("127.0.0.1:5000"));
+        prepare_request(&mut p, &addr("127.0.0.1:5000"));
         assert_eq!(values(&p.headers, &HOST), ["h"]);
         assert_eq!(values(&p.headers, &CONTENT_LENGTH), ["12"]);
     }
@@ -217,7 +254,7 @@ mod tests {
                 .header("transfer-encoding", "chunked")
                 .header("content-length", "5"),
         );
-        prepare_request(&mut p, addr("127.0.0.1:5000"));
+        prepare_request(&mut p, &addr("127.0.0.1:5000"));
         assert!(!p.headers.contains_key(TRANSFER_ENCODING));
         assert!(!p.headers.contains_key(CONTENT_LENGTH));
     }
@@ -255,18 +292,18 @@ mod tests {
                 .header("x-forwarded-for", "203.0.113.7")
                 .header("x-forwarded-for", "198.51.100.2, 10.0.0.1"),
         );
-        prepare_request(&mut p, addr("127.0.0.1:40000"));
+        prepare_request(&mut p, &addr("127.0.0.1:40000"));
         assert_eq!(
             values(&p.headers, &X_FORWARDED_FOR),
             ["203.0.113.7, 198.51.100.2, 10.0.0.1, 127.0.0.1"]
         );
 
         let mut p = parts(Request::get("/"));
-        prepare_request(&mut p, addr("[2001:db8::5]:40000"));
+        prepare_request(&mut p, &addr("[2001:db8::5]:40000"));
         assert_eq!(values(&p.headers, &X_FORWARDED_FOR), ["2001:db8::5"]);
 
         let mut p = parts(Request::get("/"));
-        prepare_request(&mut p, addr("[::ffff:192.0.2.9]:40000"));
+        prepare_request(&mut p, &addr("[::ffff:192.0.2.9]:40000"));
         assert_eq!(values(&p.headers, &X_FORWARDED_FOR), ["192.0.2.9"]);
     }
 
@@ -280,12 +317,12 @@ mod tests {
             "[::ffff:127.0.0.1]:1",
         ] {
             let mut p = parts(Request::get("/").header("x-forwarded-proto", "https"));
-            prepare_request(&mut p, addr(peer));
+            prepare_request(&mut p, &addr(peer));
             assert_eq!(values(&p.headers, &X_FORWARDED_PROTO), ["https"], "{peer}");
         }
         // A loopback peer that sent none: nothing is invented.
         let mut p = parts(Request::get("/"));
-        prepare_request(&mut p, addr("127.0.0.1:1"));
+        prepare_request(&mut p, &addr("127.0.0.1:1"));
         assert!(!p.headers.contains_key(&X_FORWARDED_PROTO));
 
         // spec: EDGE-3
@@ -295,10 +332,10 @@ mod tests {
                     .header("x-forwarded-proto", "https")
                     .header("x-forwarded-proto", "https"),
             );
-            prepare_request(&mut p, addr(peer));
+            prepare_request(&mut p, &addr(peer));
             assert_eq!(values(&p.headers, &X_FORWARDED_PROTO), ["http"], "{peer}");
             let mut p = parts(Request::get("/"));
-            prepare_request(&mut p, addr(peer));
+            prepare_request(&mut p, &addr(peer));
             assert_eq!(values(&p.headers, &X_FORWARDED_PROTO), ["http"], "{peer}");
         }
     }
@@ -308,12 +345,12 @@ mod tests {
         let mut p = parts(Request::get(
             "http://example.org:8080/r4/CodeSystem?url=x%20y",
         ));
-        prepare_request(&mut p, addr("127.0.0.1:1"));
+        prepare_request(&mut p, &addr("127.0.0.1:1"));
         assert_eq!(p.uri.to_string(), "/r4/CodeSystem?url=x%20y");
         assert_eq!(values(&p.headers, &HOST), ["example.org:8080"]);
 
         let mut p = parts(Request::get("/r4/metadata?_format=json").header("host", "h"));
-        prepare_request(&mut p, addr("127.0.0.1:1"));
+        prepare_request(&mut p, &addr("127.0.0.1:1"));
         assert_eq!(p.uri.to_string(), "/r4/metadata?_format=json");
         assert_eq!(values(&p.headers, &HOST), ["h"]);
     }
@@ -321,7 +358,7 @@ mod tests {
     #[test]
     fn expect_is_not_passed_on() {
         let mut p = parts(Request::post("/").header("expect", "100-continue"));
-        prepare_request(&mut p, addr("127.0.0.1:1"));
+        prepare_request(&mut p, &addr("127.0.0.1:1"));
         assert!(!p.headers.contains_key(EXPECT));
     }
 }

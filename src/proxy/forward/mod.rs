@@ -19,7 +19,7 @@ mod test_support;
 pub use body::{buffered, empty, full, streamed, BodyEnd, EndKind, NotifyOnEnd, ProxyBody};
 pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{prepare_request, prepare_response};
+pub use headers::{prepare_request, prepare_response, Peer};
 pub use pool::{Upstream, DEFAULT_IDLE_TIMEOUT};
 pub use refuse::refuse_unsupported;
 pub use write_timeout::WriteTimeoutIo;
