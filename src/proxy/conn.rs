@@ -67,11 +67,6 @@ enum Served {
     Parked { io: ClientIo, unread: Bytes },
 }
 
-enum Wake {
-    Readable,
-    Close,
-}
-
 /// Serves the client on `stream` until it closes, fails or the drain closes it.
 pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch::Receiver<bool>) {
     let mut io = WriteTimeoutIo::new(
@@ -82,21 +77,19 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
     let activity = Arc::new(Activity::new(Instant::now()));
     let mut quiet = Quiet::default();
     let mut unread = Bytes::new();
-    // A new connection waits for its first bytes as a parked one does (hyper's header timeout
-    // starts when a connection is accepted; `Activity` counts from then).
-    let mut waiting = true;
     loop {
-        if waiting && unread.is_empty() {
-            let idle_since = activity.instant(activity.snapshot().last_end_ms);
-            let header = ctx.cfg.header_read_timeout;
-            let deadline = (!header.is_zero()).then(|| idle_since + header);
-            if let Wake::Close = parked(&io, deadline, &mut drain).await {
+        // hyper's header timer starts when a connection is new or goes idle; `Activity` counts
+        // from the accept.
+        let idle_since = activity.instant(activity.snapshot().last_end_ms);
+        let header = ctx.cfg.header_read_timeout;
+        let deadline = (!header.is_zero()).then(|| idle_since + header);
+        let entered = lobby::enter(io.get_ref(), unread, &ctx.front, deadline, &mut drain).await;
+        let early = match entered {
+            Leave::Gone => return,
+            Leave::Close => {
                 let _ = io.shutdown().await;
                 return;
             }
-        }
-        let early = match lobby::enter(io.get_ref(), unread, &ctx.front).await {
-            Leave::Gone => return,
             Leave::Serve {
                 unread: bytes,
                 early,
@@ -121,8 +114,7 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                 io: back,
                 unread: bytes,
             } => {
-                waiting = bytes.is_empty();
-                if waiting {
+                if bytes.is_empty() {
                     debug!("connection from {}: idle, parked", ctx.peer);
                     ctx.trimmer.parked();
                 } else {
@@ -137,32 +129,6 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                 unread = bytes;
             }
         }
-    }
-}
-
-/// Waits, with no buffer, until the client sends (or closes), the header deadline passes or the
-/// drain begins.
-async fn parked(
-    io: &ClientIo,
-    deadline: Option<Instant>,
-    drain: &mut watch::Receiver<bool>,
-) -> Wake {
-    let expired = async {
-        match deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        r = io.get_ref().readable() => match r {
-            Ok(()) => Wake::Readable,
-            Err(_) => Wake::Close,
-        },
-        () = expired => {
-            debug!("connection from a client that sent nothing: closed (headerTimeoutSeconds)");
-            Wake::Close
-        }
-        _ = drain.changed() => Wake::Close,
     }
 }
 

@@ -8,10 +8,11 @@
 //! long as it waits, about 13 KB in all; a surge of clients that each open a connection and
 //! wait would cost the launcher that much apiece. Here one costs about 2 KB.
 //!
-//! Only a whole request is admitted here: the head complete, no chunked body, all of a
-//! `Content-Length` body read, an origin-form target. Anything else (a head still arriving, a
-//! large or chunked body, a malformed head) is handed to hyper as read, to be answered and timed
-//! out as ever. While a request waits here, the socket is watched as hyper watches it: the client
+//! A head still arriving is waited for here, with hyper's header timeout counted from when the
+//! connection was accepted or went idle (so a slow client holds only the bytes it has sent).
+//! Only a whole request is admitted: the head complete, no chunked body, all of a
+//! `Content-Length` body read, an origin-form target. Anything else (a large or chunked body, a
+//! malformed head) is handed to hyper as read, to be answered as ever. While a request waits here, the socket is watched as hyper watches it: the client
 //! hanging up cancels the request; more bytes (a pipelined request) are kept for hyper, up to
 //! [`PIPELINED_AT_MOST`] (then the socket is left unread until hyper has it, as hyper leaves it
 //! once its buffer is full).
@@ -22,7 +23,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Method;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+use tracing::debug;
 
 use super::front::{Decision, Front, Ticket};
 use super::route::{RequestHead, Route, TxDemand};
@@ -49,20 +52,53 @@ pub struct Early {
 pub enum Leave {
     /// The client closed (or the socket failed) with no request to answer.
     Gone,
+    /// To be closed: no whole head by the header deadline, or the drain began before one.
+    Close,
     /// To hyper, with the bytes read ahead and the first request's admission if it was admitted.
     Serve { unread: Bytes, early: Option<Early> },
 }
 
-/// Reads what the client has sent after `unread`, admits the request it holds if it is whole
-/// and for a tx process, and waits here while the scheduler decides.
-pub async fn enter(stream: &TcpStream, unread: Bytes, front: &Arc<Front>) -> Leave {
+/// Reads what the client sends after `unread` until a head is whole, admits the request if it
+/// is whole and for a tx process, and waits here while the scheduler decides.
+///
+/// A head not whole by `deadline` (`headerTimeoutSeconds` after the connection was accepted or
+/// went idle) closes the connection, as hyper's header timeout would; so does the drain. While
+/// nothing has arrived the connection holds no buffer.
+pub async fn enter(
+    stream: &TcpStream,
+    unread: Bytes,
+    front: &Arc<Front>,
+    deadline: Option<Instant>,
+    drain: &mut watch::Receiver<bool>,
+) -> Leave {
     let mut buf = Vec::from(unread);
-    match read_available(stream, &mut buf) {
-        Ok(true) if buf.is_empty() => return Leave::Gone,
-        // Hung up after sending: hyper answers what it can, as it would have.
-        Ok(true) => return serve(buf, None),
-        Ok(false) => {}
-        Err(_) => return Leave::Gone,
+    loop {
+        match read_available(stream, &mut buf) {
+            Ok(true) if buf.is_empty() => return Leave::Gone,
+            // Hung up after sending: hyper answers what it can, as it would have.
+            Ok(true) => return serve(buf, None),
+            Ok(false) => {}
+            Err(_) => return Leave::Gone,
+        }
+        if !head_arriving(&buf) {
+            break;
+        }
+        if *drain.borrow() {
+            return Leave::Close;
+        }
+        tokio::select! {
+            ready = stream.readable() => if ready.is_err() {
+                return Leave::Gone;
+            },
+            () = sleep_until(deadline) => {
+                debug!(
+                    "a client sent no whole request head within headerTimeoutSeconds ({} bytes): closed",
+                    buf.len()
+                );
+                return Leave::Close;
+            }
+            _ = drain.changed() => return Leave::Close,
+        }
     }
     let Some(head) = whole_request(&buf) else {
         return serve(buf, None);
@@ -111,6 +147,14 @@ pub async fn enter(stream: &TcpStream, unread: Bytes, front: &Arc<Front>) -> Lea
     )
 }
 
+/// Sleeps until `deadline`; forever without one.
+pub async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn serve(buf: Vec<u8>, early: Option<Early>) -> Leave {
     Leave::Serve {
         unread: Bytes::from(buf),
@@ -132,6 +176,19 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// Whether `buf` holds nothing yet or the start of a head not yet whole (and not too large to
+/// keep waiting for here). A whole head, or bytes that are no head, are for what follows.
+fn head_arriving(buf: &[u8]) -> bool {
+    if buf.len() >= KEEP_AT_MOST {
+        return false;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    matches!(
+        httparse::Request::new(&mut headers).parse(buf),
+        Ok(httparse::Status::Partial)
+    )
 }
 
 /// What routing needs of a request `buf` holds whole.
