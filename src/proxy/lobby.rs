@@ -12,8 +12,10 @@
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent).
 //! Only a whole request is admitted: the head complete, no chunked body, all of a
 //! `Content-Length` body read, an origin-form target. Anything else (a large or chunked body, a
-//! malformed head) is handed to hyper as read, to be answered as ever. While a request waits here, the socket is watched as hyper watches it: the client
-//! hanging up cancels the request; more bytes (a pipelined request) are kept for hyper, up to
+//! malformed head) is handed to hyper as read, to be answered as ever.
+//!
+//! While a request waits here, the socket is watched as hyper watches it: the client hanging up
+//! cancels the request; more bytes (a pipelined request) are kept for hyper, up to
 //! [`PIPELINED_AT_MOST`] (then the socket is left unread until hyper has it, as hyper leaves it
 //! once its buffer is full).
 
