@@ -94,7 +94,8 @@ pub async fn enter(
             },
             () = sleep_until(deadline) => {
                 debug!(
-                    "a client sent no whole request head within headerTimeoutSeconds ({} bytes): closed",
+                    "a client sent no whole request head within headerTimeoutSeconds \
+                     ({} bytes): closed",
                     buf.len()
                 );
                 return Leave::Close;
@@ -125,7 +126,8 @@ pub async fn enter(
         tokio::select! {
             d = &mut decision => break d,
             ready = stream.readable(), if watch => {
-                let hung_up = ready.is_err() || !matches!(read_available(stream, &mut buf), Ok(false));
+                let hung_up = ready.is_err()
+                    || !matches!(read_available(stream, &mut buf), Ok(false));
                 if hung_up {
                     // Dropping the ticket cancels the request, as hyper's noticing would.
                     return Leave::Gone;
