@@ -15,6 +15,7 @@ Environment:
   FHIRSMITH_DATA_DIR   The data directory (as --data-dir)
   FHIRSMITH_WORKERS    How many tx-workers (as --workers)
   PORT                 The port clients use (as --port)
+  RUST_LOG             Which log lines (as --log-level, or a whole tracing filter)
 
 Precedence: flag, then environment, then config.json in the data directory, then the default.
 
@@ -59,6 +60,11 @@ pub struct Cli {
     /// Log lines as text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+
+    /// The launcher's log lines written: error, warn, info or debug (and those above it)
+    /// [env: RUST_LOG, a full tracing filter] [default: info]
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
 
     /// Validate the settings and print the plan; start nothing
     #[arg(long)]
@@ -174,7 +180,12 @@ mod tests {
     #[test]
     fn help_lists_the_environment_variables() {
         let help = Cli::command().render_long_help().to_string();
-        for var in ["FHIRSMITH_DATA_DIR", "FHIRSMITH_WORKERS", "PORT"] {
+        for var in [
+            "FHIRSMITH_DATA_DIR",
+            "FHIRSMITH_WORKERS",
+            "PORT",
+            "RUST_LOG",
+        ] {
             assert!(help.contains(var), "{var} missing from:\n{help}");
         }
         assert!(Cli::command()

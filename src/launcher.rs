@@ -19,6 +19,9 @@ use crate::cli::Cli;
 use crate::ipc::message::FromChild;
 use crate::machine;
 use crate::ops::admin::{self, Admin};
+use crate::ops::child_log::ChildLines;
+use crate::ops::journald::Journal;
+use crate::ops::logging;
 use crate::ops::notify::{self, Notifier};
 use crate::plan::Plan;
 use crate::process::ProcessId;
@@ -27,34 +30,21 @@ use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
 use crate::reload;
-use crate::settings::{self, LogFormat, Settings};
+use crate::settings::{self, Settings};
 use crate::sizing::CpuSizing;
 use crate::status::keeper::{Keeper, Tally};
 use crate::supervisor::output::OutputSink;
 use crate::supervisor::{self, Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
 
-/// Log lines on stderr: levels from `RUST_LOG` (default `info`), text or JSON, and no
-/// timestamps of its own under journald (`JOURNAL_STREAM` set), which stamps each line itself.
-pub fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    // A second init (tests) is harmless: the first subscriber stays.
-    let _ = match (format, journald) {
-        (LogFormat::Json, true) => builder.json().without_time().try_init(),
-        (LogFormat::Json, false) => builder.json().try_init(),
-        (LogFormat::Text, true) => builder.without_time().try_init(),
-        (LogFormat::Text, false) => builder.try_init(),
-    };
+/// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
+/// given their chance to be written before it returns (`logging::flush`).
+pub fn main(cli: Cli) -> Result<ExitCode> {
+    let ended = run_command(cli);
+    logging::flush();
+    ended
 }
 
-/// Runs the command line: `--check`, `--demo`, or the cluster.
-pub fn main(mut cli: Cli) -> Result<ExitCode> {
+fn run_command(mut cli: Cli) -> Result<ExitCode> {
     if cli.demo {
         prepare_demo(&mut cli)?;
     }
@@ -70,7 +60,12 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    init_logging(settings.cluster.log_format);
+    let journal = Journal::detect();
+    logging::init(
+        settings.cluster.log_format,
+        &settings.cluster.log_level,
+        journal,
+    );
     let cwd = std::env::current_dir().context("reading the current directory")?;
     settings::check_command(&settings, &cwd).map_err(anyhow::Error::msg)?;
     let (sizing, plan) = machine::plan_for_this_machine(&settings).map_err(anyhow::Error::msg)?;
@@ -86,6 +81,10 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
     // workers.
     let threads = settings.cluster.proxy_threads.max(1) as usize;
+    let lines = ChildLines {
+        format: settings.cluster.log_format,
+        journal,
+    };
     let runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -97,7 +96,7 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
             .build()
     }
     .context("starting the runtime")?;
-    runtime.block_on(run(cli, settings, sizing, plan))
+    runtime.block_on(run(cli, settings, sizing, plan, lines))
 }
 
 /// `--demo`: the built-in simulated server, found beside this binary, in a temporary data
@@ -181,15 +180,18 @@ fn capacity(settings: &Settings, sizing: &CpuSizing, planned: u32) -> u32 {
         .unwrap_or(planned)
 }
 
-async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Result<ExitCode> {
+async fn run(
+    cli: Cli,
+    settings: Settings,
+    sizing: CpuSizing,
+    plan: Plan,
+    lines: ChildLines,
+) -> Result<ExitCode> {
     // Installed first: SIGHUP's default would end the launcher.
     let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let lines =
-        crate::ops::child_log::ChildLines::for_format(settings.cluster.log_format, journald);
-    let output = OutputSink::start_with(lines).context("starting the output writer")?;
+    let output = OutputSink::new(lines);
     for w in &settings.warnings {
         warn!("{w}");
     }
@@ -388,7 +390,7 @@ impl Reloader {
         let new = match reload::read(&self.cli, &self.cwd) {
             Ok(s) => s,
             Err(e) => {
-                error!("ERROR: SIGHUP: the settings were refused, nothing changed: {e}");
+                error!("SIGHUP: the settings were refused, nothing changed: {e}");
                 return;
             }
         };

@@ -57,7 +57,7 @@ pub fn sizer(settings: &Settings, sizing: CpuSizing) -> Sizer {
         let fit = memory_fit(&sizing, &facts, headroom);
         info!("{}", decision_line(&sizing, Some(&fit)));
         for w in &fit.warnings {
-            warn!("WARNING: {w}");
+            warn!("{w}");
         }
         fit.workers as usize
     })
@@ -85,7 +85,7 @@ pub fn idle_report(settings: &Settings) -> IdleReport {
             headroom,
         );
         if idle.warning {
-            warn!("WARNING: {}", idle.line);
+            warn!("{}", idle.line);
         } else {
             info!("{}", idle.line);
         }

@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     match launcher::main(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fhircluster: {e:#}");
+            fhircluster::ops::logging::fatal(&format!("fhircluster: {e:#}"));
             ExitCode::from(1)
         }
     }

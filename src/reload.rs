@@ -185,6 +185,12 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
     );
     note(
         next,
+        &cl("logLevel"),
+        shown(&o.log_level),
+        shown(&n.log_level),
+    );
+    note(
+        next,
         &cl("hostPrefix"),
         shown(&o.host_prefix),
         shown(&n.host_prefix),

@@ -1,7 +1,9 @@
 //! The launcher's log as an operator's tools read it: with `--log-format json` every line it
-//! writes (its own and its children's) is one JSON object; under journald (`JOURNAL_STREAM` set)
-//! no line carries a timestamp of its own; and with `hostPrefix` every line that names a process
-//! names it by its full instance code (`atx1`), as do `X-Served-By` and the cache-ids.
+//! writes (its own and its children's) is one JSON object with `message` at the top level; under
+//! journald (`JOURNAL_STREAM` naming the device and inode of its output) every line starts with
+//! its syslog priority and carries no timestamp of its own; `--log-level` chooses the lines; and
+//! with `hostPrefix` every line that names a process names it by its full instance code (`atx1`),
+//! as do `X-Served-By` and the cache-ids.
 
 mod common;
 
@@ -24,71 +26,199 @@ fn starts_with_timestamp(line: &str) -> bool {
         && b[13] == b':'
 }
 
-/// A short run of the launcher whose master fails at once (so it logs, gives up and exits),
-/// with `JOURNAL_STREAM` set or not; its stderr and stdout lines.
-fn short_run(format: &str, journald: bool) -> Vec<String> {
+/// How `JOURNAL_STREAM` is set for a run whose stdout and stderr are one file.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Journal {
+    /// Not set.
+    Unset,
+    /// The file's device and inode: the output is the journal.
+    Matching,
+    /// The file's inode on another device.
+    OtherDevice,
+    /// Another inode on the file's device.
+    OtherInode,
+}
+
+/// A short run of the launcher whose master writes a line to its stdout and one to its stderr and
+/// exits 3 at once (so the launcher logs, gives up and exits), with stdout and stderr both on one
+/// file; its lines.
+fn short_run(format: &str, journal: Journal, args: &[&str]) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().expect("data dir");
+    let master = "echo out-line; echo err-line >&2; exit 3";
     write_config(
         dir.path(),
         &json!({ "server": { "port": free_ports(2), "cluster": {
-            "workers": 1, "command": [SIM], "maxStartFailures": 1, "logFormat": format
+            "workers": 1, "command": ["sh", "-c", master], "maxStartFailures": 1,
+            "logFormat": format
         } } }),
     );
+    let path = dir.path().join("out.log");
+    let out = std::fs::File::create(&path).expect("out.log");
+    let meta = out.metadata().expect("stat out.log");
     let mut cmd = launcher_command(dir.path());
-    cmd.env("SIM_FAIL_AT_START", "3");
-    if journald {
-        cmd.env("JOURNAL_STREAM", "8:12345");
-    } else {
-        cmd.env_remove("JOURNAL_STREAM");
-    }
-    let out = run_bounded(&mut cmd, Duration::from_secs(20));
-    assert_eq!(out.code, Some(1), "{}", out.all());
-    let lines: Vec<String> = out
-        .stderr
+    cmd.args(args);
+    let stream = match journal {
+        Journal::Unset => None,
+        Journal::Matching => Some(format!("{}:{}", meta.dev(), meta.ino())),
+        Journal::OtherDevice => Some(format!("{}:{}", meta.dev() + 1, meta.ino())),
+        Journal::OtherInode => Some(format!("{}:{}", meta.dev(), meta.ino() + 1)),
+    };
+    match stream {
+        Some(v) => cmd.env("JOURNAL_STREAM", v),
+        None => cmd.env_remove("JOURNAL_STREAM"),
+    };
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out)
+        .spawn()
+        .expect("start fhircluster");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&path).expect("read out.log");
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{text}");
+    let lines: Vec<String> = text
         .lines()
-        .chain(out.stdout.lines())
         .filter(|l| !l.trim().is_empty())
         .map(String::from)
         .collect();
-    assert!(lines.len() >= 4, "{}", out.all());
+    assert!(lines.len() >= 3, "{text}");
     lines
 }
 
+/// A line's syslog priority prefix (`<3>`) and the rest.
+fn priority(line: &str) -> Option<(u8, &str)> {
+    let rest = line.strip_prefix('<')?;
+    let (p, rest) = rest.split_once('>')?;
+    Some((p.parse().ok()?, rest))
+}
+
+/// The launcher's own lines (not its children's), without their priority.
+fn launcher_lines(lines: &[String]) -> Vec<&str> {
+    lines
+        .iter()
+        .map(|l| priority(l).map_or(l.as_str(), |(_, rest)| rest))
+        .filter(|l| !l.starts_with('[') && !l.contains("\"process\""))
+        .collect()
+}
+
+/// The priority journald should read for a line of `level`.
+fn priority_of(level: &str) -> Option<u8> {
+    match level {
+        "ERROR" => Some(3),
+        "WARN" => Some(4),
+        "INFO" => Some(6),
+        "DEBUG" => Some(7),
+        _ => None,
+    }
+}
+
 #[test]
-fn journald_gets_no_timestamps_in_text_or_json_and_a_terminal_or_file_does() {
+fn under_the_journal_each_line_has_its_priority_and_no_timestamp_and_elsewhere_neither() {
     for format in ["text", "json"] {
-        let plain = short_run(format, false);
-        let journal = short_run(format, true);
-        let launcher_lines = |lines: &[String]| -> Vec<String> {
-            lines
-                .iter()
-                .filter(|l| !l.starts_with('[') && !l.contains("\"process\""))
-                .cloned()
-                .collect()
-        };
-        for l in launcher_lines(&plain) {
-            let stamped = if format == "json" {
-                serde_json::from_str::<Value>(&l).is_ok_and(|v| v["timestamp"].is_string())
-            } else {
-                starts_with_timestamp(&l)
-            };
-            assert!(stamped, "{format}, no journald: {l:?}");
+        // Not the journal (JOURNAL_STREAM unset, or naming another device or inode): timestamps,
+        // and no line starts with a priority.
+        for journal in [Journal::Unset, Journal::OtherDevice, Journal::OtherInode] {
+            let lines = short_run(format, journal, &[]);
+            for l in launcher_lines(&lines) {
+                let stamped = if format == "json" {
+                    serde_json::from_str::<Value>(l).is_ok_and(|v| v["timestamp"].is_string())
+                } else {
+                    starts_with_timestamp(l)
+                };
+                assert!(stamped, "{format}, {journal:?}: {l:?}");
+            }
+            assert!(
+                lines.iter().all(|l| priority(l).is_none()),
+                "{format}, {journal:?}: {lines:#?}"
+            );
         }
-        for l in &journal {
-            if format == "json" {
-                let v: Value = serde_json::from_str(l).unwrap_or_else(|_| panic!("{l:?}"));
-                assert!(v.get("timestamp").is_none(), "{format}, journald: {l:?}");
+        // The journal: every line has its level's priority, none a timestamp.
+        let lines = short_run(format, Journal::Matching, &["--log-level", "debug"]);
+        let mut seen = std::collections::BTreeSet::new();
+        for l in &lines {
+            let (p, rest) = priority(l).unwrap_or_else(|| panic!("{format}: no priority: {l:?}"));
+            seen.insert(p);
+            let level = if format == "json" {
+                let v: Value = serde_json::from_str(rest).unwrap_or_else(|_| panic!("{l:?}"));
+                assert!(v.get("timestamp").is_none(), "{format}: {l:?}");
+                v["level"].as_str().unwrap_or("").to_string()
             } else {
-                assert!(!starts_with_timestamp(l), "{format}, journald: {l:?}");
+                assert!(!starts_with_timestamp(rest), "{format}: {l:?}");
+                rest.split_whitespace().next().unwrap_or("").to_string()
+            };
+            if let Some(want) = priority_of(&level) {
+                assert_eq!(p, want, "{format}: {l:?}");
             }
         }
-        assert!(
-            journal
+        let all: std::collections::BTreeSet<u8> = [3, 4, 6, 7].into_iter().collect();
+        assert_eq!(seen, all, "{format}: {lines:#?}");
+        let find = |needle: &str| {
+            lines
                 .iter()
-                .any(|l| l.contains("m0") && l.contains("exit")),
-            "{journal:?}"
-        );
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("{format}: no {needle:?}: {lines:#?}"))
+        };
+        // The children's lines: stdout at info, stderr at warning.
+        assert!(find("out-line").starts_with("<6>"), "{format}");
+        assert!(find("err-line").starts_with("<4>"), "{format}");
+        assert!(find("giving up").starts_with("<3>"), "{format}");
+        assert!(find("m0: exited").starts_with("<4>"), "{format}");
+        if format == "text" {
+            assert_eq!(find("out-line"), "<6>[m0] out-line");
+        }
     }
+}
+
+#[test]
+fn log_level_chooses_the_launchers_lines_written() {
+    let has = |lines: &[String], level: &str| {
+        launcher_lines(lines)
+            .iter()
+            .any(|l| l.split_whitespace().nth(1) == Some(level))
+    };
+    let debug = short_run("text", Journal::Unset, &["--log-level", "debug"]);
+    assert!(has(&debug, "DEBUG") && has(&debug, "INFO"), "{debug:#?}");
+    let errors = short_run("text", Journal::Unset, &["--log-level", "error"]);
+    assert!(
+        !has(&errors, "INFO") && !has(&errors, "WARN"),
+        "{errors:#?}"
+    );
+    assert!(has(&errors, "ERROR"), "{errors:#?}");
+    // The children's lines are not the launcher's log: still written.
+    assert!(errors.iter().any(|l| l == "[m0] err-line"), "{errors:#?}");
+    // A bad value: one line naming the setting, exit 1. (RUST_LOG, the environment layer, would
+    // come before config.json.)
+    let dir = tempfile::tempdir().expect("dir");
+    write_config(
+        dir.path(),
+        &json!({ "server": { "port": free_ports(2), "cluster": {
+            "logLevel": "loud", "command": ["sh", "-c", "exit 3"]
+        } } }),
+    );
+    let out = run_bounded(
+        launcher_command(dir.path()).env_remove("RUST_LOG"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.all());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.all());
+    assert!(
+        lines[0].contains("server.cluster.logLevel") && lines[0].contains("\"loud\""),
+        "{}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -108,8 +238,14 @@ fn json_logs_are_one_object_per_line_for_the_launcher_and_its_children() {
             _ => panic!("not one JSON object: {l:?}\n{}", lines.join("\n")),
         })
         .collect();
-    let message = |v: &Value| v["fields"]["message"].as_str().unwrap_or("").to_string();
+    let message = |v: &Value| v["message"].as_str().unwrap_or("").to_string();
     assert!(objects.iter().all(|v| v["level"].is_string()));
+    // `message` at the top level, as log shippers expect; no `fields` object.
+    assert!(
+        objects.iter().all(|v| v.get("fields").is_none()),
+        "{}",
+        lines.join("\n")
+    );
     // The launcher's own lines, the restart among them.
     for needle in ["m0: ready", "tx1: exited", "listening on port", "stopped"] {
         assert!(
@@ -121,8 +257,8 @@ fn json_logs_are_one_object_per_line_for_the_launcher_and_its_children() {
     // The children's lines, each with its process and stream.
     for code in ["m0", "tx1"] {
         assert!(
-            objects.iter().any(|v| v["fields"]["process"] == code
-                && v["fields"]["stream"].is_string()
+            objects.iter().any(|v| v["process"] == code
+                && v["stream"].is_string()
                 && message(v).contains("listening on")),
             "no output of {code}:\n{}",
             lines.join("\n")

@@ -203,7 +203,7 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
         "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
     });
     let mut cases = 0;
-    let mut run = |name: &str, prepare: &dyn Fn(&std::path::Path), needle: &str| {
+    let mut run = |name: &str, prepare: &dyn Fn(&std::path::Path), needles: &[&str]| {
         let dir = tempfile::tempdir().expect("dir");
         prepare(dir.path());
         let out = run_bounded(&mut launcher_command(dir.path()), secs(20));
@@ -214,11 +214,13 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
             .filter(|l| l.contains("fhircluster:") || l.contains("ERROR"))
             .collect();
         assert_eq!(errors.len(), 1, "{name}: not one error line: {}", out.all());
-        assert!(
-            errors[0].contains(needle),
-            "{name}: {:?} lacks {needle:?}",
-            errors[0]
-        );
+        for needle in needles {
+            assert!(
+                errors[0].contains(needle),
+                "{name}: {:?} lacks {needle:?}",
+                errors[0]
+            );
+        }
         // Every process it started (if any) is gone.
         let pids: Vec<i32> = out
             .stderr
@@ -237,17 +239,17 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
         &|d| {
             let _ = std::fs::remove_dir(d);
         },
-        "does not exist",
+        &["does not exist"],
     );
     run(
         "config.json unreadable (a directory)",
         &|d| std::fs::create_dir(d.join("config.json")).expect("mkdir"),
-        "config.json",
+        &["config.json"],
     );
     run(
         "config.json invalid",
         &|d| std::fs::write(d.join("config.json"), "{ \"server\": { \"port\": 1, }").expect("w"),
-        "config.json",
+        &["config.json"],
     );
     run(
         "a setting out of range",
@@ -256,7 +258,7 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
             c["server"]["cluster"]["workers"] = json!(-2);
             write_config(d, &c);
         },
-        "server.cluster.workers",
+        &["server.cluster.workers"],
     );
     run(
         "a server command that does not exist",
@@ -265,7 +267,7 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
             c["server"]["cluster"]["command"] = json!(["/nonexistent/server"]);
             write_config(d, &c);
         },
-        "/nonexistent/server",
+        &["/nonexistent/server"],
     );
     // The client port in use: found only once the master is ready, so the processes started
     // must all be stopped again.
@@ -273,15 +275,306 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
     run(
         "the port in use",
         &|d| write_config(d, &good),
-        &base.to_string(),
+        &[&base.to_string()],
     );
     drop(blocker);
+    // spec: RESTART-7. A master that dies at once, saying why on its stderr: the give-up error
+    // names its exit status and repeats its last words (issue 14).
+    run(
+        "a master that exits at once",
+        &|d| {
+            let mut c = good.clone();
+            c["server"]["cluster"]["maxStartFailures"] = json!(2);
+            c["server"]["cluster"]["command"] = json!([
+                "sh",
+                "-c",
+                "echo 'starting'; echo 'fatal: the terminology cache is corrupt' >&2; exit 3"
+            ]);
+            write_config(d, &c);
+        },
+        &[
+            "maxStartFailures 2",
+            "exit code 3",
+            "fatal: the terminology cache is corrupt",
+        ],
+    );
     report_figures(
         "startup_failures",
-        "missing data dir, unreadable/invalid config, bad setting, missing command, port in use",
+        "missing data dir, unreadable/invalid config, bad setting, missing command, port in use, \
+         a master that exits at once",
         cases,
         cases,
         0,
         "each one error line naming the cause, exit 1, no child left",
+    );
+}
+
+/// A pipe the test holds the read end of without reading it: the launcher's stdout and stderr
+/// stuck, as under a stalled journald or `fhircluster 2>&1 | sleep 40`.
+fn stuck_pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`, each then owned by one File.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(r, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+/// The launcher started in `dir` with both its stdout and stderr on `out`; killed (with its
+/// children, by their parent-death signal) if the test ends before it does.
+struct Stuck {
+    child: std::process::Child,
+}
+
+impl Stuck {
+    fn start(dir: &std::path::Path, out: &std::fs::File, args: &[&str]) -> Stuck {
+        let child = launcher_command(dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().expect("dup"))
+            .stderr(out.try_clone().expect("dup"))
+            .spawn()
+            .expect("start fhircluster");
+        Stuck { child }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Waits for the launcher's exit; None when it is still running after `timeout`.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Stuck {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A launcher whose processes (the master and `workers` workers) each first write `flood` to
+/// their stderr, with its stdout and stderr on a pipe nobody reads yet and its own endpoints on.
+struct StuckRun {
+    launcher: Stuck,
+    /// The pipe's read end, for when the test reads the output at last.
+    output: std::fs::File,
+    front: SocketAddr,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+fn start_stuck(workers: u16, flood: &str) -> StuckRun {
+    let dir = tempfile::tempdir().expect("dir");
+    let base = free_ports(workers + 3);
+    let admin = base + workers + 2;
+    write_config(
+        dir.path(),
+        &json!({ "server": { "port": base, "cluster": {
+            "workers": workers, "internalPort": base + 1, "killSeconds": 5,
+            "command": flooding_command(flood)
+        } }, "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } } }),
+    );
+    let (output, write_end) = stuck_pipe();
+    let launcher = Stuck::start(
+        dir.path(),
+        &write_end,
+        &["--admin-address", &admin.to_string()],
+    );
+    StuckRun {
+        launcher,
+        output,
+        front: SocketAddr::from(([127, 0, 0, 1], base)),
+        admin,
+        _dir: dir,
+    }
+}
+
+/// GET `path` with an answer expected within `timeout`; status 0 when none came.
+fn get_within(addr: SocketAddr, path: &str, timeout: Duration) -> u16 {
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    raw_request(addr, raw.as_bytes(), timeout).status
+}
+
+/// A server command: `sh -c` writing `flood` (a shell pipeline) to its stderr, then the sim,
+/// whose own output is discarded (so the flood is all the launcher gets from it).
+fn flooding_command(flood: &str) -> serde_json::Value {
+    json!([
+        "sh",
+        "-c",
+        format!("{flood} >&2; exec \"$0\" \"$@\" >/dev/null 2>&1"),
+        SIM
+    ])
+}
+
+#[test]
+fn a_stuck_stdout_and_stderr_never_stop_the_proxy_the_endpoints_or_a_stop() {
+    // Issue 20, item 1: a child writes 400 KB to its stderr while the launcher's own output is a
+    // pipe nobody reads (`2>&1 | sleep 40`).
+    let StuckRun {
+        launcher: mut l,
+        output: read_end,
+        front,
+        admin,
+        _dir,
+    } = start_stuck(1, "yes padding-padding-padding | head -c 400000");
+    let admin_at = SocketAddr::from(([127, 0, 0, 1], admin));
+    // The master, the worker and the listener come up with nobody reading the output.
+    let began = Instant::now();
+    let served = eventually(secs(30), || {
+        get_within(front, "/r4/metadata", secs(3)) == 200
+    });
+    assert!(served, "no answer on the front door with the output stuck");
+    let mut answered = 0;
+    for path in ["/r4/metadata", LOOKUP] {
+        assert_eq!(get_within(front, path, secs(3)), 200, "{path}");
+        answered += 1;
+    }
+    assert_eq!(get_within(admin_at, "/livez", secs(3)), 200, "/livez");
+    assert_eq!(get_within(admin_at, "/metrics", secs(3)), 200, "/metrics");
+    let children = children_of(l.pid());
+    assert_eq!(children.len(), 2, "master and worker: {children:?}");
+    // SIGTERM stops it (drain, processes in order) with the output still stuck.
+    let stop = Instant::now();
+    unsafe_kill(l.pid(), 15);
+    let status = l.wait_exit(secs(15));
+    let took = stop.elapsed();
+    assert!(status.is_some(), "still running {took:?} after SIGTERM");
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    assert!(
+        wait_gone(&children, secs(5)).is_empty(),
+        "children left: {children:?}"
+    );
+    drop(read_end);
+    report_figures(
+        "stuck_output",
+        "stdout and stderr a pipe nobody reads; a child writes 400 KB to its stderr",
+        1,
+        answered + 2,
+        0,
+        &format!(
+            "served after {:.1} s, /livez and /metrics answered, SIGTERM stopped it in {:.1} s, \
+             no child left",
+            (stop - began).as_secs_f64(),
+            took.as_secs_f64()
+        ),
+    );
+}
+
+/// The figure `N` of a `N log lines dropped ...` line, if `line` is one.
+fn dropped_reported(line: &str) -> Option<u64> {
+    let (before, _) = line.split_once(" log lines dropped")?;
+    before.rsplit(' ').next()?.parse().ok()
+}
+
+#[test]
+fn a_flooding_child_with_the_output_stuck_has_every_dropped_line_counted_and_reported() {
+    // Issue 20, item 1: 1,000,000 lines from the master while nobody reads the launcher's
+    // output; every line is either written or counted, and the count is logged once the output
+    // moves again and shown in /metrics.
+    const LINES: u64 = 1_000_000;
+    let StuckRun {
+        launcher: mut l,
+        output: read_end,
+        admin,
+        _dir,
+        ..
+    } = start_stuck(0, &format!("seq 1 {LINES}"));
+    let admin_at = SocketAddr::from(([127, 0, 0, 1], admin));
+    let ready = eventually(secs(30), || get_within(admin_at, "/readyz", secs(3)) == 200);
+    assert!(ready, "the launcher never got ready with the output stuck");
+    let dropped = |source: &str| {
+        scrape(admin).value("fhircluster_log_lines_dropped_total", &[("source", source)]) as u64
+    };
+    let while_stuck = dropped("children");
+    assert!(
+        while_stuck > 0,
+        "no child line counted as dropped while stuck"
+    );
+    // The output moves again: every line is read from here on.
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(read_end).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().expect("lines").push(line);
+            }
+        })
+    };
+    let seen = || -> (u64, u64) {
+        let l = lines.lock().expect("lines");
+        let flood = l
+            .iter()
+            .filter(|x| {
+                x.strip_prefix("[m0] ")
+                    .is_some_and(|n| n.parse::<u64>().is_ok())
+            })
+            .count() as u64;
+        let reported = l.iter().filter_map(|x| dropped_reported(x)).sum();
+        (flood, reported)
+    };
+    // Every line of the flood is accounted for: written, or counted as dropped; and every drop
+    // is reported in the log.
+    let mut last = (0, 0, 0, 0);
+    let balanced = eventually(secs(30), || {
+        let (children, launcher) = (dropped("children"), dropped("launcher"));
+        let (flood, reported) = seen();
+        last = (flood, children, launcher, reported);
+        flood + children == LINES && reported == children + launcher
+    });
+    let (flood, children, launcher, reported) = last;
+    assert!(
+        balanced,
+        "{flood} lines written + {children} dropped != {LINES}, or {reported} reported != \
+         {children} + {launcher} dropped:\n{}",
+        lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .filter(|x| !x.starts_with("[m0] ") || x.len() > 14)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    unsafe_kill(l.pid(), 15);
+    let status = l.wait_exit(secs(15));
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    let _ = reader.join();
+    let all = lines.lock().expect("lines").clone();
+    assert!(
+        all.iter().any(|x| x.contains("stopped")),
+        "the last lines written at the stop"
+    );
+    report_figures(
+        "stuck_output_flood",
+        "the master writes 1,000,000 lines to stderr while nobody reads the launcher's output",
+        1,
+        LINES,
+        0,
+        &format!(
+            "{flood} written, {children} dropped and counted ({launcher} of the launcher's own), \
+             all reported in the log and /metrics"
+        ),
     );
 }

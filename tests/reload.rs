@@ -55,6 +55,8 @@ fn a_bad_config_is_refused_and_the_cluster_carries_on() {
     c.signal(SIGHUP);
     let line = refusal(&c, 1);
     assert!(line.contains("ERROR"), "{line}");
+    // The level once, not again in the message (issue 14).
+    assert_eq!(line.matches("ERROR").count(), 1, "{line}");
     assert!(line.contains("maxOutstanding"), "names the setting: {line}");
 
     // Not JSON at all: refused too, with the reason on the same one line.

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
+use super::log_queue::{queue, Source};
 use super::metrics::{render, MetricsInput, ProcessLoad};
 use crate::process::ProcessId;
 use crate::proxy::forward::{full, ProxyBody};
@@ -260,6 +261,10 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
         processes: loads(front),
         snapshot: report.map(|r| &r.snapshot),
         recycles: report.map(|r| r.recycles.clone()).unwrap_or_default(),
+        log_lines_dropped: Source::ALL
+            .iter()
+            .map(|&s| (s.label(), queue().dropped(s)))
+            .collect(),
     };
     render(&input)
 }

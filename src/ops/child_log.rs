@@ -1,48 +1,90 @@
 //! How the children's output lines are written by the launcher: tagged `[tx1] ...` in text mode,
 //! and in JSON mode (`logFormat: json`) one JSON object per line, in the same shape as the
-//! launcher's own lines (`timestamp`, `level`, `fields.message`) with the instance code and the
-//! stream in `fields`, so a log shipper never meets a line that isn't JSON. Under journald
-//! (`JOURNAL_STREAM` set) there is no timestamp: journald stamps each line itself.
+//! launcher's own lines (`timestamp`, `level`, `message` at the top level) with the instance code
+//! and the stream beside them (`process`, `stream`), so a log shipper never meets a line that
+//! isn't JSON.
+//!
+//! A line from a child's stdout is `INFO`, one from its stderr `WARN`: Node's `console.error` and
+//! `console.warn`, uncaught exceptions and crash traces go to stderr, and `journalctl -p warning`
+//! should show them. Under the journal (`journald.rs`) a line carries that priority (`<6>`, `<4>`)
+//! and no timestamp of its own.
 
 use serde_json::json;
+use tracing::Level;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
+use super::journald::{lines_with_priority, priority, Journal};
+use super::log_queue::Target;
 use crate::settings::LogFormat;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ChildLines {
-    /// `[tx1] the line`
-    #[default]
-    Tagged,
-    /// `{"timestamp":...,"level":"INFO","fields":{"message":...,"process":"tx1","stream":"stdout"}}`
-    Json { timestamps: bool },
+/// Which of a child's pipes a line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
 }
 
-impl ChildLines {
-    /// For the launcher's log format, with timestamps unless journald takes the lines.
-    pub fn for_format(format: LogFormat, journald: bool) -> ChildLines {
-        match format {
-            LogFormat::Text => ChildLines::Tagged,
-            LogFormat::Json => ChildLines::Json {
-                timestamps: !journald,
-            },
+impl Stream {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
         }
     }
 
-    /// One line of `code`'s `stream` ("stdout" or "stderr"), ready to write.
-    pub fn render(self, code: &str, stream: &str, line: &str) -> String {
+    /// The level its lines are logged at (see the module notes).
+    pub fn level(self) -> Level {
         match self {
-            ChildLines::Tagged => format!("[{code}] {line}"),
-            ChildLines::Json { timestamps } => {
-                let fields = json!({"message": line, "process": code, "stream": stream});
-                if timestamps {
-                    json!({"timestamp": now(), "level": "INFO", "fields": fields}).to_string()
-                } else {
-                    json!({"level": "INFO", "fields": fields}).to_string()
-                }
-            }
+            Stream::Stdout => Level::INFO,
+            Stream::Stderr => Level::WARN,
         }
+    }
+
+    /// The launcher's descriptor its lines go to: a child's stdout to the launcher's stdout, its
+    /// stderr to the launcher's stderr.
+    pub fn target(self) -> Target {
+        match self {
+            Stream::Stdout => Target::Stdout,
+            Stream::Stderr => Target::Stderr,
+        }
+    }
+}
+
+/// The shape of children's lines: the launcher's log format, and which of its descriptors are the
+/// journal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ChildLines {
+    pub format: LogFormat,
+    pub journal: Journal,
+}
+
+impl ChildLines {
+    /// One line of `code`'s `stream`, ready to write (newline included).
+    pub fn render(self, code: &str, stream: Stream, line: &str) -> Vec<u8> {
+        let journal = match stream.target() {
+            Target::Stdout => self.journal.stdout,
+            Target::Stderr => self.journal.stderr,
+        };
+        let text = match self.format {
+            LogFormat::Text => format!("[{code}] {line}"),
+            LogFormat::Json => {
+                let mut v = json!({
+                    "level": stream.level().as_str(),
+                    "message": line,
+                    "process": code,
+                    "stream": stream.name(),
+                });
+                if !journal {
+                    v["timestamp"] = json!(now());
+                }
+                v.to_string()
+            }
+        };
+        lines_with_priority(
+            journal.then(|| priority(&stream.level())),
+            text.into_bytes(),
+        )
     }
 }
 
@@ -58,30 +100,63 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
+    fn text(b: Vec<u8>) -> String {
+        String::from_utf8(b).expect("utf-8")
+    }
+
     #[test]
-    fn text_is_tagged_and_json_is_one_object_carrying_the_code() {
+    fn text_is_tagged_and_json_is_one_object_carrying_the_code_at_the_top_level() {
         assert_eq!(
-            ChildLines::Tagged.render("tx1", "stdout", "listening"),
-            "[tx1] listening"
+            text(ChildLines::default().render("tx1", Stream::Stdout, "listening")),
+            "[tx1] listening\n"
         );
-        let line = ChildLines::Json { timestamps: true }.render("atx1", "stderr", "a \"q\"\n");
-        assert!(!line.contains('\n'), "{line}");
+        let json = ChildLines {
+            format: LogFormat::Json,
+            journal: Journal::default(),
+        };
+        let line = text(json.render("atx1", Stream::Stderr, "a \"q\"\n"));
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
         let v: Value = serde_json::from_str(&line).expect("json");
-        assert_eq!(v["fields"]["process"], "atx1");
-        assert_eq!(v["fields"]["stream"], "stderr");
-        assert_eq!(v["fields"]["message"], "a \"q\"\n");
+        assert_eq!(v["process"], "atx1");
+        assert_eq!(v["stream"], "stderr");
+        assert_eq!(v["level"], "WARN");
+        assert_eq!(v["message"], "a \"q\"\n");
+        assert!(v.get("fields").is_none(), "{v}");
         assert!(
             v["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
             "{v}"
         );
-        let v: Value = serde_json::from_str(
-            &ChildLines::Json { timestamps: false }.render("m0", "stdout", "x"),
-        )
-        .expect("json");
-        assert!(v.get("timestamp").is_none(), "{v}");
+        let v: Value =
+            serde_json::from_slice(&json.render("m0", Stream::Stdout, "x")).expect("json");
+        assert_eq!(v["level"], "INFO");
+    }
+
+    #[test]
+    fn under_the_journal_a_line_has_its_priority_and_no_timestamp() {
+        let only_stderr = Journal {
+            stdout: false,
+            stderr: true,
+        };
+        let tagged = ChildLines {
+            format: LogFormat::Text,
+            journal: only_stderr,
+        };
         assert_eq!(
-            ChildLines::for_format(LogFormat::Json, true),
-            ChildLines::Json { timestamps: false }
+            text(tagged.render("m0", Stream::Stderr, "boom")),
+            "<4>[m0] boom\n"
         );
+        // The launcher's stdout is not the journal here: no prefix on a stdout line.
+        assert_eq!(text(tagged.render("m0", Stream::Stdout, "hi")), "[m0] hi\n");
+        let json = ChildLines {
+            format: LogFormat::Json,
+            journal: Journal {
+                stdout: true,
+                stderr: true,
+            },
+        };
+        let line = text(json.render("m0", Stream::Stdout, "hi"));
+        let body = line.strip_prefix("<6>").expect("priority");
+        let v: Value = serde_json::from_str(body).expect("json");
+        assert!(v.get("timestamp").is_none(), "{v}");
     }
 }

@@ -75,6 +75,8 @@ pub struct MetricsInput<'a> {
     pub snapshot: Option<&'a Value>,
     /// Recycles per process code.
     pub recycles: Vec<(String, u64)>,
+    /// (source "launcher"/"children", log lines dropped because the output was stuck)
+    pub log_lines_dropped: Vec<(&'static str, u64)>,
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -224,6 +226,18 @@ pub fn render(m: &MetricsInput) -> String {
             esc(code)
         );
     }
+    family(
+        &mut out,
+        "fhircluster_log_lines_dropped_total",
+        "counter",
+        "Log lines dropped because the launcher's stdout/stderr was stuck or too slow, by source (launcher, children).",
+    );
+    for (source, n) in &m.log_lines_dropped {
+        let _ = writeln!(
+            out,
+            "fhircluster_log_lines_dropped_total{{source=\"{source}\"}} {n}"
+        );
+    }
     if let Some(s) = m.snapshot {
         write_snapshot(&mut out, s);
     }
@@ -325,7 +339,9 @@ mod tests {
             }],
             snapshot: Some(&snap),
             recycles: vec![("tx1".into(), 1)],
+            log_lines_dropped: vec![("launcher", 0), ("children", 12)],
         });
+        assert!(text.contains("fhircluster_log_lines_dropped_total{source=\"children\"} 12"));
         assert!(text.contains("# TYPE fhircluster_requests_total counter"));
         assert!(text.contains("fhircluster_requests_total{route=\"tx\",status=\"2xx\"} 7"));
         assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"0.005\"} 1"));

@@ -3,6 +3,9 @@
 
 pub mod admin;
 pub mod child_log;
+pub mod journald;
+pub mod log_queue;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod status_table;

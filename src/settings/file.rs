@@ -45,6 +45,7 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "killSeconds",
     "adminAddress",
     "logFormat",
+    "logLevel",
     "hostPrefix",
 ];
 

@@ -14,7 +14,7 @@ use super::file::ConfigFile;
 use super::node_flags::check_node_flags;
 use super::validate::{normalise_endpoint, validate};
 use super::value::{Raw, RawValue};
-use super::{jsonc, LogFormat, Settings};
+use super::{jsonc, LogFormat, LogLevel, Settings};
 use crate::cli::Cli;
 
 /// The settings a flag or environment variable may also give, and their names there.
@@ -27,6 +27,8 @@ fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
         "server.cluster.command" => (Some("--command"), None),
         "server.cluster.adminAddress" => (Some("--admin-address"), None),
         "server.cluster.logFormat" => (Some("--log-format"), None),
+        // RUST_LOG, the usual variable of Rust programs, is this setting's environment layer.
+        "server.cluster.logLevel" => (Some("--log-level"), Some("RUST_LOG")),
         _ => (None, None),
     }
 }
@@ -51,6 +53,7 @@ impl<'a> Layers<'a> {
             "--command" => c.command.as_ref(),
             "--admin-address" => c.admin_address.as_ref(),
             "--log-format" => c.log_format.as_ref(),
+            "--log-level" => c.log_level.as_ref(),
             _ => None,
         }
     }
@@ -267,6 +270,18 @@ pub fn from_sources(
             "json" => Ok(LogFormat::Json),
             _ => Err(r.invalid("must be \"text\" or \"json\"")),
         }
+    })?;
+    l.read("server.cluster.logLevel", &mut c.log_level, |r| {
+        let text = r.string()?;
+        if matches!(r.from, Source::Env(_)) {
+            // RUST_LOG is a whole filter; what tracing can't read is refused here, not ignored.
+            return match tracing_subscriber::EnvFilter::builder().parse(&text) {
+                Ok(_) => Ok(LogLevel::Filter(text)),
+                Err(e) => Err(r.invalid(format!("must be a tracing filter ({e})"))),
+            };
+        }
+        LogLevel::parse(&text)
+            .ok_or_else(|| r.invalid("must be \"error\", \"warn\", \"info\" or \"debug\""))
     })?;
     l.read("server.cluster.hostPrefix", &mut c.host_prefix, Raw::string)?;
 

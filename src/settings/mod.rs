@@ -104,6 +104,9 @@ pub struct ClusterSettings {
     pub admin_address: Option<std::net::SocketAddr>,
     /// `server.cluster.logFormat` / `--log-format` (fhircluster's own): `text` or `json`.
     pub log_format: LogFormat,
+    /// `server.cluster.logLevel` / `--log-level` (fhircluster's own), with `RUST_LOG` as its
+    /// environment layer: which of the launcher's log lines are written.
+    pub log_level: LogLevel,
     /// `server.cluster.hostPrefix` (fhircluster's own): put before every instance code, so each
     /// cache-id names its host as well as its process when nginx fronts several hosts
     /// (`a` → `am0`, `atx1`). Empty: none.
@@ -117,6 +120,43 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for log shippers.
     Json,
+}
+
+/// Which of the launcher's own log lines are written: a level and the ones above it, or a
+/// `RUST_LOG` filter as given.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    /// `RUST_LOG`'s value, a `tracing` filter (`info,fhircluster::proxy=debug`).
+    Filter(String),
+}
+
+impl LogLevel {
+    /// `error`, `warn`, `info` or `debug`.
+    pub fn parse(text: &str) -> Option<LogLevel> {
+        match text.trim() {
+            "error" => Some(LogLevel::Error),
+            "warn" => Some(LogLevel::Warn),
+            "info" => Some(LogLevel::Info),
+            "debug" => Some(LogLevel::Debug),
+            _ => None,
+        }
+    }
+
+    /// As a `tracing` filter.
+    pub fn filter(&self) -> &str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Filter(f) => f,
+        }
+    }
 }
 
 /// `server.memory.*`
@@ -179,6 +219,7 @@ impl Default for ClusterSettings {
             kill_after: Duration::from_secs(30),
             admin_address: None,
             log_format: LogFormat::Text,
+            log_level: LogLevel::Info,
             host_prefix: String::new(),
         }
     }

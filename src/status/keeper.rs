@@ -396,7 +396,7 @@ impl Keeper {
             now,
         );
         for (_, line) in &d.warn {
-            warn!("WARNING: {line}");
+            warn!("{line}");
         }
         self.clocks = d.clocks;
         d.recycle

@@ -11,6 +11,7 @@ mod reload_shell;
 pub mod restart;
 pub mod shell;
 pub mod socket_watch;
+pub mod stderr_tail;
 mod ticks;
 
 pub use api::{Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount};

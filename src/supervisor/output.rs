@@ -1,103 +1,95 @@
 //! Children's stdout and stderr, passed on line by line with each line tagged by its instance
-//! code, without ever blocking a child: lines go through a bounded queue to one writer thread,
-//! and when the launcher's own output is stuck (a full pipe, a paused terminal) lines are dropped
-//! and counted rather than letting a child's write block its event loop.
+//! code, without ever blocking a child: each line goes into the launcher's one bounded log queue
+//! (`ops/log_queue.rs`), and when the launcher's own output is stuck (a full pipe, a paused
+//! terminal) lines are dropped and counted there rather than letting a child's write block its
+//! event loop. The last lines of each process's stderr are kept (`stderr_tail.rs`) for the error
+//! that gives the master up.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use super::stderr_tail::StderrTail;
 use crate::ops::child_log::ChildLines;
+pub use crate::ops::child_log::Stream;
+use crate::ops::log_queue::{queue, Source};
 
-/// Lines waiting for the writer thread before further lines are dropped.
-const QUEUE_LINES: usize = 10_000;
 /// A longer line is cut: a child printing a huge line must not make the launcher hold it.
 const MAX_LINE: usize = 64 * 1024;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
+/// One run's stderr tail, and whether its pipe has ended.
+#[derive(Default)]
+struct Tail {
+    lines: Mutex<StderrTail>,
+    ended: AtomicBool,
 }
 
 /// Where children's lines go. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct OutputSink {
-    tx: SyncSender<(Stream, String)>,
-    dropped: Arc<AtomicU64>,
     lines: ChildLines,
+    /// The stderr tail of each process's latest run, by instance code.
+    tails: Arc<Mutex<HashMap<Arc<str>, Arc<Tail>>>>,
 }
 
 impl OutputSink {
-    /// Starts the writer thread that owns the launcher's stdout and stderr for child lines.
-    pub fn start() -> std::io::Result<OutputSink> {
-        OutputSink::start_with(ChildLines::Tagged)
-    }
-
-    /// Like `start`, writing each line as `lines` says (tagged, or JSON objects).
-    pub fn start_with(lines: ChildLines) -> std::io::Result<OutputSink> {
-        let (tx, rx) = sync_channel::<(Stream, String)>(QUEUE_LINES);
-        std::thread::Builder::new()
-            .name("child-output".into())
-            .spawn(move || {
-                let stdout = std::io::stdout();
-                let stderr = std::io::stderr();
-                for (stream, line) in rx {
-                    // A failed write (closed stdout) loses the line; nothing else can be done.
-                    let _ = match stream {
-                        Stream::Stdout => writeln!(stdout.lock(), "{line}"),
-                        Stream::Stderr => writeln!(stderr.lock(), "{line}"),
-                    };
-                }
-            })?;
-        Ok(OutputSink {
-            tx,
-            dropped: Arc::new(AtomicU64::new(0)),
+    /// Writes each line as `lines` says (tagged, or JSON objects; with journal priorities).
+    pub fn new(lines: ChildLines) -> OutputSink {
+        OutputSink {
             lines,
-        })
-    }
-
-    /// Lines dropped so far because the launcher's output was stuck.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
-    fn push(&self, stream: Stream, line: String) {
-        match self.tx.try_send((stream, line)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+            tails: Arc::default(),
         }
     }
 
     /// Reads `pipe` to its end, passing each line on tagged `[code] `.
     pub async fn forward<R: AsyncRead + Unpin>(self, code: Arc<str>, stream: Stream, pipe: R) {
+        // A new run's stderr starts a new tail; a previous run's reader keeps its own.
+        let tail = (stream == Stream::Stderr).then(|| {
+            let tail = Arc::new(Tail::default());
+            if let Ok(mut tails) = self.tails.lock() {
+                tails.insert(code.clone(), tail.clone());
+            }
+            tail
+        });
         let mut reader = BufReader::with_capacity(16 * 1024, pipe);
         let mut buf = Vec::with_capacity(256);
         loop {
             buf.clear();
             match read_line_capped(&mut reader, &mut buf).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(trim_newline(&buf));
-                    let name = match stream {
-                        Stream::Stdout => "stdout",
-                        Stream::Stderr => "stderr",
-                    };
-                    self.push(stream, self.lines.render(&code, name, &text));
+                    if let Some(t) = &tail {
+                        if let Ok(mut lines) = t.lines.lock() {
+                            lines.push(&text);
+                        }
+                    }
+                    let line = self.lines.render(&code, stream, &text);
+                    queue().push(stream.target(), Source::Children, line);
                 }
             }
         }
+        if let Some(t) = tail {
+            t.ended.store(true, Ordering::Release);
+        }
     }
-}
 
-/// `[tx1] the line`
-pub fn tag(code: &str, line: &str) -> String {
-    format!("[{code}] {line}")
+    /// The last lines `code`'s latest run wrote on its stderr, once its stderr has ended (its
+    /// last lines read) or `wait` has passed.
+    pub async fn stderr_tail(&self, code: &str, wait: Duration) -> StderrTail {
+        let tail = self.tails.lock().ok().and_then(|t| t.get(code).cloned());
+        let Some(tail) = tail else {
+            return StderrTail::default();
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        while !tail.ended.load(Ordering::Acquire) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tail.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
 }
 
 fn trim_newline(b: &[u8]) -> &[u8] {
@@ -149,22 +141,35 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_tagged_with_the_instance_code() {
-        assert_eq!(tag("tx1", "listening"), "[tx1] listening");
+    fn a_line_ends_without_its_newline() {
         assert_eq!(trim_newline(b"a\r\n"), b"a");
+        assert_eq!(trim_newline(b"a"), b"a");
     }
 
-    #[test]
-    fn a_stuck_writer_drops_lines_instead_of_blocking() {
-        let (tx, _rx) = sync_channel(1);
-        let sink = OutputSink {
-            tx,
-            dropped: Arc::new(AtomicU64::new(0)),
-            lines: ChildLines::Tagged,
-        };
-        for i in 0..5 {
-            sink.push(Stream::Stdout, i.to_string());
-        }
-        assert_eq!(sink.dropped(), 4);
+    #[tokio::test]
+    async fn the_stderr_tail_is_the_latest_runs_once_its_pipe_has_ended() {
+        let sink = OutputSink::default();
+        let code: Arc<str> = Arc::from("m0");
+        sink.clone()
+            .forward(code.clone(), Stream::Stderr, &b"old run\n"[..])
+            .await;
+        sink.clone()
+            .forward(code.clone(), Stream::Stdout, &b"not stderr\n"[..])
+            .await;
+        let tail = sink.stderr_tail("m0", Duration::from_secs(1)).await;
+        assert_eq!(tail.lines().collect::<Vec<_>>(), ["old run"]);
+        sink.clone()
+            .forward(
+                code,
+                Stream::Stderr,
+                &b"Error: cannot find module\r\nat x\n"[..],
+            )
+            .await;
+        let tail = sink.stderr_tail("m0", Duration::from_secs(1)).await;
+        assert_eq!(
+            tail.lines().collect::<Vec<_>>(),
+            ["Error: cannot find module", "at x"]
+        );
+        assert!(sink.stderr_tail("tx1", Duration::ZERO).await.is_empty());
     }
 }

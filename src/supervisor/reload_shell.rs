@@ -35,7 +35,7 @@ impl Shell {
         let room = self.setup.processes.len().saturating_sub(1);
         let n = if wanted > room {
             warn!(
-                "WARNING: reload: {wanted} workers asked for, but this run has room for {room} \
+                "reload: {wanted} workers asked for, but this run has room for {room} \
                  (ports and tables are set at start); running {room}, the rest at the next start"
             );
             room
@@ -57,7 +57,7 @@ impl Shell {
             if self.life.rolling_restart(r.drain, now) {
                 if self.life.workers() == 0 {
                     warn!(
-                        "WARNING: rolling restart with no worker: tx requests and the master's \
+                        "rolling restart with no worker: tx requests and the master's \
                          paths get 503 while the master restarts"
                     );
                 }

@@ -8,6 +8,7 @@
 //! types its callers see are in `api.rs`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
@@ -43,6 +44,10 @@ pub(super) struct Shell {
     /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
     pub(super) recycling: Option<ProcessId>,
     idle_reported: bool,
+    /// How the master's last run ended ("exit code 3"), and the failures when it was given up:
+    /// the give-up error names both.
+    master_end: Option<String>,
+    gave_up: Option<u32>,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -78,6 +83,8 @@ pub async fn run(
         keeper,
         recycling: None,
         idle_reported: false,
+        master_end: None,
+        gave_up: None,
     };
     let mut ticks = Ticks::new(shell.setup.status_seconds);
     if let Some(master) = shell.setup.processes.first() {
@@ -90,6 +97,11 @@ pub async fn run(
     let mut control_open = true;
     loop {
         if let Some(ended) = shell.carry_out() {
+            if let Some(failures) = shell.gave_up {
+                let code = shell.code(ProcessId::MASTER).to_string();
+                let (max, end) = (shell.setup.max_start_failures, shell.master_end.take());
+                log_give_up(shell.output.clone(), code, failures, max, end).await;
+            }
             return ended;
         }
         let deadline = shell.life.poll_timeout().map(Instant::from_std);
@@ -188,13 +200,8 @@ impl Shell {
                     self.fit_rows();
                 }
                 Action::FlushMaster => self.flush_master(),
-                Action::GiveUp { failures } => {
-                    error!(
-                        "ERROR: the master exited {failures} times in a row without getting ready \
-                         (server.cluster.maxStartFailures {}); giving up",
-                        self.setup.max_start_failures
-                    );
-                }
+                // Logged once the run has ended (`log_give_up`), with the master's last words.
+                Action::GiveUp { failures } => self.gave_up = Some(failures),
                 Action::RestartScheduled { id, after, failing } => {
                     let why = if failing {
                         "failing"
@@ -224,7 +231,7 @@ impl Shell {
                     info!("rolling restart done: every process was started again")
                 }
                 Action::RollingAborted(id) => warn!(
-                    "WARNING: rolling restart stopped: {} exited before it was ready again; \
+                    "rolling restart stopped: {} exited before it was ready again; \
                      the processes after it carry on as they were",
                     self.code(id)
                 ),
@@ -272,6 +279,9 @@ impl Shell {
                     spec.code,
                     spec.argv.first().map(String::as_str).unwrap_or("")
                 );
+                if id.is_master() {
+                    self.master_end = Some(format!("{}: {e}", describe_exit(Exit::SpawnFailed)));
+                }
                 self.life.exited(id, Exit::SpawnFailed, now_std());
             }
         }
@@ -361,6 +371,9 @@ impl Shell {
                     info!("{line}");
                 } else {
                     warn!("{line}");
+                }
+                if id.is_master() {
+                    self.master_end = Some(describe_exit(exit));
                 }
                 self.children[id.index()] = None;
                 self.keeper.exited(id, exit, stopping);
@@ -458,5 +471,84 @@ impl Shell {
             Some(master) if self.master_up && master.flush() => self.flushing = true,
             _ => self.life.master_flushed(now_std()),
         }
+    }
+}
+
+/// The master was given up (RESTART-7): one ERROR naming the rule, how its last run ended and
+/// the last lines it wrote on its stderr (read to their end first, for up to a second).
+async fn log_give_up(
+    output: OutputSink,
+    code: String,
+    failures: u32,
+    max: u32,
+    end: Option<String>,
+) {
+    let tail = output.stderr_tail(&code, Duration::from_secs(1)).await;
+    let line = give_up_line(&code, failures, max, end.as_deref(), tail.lines());
+    error!("{line}");
+}
+
+/// `m0: the master exited 6 times in a row without getting ready (server.cluster.maxStartFailures
+/// 6); giving up. Its last run ended with exit code 3; its last lines on stderr: a | b`. One line,
+/// whatever the process wrote (DEC-12).
+fn give_up_line<'a>(
+    code: &str,
+    failures: u32,
+    max: u32,
+    end: Option<&str>,
+    stderr: impl Iterator<Item = &'a str>,
+) -> String {
+    let times = if failures == 1 { "time" } else { "times" };
+    let mut line = format!(
+        "{code}: the master exited {failures} {times} in a row without getting ready \
+         (server.cluster.maxStartFailures {max}); giving up"
+    );
+    if let Some(end) = end {
+        line.push_str(&format!(". Its last run ended with {end}"));
+    }
+    let said: Vec<String> = stderr
+        .map(|l| l.trim().replace(['\n', '\r'], " "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    if said.is_empty() {
+        line.push_str("; it wrote nothing on stderr");
+    } else {
+        line.push_str("; its last lines on stderr: ");
+        line.push_str(&said.join(" | "));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_give_up_line_names_the_rule_the_last_exit_and_the_last_stderr_lines() {
+        let line = give_up_line(
+            "m0",
+            6,
+            6,
+            Some("exit code 3"),
+            [
+                "Error: Cannot find module 'x'",
+                "",
+                "    at load (node:internal)",
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            line,
+            "m0: the master exited 6 times in a row without getting ready \
+             (server.cluster.maxStartFailures 6); giving up. Its last run ended with exit code 3; \
+             its last lines on stderr: Error: Cannot find module 'x' | at load (node:internal)"
+        );
+        let line = give_up_line("m0", 1, 1, Some("signal SIGSEGV"), std::iter::empty());
+        assert!(line.contains("exited 1 time in a row"), "{line}");
+        assert!(
+            line.ends_with("ended with signal SIGSEGV; it wrote nothing on stderr"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
     }
 }

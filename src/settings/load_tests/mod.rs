@@ -12,6 +12,7 @@ use super::*;
 
 mod files;
 mod fuzz;
+mod log_level;
 mod precedence;
 mod values;
 mod wiring;

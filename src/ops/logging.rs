@@ -1,0 +1,133 @@
+//! The launcher's own log lines: which are written (`logLevel` / `--log-level` / `RUST_LOG`), in
+//! what shape (text, or one JSON object per line with `message` at the top level), and where:
+//! every line goes into the one bounded log queue (`log_queue.rs`), so writing a log line never
+//! waits on a stuck stderr. Under the journal (`journald.rs`) each line starts with its syslog
+//! priority and carries no timestamp of its own.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::time::Duration;
+
+use tracing::{Level, Metadata};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::EnvFilter;
+
+use super::journald::{lines_with_priority, priority, Journal};
+use super::log_queue::{queue, started, Source, Target};
+use crate::settings::{LogFormat, LogLevel};
+
+/// Installs the launcher's log subscriber. A second call (tests) changes nothing.
+pub fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
+    // The loader has already refused a filter that doesn't parse.
+    let filter = EnvFilter::try_new(level.filter()).unwrap_or_else(|_| EnvFilter::new("info"));
+    let writer = QueueWriter {
+        journal: journal.stderr,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(!journal.stderr && std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer);
+    let _ = match (format, journal.stderr) {
+        (LogFormat::Json, true) => builder.json().flatten_event(true).without_time().try_init(),
+        (LogFormat::Json, false) => builder.json().flatten_event(true).try_init(),
+        (LogFormat::Text, true) => builder.without_time().try_init(),
+        (LogFormat::Text, false) => builder.try_init(),
+    };
+}
+
+/// The last line of a launcher that could not start or run (`fhircluster: ...`), then the queue
+/// flushed: written like every other line, so a stuck stderr can't hold the exit up.
+pub fn fatal(line: &str) {
+    let prefix = Journal::detect().stderr.then_some(priority(&Level::ERROR));
+    queue().push(
+        Target::Stderr,
+        Source::Launcher,
+        lines_with_priority(prefix, line.as_bytes().to_vec()),
+    );
+    flush();
+}
+
+/// Gives the lines still queued their chance before the launcher exits: up to 5 s while they
+/// move, 1 s once nothing moves (the output stuck).
+pub fn flush() {
+    if let Some(q) = started() {
+        q.flush(Duration::from_secs(1), Duration::from_secs(5));
+    }
+}
+
+thread_local! {
+    /// Set while `capture` runs: the events formatted go here instead of into the queue.
+    static CAPTURED: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+}
+
+/// The lines `log` logs, formatted as every log line is, returned instead of queued (for the
+/// writer thread's own report of dropped lines). Empty when the level filter leaves them out.
+pub fn capture(log: impl FnOnce()) -> Vec<u8> {
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    log();
+    CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default()
+}
+
+/// tracing's writer: each event is formatted into a buffer of its own and queued whole when the
+/// formatter is done with it, never waiting.
+struct QueueWriter {
+    journal: bool,
+}
+
+impl<'a> MakeWriter<'a> for QueueWriter {
+    type Writer = EventLine;
+
+    fn make_writer(&'a self) -> EventLine {
+        self.for_level(&Level::INFO)
+    }
+
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> EventLine {
+        self.for_level(meta.level())
+    }
+}
+
+impl QueueWriter {
+    fn for_level(&self, level: &Level) -> EventLine {
+        EventLine {
+            priority: self.journal.then(|| priority(level)),
+            buf: Vec::with_capacity(256),
+        }
+    }
+}
+
+/// One event's text, queued when dropped.
+pub struct EventLine {
+    priority: Option<u8>,
+    buf: Vec<u8>,
+}
+
+impl Write for EventLine {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for EventLine {
+    fn drop(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let line = lines_with_priority(self.priority, std::mem::take(&mut self.buf));
+        let line = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+            Some(captured) => {
+                captured.extend_from_slice(&line);
+                None
+            }
+            None => Some(line),
+        });
+        if let Some(line) = line {
+            queue().push(Target::Stderr, Source::Launcher, line);
+        }
+    }
+}
