@@ -12,6 +12,7 @@ pub mod restart;
 pub mod shell;
 pub mod socket_watch;
 mod ticks;
+mod to_master;
 
 pub use api::{Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount};
 pub use shell::run;
