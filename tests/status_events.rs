@@ -269,3 +269,95 @@ fn a_master_that_does_not_acknowledge_loses_nothing_either() {
     // spec: EVENT-13, EVENT-15, EVENT-17, DEC-18 (protocol 1.0: deleted once the write succeeded)
     a_master_not_reading_loses_nothing("1.0");
 }
+
+/// The `counts` events kept in the outbox (`databases/fhircluster.db`), as the launcher left it.
+fn counts_in_outbox(dir: &std::path::Path) -> Vec<Value> {
+    let db = rusqlite::Connection::open(dir.join("databases/fhircluster.db")).expect("the outbox");
+    let mut stmt = db
+        .prepare("SELECT body FROM events ORDER BY id")
+        .expect("events table");
+    let rows = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .expect("events rows");
+    rows.filter_map(Result::ok)
+        .filter_map(|b| serde_json::from_str::<Value>(&b).ok())
+        .filter(|e| e["kind"] == "counts")
+        .collect()
+}
+
+#[test]
+fn what_the_front_door_counted_becomes_a_counts_event_for_the_master() {
+    // spec: EVENT-6, EVENT-9, EVENT-12, EVENT-14 (the tally of the real listener into the
+    // counts event the master gets; the stop closes the last minute, STOP-7)
+    let mut c = cluster()
+        .workers(1)
+        .env("SIM_COST_EXPAND_MS", "600")
+        .config(json!({ "server": { "cluster": {
+            "upstreamTimeoutSeconds": 1, "writeTimeoutSeconds": 1, "maxOutstanding": 2,
+            "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 0.3, "recycleSeconds": 0
+        } } }))
+        .start();
+    // The master keeps nothing from now on, so every counts event stays in the outbox for the
+    // test to read (a minute tick included, should one fall in the test).
+    assert_eq!(c.direct(0, "POST", "/sim/channel?pause=120").status, 200);
+    // EVENT-6: two 504s.
+    let mut timeouts = 0u64;
+    for _ in 0..2 {
+        let r = c.get("/r4/CodeSystem/$lookup?system=x&code=y&_sim_hang=1");
+        assert_eq!(r.status, 504, "{r:?}");
+        timeouts += 1;
+    }
+    // EVENT-9: a surge past 4 slots of 600 ms requests; some wait longer than queueSeconds.
+    // (Statuses are only 200, 503 and 504, counted below.)
+    let addr = c.addr();
+    let statuses = in_parallel(12, move |_| {
+        request(addr, "GET", "/r4/ValueSet/$expand?url=x", &[], b"")
+    });
+    let queue_refusals = statuses
+        .iter()
+        .filter(|r| r.status == 503 && r.served_by().is_empty())
+        .count() as u64;
+    assert!(
+        queue_refusals >= 2,
+        "too few refusals to count: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|r| [200, 503, 504].contains(&r.status)),
+        "{statuses:?}"
+    );
+    // Requests that got a slot but ran past upstreamTimeoutSeconds count as 504s too.
+    timeouts += statuses.iter().filter(|r| r.status == 504).count() as u64;
+    // EVENT-12: a client that takes none of a large tx response.
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    conn.send("GET", "/r4/metadata?_sim_large_mb=32", &[], b"", false)
+        .expect("send");
+    let needle = "closed: the client took none of its response";
+    c.wait_for_count(needle, 1, Duration::from_secs(10));
+    drop(conn);
+    // The stop closes the minute: the counts event goes to the master, which keeps nothing, so
+    // it waits in the outbox.
+    c.signal(15);
+    assert!(c.wait_exit(Duration::from_secs(30)).success());
+    let counts = counts_in_outbox(&c.data_dir());
+    assert!(!counts.is_empty(), "no counts event in the outbox");
+    let sum = |f: &dyn Fn(&Value) -> u64| counts.iter().map(f).sum::<u64>();
+    let lost_504 = sum(&|e| {
+        e["lost"].as_object().map_or(0, |m| {
+            m.values().filter_map(|l| l["timeout504"].as_u64()).sum()
+        })
+    });
+    assert_eq!(lost_504, timeouts, "504s lost to processes: {counts:?}");
+    assert_eq!(
+        sum(&|e| e["refused"]["queueWait"].as_u64().unwrap_or(0)),
+        queue_refusals,
+        "the launcher's queue-wait 503s: {counts:?}"
+    );
+    assert_eq!(
+        sum(&|e| e["writeTimeoutCloses"].as_u64().unwrap_or(0)),
+        1,
+        "{counts:?}"
+    );
+    for e in &counts {
+        assert!(e["from"].as_u64() < e["to"].as_u64(), "an interval: {e}");
+    }
+}
