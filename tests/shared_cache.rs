@@ -118,7 +118,7 @@ fn shared_cache_alone_spreads_a_sessions_requests_and_survives_its_issuer() {
 #[test]
 fn shared_cache_alone_a_cache_id_waits_queue_seconds_like_any_request() {
     // spec: QUEUE-9, ROUTE-5b
-    let mut c = shared(
+    let c = shared(
         false,
         json!({ "server": { "cluster": {
             "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
