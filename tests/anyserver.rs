@@ -10,6 +10,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::{alive, children_of, cluster, free_ports, unsafe_kill, Cluster};
+use fhircluster::ipc::PROTOCOL_VERSION;
 use serde_json::json;
 
 const PLAIN: &str = concat!(
@@ -248,13 +249,13 @@ fn a_child_that_closes_its_channel_at_once_keeps_running() {
 #[test]
 fn a_node_child_with_another_major_version_is_warned_about_and_works() {
     // spec: ROLE-8
-    // Issue: handshake. `hello` (protocol 1.0) comes first; a `ready` with protocol 2.0 gives a
+    // Issue: handshake. `hello` (the launcher's protocol) comes first; a `ready` with protocol 2.0 gives a
     // WARNING naming both versions, not a failure.
     // Issue: the `ready` message wins: the fixture sends it 300 ms before it listens.
     let mut c = cluster().workers(1).command(&["node", NODE_V2]).start();
     for code in ["m0", "tx1"] {
         let w = c.wait_for(
-            &format!("{code}: speaks IPC protocol 2.0, the launcher 1.0"),
+            &format!("{code}: speaks IPC protocol 2.0, the launcher {PROTOCOL_VERSION}"),
             WAIT,
         );
         assert!(w.contains("WARN"), "{w}");
@@ -268,7 +269,7 @@ fn a_node_child_with_another_major_version_is_warned_about_and_works() {
         let r = c.get("/r4/metadata");
         assert_eq!(r.status, 200, "{r:?}");
         assert_eq!(r.header("x-first-message"), Some("hello"));
-        assert_eq!(r.header("x-hello-protocol"), Some("1.0"));
+        assert_eq!(r.header("x-hello-protocol"), Some(PROTOCOL_VERSION));
         let by = r.served_by().to_string();
         if !seen.contains(&by) {
             seen.push(by);

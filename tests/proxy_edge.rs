@@ -33,8 +33,8 @@ fn a_large_body_passes_whole_with_no_limit_of_the_launchers_own() {
 }
 
 #[test]
-fn the_launchers_own_refusals_are_not_in_the_graphs_refusal_counts() {
-    // spec: QUEUE-18
+fn the_launchers_own_refusals_are_not_in_the_graphs_refusal_counts_the_guards_are() {
+    // spec: QUEUE-18 (with a positive control: the memory guard's own refusals do count)
     let c = cluster()
         .workers(1)
         .env("SIM_COST_EXPAND_MS", "300")
@@ -52,22 +52,48 @@ fn the_launchers_own_refusals_are_not_in_the_graphs_refusal_counts() {
     });
     let refused = statuses.iter().filter(|&&s| s == 503).count();
     assert!(refused >= 5, "the launcher refused too few: {statuses:?}");
-    // Samples taken over the next seconds reach the master; none counts a launcher refusal.
-    std::thread::sleep(Duration::from_millis(3500));
+    // The positive control: tx1's own memory-guard refusals (the sim's knob) must show up in
+    // the graphs, each once, and the launcher's refusals above must not.
+    assert_eq!(c.direct(1, "POST", "/sim/refuse?on=1").status, 200);
+    let mut guard_refused = 0u64;
+    for _ in 0..6 {
+        let r = c.get("/r4/CodeSystem/$lookup?system=x&code=y");
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.served_by(), "tx1", "a refusal by tx1 itself: {r:?}");
+        guard_refused += 1;
+    }
+    assert_eq!(c.direct(1, "POST", "/sim/refuse?on=0").status, 200);
+    let graphs_refusals = |got: &serde_json::Value| -> u64 {
+        let series = got["history"]["processes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        series
+            .iter()
+            .flat_map(|s| s["points"].as_array().cloned().unwrap_or_default())
+            .filter(|p| p["kind"] == "sample")
+            .map(|p| {
+                p["refusals"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("a sample without refusals: {p}"))
+            })
+            .sum()
+    };
+    poll(
+        "tx1's refusals in the graphs",
+        Duration::from_secs(15),
+        || {
+            let got = c.get("/sim/received").json();
+            (graphs_refusals(&got) >= guard_refused).then_some(())
+        },
+    );
+    // One more sample, so anything counted late would show.
+    std::thread::sleep(Duration::from_millis(1500));
     let got = c.get("/sim/received").json();
-    let series = got["history"]["processes"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let points: Vec<serde_json::Value> = series
-        .iter()
-        .flat_map(|s| s["points"].as_array().cloned().unwrap_or_default())
-        .filter(|p| p["kind"] == "sample")
-        .collect();
-    assert!(points.len() >= 2, "too few samples: {got}");
-    let guard_refusals: u64 = points.iter().filter_map(|p| p["refusals"].as_u64()).sum();
     assert_eq!(
-        guard_refusals, 0,
-        "launcher refusals leaked into the graphs: {got}"
+        graphs_refusals(&got),
+        guard_refused,
+        "the graphs' refusals are the memory guard's {guard_refused}, without the launcher's \
+         {refused}: {got}"
     );
 }

@@ -428,3 +428,82 @@ fn with_the_master_down_tx_requests_carry_on_and_master_paths_get_503() {
         &format!("{tx_ok} tx requests 200 meanwhile; {master_503} master-path requests 503 with an OperationOutcome; back after"),
     );
 }
+
+#[test]
+fn events_queued_for_a_master_not_reading_survive_a_launcher_sigkill_and_arrive_once() {
+    // spec: EVENT-13, EVENT-15, EVENT-17, DEC-26 (issue 20 item 4: an event leaves the outbox
+    // only once delivered, not when it is queued for the master's channel)
+    let c = cluster().workers(2).start();
+    let events_at_master = |c: &Cluster| -> Vec<serde_json::Value> {
+        c.direct(0, "GET", "/sim/received").json()["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    poll("launcherStarted at the master", secs(10), || {
+        (!events_at_master(&c).is_empty()).then_some(())
+    });
+    // The master stops reading; workers exit meanwhile: their events are queued for it.
+    assert_eq!(c.direct(0, "POST", "/sim/channel?pause=600").status, 200);
+    let mut killed = Vec::new();
+    for n in 0..4 {
+        let code = if n % 2 == 0 { "tx1" } else { "tx2" };
+        let pid = c.pid_of(code);
+        unsafe_kill(pid, 9);
+        killed.push((code, pid));
+        c.wait_for_count(&format!("{code}: ready"), 2 + n / 2, secs(30));
+    }
+    let exit_of = |ev: &[serde_json::Value], code: &str, pid: i32| {
+        ev.iter()
+            .filter(|e| {
+                e["kind"] == "exit" && e["code"] == code && e["pid"].as_i64() == Some(pid as i64)
+            })
+            .count()
+    };
+    assert!(
+        killed
+            .iter()
+            .all(|(code, pid)| exit_of(&events_at_master(&c), code, *pid) == 0),
+        "the paused master took events: the test proves nothing"
+    );
+    let children: Vec<i32> = ["m0", "tx1", "tx2"]
+        .iter()
+        .map(|code| c.pid_of(code))
+        .collect();
+    // The launcher is killed with everything still queued.
+    unsafe_kill(c.child.id() as i32, 9);
+    let left = wait_gone(&children, secs(15));
+    assert!(left.is_empty(), "children outlived the launcher: {left:?}");
+    let mut c = c.relaunch(&[]);
+    c.wait_for("m0: ready", secs(30));
+    let got = poll("every exit at the new master", secs(20), || {
+        let ev = events_at_master(&c);
+        killed
+            .iter()
+            .all(|(code, pid)| exit_of(&ev, code, *pid) >= 1)
+            .then_some(ev)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let ev = events_at_master(&c);
+    assert!(ev.len() >= got.len());
+    let mut ids = std::collections::BTreeSet::new();
+    for id in ev.iter().filter_map(|e| e["id"].as_u64()) {
+        assert!(ids.insert(id), "event {id} arrived twice: {ev:?}");
+    }
+    let mut lost = 0;
+    for (code, pid) in &killed {
+        let n = exit_of(&ev, code, *pid);
+        assert_eq!(n, 1, "{code}'s exit (pid {pid}) arrived {n} times: {ev:?}");
+        lost += 1 - n as u64;
+    }
+    report_figures(
+        "events_launcher_sigkill",
+        "4 worker exits queued for a master not reading its channel, then the launcher SIGKILLed and started again",
+        5,
+        killed.len() as u64,
+        lost,
+        &format!("all {} exit events arrived at the next master, once each", killed.len()),
+    );
+    c.signal(15);
+    assert!(c.wait_exit(secs(30)).success());
+}

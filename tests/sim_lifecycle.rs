@@ -6,7 +6,7 @@ mod sim_util;
 
 use std::time::{Duration, Instant};
 
-use fhircluster::ipc::message::{FromChild, RequestCounts, Status, ToChild};
+use fhircluster::ipc::message::{FromChild, RequestCounts, Status, ToChild, PROTOCOL_VERSION};
 use serde_json::json;
 use sim_util::{Start, R};
 
@@ -99,6 +99,22 @@ async fn a_worker_reports_on_its_channel_and_sends_its_last_counts_on_sigterm() 
     let port = start.port;
     let t0 = Instant::now();
     let mut sim = start.spawn()?;
+    // Protocol 1.1: its hello comes first, before the start delay and before it listens.
+    match sim.recv().await? {
+        FromChild::Hello {
+            protocol,
+            code,
+            pid,
+        } => {
+            assert_eq!(protocol.as_deref(), Some(PROTOCOL_VERSION));
+            assert_eq!((code.as_str(), Some(pid)), ("tx1", sim.child.id()));
+            assert!(
+                t0.elapsed() < Duration::from_millis(200),
+                "before the delay"
+            );
+        }
+        other => return Err(format!("expected hello, got {other:?}")),
+    }
     match sim.recv().await? {
         FromChild::Ready {
             code,
@@ -117,7 +133,7 @@ async fn a_worker_reports_on_its_channel_and_sends_its_last_counts_on_sigterm() 
                 ("tx1", "tx-worker", port)
             );
             assert_eq!(Some(pid), sim.child.id());
-            assert_eq!(protocol.as_deref(), Some("1.0"));
+            assert_eq!(protocol.as_deref(), Some(PROTOCOL_VERSION));
             assert_eq!(memory_limit, Some(100 * 1024 * 1024));
         }
         other => return Err(format!("expected ready, got {other:?}")),
@@ -178,7 +194,7 @@ async fn a_worker_reports_on_its_channel_and_sends_its_last_counts_on_sigterm() 
 
 #[tokio::test]
 async fn the_master_keeps_what_the_launcher_sends() -> R<()> {
-    // spec: SIM-18, COUNT-1
+    // spec: SIM-18, COUNT-1, EVENT-17 (acknowledged, protocol 1.1)
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut sim = Start::new("master", "m0", dir.path())?
         .channel()
@@ -205,7 +221,10 @@ async fn the_master_keeps_what_the_launcher_sends() -> R<()> {
             counts: RequestCounts { seq: 2, ..counts },
         },
         ToChild::Events {
-            events: vec![json!({"kind": "exit", "code": "tx2"})],
+            events: vec![
+                json!({"id": 4, "kind": "exit", "code": "tx2"}),
+                json!({"id": 5, "kind": "unavailable", "code": "tx2"}),
+            ],
         },
         ToChild::History {
             history: json!({"m0": [1, 2]}),
@@ -220,6 +239,17 @@ async fn the_master_keeps_what_the_launcher_sends() -> R<()> {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Protocol 1.1: the master acknowledges the events it took, up to the highest id.
+    loop {
+        match sim.recv().await? {
+            FromChild::EventsReceived { up_to } => {
+                assert_eq!(up_to, 5);
+                break;
+            }
+            FromChild::Status(_) | FromChild::Sample(_) => {}
+            other => return Err(format!("expected eventsReceived, got {other:?}")),
+        }
     }
     assert_eq!(got["snapshots"], 1);
     assert_eq!(got["workerCounts"]["tx1"], 14);
@@ -280,7 +310,14 @@ async fn start_and_exit_knobs() -> R<()> {
         .channel()
         .spawn()?;
     assert_eq!(sim.wait_exit(Duration::from_secs(5)).await?.code(), Some(7));
-    assert!(sim.recv().await.is_err(), "no ready before failing");
+    let mut said = Vec::new();
+    while let Ok(m) = sim.recv().await {
+        said.push(m);
+    }
+    assert!(
+        !said.iter().any(|m| matches!(m, FromChild::Ready { .. })),
+        "no ready before failing: {said:?}"
+    );
     let mut sim = Start::new("tx-worker", "tx2", dir.path())?
         .env("SIM_EXIT_AFTER_MS", "100")
         .env("SIM_EXIT_SIGNAL", "KILL")

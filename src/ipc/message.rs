@@ -11,7 +11,8 @@ use serde_json::Value;
 
 /// The protocol version this side speaks. A peer with another major version is logged as a
 /// warning; messages are still exchanged (unknown types are ignored either way).
-pub const PROTOCOL_VERSION: &str = "1.0";
+/// 1.1 added the child's `hello` and the master's `eventsReceived` (both optional).
+pub const PROTOCOL_VERSION: &str = "1.1";
 
 /// Whether a peer's version string has the same major version as ours.
 pub fn same_major(peer: &str) -> bool {
@@ -19,10 +20,34 @@ pub fn same_major(peer: &str) -> bool {
     major(peer) == major(PROTOCOL_VERSION)
 }
 
+/// Whether a master speaking `peer` acknowledges the events it takes (`eventsReceived`, 1.1 on,
+/// same major). An older master's events count as delivered once its channel write succeeded.
+pub fn acknowledges_events(peer: &str) -> bool {
+    let mut parts = peer.trim().split('.');
+    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    match (major.parse::<u32>(), minor.parse::<u32>()) {
+        (Ok(1), Ok(minor)) => minor >= 1,
+        _ => false,
+    }
+}
+
 /// Child (master or tx-worker) → launcher.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum FromChild {
+    /// Optional (1.1), first, as soon as the process has its channel and before it listens: it
+    /// speaks the protocol, so only its `ready` makes it ready, never its listening socket.
+    #[serde(rename_all = "camelCase")]
+    Hello {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protocol: Option<String>,
+        #[serde(default)]
+        code: String,
+        #[serde(default)]
+        pid: u32,
+    },
     /// Sent once, as the process begins to listen: the launcher's readiness signal.
     #[serde(rename_all = "camelCase")]
     Ready {
@@ -45,6 +70,10 @@ pub enum FromChild {
     Sample(Sample),
     /// Tx-workers, every minute and once more as they stop: the counts since the last send.
     RequestCounts(RequestCounts),
+    /// Optional (1.1), the master: it has kept every event up to this id (`events` message);
+    /// the launcher deletes them from its outbox only then.
+    #[serde(rename_all = "camelCase")]
+    EventsReceived { up_to: u64 },
     /// A type this side doesn't know (a newer peer): ignored, logged once per type.
     #[serde(other)]
     Unknown,
@@ -272,6 +301,37 @@ mod tests {
             .map_err(|e| e.to_string())
             .and_then(|f| decode(f).map_err(|e| e.to_string()));
         assert!(m.is_err());
+    }
+
+    #[test]
+    fn the_children_hello_and_the_acknowledgement_on_the_wire() {
+        let v = roundtrip(FromChild::Hello {
+            protocol: Some("1.1".into()),
+            code: "m0".into(),
+            pid: 7,
+        });
+        assert_eq!(
+            v,
+            json!({"type":"hello","protocol":"1.1","code":"m0","pid":7})
+        );
+        let v = roundtrip(FromChild::EventsReceived { up_to: 12 });
+        assert_eq!(v, json!({"type":"eventsReceived","upTo":12}));
+        // A bare hello (anything more is optional) still says the child speaks the protocol.
+        let f = parse_frame(br#"{"type":"hello"}"#);
+        let m: Result<FromChild, _> = f
+            .map_err(|e| e.to_string())
+            .and_then(|f| decode(f).map_err(|e| e.to_string()));
+        assert!(matches!(m, Ok(FromChild::Hello { .. })), "{m:?}");
+    }
+
+    #[test]
+    fn masters_from_1_1_on_acknowledge_events() {
+        assert!(acknowledges_events("1.1"));
+        assert!(acknowledges_events("1.12"));
+        assert!(!acknowledges_events("1.0"));
+        assert!(!acknowledges_events("2.3"));
+        assert!(!acknowledges_events("1"));
+        assert!(!acknowledges_events("x.y"));
     }
 
     #[test]

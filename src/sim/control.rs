@@ -1,5 +1,5 @@
 //! The sim's own paths, `/sim/...`: what it was started with (SIM-2), what the launcher sent it
-//! (SIM-18), and the runtime knobs (refuse, memory, hang, stream, large). Answered by any
+//! (SIM-18), and the runtime knobs (refuse, channel pause, memory, hang, stream, large). Answered by any
 //! process, never refused, never counted.
 
 use std::sync::atomic::Ordering;
@@ -83,6 +83,16 @@ pub async fn handle(sim: &Sim, p: SimPath, q: &Query, req: Request<Incoming>) ->
             sim.refusing.store(on, Ordering::Relaxed);
             json_response(StatusCode::OK, &json!({ "refusing": on }))
         }
+        SimPath::Channel if post => {
+            let seconds = num("pause").unwrap_or(0.0).clamp(0.0, 86_400.0);
+            let until = (seconds > 0.0)
+                .then(|| std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds));
+            *sim.channel_paused_until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = until;
+            sim.channel_pause_changed.notify_waiters();
+            json_response(StatusCode::OK, &json!({ "pausedSeconds": seconds }))
+        }
         SimPath::Alloc if post => {
             let mb = num("mb").unwrap_or(0.0).max(0.0) as u64;
             let held = sim.ballast.alloc(mb);
@@ -105,7 +115,7 @@ pub async fn handle(sim: &Sim, p: SimPath, q: &Query, req: Request<Incoming>) ->
             r
         }
         SimPath::Large => Response::new(body::large(num("mb").unwrap_or(1.0).max(0.0) as u64)),
-        SimPath::Refuse | SimPath::Alloc | SimPath::Free => outcome_response(
+        SimPath::Refuse | SimPath::Channel | SimPath::Alloc | SimPath::Free => outcome_response(
             StatusCode::METHOD_NOT_ALLOWED,
             &Outcome::error("not-supported", "use POST"),
         ),

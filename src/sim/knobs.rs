@@ -8,10 +8,16 @@
 use std::path::PathBuf;
 
 use super::cost::Costs;
+use crate::ipc::message::{acknowledges_events, PROTOCOL_VERSION};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Knobs {
     pub start_delay_ms: u64,
+    /// Wait this long after listening (and serving) before sending `ready`.
+    pub ready_delay_ms: u64,
+    /// The IPC protocol version it announces; below 1.1 it sends no `hello` and no
+    /// `eventsReceived`, as a 1.0 child.
+    pub protocol: String,
     pub fail_at_start: Option<i32>,
     pub exit_after_ms: Option<u64>,
     pub exit_code: i32,
@@ -46,6 +52,8 @@ impl Knobs {
         };
         Knobs {
             start_delay_ms: num("SIM_START_DELAY_MS").unwrap_or(0),
+            ready_delay_ms: num("SIM_READY_DELAY_MS").unwrap_or(0),
+            protocol: get("SIM_PROTOCOL").unwrap_or_else(|| PROTOCOL_VERSION.to_string()),
             fail_at_start: get("SIM_FAIL_AT_START").and_then(|v| v.parse().ok()),
             exit_after_ms: num("SIM_EXIT_AFTER_MS"),
             exit_code: get("SIM_EXIT_CODE")
@@ -69,6 +77,11 @@ impl Knobs {
                 other_ms: ms("SIM_COST_OTHER_MS", 1.0),
             },
         }
+    }
+
+    /// Whether it speaks protocol 1.1 or later: `hello` first, `eventsReceived` as a master.
+    pub fn speaks_1_1(&self) -> bool {
+        acknowledges_events(&self.protocol)
     }
 
     /// Whether a once-only knob may fire now for `code` (always, without `SIM_ONCE_DIR`).
@@ -114,6 +127,13 @@ mod tests {
             (k.exit_code, k.counts_seconds, k.fail_at_start),
             (1, 60.0, None)
         );
+        assert_eq!(
+            (k.ready_delay_ms, k.protocol.as_str()),
+            (0, PROTOCOL_VERSION)
+        );
+        assert!(k.speaks_1_1());
+        let old = Knobs::read("m0", &|k: &str| (k == "SIM_PROTOCOL").then(|| "1.0".into()));
+        assert!(!old.speaks_1_1());
     }
 
     #[test]

@@ -54,6 +54,10 @@ knobs apply on every start, unless SIM_ONCE_DIR is set, see below)
   SIM_COST_METADATA_MS=1 SIM_COST_LOOKUP_MS=4 SIM_COST_VALIDATE_MS=5 SIM_COST_SUBSUMES_MS=4
   SIM_COST_EXPAND_MS=200 SIM_COST_OTHER_MS=1    CPU per operation, burnt in 25 ms slices
   SIM_START_DELAY_MS=N      wait N ms before listening and sending ready
+  SIM_READY_DELAY_MS=N      listen and serve, but send ready only N ms later (its hello, sent
+                            before it listens, says it speaks the protocol: the launcher waits)
+  SIM_PROTOCOL=1.0          the IPC protocol it announces (default: the launcher's); below 1.1
+                            no hello first and, as the master, no eventsReceived
   SIM_FAIL_AT_START=CODE    exit with CODE before listening (after the start delay)
   SIM_EXIT_AFTER_MS=N       N ms after ready, exit with SIM_EXIT_CODE (1), or die by
   SIM_EXIT_CODE=C           SIM_EXIT_SIGNAL (KILL, SEGV, ABRT, TERM ...)
@@ -71,8 +75,11 @@ knobs apply on every start, unless SIM_ONCE_DIR is set, see below)
 PATHS (any process; never counted or refused)
   GET  /sim/info              argv, flags, environment, code, role, pid, port, start time
   GET  /sim/received          what the launcher sent (hello, snapshots, worker counts, events,
-                              history)
+                              history); the master acknowledges events (eventsReceived) as it
+                              takes them in
   POST /sim/refuse?on=1|0     turn the memory-guard refusal on or off
+  POST /sim/channel?pause=S   stop reading the IPC channel for S seconds (0: read again now);
+                              what the launcher sends waits in the socket meanwhile
   POST /sim/alloc?mb=N        allocate N MiB and touch every page; POST /sim/free frees it all
   ANY  /sim/hang              never begin a response (also ?_sim_hang=1 on any path)
   GET  /sim/stream?seconds=N  a response that begins at once and lasts N s (also ?_sim_stream=N)

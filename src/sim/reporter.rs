@@ -1,7 +1,9 @@
 //! The sim's side of the IPC channel (SIM-15..18, SIM-20): `status` every `statusSeconds`, a
 //! graph `sample` every sample interval, `requestCounts` every minute from a worker, and the
 //! launcher's messages taken in (`hello` sets the intervals; the master keeps the snapshot,
-//! counts, events and history). The channel closing is a reason to stop.
+//! counts, events and history, and acknowledges the events, protocol 1.1). The channel closing
+//! is a reason to stop. `/sim/channel?pause=S` stops the reading for a while, as a master alive
+//! but busy would.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -83,10 +85,22 @@ pub fn start(
             }
         });
     }
+    let acks = sender.clone();
     tokio::spawn(async move {
         loop {
+            wait_while_paused(&sim).await;
             match receiver.recv().await {
-                Received::Message(m) => take_in(&sim, m),
+                Received::Message(m) => {
+                    if let (ToChild::Events { events }, true) = (&m, sim.knobs.speaks_1_1()) {
+                        // Acknowledged as it is taken in (before /sim/received shows it, so a
+                        // test that saw it knows the launcher has the acknowledgement queued).
+                        let up_to = events.iter().filter_map(|e| e["id"].as_u64()).max();
+                        if let Some(up_to) = up_to {
+                            send(&acks, FromChild::EventsReceived { up_to }).await;
+                        }
+                    }
+                    take_in(&sim, m)
+                }
                 Received::Unknown {
                     type_name,
                     first_time,
@@ -112,6 +126,26 @@ pub fn start(
         }
     });
     sender
+}
+
+/// Returns once the channel may be read (no pause, or the pause is over or lifted).
+async fn wait_while_paused(sim: &Sim) {
+    loop {
+        let changed = sim.channel_pause_changed.notified();
+        let until = *sim
+            .channel_paused_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match until {
+            Some(t) if t > std::time::Instant::now() => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(t.into()) => {}
+                    _ = changed => {}
+                }
+            }
+            _ => return,
+        }
+    }
 }
 
 fn take_in(sim: &Sim, m: ToChild) {

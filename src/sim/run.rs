@@ -1,6 +1,7 @@
-//! The sim's life: read flags, environment and config.json, wait the start delay (or fail, on
-//! demand), listen, say `ready`, serve until SIGTERM or the channel closes, finish what is in
-//! progress, send the last counts, hold the port a while if asked, exit.
+//! The sim's life: read flags, environment and config.json, say `hello` on its channel, wait the
+//! start delay (or fail, on demand), listen, say `ready` (at once, or after the ready delay while
+//! it serves), serve until SIGTERM or the channel closes, finish what is in progress, send the
+//! last counts, hold the port a while if asked, exit.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use super::reporter;
 use super::state::{now_ms, Sim, SimInit};
 use super::{StopReason, USAGE};
 use crate::ipc;
-use crate::ipc::message::{FromChild, PROTOCOL_VERSION};
+use crate::ipc::message::FromChild;
 use crate::process::Role;
 use crate::settings::jsonc;
 
@@ -127,13 +128,23 @@ async fn run(args: SimArgs) -> u8 {
         eprintln!("{tag} flags passed through: {}", args.unknown.join(" "));
     }
     let knobs = Knobs::read(&code, &env);
-    let channel = match ipc::channel::from_env() {
+    let mut channel = match ipc::channel::from_env() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{tag} NODE_CHANNEL_FD: {e}");
             return 1;
         }
     };
+    // Protocol 1.1: say first, before listening, that this process speaks the protocol, so the
+    // launcher waits for its `ready` and never takes its socket for it (LAUNCH-3, DEC-27).
+    if let (Some(ch), true) = (channel.as_mut(), knobs.speaks_1_1()) {
+        let hello = FromChild::Hello {
+            protocol: Some(knobs.protocol.clone()),
+            code: code.clone(),
+            pid: std::process::id(),
+        };
+        let _ = ch.send(&hello).await;
+    }
     if knobs.start_delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(knobs.start_delay_ms)).await;
     }
@@ -192,10 +203,21 @@ async fn run(args: SimArgs) -> u8 {
             role: sim.role_name().to_string(),
             pid: sim.pid,
             port,
-            protocol: Some(PROTOCOL_VERSION.to_string()),
+            protocol: Some(knobs.protocol.clone()),
             memory_limit: sim.memory_limit(),
         };
-        reporter::send(s, ready).await;
+        let (s, delay, tag) = (s.clone(), knobs.ready_delay_ms, tag.clone());
+        // SIM_READY_DELAY_MS: it listens and serves meanwhile, but isn't ready yet.
+        let said = tokio::spawn(async move {
+            if delay > 0 {
+                eprintln!("{tag} saying ready in {delay} ms (SIM_READY_DELAY_MS)");
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            reporter::send(&s, ready).await;
+        });
+        if delay == 0 {
+            let _ = said.await;
+        }
     }
     if let Some(ms) = knobs.exit_after_ms {
         if knobs.fire_once("exit-after", &code) {

@@ -50,6 +50,10 @@ pub struct Sim {
     pub periods: Mutex<(f64, f64)>,
     /// Wakes the periodic senders when `hello` changes the periods.
     pub periods_changed: tokio::sync::Notify,
+    /// `/sim/channel?pause=S`: the IPC channel is not read until then.
+    pub channel_paused_until: Mutex<Option<std::time::Instant>>,
+    /// Wakes the channel reader when the pause changes.
+    pub channel_pause_changed: tokio::sync::Notify,
     random: Mutex<u64>,
 }
 
@@ -124,6 +128,8 @@ impl Sim {
             received: Mutex::new(MasterInbox::default()),
             periods: Mutex::new(periods),
             periods_changed: tokio::sync::Notify::new(),
+            channel_paused_until: Mutex::new(None),
+            channel_pause_changed: tokio::sync::Notify::new(),
             random: Mutex::new(
                 i.start_ms ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15,
             ),

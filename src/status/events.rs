@@ -5,10 +5,8 @@
 //!
 //! Theory of operation: [`EventLog`] turns what the shell tells it into [`Event`]s, each with a
 //! unique, increasing id (so the master can drop a repeat), and counts the lost and refused
-//! requests until [`EventLog::minute`] turns them into one `counts` event (EVENT-14). [`Pending`]
-//! holds what the master hasn't received: at most 5,000 events, the oldest dropped first
-//! (EVENT-16), with counts merged into one entry while they wait (DEC-18). Pure: wall-clock ms
-//! come in.
+//! requests until [`EventLog::minute`] turns them into one `counts` event (EVENT-14). What the
+//! master hasn't received waits in `pending.rs`. Pure: wall-clock ms come in.
 //!
 //! * The time a process was unavailable, from its exit or the start of its recycle until it is
 //!   ready again, is reported when it is ready again (EVENT-4, EVENT-5); a process still down at
@@ -18,16 +16,13 @@
 //!   doesn't go back, across launcher restarts, so the master never takes a new event for a
 //!   repeat of an old one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::supervisor::child::describe_exit;
 use crate::supervisor::lifecycle::Exit;
-
-/// Events held for the master at most (EVENT-16).
-pub const MAX_HELD: usize = 5000;
 
 /// One cluster event, as it goes to the master (`ToChild::Events`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -313,117 +308,6 @@ fn signal_name(s: i32) -> String {
     match nix::sys::signal::Signal::try_from(s) {
         Ok(sig) => sig.as_str().to_string(),
         Err(_) => s.to_string(),
-    }
-}
-
-/// What holding an event did, so a copy (the outbox's database) can follow.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Held {
-    /// Ids dropped: the oldest beyond the cap, or a counts entry merged into the new one.
-    pub removed: Vec<u64>,
-    /// The event as held (a counts event merged with the one that was waiting).
-    pub held: Option<Event>,
-}
-
-/// The events waiting for the master, oldest first.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Pending {
-    events: VecDeque<Event>,
-    cap: usize,
-    dropped: u64,
-    counts_waiting: bool,
-}
-
-impl Default for Pending {
-    fn default() -> Pending {
-        Pending::new()
-    }
-}
-
-impl Pending {
-    /// Holds up to [`MAX_HELD`] events.
-    pub fn new() -> Pending {
-        Pending::with_cap(MAX_HELD)
-    }
-
-    pub fn with_cap(cap: usize) -> Pending {
-        Pending {
-            events: VecDeque::new(),
-            cap,
-            dropped: 0,
-            counts_waiting: false,
-        }
-    }
-
-    /// Holds an event until the master has it. A counts event is merged with one already
-    /// waiting (one entry, DEC-18; it takes the new id, at the end). Beyond the cap (on events,
-    /// not the counts entry) the oldest is dropped (EVENT-16).
-    pub fn hold(&mut self, mut ev: Event) -> Held {
-        let mut removed = Vec::new();
-        if let EventBody::Counts(new) = &mut ev.body {
-            if let Some(i) = self.events.iter().position(Event::is_counts) {
-                if let Some(old) = self.events.remove(i) {
-                    if let EventBody::Counts(c) = &old.body {
-                        new.merge(c);
-                    }
-                    removed.push(old.id);
-                }
-            }
-        }
-        self.events.push_back(ev.clone());
-        if ev.is_counts() {
-            self.counts_waiting = true;
-        }
-        // At most one counts entry waits; the cap is on the rest.
-        let counts = usize::from(self.counts_waiting);
-        while self.events.len() - counts > self.cap {
-            let Some(i) = self.events.iter().position(|e| !e.is_counts()) else {
-                break;
-            };
-            if let Some(old) = self.events.remove(i) {
-                removed.push(old.id);
-                self.dropped += 1;
-            }
-        }
-        let held = (!removed.contains(&ev.id)).then_some(ev);
-        Held { removed, held }
-    }
-
-    /// What to send the master now, oldest first (EVENT-13, EVENT-17).
-    pub fn waiting(&self) -> Vec<Event> {
-        self.events.iter().cloned().collect()
-    }
-
-    /// The master has received every event up to `id` (its channel write succeeded): they go.
-    /// Returns the ids removed.
-    pub fn delivered(&mut self, id: u64) -> Vec<u64> {
-        let gone: Vec<u64> = self
-            .events
-            .iter()
-            .filter(|e| e.id <= id)
-            .map(|e| e.id)
-            .collect();
-        self.events.retain(|e| e.id > id);
-        self.counts_waiting = self.events.iter().any(Event::is_counts);
-        gone
-    }
-
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
-    /// Events dropped for the cap since this queue was made (for a log line).
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
-    /// The highest id held, if any.
-    pub fn last_id(&self) -> Option<u64> {
-        self.events.iter().map(|e| e.id).max()
     }
 }
 

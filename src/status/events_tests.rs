@@ -131,78 +131,6 @@ fn ids_are_unique_and_increasing_even_across_a_restart() {
     assert_eq!(next.launcher_started(2, T0 - 60_000).id, c + 1);
 }
 
-fn event(log: &mut EventLog, i: u64) -> Event {
-    log.recycling(&format!("tx{i}"), "r", T0 + i)
-}
-
-#[test]
-fn holds_at_most_5000_dropping_the_oldest() {
-    // spec: EVENT-15, EVENT-16
-    let mut log = EventLog::new(0, T0);
-    let mut q = Pending::new();
-    let first = event(&mut log, 0);
-    q.hold(first.clone());
-    for i in 1..MAX_HELD as u64 {
-        q.hold(event(&mut log, i));
-    }
-    assert_eq!(q.len(), MAX_HELD);
-    let next = event(&mut log, 9999);
-    let held = q.hold(next.clone());
-    assert_eq!(held.removed, vec![first.id]);
-    assert_eq!(held.held, Some(next.clone()));
-    assert_eq!(q.len(), MAX_HELD);
-    assert_eq!(q.dropped(), 1);
-    assert_eq!(q.waiting().last(), Some(&next));
-}
-
-#[test]
-fn counts_are_merged_while_they_wait_and_outside_the_cap() {
-    // spec: DEC-18
-    let mut log = EventLog::new(0, T0);
-    let mut q = Pending::with_cap(2);
-    log.count_refused(RefusalKind::QueueWait);
-    let c1 = log.minute(T0 + 60_000);
-    let c1_id = c1.as_ref().map(|e| e.id).unwrap_or(0);
-    c1.map(|e| q.hold(e));
-    q.hold(event(&mut log, 1));
-    log.count_refused(RefusalKind::QueueWait);
-    log.count_lost("tx1", LostKind::BadGateway502);
-    let held = log
-        .minute(T0 + 120_000)
-        .map(|e| q.hold(e))
-        .unwrap_or_default();
-    assert_eq!(held.removed, vec![c1_id]);
-    let waiting = q.waiting();
-    assert_eq!(waiting.len(), 2);
-    let v = waiting[1].to_json();
-    assert_eq!(v["kind"], "counts");
-    assert_eq!(v["from"], T0);
-    assert_eq!(v["to"], T0 + 120_000);
-    assert_eq!(v["refused"]["queueWait"], 2);
-    assert_eq!(v["lost"]["tx1"]["badGateway502"], 1);
-    // The cap is on events: two more events drop the oldest event, not the counts.
-    q.hold(event(&mut log, 2));
-    q.hold(event(&mut log, 3));
-    assert_eq!(q.len(), 3);
-    assert!(q.waiting().iter().any(Event::is_counts));
-}
-
-#[test]
-fn delivered_events_leave_the_queue() {
-    // spec: EVENT-13, EVENT-17
-    let mut log = EventLog::new(0, T0);
-    let mut q = Pending::new();
-    let a = event(&mut log, 1);
-    let b = event(&mut log, 2);
-    q.hold(a.clone());
-    q.hold(b.clone());
-    assert_eq!(q.delivered(a.id), vec![a.id]);
-    assert_eq!(q.waiting(), vec![b.clone()]);
-    assert_eq!(q.last_id(), Some(b.id));
-    q.delivered(b.id);
-    assert!(q.is_empty());
-}
-
 #[test]
 fn an_event_reads_back_as_it_was_written() {
     let mut log = EventLog::new(0, T0);
@@ -216,13 +144,4 @@ fn an_event_reads_back_as_it_was_written() {
         let back: Result<Event, _> = serde_json::from_value(e.to_json());
         assert_eq!(back.ok(), Some(e));
     }
-}
-
-#[test]
-fn a_default_queue_has_the_spec_cap() {
-    // spec: EVENT-16
-    let mut log = EventLog::new(0, T0);
-    let mut q = Pending::default();
-    q.hold(event(&mut log, 1));
-    assert_eq!(q.len(), 1);
 }

@@ -116,7 +116,8 @@ pub fn memory_total(own_cgroup_anon: Option<u64>, rss_anon: &[Option<u64>]) -> O
 }
 
 impl History {
-    /// An empty history (GRAPH-8: a launcher starts with none). `sample_interval` is
+    /// An empty history: a launcher's first start, or none kept (a restart restores the kept
+    /// one, DEC-26, where cluster.js starts with none, GRAPH-8). `sample_interval` is
     /// `stats.sampleSeconds` as the processes use it.
     pub fn new(sample_interval: Duration, shared_cache: bool) -> History {
         History {

@@ -39,8 +39,9 @@ fn kinds(h: &History, code: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_new_history_is_empty() {
-    // spec: GRAPH-8
+fn a_history_with_nothing_kept_starts_empty() {
+    // spec: DEC-26 (empty only with nothing kept: a first start, or no database; a restart
+    // restores the kept history, below, where the spec's GRAPH-8 starts with none)
     let v = history().to_json(T0);
     assert_eq!(v["processes"], json!([]));
     assert_eq!(v["memoryTotal"], json!([]));
@@ -257,6 +258,7 @@ fn with_a_shared_cache_the_client_cache_total_counts_it_once() {
 
 #[test]
 fn a_saved_history_comes_back_with_a_gap() {
+    // spec: DEC-26 (history kept across a launcher restart)
     let mut h = history();
     h.process_ready("tx1", "tx-worker", T0);
     h.record_sample("tx1", "tx-worker", &sample(T0, 1, None), Some(5), T0);

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracing::warn;
 
-use super::events::{Event, EventLog, LostKind, RefusalKind};
+use super::events::{Event, EventLog};
 use super::history::{memory_total, History};
 use super::outbox::Outbox;
 use super::snapshot::{
     snapshot, CgroupLimit, CgroupReading, HostMemory, LauncherFigures, ProcMemory, ProcessInput,
     ProcessState, SnapshotInput, SnapshotSettings, StatusFigures,
 };
+pub use super::tally::Tally;
 use crate::ipc::message::{FromChild, ToChild};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::settings::Settings;
@@ -26,15 +27,10 @@ use crate::supervisor::recycle::{
 };
 use crate::system;
 
-/// What the front door counted, cumulative since the launcher started.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
-    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
-    pub lost: Vec<[u64; 3]>,
-    /// The launcher's own 503s: queue wait, no process ready, stopping.
-    pub refused: [u64; 3],
-    pub write_timeout_closes: u64,
-}
+/// Events in one `events` message at most, and about this many bytes of them (a line on the
+/// channel is at most 1 MiB).
+const EVENTS_PER_MESSAGE: usize = 500;
+const EVENT_BYTES_PER_MESSAGE: usize = 256 * 1024;
 
 /// The launcher's view for its own endpoints.
 #[derive(Clone, Debug)]
@@ -312,40 +308,9 @@ impl Keeper {
     /// EVENT-6..12, EVENT-14: what the front door counted since the last minute, as one event.
     pub fn minute(&mut self, tally: Tally) {
         let ms = now_ms();
-        let last = std::mem::replace(&mut self.last_tally, tally.clone());
-        for (i, lost) in tally.lost.iter().enumerate() {
-            let before = last.lost.get(i).copied().unwrap_or_default();
-            let Some(code) = self.processes.get(i).map(|p| p.code.clone()) else {
-                continue;
-            };
-            let kinds = [
-                LostKind::Timeout504,
-                LostKind::BadGateway502,
-                LostKind::CacheIdWhileRestarting,
-            ];
-            for (k, kind) in kinds.into_iter().enumerate() {
-                for _ in 0..lost[k].saturating_sub(before[k]) {
-                    self.events.count_lost(&code, kind);
-                }
-            }
-        }
-        let kinds = [
-            RefusalKind::QueueWait,
-            RefusalKind::NoProcessReady,
-            RefusalKind::Stopping,
-        ];
-        for (k, kind) in kinds.into_iter().enumerate() {
-            for _ in 0..tally.refused[k].saturating_sub(last.refused[k]) {
-                self.events.count_refused(kind);
-            }
-        }
-        for _ in 0..tally
-            .write_timeout_closes
-            .saturating_sub(last.write_timeout_closes)
-        {
-            self.events.count_write_timeout();
-        }
-        let ev = self.events.minute(ms);
+        let last = std::mem::replace(&mut self.last_tally, tally);
+        let codes: Vec<String> = self.processes.iter().map(|p| p.code.clone()).collect();
+        let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
         self.hold(ev);
         self.outbox.save_history(&self.history.to_json(ms));
     }
@@ -402,38 +367,69 @@ impl Keeper {
         d.recycle
     }
 
-    /// What to send the master now that it is up: history changes and every event waiting.
-    /// Events handed over here count as delivered (the master's channel took them).
-    pub fn for_master(&mut self) -> Vec<ToChild> {
-        let mut out: Vec<ToChild> = self
-            .history_updates
+    /// The graph history's changes for the master, now that it is up.
+    pub fn history_for_master(&mut self) -> Vec<ToChild> {
+        self.history_updates
             .drain(..)
             .map(|history| ToChild::History { history })
-            .collect();
-        let waiting = self.outbox.waiting();
-        if let Some(last) = waiting.last().map(|e| e.id) {
-            out.push(ToChild::Events {
-                events: waiting.iter().map(Event::to_json).collect(),
-            });
-            self.outbox.delivered(last);
-        }
-        out
+            .collect()
     }
 
-    /// The master has just become ready: the whole history once (DEC-17), then what waits.
+    /// The next `events` message for the master and the last id in it, if any event waits
+    /// unsent. Hand it to the channel, then say [`Keeper::events_sent`]; the events stay in the
+    /// outbox until [`Keeper::events_delivered`].
+    pub fn events_to_send(&self) -> Option<(ToChild, u64)> {
+        let mut events = Vec::new();
+        let mut bytes = 0;
+        let mut last = None;
+        for ev in self.outbox.to_send(EVENTS_PER_MESSAGE) {
+            let v = ev.to_json();
+            bytes += v.to_string().len();
+            if bytes > EVENT_BYTES_PER_MESSAGE && !events.is_empty() {
+                break;
+            }
+            last = Some(ev.id);
+            events.push(v);
+        }
+        last.map(|last| (ToChild::Events { events }, last))
+    }
+
+    /// The events up to `id` were handed to the master's channel (not delivered yet).
+    pub fn events_sent(&mut self, id: u64) {
+        self.outbox.sent(id);
+    }
+
+    /// The master has the events up to `id`: its acknowledgement, or, from a master that
+    /// doesn't acknowledge, its channel write.
+    pub fn events_delivered(&mut self, id: u64) {
+        self.outbox.delivered(id);
+    }
+
+    /// Whether events were handed to the master's channel and not yet confirmed.
+    pub fn events_on_their_way(&self) -> bool {
+        self.outbox.on_their_way()
+    }
+
+    /// Events waiting for the master (in memory and on disk).
+    pub fn events_waiting(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// The master has just become ready: the whole history once (DEC-17); every event it
+    /// hasn't confirmed goes (again) to it.
     pub fn master_ready(&mut self) -> Vec<ToChild> {
         self.history_updates.clear();
-        let mut out = vec![ToChild::History {
+        self.outbox.resend();
+        vec![ToChild::History {
             history: self.history.to_json(now_ms()),
-        }];
-        out.extend(self.for_master());
-        out
+        }]
     }
 
     /// While the master is down: history changes are not queued (it gets the whole history when
     /// it is back); events wait in the outbox.
     pub fn master_down(&mut self) {
         self.history_updates.clear();
+        self.outbox.resend();
     }
 
     pub fn report(&mut self, now: Instant) -> Report {

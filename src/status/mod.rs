@@ -6,4 +6,6 @@ pub mod events;
 pub mod history;
 pub mod keeper;
 pub mod outbox;
+pub mod pending;
 pub mod snapshot;
+pub mod tally;

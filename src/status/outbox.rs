@@ -1,17 +1,21 @@
 //! The outbox: the cluster events waiting for the master, and the graph history, kept in SQLite
 //! at `<data dir>/databases/fhircluster.db` so that neither is lost when the launcher restarts or
-//! gives up on the master. cluster.js keeps them in memory only (EVENT-18 states the loss as a
-//! limit); fhircluster does better where it can, and never worse.
+//! gives up on the master. cluster.js keeps them in memory only (the spec's GRAPH-8 and EVENT-18
+//! state the loss as a limit); fhircluster keeps them (DEC-26) where it can, and never does worse.
 //!
 //! Theory of operation: [`Outbox`] wraps the pure queue ([`Pending`]) and mirrors every change
-//! into the database in one transaction: an event held, an event dropped for the cap or merged
-//! (DEC-18), events delivered. "Delivered" is the master's channel write having succeeded; the
-//! shell then calls [`Outbox::delivered`] and the rows go, so nothing is sent twice after a
-//! restart. The highest id ever used is kept too, so ids go on increasing.
+//! into the database in one transaction: an event held, a counts event merged (DEC-18), events
+//! delivered. An event is written when it happens and deleted only once *delivered*: the master
+//! acknowledged it (`eventsReceived`) or, for a master that doesn't acknowledge, its channel
+//! write succeeded (the shell then calls [`Outbox::delivered`]). Queued for the channel is not
+//! delivered, so a master alive but not reading, or a launcher killed with events queued, loses
+//! none. The disk holds every event waiting; memory holds the oldest [`MAX_HELD`] and reads the
+//! rest back as they go. The highest id ever used is kept too, so ids go on increasing.
 //!
 //! The database is a convenience, not a duty: if it can't be opened or written (a read-only or
-//! full disk) the outbox logs one WARNING, closes it and carries on in memory, as cluster.js
-//! does. It never fails the launcher.
+//! full disk) the outbox logs one WARNING, takes back into memory what it can still read,
+//! closes it and carries on in memory, as cluster.js does (beyond [`MAX_HELD`] the oldest
+//! event is then dropped, EVENT-16). It never fails the launcher.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +23,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use tracing::warn;
 
-use super::events::{Event, Pending};
+use super::events::Event;
+use super::pending::{Pending, MAX_HELD};
 
 /// The database's file name under `<data dir>/databases/`.
 pub const DB_FILE: &str = "fhircluster.db";
@@ -48,10 +53,12 @@ impl Outbox {
         let mut outbox = Outbox::in_memory();
         outbox.path = path.to_path_buf();
         match load(path) {
-            Ok((db, events, last_id, history)) => {
+            Ok((db, events, beyond, last_id, history)) => {
+                outbox.pending = Pending::with_cap(MAX_HELD, true);
                 for ev in events {
-                    outbox.pending.hold(ev);
+                    outbox.pending.restore(ev);
                 }
+                outbox.pending.set_beyond(beyond);
                 outbox.last_id = last_id.max(outbox.pending.last_id().unwrap_or(0));
                 outbox.history = history;
                 outbox.db = Some(db);
@@ -109,7 +116,7 @@ impl Outbox {
         });
     }
 
-    /// Everything waiting for the master, oldest first (EVENT-17).
+    /// What waits in memory for the master, oldest first (EVENT-17).
     pub fn waiting(&self) -> Vec<Event> {
         self.pending.waiting()
     }
@@ -117,6 +124,27 @@ impl Outbox {
     /// The same, as the values of `ToChild::Events { events }`.
     pub fn waiting_json(&self) -> Vec<Value> {
         self.pending.waiting().iter().map(Event::to_json).collect()
+    }
+
+    /// The next events to send the master, oldest first, at most `max` (none while earlier
+    /// ones are on their way to it).
+    pub fn to_send(&self, max: usize) -> Vec<Event> {
+        self.pending.to_send(max)
+    }
+
+    /// The events up to `id` were handed to the master's channel (not yet delivered).
+    pub fn sent(&mut self, id: u64) {
+        self.pending.sent(id);
+    }
+
+    /// Whether events were sent to the master and not yet confirmed.
+    pub fn on_their_way(&self) -> bool {
+        self.pending.on_their_way()
+    }
+
+    /// A new master: what the last one didn't confirm goes again.
+    pub fn resend(&mut self) {
+        self.pending.resend();
     }
 
     pub fn len(&self) -> usize {
@@ -127,12 +155,13 @@ impl Outbox {
         self.pending.is_empty()
     }
 
-    /// Events dropped for the cap (for a log line).
+    /// Events dropped for the cap with no database (for a log line).
     pub fn dropped(&self) -> u64 {
         self.pending.dropped()
     }
 
-    /// The master's channel took every event up to `id`: they are never sent again.
+    /// The master has every event up to `id` (it acknowledged them, or its channel took them):
+    /// they are never sent again.
     pub fn delivered(&mut self, id: u64) {
         if self.pending.delivered(id).is_empty() {
             return;
@@ -141,6 +170,25 @@ impl Outbox {
             tx.execute("DELETE FROM events WHERE id <= ?1", params![to_sql(id)])?;
             Ok(())
         });
+        self.refill();
+    }
+
+    /// Reads back into memory what waits on disk only, as far as the window has room.
+    fn refill(&mut self) {
+        let (room, after) = self.pending.room();
+        if room == 0 {
+            return;
+        }
+        let Some(db) = &self.db else {
+            return;
+        };
+        match read_events(db, after, room) {
+            Ok(read) => {
+                let complete = read.len() < room;
+                self.pending.refill(read, complete);
+            }
+            Err(e) => self.lose_db(&e.to_string()),
+        }
     }
 
     /// Keeps the graph history (`History::to_json`), replacing the last one kept.
@@ -171,12 +219,30 @@ impl Outbox {
             tx.commit()
         });
         if let Err(e) = result {
-            warn!(
-                "cluster events and graph history are kept in memory only from now on: can't \
-                 write {}: {e}",
-                self.path.display()
-            );
-            self.db = None;
+            self.lose_db(&e.to_string());
+        }
+    }
+
+    /// The database failed: say so once, take back into memory what waited on disk only (as
+    /// far as it can still be read) and go on in memory.
+    fn lose_db(&mut self, why: &str) {
+        warn!(
+            "cluster events and graph history are kept in memory only from now on: can't \
+             write {}: {why}",
+            self.path.display()
+        );
+        let Some(db) = self.db.take() else {
+            return;
+        };
+        let (_, after) = self.pending.room();
+        let rescued = read_events(&db, after, usize::MAX).unwrap_or_default();
+        let missing = self.pending.stop_spilling();
+        let lost = missing.saturating_sub(rescued.len() as u64);
+        for ev in rescued {
+            self.pending.restore(ev);
+        }
+        if lost > 0 {
+            warn!("WARNING: {lost} cluster events waiting on disk could not be read back: lost");
         }
     }
 
@@ -188,7 +254,9 @@ impl Outbox {
     }
 }
 
-type Loaded = (Connection, Vec<Event>, u64, Option<Value>);
+/// The database, the oldest events waiting (at most [`MAX_HELD`]), how many more wait, the
+/// highest id used and the graph history.
+type Loaded = (Connection, Vec<Event>, u64, u64, Option<Value>);
 
 fn load(path: &Path) -> anyhow::Result<Loaded> {
     if let Some(dir) = path.parent() {
@@ -202,24 +270,33 @@ fn load(path: &Path) -> anyhow::Result<Loaded> {
     }
     db.execute_batch("PRAGMA synchronous = NORMAL;")?;
     db.execute_batch(SCHEMA)?;
-    let mut events = Vec::new();
-    {
-        let mut stmt = db.prepare("SELECT body FROM events ORDER BY id")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        for body in rows {
-            // A row this version can't read is left behind, not fatal.
-            if let Ok(ev) = serde_json::from_str::<Event>(&body?) {
-                events.push(ev);
-            }
-        }
-    }
+    let events = read_events(&db, 0, MAX_HELD)?;
+    let total: i64 = db.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
+    let beyond = u64::try_from(total)
+        .unwrap_or(0)
+        .saturating_sub(events.len() as u64);
     let meta = |key: &str| -> rusqlite::Result<Option<String>> {
         db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
     };
     let last_id = meta("lastId")?.and_then(|v| v.parse().ok()).unwrap_or(0);
     let history = meta("history")?.and_then(|v| serde_json::from_str(&v).ok());
-    Ok((db, events, last_id, history))
+    Ok((db, events, beyond, last_id, history))
+}
+
+/// At most `max` events with ids above `after`, oldest first. A row this version can't read is
+/// left behind, not fatal.
+fn read_events(db: &Connection, after: u64, max: usize) -> rusqlite::Result<Vec<Event>> {
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let mut stmt = db.prepare("SELECT body FROM events WHERE id > ?1 ORDER BY id LIMIT ?2")?;
+    let rows = stmt.query_map(params![to_sql(after), limit], |r| r.get::<_, String>(0))?;
+    let mut events = Vec::new();
+    for body in rows {
+        if let Ok(ev) = serde_json::from_str::<Event>(&body?) {
+            events.push(ev);
+        }
+    }
+    Ok(events)
 }
 
 /// Ids are below 2^63 (ms × 1000 for the next quarter of a million years).

@@ -1,7 +1,8 @@
 //! Tests of the SQLite outbox, each in a temp dir.
 
 use super::*;
-use crate::status::events::{EventLog, LostKind};
+use crate::status::events::{Event, EventLog, LostKind};
+use crate::status::pending::MAX_HELD;
 use serde_json::json;
 
 const T0: u64 = 1_700_000_000_000;
@@ -15,7 +16,7 @@ fn temp() -> tempfile::TempDir {
 
 #[test]
 fn events_survive_a_reopen_in_wal_mode() {
-    // spec: EVENT-15, EVENT-18 (done better: kept across a launcher restart)
+    // spec: EVENT-15, DEC-26 (kept across a launcher restart; the spec's EVENT-18 loses them)
     let dir = temp();
     let mut log = EventLog::new(0, T0);
     let a = log.launcher_started(1, T0);
@@ -35,6 +36,47 @@ fn events_survive_a_reopen_in_wal_mode() {
     let mode = Connection::open(&path)
         .and_then(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)));
     assert_eq!(mode.ok().as_deref(), Some("wal"));
+}
+
+#[test]
+fn events_sent_but_not_delivered_are_kept_and_the_window_reads_the_rest_back() {
+    // spec: EVENT-15, EVENT-17, DEC-26 (an event leaves only once delivered; beyond the memory
+    // window the disk holds it, nothing dropped)
+    let dir = temp();
+    let mut log = EventLog::new(0, T0);
+    let n = MAX_HELD as u64 + 3;
+    let evs: Vec<Event> = (0..n)
+        .map(|i| log.recycling(&format!("tx{i}"), "r", T0 + i))
+        .collect();
+    {
+        let mut out = Outbox::open(dir.path());
+        for e in &evs {
+            out.hold(e.clone());
+        }
+        assert_eq!((out.len(), out.dropped()), (n as usize, 0));
+        let batch = out.to_send(10);
+        assert_eq!(batch.first(), evs.first());
+        out.sent(batch[9].id);
+        // The launcher dies here: sent, never delivered.
+    }
+    let mut out = Outbox::open(dir.path());
+    assert_eq!(out.len(), n as usize, "all kept, the sent ones too");
+    assert_eq!(out.waiting().len(), MAX_HELD, "memory: a window");
+    assert_eq!(
+        out.to_send(1).first(),
+        evs.first(),
+        "sent again to the new master"
+    );
+    out.delivered(evs[MAX_HELD - 1].id);
+    assert_eq!(
+        out.waiting(),
+        evs[MAX_HELD..].to_vec(),
+        "the rest read back from disk"
+    );
+    out.delivered(evs[n as usize - 1].id);
+    assert!(out.is_empty());
+    drop(out);
+    assert!(Outbox::open(dir.path()).is_empty());
 }
 
 #[test]
@@ -88,6 +130,7 @@ fn merged_counts_and_the_cap_reach_the_database() {
 
 #[test]
 fn the_graph_history_is_kept() {
+    // spec: DEC-26 (kept across a launcher restart; the spec's GRAPH-8 starts with none)
     let dir = temp();
     let h = json!({"sampleIntervalMs": 60000, "processes": [], "memoryTotal": []});
     {

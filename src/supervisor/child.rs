@@ -84,6 +84,10 @@ pub enum ChildEvent {
     Exited(Exit),
     /// Everything queued before this marker has been written (or the child is gone).
     Flushed,
+    /// A message sent with [`ChildHandle::send_tracked`] was written whole to the channel.
+    Written {
+        receipt: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -95,6 +99,8 @@ pub struct Tagged {
 
 enum Outgoing {
     Msg(ToChild),
+    /// A message whose successful write is reported (`ChildEvent::Written`).
+    Tracked(ToChild, u64),
     Flush,
 }
 
@@ -110,6 +116,14 @@ impl ChildHandle {
     /// Queues a message; false when it was dropped (the queue is full or the child is gone).
     pub fn send(&self, msg: ToChild) -> bool {
         self.outgoing.try_send(Outgoing::Msg(msg)).is_ok()
+    }
+
+    /// Queues a message whose successful write is reported as `ChildEvent::Written { receipt }`
+    /// (what is queued is not yet delivered); false when it was not queued.
+    pub fn send_tracked(&self, msg: ToChild, receipt: u64) -> bool {
+        self.outgoing
+            .try_send(Outgoing::Tracked(msg, receipt))
+            .is_ok()
     }
 
     /// Asks for a `Flushed` event once everything queued so far is written.
@@ -198,7 +212,13 @@ pub fn spawn(
         while let Some(item) = out_rx.recv().await {
             match item {
                 Outgoing::Msg(m) if !broken => broken = sender.send(&m).await.is_err(),
-                Outgoing::Msg(_) => {}
+                Outgoing::Tracked(m, receipt) if !broken => {
+                    broken = sender.send(&m).await.is_err();
+                    if !broken {
+                        let _ = ev.send(tag(ChildEvent::Written { receipt }));
+                    }
+                }
+                Outgoing::Msg(_) | Outgoing::Tracked(..) => {}
                 Outgoing::Flush => {
                     let _ = ev.send(tag(ChildEvent::Flushed));
                 }

@@ -178,6 +178,11 @@ impl Lifecycle {
         self.gave_up
     }
 
+    /// Waiting for the master to take its last messages before it is stopped (STOP-7).
+    pub fn is_flushing(&self) -> bool {
+        matches!(self.phase, Phase::Flushing { .. })
+    }
+
     pub fn is_stopping(&self) -> bool {
         matches!(
             self.phase,

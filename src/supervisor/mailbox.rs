@@ -1,14 +1,16 @@
 //! The master's mailbox: what the launcher has for the master (workers' request counts, the
-//! keeper's events and history) is held here while the master is down and passed on once it is
-//! up again. Held counts from one worker's run are merged into one entry, so a long outage
-//! neither loses nor doubles a worker's requests (DEC-18); anything else beyond the cap drops
-//! the oldest first (EVENT-16). Pure: the shell does the sending.
+//! graph history) is held here while the master is down, or while its channel's queue is full
+//! (a master alive but not reading), and passed on once it takes messages again. Counts are
+//! never dropped (DEC-18): a worker's later counts from the same run join the ones it has
+//! waiting (one entry each); past [`MASTER_MAILBOX`] entries, a worker's two oldest runs are
+//! merged into one, so memory stays bounded by the number of workers and nothing is lost. (The
+//! 5,000 cap on events is the outbox's, `status/pending.rs`.) Pure: the shell does the sending.
 
 use std::collections::VecDeque;
 
 use crate::ipc::message::{RequestCounts, ToChild};
 
-/// Messages for the master held while it is down; the oldest are dropped first (EVENT-16).
+/// Entries held before a worker's runs are merged to make room (never dropped).
 const MASTER_MAILBOX: usize = 5000;
 
 #[derive(Debug)]
@@ -32,7 +34,8 @@ impl MasterMailbox {
     }
 
     /// Holds a message for the master. A worker's counts join the ones it has waiting from the
-    /// same run (DEC-18: one entry each, none dropped); when full the oldest goes first.
+    /// same run (DEC-18: one entry each, none dropped); when full, a worker's two oldest runs
+    /// become one.
     pub(super) fn post(&mut self, msg: ToChild) {
         let msg = match msg {
             ToChild::WorkerCounts { code, counts } => {
@@ -54,24 +57,68 @@ impl MasterMailbox {
             other => other,
         };
         if self.held.len() >= self.cap {
-            self.held.pop_front();
+            self.make_room();
         }
         self.held.push_back(msg);
     }
 
-    /// Holds the keeper's messages as they are: the keeper bounds its own outbox, and these go
-    /// out at once (the master is up when they are taken).
+    /// Merges the oldest held counts of a worker that has two runs waiting into its next, so
+    /// the mailbox shrinks by one; with no such worker it grows instead (nothing is dropped).
+    fn make_room(&mut self) {
+        let code_of = |m: &ToChild| match m {
+            ToChild::WorkerCounts { code, .. } => Some(code.clone()),
+            _ => None,
+        };
+        for i in 0..self.held.len() {
+            let Some(code) = code_of(&self.held[i]) else {
+                continue;
+            };
+            let Some(j) =
+                (i + 1..self.held.len()).find(|&j| code_of(&self.held[j]).as_ref() == Some(&code))
+            else {
+                continue;
+            };
+            let (Some(ToChild::WorkerCounts { counts: older, .. }), Some(newer)) =
+                (self.held.remove(i), self.held.get_mut(j - 1))
+            else {
+                return;
+            };
+            if let ToChild::WorkerCounts { counts, .. } = newer {
+                let mut merged = older;
+                merge_counts(&mut merged, std::mem::take(counts));
+                *counts = merged;
+            }
+            return;
+        }
+    }
+
+    /// Holds the keeper's messages as they are (the master is up when they come).
     pub(super) fn append(&mut self, msgs: impl IntoIterator<Item = ToChild>) {
         self.held.extend(msgs);
     }
 
-    /// Everything held, oldest first, taken out of the mailbox.
-    pub(super) fn take_all(&mut self) -> impl Iterator<Item = ToChild> + '_ {
+    /// The oldest message held, to try to send; [`MasterMailbox::sent`] once it went.
+    pub(super) fn next(&self) -> Option<&ToChild> {
+        self.held.front()
+    }
+
+    /// The oldest message was queued for the master.
+    pub(super) fn sent(&mut self) {
+        self.held.pop_front();
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    #[cfg(test)]
+    fn take_all(&mut self) -> impl Iterator<Item = ToChild> + '_ {
         self.held.drain(..)
     }
 }
 
-/// Adds a later send of a worker's counts (same run) to the one waiting for the master.
+/// Adds a later send of a worker's counts to the one waiting for the master (the same run, or,
+/// to make room, the next run: the later `seq` and `last` are kept).
 fn merge_counts(held: &mut RequestCounts, later: RequestCounts) {
     held.seq = later.seq;
     held.from = held.from.min(later.from);
@@ -148,21 +195,62 @@ mod tests {
         );
     }
 
-    // spec: EVENT-16
+    fn totals(msgs: &[ToChild]) -> std::collections::BTreeMap<String, u64> {
+        let mut t = std::collections::BTreeMap::new();
+        for msg in msgs {
+            if let ToChild::WorkerCounts { code, counts } = msg {
+                *t.entry(code.clone()).or_default() += counts.total;
+            }
+        }
+        t
+    }
+
+    // spec: DEC-18 (counts are never dropped: the cap is on events)
     #[test]
-    fn when_full_the_oldest_is_dropped() {
+    fn when_full_no_counts_are_dropped_a_workers_runs_are_merged() {
         let mut m = MasterMailbox::with_cap(2);
+        // Three workers each with one run: nothing can merge, so the mailbox grows.
         for code in ["tx1", "tx2", "tx3"] {
             m.post(from(code, counts(1, 0, 1, 1, "read")));
         }
-        let codes: Vec<String> = taken(&mut m)
-            .into_iter()
+        // tx1 crash-loops while the master is down: a new run (seq from 1) each time.
+        for run in 0..50u64 {
+            m.post(from("tx1", counts(1, 10 + run, 11 + run, 2, "$lookup")));
+        }
+        let held = taken(&mut m);
+        assert!(held.len() <= 4, "{} entries held", held.len());
+        let want: std::collections::BTreeMap<String, u64> =
+            [("tx1".into(), 101), ("tx2".into(), 1), ("tx3".into(), 1)].into();
+        assert_eq!(totals(&held), want, "every request counted once");
+        let tx1: Vec<&RequestCounts> = held
+            .iter()
             .filter_map(|msg| match msg {
-                ToChild::WorkerCounts { code, .. } => Some(code),
+                ToChild::WorkerCounts { code, counts } if code == "tx1" => Some(counts),
                 _ => None,
             })
             .collect();
-        assert_eq!(codes, ["tx2", "tx3"]);
+        assert_eq!(tx1.first().map(|c| c.from), Some(0));
+        assert_eq!(tx1.last().map(|c| c.to), Some(60));
+        assert_eq!(
+            tx1.iter()
+                .map(|c| c.by_operation.values().sum::<u64>())
+                .sum::<u64>(),
+            101
+        );
+    }
+
+    #[test]
+    fn a_message_not_taken_stays_first() {
+        let mut m = MasterMailbox::default();
+        m.post(from("tx1", counts(1, 0, 1, 1, "read")));
+        m.post(from("tx2", counts(1, 0, 1, 1, "read")));
+        assert!(matches!(m.next(), Some(ToChild::WorkerCounts { code, .. }) if code == "tx1"));
+        // Not sent (the master's queue is full): still there, still first.
+        assert!(matches!(m.next(), Some(ToChild::WorkerCounts { code, .. }) if code == "tx1"));
+        m.sent();
+        assert!(matches!(m.next(), Some(ToChild::WorkerCounts { code, .. }) if code == "tx2"));
+        m.sent();
+        assert!(m.is_empty());
     }
 
     #[test]

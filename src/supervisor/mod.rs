@@ -13,6 +13,7 @@ pub mod shell;
 pub mod socket_watch;
 pub mod stderr_tail;
 mod ticks;
+mod to_master;
 
 pub use api::{Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount};
 pub use shell::run;

@@ -1,11 +1,16 @@
 //! The supervisor's shell: runs the `Lifecycle` against real processes. It carries the
 //! lifecycle's actions out (spawn, signal, tell the proxy), feeds it what happens to the children
 //! (ready by its channel or by its listening socket, exits) and the clock, and passes the
-//! workers' request counts on to the master, holding them while the master is down (DEC-18).
+//! workers' request counts and the keeper's events on to the master, holding them while the
+//! master is down or not reading (DEC-18).
 //!
-//! Its other parts, each an `impl Shell` of its own: the master's mailbox (`mailbox.rs`), the
-//! status, upkeep and minute ticks (`ticks.rs`) and reload handling (`reload_shell.rs`); the
-//! types its callers see are in `api.rs`.
+//! Readiness (LAUNCH-3, DEC-27): a process that has sent anything valid on its channel is ready
+//! only on its `ready`; its listening socket (`socket_watch.rs`, after a grace with the channel
+//! silent) counts only for a process that never spoke.
+//!
+//! Its other parts, each an `impl Shell` of its own: what goes to the master (`to_master.rs`,
+//! with the master's mailbox in `mailbox.rs`), the status, upkeep and minute ticks (`ticks.rs`)
+//! and reload handling (`reload_shell.rs`); the types its callers see are in `api.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +26,7 @@ use super::lifecycle::{Action, Exit, Lifecycle};
 use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
 use super::ticks::Ticks;
-use crate::ipc::message::{same_major, FromChild, ToChild, PROTOCOL_VERSION};
+use crate::ipc::message::{acknowledges_events, same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
 
@@ -35,11 +40,19 @@ pub(super) struct Shell {
     pub(super) life: Lifecycle,
     pub(super) children: Vec<Option<ChildHandle>>,
     started: Vec<Option<Instant>>,
+    /// Whether each process has sent anything valid on its channel in this run: if so, only its
+    /// `ready` makes it ready, never its socket (LAUNCH-3, DEC-27).
+    spoke: Vec<bool>,
     generation: u64,
     events_tx: mpsc::UnboundedSender<Tagged>,
-    master_mailbox: MasterMailbox,
+    pub(super) master_mailbox: MasterMailbox,
     pub(super) master_up: bool,
-    flushing: bool,
+    /// The master acknowledges the events it takes (`eventsReceived`, protocol 1.1 on); if not,
+    /// its channel write counts as delivery.
+    pub(super) master_acks: bool,
+    /// The master's queue was found full: what is for it waits until it reads again.
+    pub(super) master_stalled: bool,
+    pub(super) flushing: bool,
     pub(super) keeper: Keeper,
     /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
     pub(super) recycling: Option<ProcessId>,
@@ -75,10 +88,13 @@ pub async fn run(
         life,
         children: (0..n).map(|_| None).collect(),
         started: vec![None; n],
+        spoke: vec![false; n],
         generation: 0,
         events_tx,
         master_mailbox: MasterMailbox::default(),
         master_up: false,
+        master_acks: false,
+        master_stalled: false,
         flushing: false,
         keeper,
         recycling: None,
@@ -125,6 +141,7 @@ pub async fn run(
             _ = ticks.upkeep.tick() => shell.upkeep(),
             _ = ticks.minute.tick() => shell.minute(),
         }
+        shell.retry_master();
         shell.deliver_keeper();
     }
 }
@@ -270,6 +287,11 @@ impl Shell {
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
                 self.keeper.spawned(id, handle.pid, now_std());
+                self.spoke[id.index()] = false;
+                if id.is_master() {
+                    self.master_acks = false;
+                    self.master_stalled = false;
+                }
                 self.children[id.index()] = Some(handle);
                 self.started[id.index()] = Some(Instant::now());
             }
@@ -302,29 +324,41 @@ impl Shell {
             return;
         }
         let code = self.code(id).to_string();
+        if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } = &ev.event {
+            self.spoken(id);
+        }
         match ev.event {
+            ChildEvent::Message(FromChild::Hello { protocol, .. }) => {
+                self.check_protocol(id, protocol.as_deref());
+            }
+            ChildEvent::Message(FromChild::EventsReceived { up_to }) => {
+                if id.is_master() {
+                    self.keeper.events_delivered(up_to);
+                    self.flushed_if_confirmed();
+                }
+            }
+            ChildEvent::Written { receipt } => {
+                if id.is_master() && !self.master_acks {
+                    self.keeper.events_delivered(receipt);
+                }
+            }
             ChildEvent::Message(FromChild::Ready {
                 protocol,
                 port,
                 memory_limit,
                 ..
             }) => {
-                if let Some(v) = &protocol {
-                    if !same_major(v) {
-                        warn!(
-                            "{code}: speaks IPC protocol {v}, the launcher {PROTOCOL_VERSION}; \
-                             carrying on"
-                        );
-                    }
-                }
-                if let Some(c) = &self.children[id.index()] {
-                    c.stop_watching();
-                }
+                self.check_protocol(id, protocol.as_deref());
                 self.became_ready(id, port, "said so on its channel", memory_limit);
             }
             ChildEvent::ListeningSeen { .. } => {
                 let port = self.spec(id).port;
-                self.became_ready(id, port, "its listening socket was seen", None);
+                if self.spoke[id.index()] {
+                    // LAUNCH-3, DEC-27: it speaks the protocol, so its `ready` says when.
+                    debug!("{code}: listens on port {port}; ready only on its `ready` message");
+                } else {
+                    self.became_ready(id, port, "its listening socket was seen", None);
+                }
             }
             ChildEvent::Message(FromChild::RequestCounts(counts)) => {
                 self.hooks
@@ -351,7 +385,7 @@ impl Shell {
             ChildEvent::Flushed => {
                 if id.is_master() && self.flushing {
                     self.flushing = false;
-                    self.life.master_flushed(now_std());
+                    self.flushed_if_confirmed();
                 }
             }
             ChildEvent::Exited(exit) => {
@@ -393,22 +427,6 @@ impl Shell {
         self.keeper.resize_rows(&self.setup.processes[..keep]);
     }
 
-    /// Passes what the keeper has for the master (history changes, events) while it is up.
-    fn deliver_keeper(&mut self) {
-        // The master's exit is seen a step before its `Down`: with no master to write to, the
-        // events stay in the outbox (taken out, they would count as delivered and be lost with
-        // the launcher).
-        if !self.master_up || self.children[0].is_none() {
-            return;
-        }
-        let out = self.keeper.for_master();
-        if out.is_empty() {
-            return;
-        }
-        self.master_mailbox.append(out);
-        self.deliver_to_master();
-    }
-
     /// Once every wanted worker is ready the first time: what they all use idle.
     fn report_idle_once(&mut self) {
         if self.idle_reported {
@@ -443,33 +461,31 @@ impl Shell {
         );
     }
 
-    /// Passes a message to the master, or holds it while the master is down.
-    fn mail_master(&mut self, msg: ToChild) {
-        self.master_mailbox.post(msg);
-        if self.master_up {
-            self.deliver_to_master();
+    /// Any valid message on its channel: the process speaks the protocol, so it needs no
+    /// watching for its socket (LAUNCH-3, DEC-27).
+    fn spoken(&mut self, id: ProcessId) {
+        if std::mem::replace(&mut self.spoke[id.index()], true) {
+            return;
+        }
+        if let Some(c) = &self.children[id.index()] {
+            c.stop_watching();
         }
     }
 
-    pub(super) fn deliver_to_master(&mut self) {
-        let Some(master) = &self.children[0] else {
+    /// A process's protocol version, from its `hello` or `ready`: a WARNING for another major;
+    /// for the master, whether it acknowledges events.
+    fn check_protocol(&mut self, id: ProcessId, protocol: Option<&str>) {
+        let Some(v) = protocol else {
             return;
         };
-        for msg in self.master_mailbox.take_all() {
-            if !master.send(msg) {
-                warn!("the master's IPC queue is full; a message to it was dropped");
-            }
+        if !same_major(v) {
+            warn!(
+                "{}: speaks IPC protocol {v}, the launcher {PROTOCOL_VERSION}; carrying on",
+                self.code(id)
+            );
         }
-    }
-
-    fn flush_master(&mut self) {
-        // The last minute's counts go with the workers' last request counts.
-        self.keeper.minute(self.hooks.tally());
-        self.deliver_keeper();
-        self.deliver_to_master();
-        match &self.children[0] {
-            Some(master) if self.master_up && master.flush() => self.flushing = true,
-            _ => self.life.master_flushed(now_std()),
+        if id.is_master() {
+            self.master_acks = acknowledges_events(v);
         }
     }
 }

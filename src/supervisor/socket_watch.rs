@@ -1,17 +1,26 @@
 //! Watches a starting child for its own listening socket, so a server that never speaks the IPC
 //! channel is still found ready. Looks at 50 ms, then at doubling intervals up to 1 s, until the
-//! child's process tree listens on its address and port (reported once), the child is settled
-//! (ready by its channel, or exited), or `/proc` can't be read. A socket on the port held by any
-//! other process never counts (LAUNCH-4) and is named in one WARNING per start.
+//! child's process tree listens on its address and port, the child is settled (it spoke on its
+//! channel, or exited), or `/proc` can't be read. A socket on the port held by any other process
+//! never counts (LAUNCH-4) and is named in one WARNING per start.
+//!
+//! The socket found is reported only after [`SOCKET_GRACE`] with the child still unsettled: a
+//! child that speaks the protocol is ready only on its `ready` (LAUNCH-3, DEC-27), and one that
+//! sends `ready` as it begins to listen may be seen listening a moment before its message
+//! arrives. The shell checks again, on the report, that nothing came on the channel.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
 use crate::system::listen::{self, Look};
+
+/// How long a child must have listened, silent on its channel, before its socket makes it ready.
+pub const SOCKET_GRACE: Duration = Duration::from_secs(1);
 
 /// Set once the child needs no more watching; the watch ends at its next look.
 #[derive(Clone, Debug, Default)]
@@ -58,7 +67,10 @@ pub fn start(
             match looked {
                 Ok(Ok(Look::Own { pid: holder })) => {
                     debug!("{code}: pid {holder} listens on {wanted}");
-                    seen(holder);
+                    tokio::time::sleep(SOCKET_GRACE).await;
+                    if !settled.is_set() {
+                        seen(holder);
+                    }
                     return;
                 }
                 Ok(Ok(Look::Others(others))) if !warned => {

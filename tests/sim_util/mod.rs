@@ -108,9 +108,13 @@ impl<'a> Start<'a> {
         let with_channel = self.channel;
         let mut sim = self.spawn()?;
         if with_channel {
-            match sim.recv().await? {
-                FromChild::Ready { .. } => {}
-                other => return Err(format!("expected ready, got {other:?}")),
+            loop {
+                match sim.recv().await? {
+                    FromChild::Ready { .. } => break,
+                    // Protocol 1.1: hello first.
+                    FromChild::Hello { .. } => {}
+                    other => return Err(format!("expected ready, got {other:?}")),
+                }
             }
         } else {
             sim.wait_listening().await?;

@@ -1,0 +1,113 @@
+//! What the front door counted (cumulative since the launcher started) and its turn into the
+//! minute's `counts` event (EVENT-6..12, EVENT-14): the keeper passes each minute's tally with
+//! the one before; the difference is counted into the event log, which closes the minute. Pure.
+
+use super::events::{Event, EventLog, LostKind, RefusalKind};
+
+/// What the front door counted, cumulative since the launcher started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
+    pub lost: Vec<[u64; 3]>,
+    /// The launcher's own 503s: queue wait, no process ready, stopping.
+    pub refused: [u64; 3],
+    pub write_timeout_closes: u64,
+}
+
+impl Tally {
+    /// Counts what grew since `last` into `log` (per process by `codes`, index = `ProcessId`)
+    /// and closes the minute at `now_ms`: the `counts` event, or None when nothing was counted.
+    pub fn since(
+        &self,
+        last: &Tally,
+        codes: &[String],
+        log: &mut EventLog,
+        now_ms: u64,
+    ) -> Option<Event> {
+        let kinds = [
+            LostKind::Timeout504,
+            LostKind::BadGateway502,
+            LostKind::CacheIdWhileRestarting,
+        ];
+        for (i, lost) in self.lost.iter().enumerate() {
+            let before = last.lost.get(i).copied().unwrap_or_default();
+            let Some(code) = codes.get(i) else {
+                continue;
+            };
+            for (k, kind) in kinds.into_iter().enumerate() {
+                for _ in 0..lost[k].saturating_sub(before[k]) {
+                    log.count_lost(code, kind);
+                }
+            }
+        }
+        let kinds = [
+            RefusalKind::QueueWait,
+            RefusalKind::NoProcessReady,
+            RefusalKind::Stopping,
+        ];
+        for (k, kind) in kinds.into_iter().enumerate() {
+            for _ in 0..self.refused[k].saturating_sub(last.refused[k]) {
+                log.count_refused(kind);
+            }
+        }
+        for _ in 0..self
+            .write_timeout_closes
+            .saturating_sub(last.write_timeout_closes)
+        {
+            log.count_write_timeout();
+        }
+        log.minute(now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn a_minutes_growth_is_one_counts_event_per_process_and_kind() {
+        // spec: EVENT-6, EVENT-7, EVENT-8, EVENT-9, EVENT-10, EVENT-11, EVENT-12, EVENT-14
+        let codes = ["m0".to_string(), "tx1".to_string()];
+        let mut log = EventLog::new(0, T0);
+        let first = Tally {
+            lost: vec![[1, 0, 0], [0, 2, 0]],
+            refused: [1, 0, 0],
+            write_timeout_closes: 1,
+        };
+        let ev = first.since(&Tally::default(), &codes, &mut log, T0 + 60_000);
+        let v = ev.map(|e| e.to_json()).unwrap_or_default();
+        assert_eq!(v["kind"], "counts");
+        assert_eq!(
+            (v["from"].as_u64(), v["to"].as_u64()),
+            (Some(T0), Some(T0 + 60_000))
+        );
+        assert_eq!(v["lost"]["m0"]["timeout504"], 1);
+        assert_eq!(v["lost"]["tx1"]["badGateway502"], 2);
+        assert_eq!(v["refused"]["queueWait"], 1);
+        assert_eq!(v["writeTimeoutCloses"], 1);
+        // The next minute counts only what grew since: a row for a process beyond the codes
+        // (a worker retired) is left out.
+        let second = Tally {
+            lost: vec![[1, 0, 0], [0, 2, 3], [9, 9, 9]],
+            refused: [1, 4, 2],
+            write_timeout_closes: 3,
+        };
+        let ev = second.since(&first, &codes, &mut log, T0 + 120_000);
+        let v = ev.map(|e| e.to_json()).unwrap_or_default();
+        assert_eq!(v["lost"].as_object().map(|o| o.len()), Some(1), "{v}");
+        assert_eq!(
+            v["lost"]["tx1"],
+            json!({"timeout504": 0, "badGateway502": 0, "cacheIdWhileRestarting": 3})
+        );
+        assert_eq!(
+            v["refused"],
+            json!({"queueWait": 0, "noProcessReady": 4, "stopping": 2})
+        );
+        assert_eq!(v["writeTimeoutCloses"], 2);
+        // Nothing grew: no event.
+        assert_eq!(second.since(&second, &codes, &mut log, T0 + 180_000), None);
+    }
+}
