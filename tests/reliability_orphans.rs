@@ -58,21 +58,49 @@ fn kill_left(pids: &[i32]) -> Vec<(i32, String)> {
     left
 }
 
-/// The `sleep` started by process `code`'s wrapper (a child of its server, the shell having
-/// `exec`ed it).
-fn sleeper_of(c: &Cluster, code: &str) -> i32 {
+/// The command line of `pid`, its arguments joined by spaces.
+fn command_line(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// The parent pid of `pid` (0 when it is gone).
+fn parent_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The `sleep <secs>` started by process `code`'s wrapper (a child of its server, the shell
+/// having `exec`ed it).
+fn sleeper_of(c: &Cluster, code: &str, secs_arg: &str) -> i32 {
     let server = c.pid_of(code);
+    let want = format!("sleep {secs_arg}");
     let deadline = Instant::now() + secs(10);
     loop {
         if let Some(p) = children_of(server)
             .into_iter()
-            .find(|&p| program(p) == "sleep")
+            .find(|&p| command_line(p) == want)
         {
             return p;
         }
         assert!(
             Instant::now() < deadline,
-            "{code} (pid {server}) has no sleep child"
+            "{code} (pid {server}) has no child {want:?}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -104,6 +132,15 @@ fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_nex
     assert!(
         left.is_empty(),
         "still running 15 s after the launcher's SIGKILL: {left:?} (guardian {guardian:?})"
+    );
+    // The guardian did it, and said so on the launcher's stderr.
+    let said = c.wait_for("fhircluster-guardian: the launcher", secs(5));
+    for pid in &servers {
+        assert!(said.contains(&format!("pid {pid} ({SIM}")), "{pid}: {said}");
+    }
+    c.wait_for(
+        "fhircluster-guardian: every process of the launcher",
+        secs(5),
     );
     let ports: Vec<u16> = std::iter::once(c.port)
         .chain(c.internal..c.internal + 3)
@@ -144,13 +181,17 @@ fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_nex
 
 #[test]
 fn a_grandchild_in_a_childs_group_ends_with_the_childs_crash_and_with_the_orderly_stop() {
-    // #20 item 2: `sleep` stays in the server's process group, its parent the server itself.
-    let script = format!("sleep 1000 & exec {SIM} \"$@\"");
+    // #20 item 2: `sleep 1000` stays in the server's process group, its parent the server itself.
+    // `sleep 1001` leaves the group (setsid) and drops the mark: found by nothing but the
+    // launcher being its subreaper once its parent dies, and ended at the launcher's exit.
+    let script =
+        format!("sleep 1000 & setsid env -u FHIRCLUSTER_TREE sleep 1001 & exec {SIM} \"$@\"");
     let mut c = cluster()
         .workers(1)
         .command(&["sh", "-c", &script, "sh"])
         .start();
-    let first = sleeper_of(&c, "tx1");
+    let launcher = c.child.id() as i32;
+    let (first, escaped) = (sleeper_of(&c, "tx1", "1000"), sleeper_of(&c, "tx1", "1001"));
     let mark = c.mark();
     unsafe_kill(c.pid_of("tx1"), SIGKILL);
     let exited = c.wait_for_after(mark, "tx1: exited (", secs(20));
@@ -165,24 +206,32 @@ fn a_grandchild_in_a_childs_group_ends_with_the_childs_crash_and_with_the_orderl
         warned.contains(&format!("pid {first} (sleep 1000)")),
         "{first}: {warned}"
     );
+    // The escapee is the launcher's now, not init's.
+    assert_eq!(parent_of(escaped), launcher, "sleep 1001 (pid {escaped})");
     c.wait_for_after(mark, "tx1: ready", secs(20));
 
-    let sleepers = [sleeper_of(&c, "m0"), sleeper_of(&c, "tx1")];
+    let mut sleepers = vec![escaped];
+    for code in ["m0", "tx1"] {
+        sleepers.push(sleeper_of(&c, code, "1000"));
+        sleepers.push(sleeper_of(&c, code, "1001"));
+    }
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
-    // At once: the launcher exits only once every group has ended.
+    // At once: the launcher exits only once every group has ended, and what left its group
+    // after.
     let left = kill_left(&sleepers);
     assert!(
         left.is_empty(),
         "still running after the launcher's exit 0: {left:?}"
     );
+    c.wait_for("still running after every process stopped", secs(1));
     report_figures(
         "orphans_grandchild",
-        "a grandchild (sleep) in each server's process group: the server SIGKILLed, then an orderly stop",
+        "a grandchild in each server's group, and one that left it (setsid, no mark): the server SIGKILLed, then an orderly stop",
         2,
         0,
         0,
-        "the grandchild ended and was reaped before the crash was reported; none left at exit 0",
+        "the grandchild ended and was reaped before the crash was reported; the escapee adopted by the launcher; none left at exit 0",
     );
 }
 
