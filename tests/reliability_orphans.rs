@@ -279,3 +279,44 @@ fn a_port_held_at_start_is_one_line_naming_its_holder_and_nothing_starts() {
         "exit 1 at once, one line naming both ports and the holder's pid and command; nothing started",
     );
 }
+
+#[test]
+fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
+    // #20 item 2: the guardian itself SIGKILLed; the launcher finds it gone at its next word to
+    // it (tx1's end) and starts another, told every group.
+    let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
+    let mut c = cluster()
+        .workers(1)
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    let first = c.guardian_pid().expect("a guardian below the launcher");
+    unsafe_kill(first, SIGKILL);
+    let mark = c.mark();
+    let shell = c.pid_of("tx1");
+    unsafe_kill(shell, SIGKILL);
+    let line = c.wait_for_after(mark, "the guardian (pid", secs(20));
+    assert!(line.contains(&format!("(pid {first}) is gone")), "{line}");
+    c.wait_for_after(mark, "tx1: ready", secs(20));
+    let second = c.guardian_pid().expect("a new guardian");
+    assert_ne!(first, second);
+    let all: Vec<i32> = descendants(c.child.id() as i32);
+    c.signal(SIGKILL);
+    c.wait_exit(secs(5));
+    let deadline = Instant::now() + secs(15);
+    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = kill_left(&all);
+    assert!(
+        left.is_empty(),
+        "still running after the launcher's SIGKILL: {left:?}"
+    );
+    report_figures(
+        "orphans_guardian_killed",
+        "the guardian SIGKILLed, a worker's shell SIGKILLed, then the launcher SIGKILLed",
+        3,
+        0,
+        0,
+        "a new guardian, told every group, ended every server after the launcher's SIGKILL",
+    );
+}
