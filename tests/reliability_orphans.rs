@@ -108,7 +108,7 @@ fn sleeper_of(c: &Cluster, code: &str, secs_arg: &str) -> i32 {
 
 #[test]
 fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_next_launch_starts() {
-    // #20 item 2: PR_SET_PDEATHSIG reaches only the shell; the server under it ignores its
+    // spec: STOP-11 (and #20 item 2). PR_SET_PDEATHSIG reaches only the shell; the server under it ignores its
     // channel (it has none), so only the guardian can end it.
     let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
     let mut c = cluster()
@@ -181,7 +181,7 @@ fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_nex
 
 #[test]
 fn a_grandchild_in_a_childs_group_ends_with_the_childs_crash_and_with_the_orderly_stop() {
-    // #20 item 2: `sleep 1000` stays in the server's process group, its parent the server itself.
+    // spec: STOP-9 (and #20 item 2). `sleep 1000` stays in the server's process group, its parent the server itself.
     // `sleep 1001` leaves the group (setsid) and drops the mark: found by nothing but the
     // launcher being its subreaper once its parent dies, and ended at the launcher's exit.
     let script =
@@ -282,7 +282,7 @@ fn a_port_held_at_start_is_one_line_naming_its_holder_and_nothing_starts() {
 
 #[test]
 fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
-    // #20 item 2: the guardian itself SIGKILLed; the launcher finds it gone at its next word to
+    // spec: STOP-11 (and #20 item 2). The guardian itself SIGKILLed; the launcher finds it gone at its next word to
     // it (tx1's end) and starts another, told every group.
     let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
     let mut c = cluster()
