@@ -77,6 +77,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         println!("configuration ok");
         return Ok(ExitCode::SUCCESS);
     }
+    guard_processes(&settings, &plan)?;
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
     // workers.
@@ -96,7 +97,20 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             .build()
     }
     .context("starting the runtime")?;
-    runtime.block_on(run(cli, settings, sizing, plan, lines))
+    let ended = runtime.block_on(run(cli, settings, sizing, plan, lines));
+    crate::tree::run::finish();
+    ended
+}
+
+/// Before any process starts: a port the plan needs that is already held stops the start (one
+/// line naming the holder); then the launcher becomes its processes' subreaper and starts their
+/// guardian (`tree`), so none outlives it.
+fn guard_processes(settings: &Settings, plan: &Plan) -> Result<()> {
+    let needs = crate::held_ports::needs(settings, plan);
+    crate::held_ports::refuse_held(std::path::Path::new("/"), &needs)
+        .map_err(anyhow::Error::msg)?;
+    crate::tree::run::start(settings.cluster.kill_after);
+    Ok(())
 }
 
 /// `--demo`: the built-in simulated server, found beside this binary, in a temporary data

@@ -4,6 +4,7 @@
 //! passed in) and a thin shell (processes, sockets, timers) around it. Module roots only declare.
 
 pub mod cli;
+pub mod held_ports;
 pub mod ipc;
 pub mod launcher;
 pub mod load;
@@ -20,3 +21,4 @@ pub mod sizing;
 pub mod status;
 pub mod supervisor;
 pub mod system;
+pub mod tree;

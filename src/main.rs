@@ -9,6 +9,10 @@ use fhircluster::cli::Cli;
 use fhircluster::launcher;
 
 fn main() -> ExitCode {
+    // The launcher's guardian is this binary under another name (`tree::guardian`).
+    if let Some(code) = fhircluster::tree::guardian_main::run_if_asked() {
+        return code;
+    }
     let cli = Cli::parse();
     match launcher::main(cli) {
         Ok(code) => code,

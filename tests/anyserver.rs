@@ -9,7 +9,7 @@ mod common;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{alive, children_of, cluster, free_ports, unsafe_kill, Cluster};
+use common::{alive, children_of, cluster, free_ports, is_guardian, unsafe_kill, Cluster};
 use fhircluster::ipc::PROTOCOL_VERSION;
 use serde_json::json;
 
@@ -46,12 +46,12 @@ fn ready_after(line: &str) -> f64 {
         .unwrap_or_else(|| panic!("no time in {line:?}"))
 }
 
-/// Every process below the launcher (wrappers and the servers under them).
+/// Every process below the launcher (wrappers and the servers under them; not its guardian).
 fn descendants(root: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let mut todo = vec![root];
     while let Some(p) = todo.pop() {
-        for k in children_of(p) {
+        for k in children_of(p).into_iter().filter(|&k| !is_guardian(k)) {
             out.push(k);
             todo.push(k);
         }
@@ -139,10 +139,9 @@ fn a_decoy_on_a_workers_port_never_makes_it_ready() {
     // (pid and command) once per start; once it is gone the worker gets ready.
     let base = free_ports(3);
     let (port, internal) = (base, base + 1);
-    let decoy = TcpListener::bind(("127.0.0.1", internal + 1)).expect("bind the decoy");
     let me = std::process::id();
-    // Each start waits 0.3 s before it binds, so the launcher looks while the decoy is there.
-    let cmd = shell("exec {server}", 0.3);
+    // Each start waits 1 s before it binds, so the launcher looks while the decoy is there.
+    let cmd = shell("exec {server}", 1.0);
     let mut c = cluster()
         .workers(1)
         .command(&argv(&cmd))
@@ -150,6 +149,10 @@ fn a_decoy_on_a_workers_port_never_makes_it_ready() {
         .spawn();
     c.port = port;
     c.internal = internal;
+    // Taken once the launcher has started (a port held before it starts stops the start:
+    // reliability_orphans.rs); tx1 starts once m0 is ready, 1 s on.
+    c.wait_for("m0: started", WAIT);
+    let decoy = TcpListener::bind(("127.0.0.1", internal + 1)).expect("bind the decoy");
     c.wait_for("m0: ready", WAIT);
     c.wait_until_listening(WAIT);
 
@@ -276,6 +279,51 @@ fn a_node_child_with_another_major_version_is_warned_about_and_works() {
         }
         assert!(Instant::now() < deadline, "served only by {seen:?}");
     }
+    let pids = descendants(c.child.id() as i32);
+    stop_cleanly(&mut c, &pids);
+}
+
+#[test]
+fn a_server_listening_on_every_interface_is_warned_about_once_per_start() {
+    // Issue #14: a server on 0.0.0.0 instead of bindAddress (127.0.0.1) can be reached around
+    // the launcher. The sim without a role listens on 0.0.0.0:$PORT. The master says `ready` on
+    // its channel (looked at once then); tx1 has no channel (found by its socket).
+    let sim = common::SIM;
+    let script = format!(
+        "case \"$FHIRSMITH_ROLE\" in \
+           master) exec env -u FHIRSMITH_ROLE {sim} ;; \
+           *) exec env -u FHIRSMITH_ROLE -u NODE_CHANNEL_FD {sim} 3>&- ;; \
+         esac"
+    );
+    let mut c = cluster()
+        .workers(1)
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    let exposed = |c: &Cluster, code: &str| {
+        c.log_lines()
+            .into_iter()
+            .filter(|l| l.contains(&format!("{code}: pid ")) && l.contains("every interface"))
+            .collect::<Vec<_>>()
+    };
+    for (code, port) in [("m0", c.internal), ("tx1", c.internal + 1)] {
+        let w = c.wait_for(&format!("{code}: pid {}", c.pid_of(code)), WAIT);
+        assert!(w.contains("WARN"), "{w}");
+        for want in [
+            format!("listens on 0.0.0.0:{port}, every interface"),
+            "bindAddress 127.0.0.1".to_string(),
+            "bypassing the launcher's queue".to_string(),
+            format!("({sim})"),
+        ] {
+            assert!(w.contains(&want), "{want:?} not in {w}");
+        }
+    }
+    // A new start of tx1 is warned about again, once.
+    let mark = c.mark();
+    unsafe_kill(c.pid_of("tx1"), SIGKILL);
+    c.wait_for_after(mark, "tx1: ready on port", WAIT);
+    c.wait_for_after(mark, &format!("tx1: pid {}", c.pid_of("tx1")), WAIT);
+    assert_eq!(exposed(&c, "m0").len(), 1, "{:?}", exposed(&c, "m0"));
+    assert_eq!(exposed(&c, "tx1").len(), 2, "{:?}", exposed(&c, "tx1"));
     let pids = descendants(c.child.id() as i32);
     stop_cleanly(&mut c, &pids);
 }

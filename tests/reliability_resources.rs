@@ -269,8 +269,7 @@ fn every_startup_failure_is_one_line_naming_the_cause_exit_1_and_no_child_left()
         },
         &["/nonexistent/server"],
     );
-    // The client port in use: found only once the master is ready, so the processes started
-    // must all be stopped again.
+    // The client port in use: found before any process is started (held_ports.rs).
     let blocker = std::net::TcpListener::bind(("0.0.0.0", base)).expect("hold the port");
     run(
         "the port in use",

@@ -388,8 +388,10 @@ fn the_client_port_in_use_is_an_error_exit_1_and_every_process_stops() {
         .workers(1)
         .env("SIM_START_DELAY_MS_m0", "1000")
         .spawn();
-    let held = std::net::TcpListener::bind(("0.0.0.0", c.port)).expect("hold the client port");
+    // Taken after the start (one taken before stops the start: reliability_orphans.rs), while
+    // the master takes 1 s to get ready.
     c.wait_for("m0: started", secs(10));
+    let held = std::net::TcpListener::bind(("0.0.0.0", c.port)).expect("hold the client port");
     let status = c.wait_exit(secs(30));
     assert_eq!(status.code(), Some(1), "{}", c.log_lines().join("\n"));
     std::thread::sleep(Duration::from_millis(200));

@@ -1,22 +1,33 @@
 //! One child process: spawned with its IPC channel as fd 3, its output tagged, and small tasks
 //! that turn what happens to it into supervisor events (a message, the channel's end, its
-//! listening socket seen, the exit). Messages go to the child through a bounded queue and a writer task, so a child that
-//! stops reading its channel can never block the supervisor.
+//! listening socket seen, the exit). Messages go to the child through a bounded queue and a
+//! writer task, so a child that stops reading its channel can never block the supervisor.
+//!
+//! A child leads a process group of its own and carries the run's mark (`tree`); it has ended
+//! when everything in its group or with its mark has too: what outlives it (a server under a
+//! wrapper shell, a helper it started) gets `SIGTERM`, then `SIGKILL` after `killSeconds`, before
+//! its exit is reported, so a restart never finds its port still taken.
 
+use std::collections::BTreeSet;
 use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
 
 use crate::ipc::channel::{self, Received};
 use crate::ipc::message::{FromChild, ToChild};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{OutputSink, Stream};
-use crate::supervisor::socket_watch::{self, Settled};
+use crate::supervisor::socket_watch::{self, Place, Settled};
+use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
+use crate::tree::{guardian, subreaper, sweep};
 
 /// Messages waiting to be written to a child before further ones are dropped.
 const SEND_QUEUE: usize = 1024;
@@ -110,6 +121,18 @@ pub struct ChildHandle {
     pub generation: u64,
     outgoing: mpsc::Sender<Outgoing>,
     watching: Settled,
+    code: Arc<str>,
+    place: Place,
+    signalled: Arc<Signalled>,
+}
+
+/// What the exit task and the signals share.
+#[derive(Default)]
+struct Signalled {
+    /// The child itself has been reaped: its pid may name another process now.
+    reaped: AtomicBool,
+    /// Its group has had SIGTERM (an asked-for stop).
+    termed: AtomicBool,
 }
 
 impl ChildHandle {
@@ -131,20 +154,32 @@ impl ChildHandle {
         self.outgoing.try_send(Outgoing::Flush).is_ok()
     }
 
-    /// Stops looking for its listening socket (it said it is ready on its channel).
+    /// Stops looking for its listening socket (it said it is ready on its channel), after one
+    /// more look at where it listens (every interface, when it was told one address?).
     pub fn stop_watching(&self) {
         self.watching.set();
+        socket_watch::check_exposure(
+            self.code.clone(),
+            self.pid,
+            self.place,
+            self.watching.clone(),
+        );
     }
 
     /// Signals the child's process group (it leads its own, see `spawn`), so a server under a
     /// wrapper shell that doesn't `exec` stops with the shell instead of living on, orphaned,
     /// on its port. Falls back to the pid alone should the group be gone.
     pub fn signal(&self, sig: Signal) {
-        // The pid is our own child's and is not reaped until the exit task has seen it, so it
-        // cannot name another process; nor can the group id, which the kernel doesn't reuse
-        // while the group has members. ESRCH (already gone) needs nothing done.
+        // The group id cannot name another group while it has members (the kernel doesn't reuse
+        // it); the pid alone is used only while the child is unreaped, so it is still ours.
+        // ESRCH (already gone) needs nothing done.
+        if sig == Signal::SIGTERM {
+            self.signalled.termed.store(true, Ordering::Release);
+        }
         if let Ok(pid) = i32::try_from(self.pid) {
-            if kill(Pid::from_raw(-pid), sig).is_err() {
+            if kill(Pid::from_raw(-pid), sig).is_err()
+                && !self.signalled.reaped.load(Ordering::Acquire)
+            {
                 let _ = kill(Pid::from_raw(pid), sig);
             }
         }
@@ -153,12 +188,14 @@ impl ChildHandle {
 
 /// Starts `spec`'s process. Must be called from a thread that lives as long as the launcher
 /// (a runtime worker, never `spawn_blocking`): `PR_SET_PDEATHSIG` is tied to the spawning thread.
+/// `kill_after` (`killSeconds`) bounds how long what outlives the child may take to stop.
 pub fn spawn(
     spec: &ProcessSpec,
     generation: u64,
     first_message: ToChild,
     events: mpsc::UnboundedSender<Tagged>,
     output: &OutputSink,
+    kill_after: Duration,
 ) -> io::Result<ChildHandle> {
     let (ours, theirs) = channel::socketpair()?;
     let program = spec
@@ -180,12 +217,23 @@ pub fn spawn(
         // the launcher alone, which then stops the processes in order. Under systemd
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
         .process_group(0);
+    let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
+    if let Some(m) = &mark {
+        cmd.env(TREE_VAR, m);
+    }
     channel::prepare_child(cmd.as_std_mut(), theirs);
-    let spawned = cmd.spawn();
+    static REAPING: std::sync::Once = std::sync::Once::new();
+    REAPING.call_once(subreaper::reap_on_sigchld);
+    let spawned = subreaper::spawn_known(|| {
+        let child = cmd.spawn()?;
+        let pid = child.id().unwrap_or(0);
+        Ok((child, pid))
+    });
     // The child's end must close in the launcher now, or its exit would never show as EOF.
     drop(cmd);
     let mut child = spawned?;
     let pid = child.id().unwrap_or(0);
+    guardian::watch(pid);
 
     let code: Arc<str> = Arc::from(spec.code.as_str());
     if let Some(out) = child.stdout.take() {
@@ -260,25 +308,35 @@ pub fn spawn(
 
     // Its listening socket, while it starts.
     let watching = Settled::default();
+    let place = Place {
+        bind: spec.bind_address.parse().ok(),
+        wanted: spec.connect_addr,
+    };
     let ev = events.clone();
-    socket_watch::start(
-        code,
-        pid,
-        spec.connect_addr,
-        watching.clone(),
-        move |holder| {
-            let _ = ev.send(tag(ChildEvent::ListeningSeen { pid: holder }));
-        },
-    );
+    socket_watch::start(code.clone(), pid, place, watching.clone(), move |holder| {
+        let _ = ev.send(tag(ChildEvent::ListeningSeen { pid: holder }));
+    });
 
-    // Exit: reported after the channel's last words, so a worker's final counts come first.
+    // Exit: reported once what it left behind has ended, and after the channel's last words,
+    // so a worker's final counts come first.
     let exited = watching.clone();
+    let signalled = Arc::new(Signalled::default());
+    let shared = signalled.clone();
+    let left_code = code.clone();
     tokio::spawn(async move {
         let exit = match child.wait().await {
             Ok(status) => exit_of(status),
             Err(_) => Exit::Code(-1),
         };
+        shared.reaped.store(true, Ordering::Release);
+        subreaper::forget(pid);
         exited.set();
+        let termed = shared.termed.load(Ordering::Acquire);
+        let _ = tokio::task::spawn_blocking(move || {
+            end_what_it_left(&left_code, pid, mark, kill_after, termed)
+        })
+        .await;
+        guardian::unwatch(pid);
         let _ = tokio::time::timeout(LAST_WORDS, eof_rx).await;
         let _ = events.send(tag(ChildEvent::Exited(exit)));
     });
@@ -288,7 +346,44 @@ pub fn spawn(
         generation,
         outgoing: out_tx,
         watching,
+        code,
+        place,
+        signalled,
     })
+}
+
+/// Ends what child `pid` left running: its process group and what carries its `mark`.
+/// Blocks: run it off the runtime.
+fn end_what_it_left(
+    code: &str,
+    pid: u32,
+    mark: Option<String>,
+    kill_after: Duration,
+    termed: bool,
+) {
+    let wanted = Wanted {
+        groups: BTreeSet::from([pid]),
+        mark: mark.map_or(Mark::None, Mark::Exactly),
+        except: vec![std::process::id()],
+    };
+    let root = Path::new("/");
+    let swept = sweep::end(&wanted, kill_after, termed, |pids| {
+        let who = members::describe(root, pids, 8);
+        let secs = kill_after.as_secs_f64();
+        if termed {
+            info!("{code}: its own process has exited; waiting for {who} (SIGKILL after {secs} s)");
+        } else {
+            warn!(
+                "{code}: exited, leaving {who} behind; stopping (SIGTERM, SIGKILL after {secs} s)"
+            );
+        }
+    });
+    if !swept.left.is_empty() {
+        warn!(
+            "{code}: still running after SIGKILL, given up: {}",
+            members::describe(root, &swept.left, 8)
+        );
+    }
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {

@@ -280,6 +280,7 @@ impl Shell {
             hello,
             self.events_tx.clone(),
             &self.output,
+            self.setup.kill_after,
         ) {
             Ok(handle) => {
                 info!(

@@ -5,7 +5,10 @@
 //! This is how a server that never speaks the IPC channel is found ready. Only a socket the
 //! child's own process tree holds counts: one on the same port held by anything else (an old
 //! process still shutting down, a stranger) never does (LAUNCH-4); [`Look::Others`] names it so
-//! the launcher can warn. The parsers and [`decide`] are pure; [`look`] reads under a `root`.
+//! the launcher can warn. A server found on every interface (`0.0.0.0`, `::`) when told to listen
+//! on one address ([`exposed`]) can be reached directly, around the launcher. At start,
+//! [`held_by`] names whoever already listens on a port the plan needs. The parsers, [`decide`]
+//! and [`conflicts`] are pure; [`look`] and [`held_by`] read under a `root`.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -127,9 +130,11 @@ pub fn parse_ppid(stat: &str) -> Option<u32> {
 /// What a look found for one child.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Look {
-    /// A socket on the address and port held by the child or a descendant (this pid).
+    /// A socket on the address and port held by the child or a descendant (this pid), bound to
+    /// `addr` (an unspecified address when the tree has one such socket among several).
     Own {
         pid: u32,
+        addr: IpAddr,
     },
     /// Sockets on the address and port, none held by the child's process tree.
     Others(Vec<Other>),
@@ -159,23 +164,45 @@ impl std::fmt::Display for Other {
 /// `Others` carries the foreign sockets without holders; [`look`] fills those in.
 pub fn decide(sockets: &[ListenSocket], wanted: SocketAddr, family: &HashMap<u64, u32>) -> Look {
     let mut others = Vec::new();
+    let mut own: Option<(u32, IpAddr)> = None;
     for s in sockets
         .iter()
         .filter(|s| s.port == wanted.port() && covers(s.addr, wanted.ip()))
     {
-        if let Some(&pid) = family.get(&s.inode) {
-            return Look::Own { pid };
+        match family.get(&s.inode) {
+            // The wildcard one is kept: it is the one to warn about.
+            Some(&pid) if own.is_none_or(|(_, a)| !a.is_unspecified()) => own = Some((pid, s.addr)),
+            Some(_) => {}
+            None => others.push(Other {
+                socket: *s,
+                holder: None,
+            }),
         }
-        others.push(Other {
-            socket: *s,
-            holder: None,
-        });
     }
-    if others.is_empty() {
-        Look::Nothing
-    } else {
-        Look::Others(others)
+    match own {
+        Some((pid, addr)) => Look::Own { pid, addr },
+        None if others.is_empty() => Look::Nothing,
+        None => Look::Others(others),
     }
+}
+
+/// Whether a server told to listen on `bind_address` but found bound to `bound` can be reached
+/// on addresses other than that one: it listens on every interface and was not told to.
+pub fn exposed(bound: IpAddr, bind_address: IpAddr) -> bool {
+    bound.is_unspecified() && !bind_address.is_unspecified()
+}
+
+/// The listening sockets that stand in the way of listening on `wanted`: on its port, on the same
+/// address or on one either side's wildcard covers (`0.0.0.0` and `127.0.0.1` collide; `::`
+/// collides with every address, as a dual-stack socket does).
+pub fn conflicts(sockets: &[ListenSocket], wanted: SocketAddr) -> Vec<ListenSocket> {
+    sockets
+        .iter()
+        .filter(|s| {
+            s.port == wanted.port() && (covers(s.addr, wanted.ip()) || covers(wanted.ip(), s.addr))
+        })
+        .copied()
+        .collect()
 }
 
 /// The listening sockets of this network namespace, v4 and v6 (a kernel without IPv6 has no
@@ -186,6 +213,28 @@ pub fn read_listening(root: &Path) -> Result<Vec<ListenSocket>, Unreadable> {
         all.extend(parse_net_tcp(&v6));
     }
     Ok(all)
+}
+
+/// Who already listens where `wanted` would (see [`conflicts`]), named where the launcher may
+/// see them: empty when the way is clear.
+pub fn held_by(root: &Path, wanted: SocketAddr) -> Result<Vec<Other>, Unreadable> {
+    let found = conflicts(&read_listening(root)?, wanted);
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let held = holders(root, &found.iter().map(|s| s.inode).collect());
+    Ok(found
+        .into_iter()
+        .map(|socket| Other {
+            holder: held.get(&socket.inode).cloned(),
+            socket,
+        })
+        .collect())
+}
+
+/// The direct children of `pid`, as [`family`] finds them.
+pub fn children(root: &Path, pid: u32) -> Vec<u32> {
+    children_files(root, pid).unwrap_or_else(|| ppid_map(root).remove(&pid).unwrap_or_default())
 }
 
 /// `pid` and every descendant: from `/proc/<pid>/task/*/children` where the kernel has them,
@@ -245,7 +294,8 @@ fn ppid_map(root: &Path) -> HashMap<u32, Vec<u32>> {
     map
 }
 
-fn pids(root: &Path) -> Vec<u32> {
+/// Every process's pid in `root`'s `/proc`.
+pub fn pids(root: &Path) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir(root.join("proc")) else {
         return Vec::new();
     };
@@ -267,7 +317,7 @@ pub fn socket_inodes(root: &Path, pid: u32) -> Vec<u64> {
 }
 
 /// The command of `pid`: its arguments, or its name when they are empty or unreadable.
-fn command_of(root: &Path, pid: u32) -> String {
+pub fn command_of(root: &Path, pid: u32) -> String {
     let args = std::fs::read(root.join(format!("proc/{pid}/cmdline"))).unwrap_or_default();
     let text: Vec<String> = args
         .split(|&b| b == 0)

@@ -129,7 +129,10 @@ fn own_socket_is_ready_anyone_elses_is_not() {
     let tree = HashMap::from([(12, 77), (99, 76)]);
     assert_eq!(
         decide(&sockets, loopback(3001), &tree),
-        Look::Own { pid: 77 }
+        Look::Own {
+            pid: 77,
+            addr: v4(0, 0, 0, 0)
+        }
     );
     // Holding a socket on another port is not listening on ours.
     let tree = HashMap::from([(10, 77)]);
@@ -149,7 +152,10 @@ fn ownership_is_the_shared_socket_even_with_a_stranger_beside_it() {
     let tree = HashMap::from([(21, 5)]);
     assert_eq!(
         decide(&sockets, loopback(3001), &tree),
-        Look::Own { pid: 5 }
+        Look::Own {
+            pid: 5,
+            addr: v4(127, 0, 0, 1)
+        }
     );
 }
 
@@ -199,7 +205,10 @@ fn a_server_under_a_wrapper_is_found_through_stat_parents() {
     assert_eq!(family(root.path(), 100), vec![100, 101, 102]);
     assert_eq!(
         look(root.path(), 100, loopback(3001), true),
-        Ok(Look::Own { pid: 102 })
+        Ok(Look::Own {
+            pid: 102,
+            addr: v4(127, 0, 0, 1)
+        })
     );
     // Port 2024 is the stranger's (0.0.0.0): named with its pid and command.
     let found = look(root.path(), 100, loopback(2024), true);
@@ -233,7 +242,10 @@ fn children_files_are_used_where_the_kernel_has_them() {
     assert_eq!(family(root.path(), 100), vec![100, 300]);
     assert_eq!(
         look(root.path(), 100, loopback(3005), true),
-        Ok(Look::Own { pid: 300 })
+        Ok(Look::Own {
+            pid: 300,
+            addr: IpAddr::V6(Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped())
+        })
     );
     // A socket the other side of the tree can't see is unnamed but still reported.
     let found = look(root.path(), 999, loopback(3003), true);
@@ -265,12 +277,119 @@ fn this_process_is_seen_holding_its_own_listener() {
     let me = std::process::id();
     assert_eq!(
         look(Path::new("/"), me, addr, true),
-        Ok(Look::Own { pid: me })
+        Ok(Look::Own {
+            pid: me,
+            addr: v4(127, 0, 0, 1)
+        })
     );
     // For a pid that doesn't exist (above any pid_max) it is someone else's, named as ours.
     let seen = look(Path::new("/"), 4_194_305, addr, true);
     assert!(
         matches!(&seen, Ok(Look::Others(o)) if o.iter().any(|o| o.holder.as_ref().map(|h| h.0) == Some(me))),
         "{seen:?}"
+    );
+}
+
+#[test]
+fn of_a_trees_sockets_on_the_port_the_one_on_every_interface_is_reported() {
+    // A server listening on 127.0.0.1 and on 0.0.0.0 with SO_REUSEPORT, found in either order.
+    let any = v4(0, 0, 0, 0);
+    let tree = HashMap::from([(30, 8), (31, 9)]);
+    for sockets in [
+        [sock(v4(127, 0, 0, 1), 3001, 30), sock(any, 3001, 31)],
+        [sock(any, 3001, 31), sock(v4(127, 0, 0, 1), 3001, 30)],
+    ] {
+        assert_eq!(
+            decide(&sockets, loopback(3001), &tree),
+            Look::Own { pid: 9, addr: any }
+        );
+    }
+}
+
+#[test]
+fn a_server_on_every_interface_is_exposed_unless_told_to_listen_there() {
+    // spec: #14 (listening on every interface)
+    let lo = v4(127, 0, 0, 1);
+    let any4 = v4(0, 0, 0, 0);
+    let any6 = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+    assert!(exposed(any4, lo));
+    assert!(exposed(any6, lo));
+    assert!(exposed(any6, v4(10, 0, 0, 5)));
+    assert!(!exposed(lo, lo));
+    assert!(!exposed(any4, any4), "told to: bindAddress 0.0.0.0");
+    assert!(!exposed(any6, any4));
+    assert!(
+        !exposed(v4(10, 0, 0, 5), lo),
+        "another address is not every interface"
+    );
+}
+
+#[test]
+fn conflicts_are_on_the_port_where_either_address_covers_the_other() {
+    let lo = v4(127, 0, 0, 1);
+    let any4 = v4(0, 0, 0, 0);
+    let any6 = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+    let sockets = [
+        sock(lo, 3001, 1),
+        sock(any4, 3002, 2),
+        sock(v4(10, 0, 0, 5), 3003, 3),
+        sock(IpAddr::V6(Ipv6Addr::LOCALHOST), 3004, 4),
+    ];
+    let inodes = |wanted: SocketAddr| -> Vec<u64> {
+        conflicts(&sockets, wanted)
+            .iter()
+            .map(|s| s.inode)
+            .collect()
+    };
+    assert_eq!(inodes(SocketAddr::new(lo, 3001)), [1]);
+    assert_eq!(
+        inodes(SocketAddr::new(any4, 3001)),
+        [1],
+        "every interface includes it"
+    );
+    assert_eq!(
+        inodes(SocketAddr::new(lo, 3002)),
+        [2],
+        "its wildcard covers ours"
+    );
+    assert!(
+        inodes(SocketAddr::new(lo, 3003)).is_empty(),
+        "another address"
+    );
+    assert!(inodes(SocketAddr::new(any4, 3004)).is_empty(), "v6 only");
+    assert_eq!(inodes(SocketAddr::new(any6, 3004)), [4]);
+    assert_eq!(inodes(SocketAddr::new(any6, 3003)), [3]);
+    assert!(inodes(SocketAddr::new(any6, 3005)).is_empty());
+}
+
+#[test]
+#[cfg(target_endian = "little")]
+fn a_held_port_is_named_with_its_holder() {
+    let root = FakeRoot::new();
+    root.write("proc/net/tcp", TCP);
+    process(&root, 200, 1, "stranger", &[1605]);
+    let held = held_by(root.path(), loopback(2024)).expect("readable");
+    assert_eq!(
+        held.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["pid 200 (stranger --flag) listens on 0.0.0.0:2024"]
+    );
+    assert_eq!(held_by(root.path(), loopback(2025)), Ok(Vec::new()));
+    // The children of a process, by its children file or else by every stat's parent.
+    process(&root, 201, 200, "kid", &[]);
+    assert_eq!(children(root.path(), 200), [201]);
+    root.write("proc/200/task/200/children", "7 8");
+    assert_eq!(children(root.path(), 200), [7, 8]);
+}
+
+#[test]
+fn this_process_holding_a_port_is_named() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port());
+    let held = held_by(Path::new("/"), any).expect("readable");
+    assert!(
+        held.iter()
+            .any(|o| o.holder.as_ref().map(|h| h.0) == Some(std::process::id())),
+        "{held:?}"
     );
 }

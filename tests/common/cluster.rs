@@ -227,9 +227,19 @@ impl Cluster {
         request(self.addr(), method, path, headers, body)
     }
 
-    /// The pids of the launcher's children, from /proc.
+    /// The pids of the launcher's children, from /proc: its processes, not its guardian.
     pub fn child_pids(&self) -> Vec<i32> {
         children_of(self.child.id() as i32)
+            .into_iter()
+            .filter(|&p| !is_guardian(p))
+            .collect()
+    }
+
+    /// The launcher's guardian (`fhircluster-guardian`), from /proc.
+    pub fn guardian_pid(&self) -> Option<i32> {
+        children_of(self.child.id() as i32)
+            .into_iter()
+            .find(|&p| is_guardian(p))
     }
 }
 

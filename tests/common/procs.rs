@@ -33,6 +33,12 @@ pub fn children_of(pid: i32) -> Vec<i32> {
     out
 }
 
+/// Whether `pid` is a launcher's guardian (its `argv[0]` is `fhircluster-guardian`).
+pub fn is_guardian(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).next() == Some(b"fhircluster-guardian".as_slice()))
+}
+
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // A zombie has exited.

@@ -1,0 +1,14 @@
+//! No process outlives its place in the cluster. Each process the launcher starts leads a process
+//! group of its own and carries the run's mark in its environment (`members`); the launcher is
+//! their subreaper, so whatever they start stays in its tree (`subreaper`); when a process ends,
+//! what it left behind is ended with it, `SIGTERM` then `SIGKILL` after `killSeconds` (`ending`,
+//! `sweep`); and a guardian process ends them all should the launcher itself be killed
+//! (`guardian`, `guardian_main`). `run` ties these to one run of the launcher.
+
+pub mod ending;
+pub mod guardian;
+pub mod guardian_main;
+pub mod members;
+pub mod run;
+pub mod subreaper;
+pub mod sweep;

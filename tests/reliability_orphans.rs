@@ -1,0 +1,322 @@
+//! No process outlives its place, through the real binaries: a server under a wrapper shell
+//! without `exec`, and a grandchild in a child's process group, after a launcher killed with
+//! SIGKILL, a child's crash and an orderly stop; and a port the plan needs held by another
+//! process at start. Each is bounded in time and loopback only; each prints its figures on a
+//! `RELIABILITY` line (README, Reliability).
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
+
+/// Every process below `root`, from /proc.
+fn descendants(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for k in children_of(p) {
+            out.push(k);
+            todo.push(k);
+        }
+    }
+    out
+}
+
+/// Whether /proc still has `pid` at all (a zombie counts: it has not been reaped).
+fn exists(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The first argument of `pid`'s command line.
+fn program(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|c| {
+            c.split(|&b| b == 0)
+                .next()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// Kills whatever of `pids` is still alive (this test's own leftovers) and says which.
+fn kill_left(pids: &[i32]) -> Vec<(i32, String)> {
+    let left: Vec<(i32, String)> = pids
+        .iter()
+        .filter(|&&p| alive(p))
+        .map(|&p| (p, program(p)))
+        .collect();
+    for (p, _) in &left {
+        unsafe_kill(*p, SIGKILL);
+    }
+    left
+}
+
+/// The command line of `pid`, its arguments joined by spaces.
+fn command_line(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// The parent pid of `pid` (0 when it is gone).
+fn parent_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The `sleep <secs>` started by process `code`'s wrapper (a child of its server, the shell
+/// having `exec`ed it).
+fn sleeper_of(c: &Cluster, code: &str, secs_arg: &str) -> i32 {
+    let server = c.pid_of(code);
+    let want = format!("sleep {secs_arg}");
+    let deadline = Instant::now() + secs(10);
+    loop {
+        if let Some(p) = children_of(server)
+            .into_iter()
+            .find(|&p| command_line(p) == want)
+        {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{code} (pid {server}) has no child {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_next_launch_starts() {
+    // spec: STOP-11 (and #20 item 2). PR_SET_PDEATHSIG reaches only the shell; the server under it ignores its
+    // channel (it has none), so only the guardian can end it.
+    let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
+    let mut c = cluster()
+        .workers(2)
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    assert_eq!(c.get(LOOKUP).status, 200);
+    let launcher = c.child.id() as i32;
+    let all = descendants(launcher);
+    let servers: Vec<i32> = all.iter().copied().filter(|&p| program(p) == SIM).collect();
+    assert_eq!(servers.len(), 3, "a server under each shell: {all:?}");
+    let guardian = c.guardian_pid();
+    c.signal(SIGKILL);
+    c.wait_exit(secs(5));
+    // killSeconds is 5: a server that ignored SIGTERM would get SIGKILL by then.
+    let deadline = Instant::now() + secs(15);
+    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = kill_left(&all);
+    assert!(
+        left.is_empty(),
+        "still running 15 s after the launcher's SIGKILL: {left:?} (guardian {guardian:?})"
+    );
+    // The guardian did it, and said so on the launcher's stderr.
+    let said = c.wait_for("fhircluster-guardian: the launcher", secs(5));
+    for pid in &servers {
+        assert!(said.contains(&format!("pid {pid} ({SIM}")), "{pid}: {said}");
+    }
+    c.wait_for(
+        "fhircluster-guardian: every process of the launcher",
+        secs(5),
+    );
+    let ports: Vec<u16> = std::iter::once(c.port)
+        .chain(c.internal..c.internal + 3)
+        .collect();
+    for &port in &ports {
+        assert!(!accepting(port), "port {port} still taken");
+    }
+
+    // The next launch on the same ports starts and serves.
+    let config = c.config.clone();
+    let mut next = launch(
+        tempfile::tempdir().expect("data dir"),
+        config,
+        &[],
+        &[],
+        &[],
+    );
+    for code in ["m0", "tx1", "tx2"] {
+        next.wait_for(&format!("{code}: ready"), secs(20));
+    }
+    next.wait_until_listening(secs(10));
+    assert_eq!(next.get(LOOKUP).status, 200);
+    next.signal(SIGTERM);
+    assert_eq!(next.wait_exit(secs(30)).code(), Some(0));
+    report_figures(
+        "orphans_launcher_sigkilled",
+        "the launcher SIGKILLed with 3 servers under wrapper shells without exec (no channel)",
+        1,
+        2,
+        0,
+        &format!(
+            "all {} processes gone, {} ports free; the next launch on them started and served",
+            all.len(),
+            ports.len()
+        ),
+    );
+}
+
+#[test]
+fn a_grandchild_in_a_childs_group_ends_with_the_childs_crash_and_with_the_orderly_stop() {
+    // spec: STOP-9 (and #20 item 2). `sleep 1000` stays in the server's process group, its parent the server itself.
+    // `sleep 1001` leaves the group (setsid) and drops the mark: found by nothing but the
+    // launcher being its subreaper once its parent dies, and ended at the launcher's exit.
+    let script =
+        format!("sleep 1000 & setsid env -u FHIRCLUSTER_TREE sleep 1001 & exec {SIM} \"$@\"");
+    let mut c = cluster()
+        .workers(1)
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    let launcher = c.child.id() as i32;
+    let (first, escaped) = (sleeper_of(&c, "tx1", "1000"), sleeper_of(&c, "tx1", "1001"));
+    let mark = c.mark();
+    unsafe_kill(c.pid_of("tx1"), SIGKILL);
+    let exited = c.wait_for_after(mark, "tx1: exited (", secs(20));
+    assert!(exited.contains("signal SIGKILL"), "{exited}");
+    // Its exit is reported once what it left has ended and been reaped.
+    assert!(
+        !exists(first),
+        "tx1's sleep (pid {first}) outlived tx1's crash"
+    );
+    let warned = c.wait_for_after(mark, "tx1: exited, leaving", secs(1));
+    assert!(
+        warned.contains(&format!("pid {first} (sleep 1000)")),
+        "{first}: {warned}"
+    );
+    // The escapee is the launcher's now, not init's.
+    assert_eq!(parent_of(escaped), launcher, "sleep 1001 (pid {escaped})");
+    c.wait_for_after(mark, "tx1: ready", secs(20));
+
+    let mut sleepers = vec![escaped];
+    for code in ["m0", "tx1"] {
+        sleepers.push(sleeper_of(&c, code, "1000"));
+        sleepers.push(sleeper_of(&c, code, "1001"));
+    }
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
+    // At once: the launcher exits only once every group has ended, and what left its group
+    // after.
+    let left = kill_left(&sleepers);
+    assert!(
+        left.is_empty(),
+        "still running after the launcher's exit 0: {left:?}"
+    );
+    c.wait_for("still running after every process stopped", secs(1));
+    report_figures(
+        "orphans_grandchild",
+        "a grandchild in each server's group, and one that left it (setsid, no mark): the server SIGKILLed, then an orderly stop",
+        2,
+        0,
+        0,
+        "the grandchild ended and was reaped before the crash was reported; the escapee adopted by the launcher; none left at exit 0",
+    );
+}
+
+#[test]
+fn a_port_held_at_start_is_one_line_naming_its_holder_and_nothing_starts() {
+    // #20 item 2: the public port and tx1's port, each held by this test.
+    let base = free_ports(4);
+    let public = TcpListener::bind(("127.0.0.1", base)).expect("hold the public port");
+    let tx1 = TcpListener::bind(("127.0.0.1", base + 2)).expect("hold tx1's port");
+    let mut c = cluster()
+        .workers(2)
+        .config(json!({"server": {"port": base, "cluster": {"internalPort": base + 1}}}))
+        .spawn();
+    let status = c.wait_exit(secs(20));
+    std::thread::sleep(Duration::from_millis(100));
+    let log = c.log_lines();
+    assert_eq!(status.code(), Some(1), "{}", log.join("\n"));
+    let taken: Vec<&String> = log.iter().filter(|l| l.contains("is taken")).collect();
+    assert_eq!(taken.len(), 1, "one line: {log:?}");
+    let me = format!("pid {} (", std::process::id());
+    let line = taken[0];
+    for want in [
+        format!("server.port {base} is taken: {me}"),
+        format!(
+            "tx1's port, internalPort + 1) 127.0.0.1:{} is taken: {me}",
+            base + 2
+        ),
+        format!("listens on 127.0.0.1:{}", base + 2),
+        "nothing was started".to_string(),
+    ] {
+        assert!(line.contains(&want), "{want:?} not in {line}");
+    }
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("started") && l.contains("(pid ")),
+        "no process started: {log:?}"
+    );
+    drop((public, tx1));
+    report_figures(
+        "orphans_port_held_at_start",
+        "the public port and a worker's port held by another process at start",
+        2,
+        0,
+        0,
+        "exit 1 at once, one line naming both ports and the holder's pid and command; nothing started",
+    );
+}
+
+#[test]
+fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
+    // spec: STOP-11 (and #20 item 2). The guardian itself SIGKILLed; the launcher finds it gone at its next word to
+    // it (tx1's end) and starts another, told every group.
+    let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
+    let mut c = cluster()
+        .workers(1)
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    let first = c.guardian_pid().expect("a guardian below the launcher");
+    unsafe_kill(first, SIGKILL);
+    let mark = c.mark();
+    let shell = c.pid_of("tx1");
+    unsafe_kill(shell, SIGKILL);
+    let line = c.wait_for_after(mark, "the guardian (pid", secs(20));
+    assert!(line.contains(&format!("(pid {first}) is gone")), "{line}");
+    c.wait_for_after(mark, "tx1: ready", secs(20));
+    let second = c.guardian_pid().expect("a new guardian");
+    assert_ne!(first, second);
+    let all: Vec<i32> = descendants(c.child.id() as i32);
+    c.signal(SIGKILL);
+    c.wait_exit(secs(5));
+    let deadline = Instant::now() + secs(15);
+    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = kill_left(&all);
+    assert!(
+        left.is_empty(),
+        "still running after the launcher's SIGKILL: {left:?}"
+    );
+    report_figures(
+        "orphans_guardian_killed",
+        "the guardian SIGKILLed, a worker's shell SIGKILLed, then the launcher SIGKILLed",
+        3,
+        0,
+        0,
+        "a new guardian, told every group, ended every server after the launcher's SIGKILL",
+    );
+}
