@@ -4,6 +4,7 @@
 //! passed in) and a thin shell (processes, sockets, timers) around it. Module roots only declare.
 
 pub mod cli;
+pub mod deadline;
 pub mod ipc;
 pub mod launcher;
 pub mod load;
