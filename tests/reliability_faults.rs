@@ -428,3 +428,43 @@ fn with_the_master_down_tx_requests_carry_on_and_master_paths_get_503() {
         &format!("{tx_ok} tx requests 200 meanwhile; {master_503} master-path requests 503 with an OperationOutcome; back after"),
     );
 }
+
+#[test]
+fn the_largest_allowed_settings_serve_and_stop_cleanly() {
+    // Issue 20 item 7: every duration at its bound (a year), counts at a million, a multi-thread
+    // front door: no deadline overflows while it serves, drains and stops. (1e19 s is refused
+    // at start: tests/check_settings.rs.)
+    const YEAR: u64 = 31_536_000;
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "drainSeconds": YEAR, "queueSeconds": YEAR, "ownerQueueSeconds": YEAR,
+            "cooldownSeconds": YEAR, "upstreamTimeoutSeconds": YEAR, "writeTimeoutSeconds": YEAR,
+            "headerTimeoutSeconds": YEAR, "recycleSeconds": YEAR, "killSeconds": YEAR,
+            "maxOutstanding": 1_000_000, "fastLaneExtra": 1_000_000, "normalMinSlots": 1_000_000,
+            "maxStartFailures": 1_000_000, "proxyThreads": 8
+        } }, "stats": { "sampleSeconds": YEAR, "intervalMinutes": 525_600 } }))
+        .start();
+    let mut served = 0;
+    for path in [LOOKUP, EXPAND, "/dashboard"].iter().cycle().take(30) {
+        assert_eq!(c.get(path).status, 200, "{path}");
+        served += 1;
+    }
+    let began = Instant::now();
+    c.signal(15);
+    let status = c.wait_exit(secs(30));
+    let log = c.log_lines().join("\n");
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(!log.contains("panic"), "{log}");
+    report_figures(
+        "largest_settings",
+        "every duration at a year, counts at a million, 8 front-door threads",
+        0,
+        served,
+        0,
+        &format!(
+            "served all {served}; stopped with status 0 in {} ms, no panic",
+            began.elapsed().as_millis()
+        ),
+    );
+}
