@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod deadline;
+pub mod fatal;
 pub mod ipc;
 pub mod launcher;
 pub mod load;

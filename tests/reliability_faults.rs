@@ -430,6 +430,54 @@ fn with_the_master_down_tx_requests_carry_on_and_master_paths_get_503() {
 }
 
 #[test]
+fn a_panic_in_the_launcher_ends_it_promptly_with_its_processes_and_frees_the_port() {
+    // Issue 20 item 7: a panic in a task or thread left a half-dead launcher holding the port.
+    // The panic comes from the launcher's test hook (FHIRCLUSTER_TEST_PANIC, cluster.md).
+    let hook = tempfile::tempdir().expect("temp dir");
+    let trigger = hook.path().join("panic-now");
+    let mut c = cluster()
+        .workers(2)
+        .env("FHIRCLUSTER_TEST_PANIC", &trigger.display().to_string())
+        .start();
+    let mut served = 0;
+    for _ in 0..10 {
+        assert_eq!(c.get(LOOKUP).status, 200);
+        served += 1;
+    }
+    let children = c.child_pids();
+    assert_eq!(children.len(), 3, "the master and two workers");
+    let began = Instant::now();
+    std::fs::write(&trigger, b"").expect("pull the trigger");
+    let status = c.wait_exit(secs(10));
+    let took = began.elapsed();
+    assert_eq!(status.code(), Some(101), "{}", c.log_lines().join("\n"));
+    let line = c.wait_for("fhircluster: panic at ", secs(5));
+    assert!(
+        line.contains("test panic") && line.ends_with("the launcher exits (status 101)"),
+        "{line}"
+    );
+    let left = wait_gone(&children, secs(10));
+    assert!(left.is_empty(), "processes left after the panic: {left:?}");
+    let port = c.port;
+    assert!(
+        eventually(secs(5), || std::net::TcpListener::bind(("0.0.0.0", port))
+            .is_ok()),
+        "port {port} still held after the launcher's panic"
+    );
+    report_figures(
+        "launcher_panic",
+        "a launcher thread panics while it serves (test hook)",
+        1,
+        served,
+        0,
+        &format!(
+            "exit status 101 in {} ms with the panic's line; 3 processes gone, port free",
+            took.as_millis()
+        ),
+    );
+}
+
+#[test]
 fn the_largest_allowed_settings_serve_and_stop_cleanly() {
     // Issue 20 item 7: every duration at its bound (a year), counts at a million, a multi-thread
     // front door: no deadline overflows while it serves, drains and stops. (1e19 s is refused
