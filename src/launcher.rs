@@ -131,6 +131,12 @@ fn prepare_demo(cli: &mut Cli) -> Result<()> {
             std::env::temp_dir().join(format!("fhircluster-demo-{}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
+        // The simulated server's tx endpoint (FHIRsmith has no default one).
+        std::fs::write(
+            dir.join("config.json"),
+            r#"{"modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}"#,
+        )
+        .with_context(|| format!("writing the demo's config.json in {}", dir.display()))?;
         cli.data_dir = Some(dir);
     }
     Ok(())
@@ -255,7 +261,7 @@ async fn run(
         max_start_failures: c.max_start_failures,
         kill_after: c.kill_after,
         status_seconds: c.status_interval.as_secs_f64(),
-        sample_seconds: settings.stats.sample.map_or(60.0, |d| d.as_secs_f64()),
+        sample_seconds: settings.stats.sample_period().as_secs_f64(),
         drain: c.drain,
         idle_report: machine::idle_report(&settings),
     };

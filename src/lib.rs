@@ -4,6 +4,8 @@
 //! passed in) and a thin shell (processes, sockets, timers) around it. Module roots only declare.
 
 pub mod cli;
+pub mod deadline;
+pub mod fatal;
 pub mod held_ports;
 pub mod ipc;
 pub mod launcher;

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 use crate::plan::{self, Plan, PlanError};
 use crate::settings::Settings;
 use crate::sizing::{
-    decision_line, idle_use, memory_fit, refuse_threshold, size_by_cpu, CpuInputs, CpuSizing,
+    decision_line, idle_use, memory_fit, refuse_threshold, size_for, CpuInputs, CpuSizing,
     MemoryFacts,
 };
 use crate::supervisor::{IdleReport, Sizer};
@@ -22,7 +22,7 @@ pub fn cpu_sizing(settings: &Settings) -> Result<CpuSizing, String> {
     // An unreadable quota is no quota: the decision line says `quota none`.
     let quota = read_cpu_quota(root).ok().flatten();
     let inputs = CpuInputs::from_reading(&reading, quota);
-    size_by_cpu(&settings.cluster, &inputs).map_err(|e| e.to_string())
+    size_for(settings, &inputs).map_err(|e| e.to_string())
 }
 
 /// The plan before the master is loaded: what `--check` prints and what the launcher starts with.

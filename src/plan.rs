@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use crate::process::{ProcessId, ProcessSpec, Role};
-use crate::settings::Settings;
+use crate::settings::{Settings, SettingsError};
 use crate::sizing::{decision_line, CpuSizing, MemoryFit};
 
 mod check;
@@ -39,6 +39,8 @@ pub struct Plan {
     pub processes: Vec<ProcessSpec>,
     /// The limits line (LAUNCH-10).
     pub limits: String,
+    /// Which paths are tx paths, and where that came from (ROUTE-2b, DEC-14).
+    pub tx_endpoints: String,
     /// Node flags given but not passed on (a debugger's or a watcher's: LAUNCH-13, LAUNCH-14).
     pub dropped_node_flags: Vec<String>,
 }
@@ -51,14 +53,11 @@ impl Plan {
 }
 
 /// A plan that cannot be made: each is a start-up error.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PlanError {
-    /// `internalPort..=internalPort + workers` includes `server.port` or passes 65535 (DEC-21).
-    PortRange {
-        internal_port: u16,
-        workers: u32,
-        port: u16,
-    },
+    /// `internalPort..=internalPort + workers` includes `server.port` or the admin address's
+    /// port, or passes 65535 (DEC-21): the settings' own one-line error.
+    Ports(SettingsError),
     /// `server.cluster.command` is empty.
     EmptyCommand,
     /// `server.cluster.bindAddress` is not an IP address.
@@ -70,24 +69,7 @@ pub enum PlanError {
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PlanError::PortRange {
-                internal_port,
-                workers,
-                port,
-            } => {
-                let last = u32::from(*internal_port) + workers;
-                if last > u32::from(u16::MAX) || *internal_port == 0 {
-                    write!(
-                        f,
-                        "server.cluster.internalPort {internal_port} with {workers} workers needs ports {internal_port}..{last}, which is not a valid port range (1..65535)"
-                    )
-                } else {
-                    write!(
-                        f,
-                        "server.cluster.internalPort {internal_port} with {workers} workers needs ports {internal_port}..{last}, which includes server.port {port}"
-                    )
-                }
-            }
+            PlanError::Ports(e) => e.fmt(f),
             PlanError::EmptyCommand => write!(f, "server.cluster.command is empty"),
             PlanError::BindAddress(address) => write!(
                 f,
@@ -100,19 +82,10 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-/// Checks that the processes' ports are valid and leave `server.port` free (DEC-21).
+/// Checks that the processes' ports are valid and leave `server.port` and the admin address's
+/// port free (DEC-21), with `workers` workers.
 pub fn check_port_range(settings: &Settings, workers: u32) -> Result<(), PlanError> {
-    let internal = u32::from(settings.cluster.internal_port);
-    let last = internal + workers;
-    let port = u32::from(settings.port);
-    if internal == 0 || last > u32::from(u16::MAX) || (internal..=last).contains(&port) {
-        return Err(PlanError::PortRange {
-            internal_port: settings.cluster.internal_port,
-            workers,
-            port: settings.port,
-        });
-    }
-    Ok(())
+    crate::settings::check_port_range(settings, workers).map_err(PlanError::Ports)
 }
 
 /// The plan at start: the count is the memory fit's when there is one, else the CPU sizing's.
@@ -171,13 +144,7 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             )
         };
         // check_port_range has shown internalPort + workers fits in a u16, and n <= workers.
-        let port = u16::try_from(u32::from(settings.cluster.internal_port) + n).map_err(|_| {
-            PlanError::PortRange {
-                internal_port: settings.cluster.internal_port,
-                workers,
-                port: settings.port,
-            }
-        })?;
+        let port = u16::try_from(u32::from(settings.cluster.internal_port) + n).unwrap_or(u16::MAX);
         let id = ProcessId(u16::try_from(n).unwrap_or(u16::MAX));
         let mut argv = vec![program.clone()];
         if is_node {
@@ -217,8 +184,31 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
         decision,
         processes,
         limits: limits_line(settings),
+        tx_endpoints: tx_endpoints_line(settings),
         dropped_node_flags: dropped,
     })
+}
+
+/// `tx endpoints: /r4, /tx/r5 (modules.tx.endpoints in /d/config.json)`, or none when not set:
+/// FHIRsmith has no default endpoints, so then every request is the master's.
+pub fn tx_endpoints_line(settings: &Settings) -> String {
+    const SETTING: &str = "modules.tx.endpoints";
+    let from = settings.sources.of(SETTING);
+    if settings.tx.endpoints.is_empty() {
+        let why = if from == crate::settings::Source::Default {
+            "not set"
+        } else {
+            "empty"
+        };
+        return format!(
+            "tx endpoints: none ({SETTING} is {why}; FHIRsmith has no default): every request goes to the master"
+        );
+    }
+    format!(
+        "tx endpoints: {} ({})",
+        settings.tx.endpoints.join(", "),
+        from.setter(SETTING)
+    )
 }
 
 /// Flags that are the launcher's own (a debugger's, a watcher's) and flags among them that take

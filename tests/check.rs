@@ -5,45 +5,10 @@
 mod common;
 
 use std::net::TcpListener;
-use std::path::Path;
 use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-
-const LIMIT: Duration = Duration::from_secs(20);
-
-/// The repository's `config-template.json`.
-fn template() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config-template.json");
-    std::fs::read_to_string(path).expect("config-template.json in the repository")
-}
-
-/// `fhircluster --check` (plus `args`) on a data directory holding `config` as config.json.
-fn check(config: &str, args: &[&str]) -> RunOutput {
-    let dir = tempfile::tempdir().expect("temp data dir");
-    std::fs::write(dir.path().join("config.json"), config).expect("write config.json");
-    check_in(dir.path(), args)
-}
-
-fn check_in(dir: &Path, args: &[&str]) -> RunOutput {
-    let mut cmd = launcher_command(dir);
-    cmd.arg("--check").args(args);
-    run_bounded(&mut cmd, LIMIT)
-}
-
-/// A bad setting: exit 1, nothing on stdout but perhaps warnings, one line on stderr naming it.
-fn assert_refused(out: &RunOutput, needles: &[&str]) {
-    assert_eq!(out.code, Some(1), "expected exit 1:\n{}", out.all());
-    for n in needles {
-        assert!(out.stderr.contains(n), "stderr lacks {n:?}:\n{}", out.all());
-    }
-    assert!(
-        !out.stdout.contains("configuration ok"),
-        "a refused config printed ok:\n{}",
-        out.all()
-    );
-}
 
 #[test]
 fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
@@ -53,18 +18,21 @@ fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
     let bin = fake_node_dir();
     let dir = tempfile::tempdir().expect("temp data dir");
     std::fs::write(dir.path().join("config.json"), template()).expect("write config.json");
+    // Run from FHIRsmith's folder, as under systemd: node's script must be there.
+    let cwd = fhirsmith_folder();
     let mut cmd = launcher_command(dir.path());
     cmd.args(["--check", "--workers=2"])
+        .current_dir(cwd.path())
         .env("PATH", path_with(bin.path()));
-    let out = run_bounded(&mut cmd, LIMIT);
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
     assert_eq!(out.code, Some(0), "{}", out.all());
     let lines: Vec<&str> = out.stdout.lines().collect();
     let text = &out.stdout;
     let data_dir = dir.path().display().to_string();
 
     assert!(
-        lines[0].starts_with("workers 2: set by server.cluster.workers"),
-        "the decision line comes first:\n{text}"
+        lines[0].starts_with("workers 2: set by --workers;"),
+        "the decision line comes first, naming what set the count:\n{text}"
     );
     assert!(lines[0].contains("quota"), "{text}");
     for (role, code, port) in [
@@ -135,10 +103,12 @@ fn node_flags_after_double_dash_reach_every_process_and_a_debugger_is_refused() 
     let config = json!({"server": {"cluster": {"workers": 1}}}).to_string();
     let dir = tempfile::tempdir().expect("temp data dir");
     std::fs::write(dir.path().join("config.json"), &config).expect("write config.json");
+    let cwd = fhirsmith_folder();
     let mut cmd = launcher_command(dir.path());
     cmd.args(["--check", "--", "--max-old-space-size=8192"])
+        .current_dir(cwd.path())
         .env("PATH", path_with(bin.path()));
-    let out = run_bounded(&mut cmd, LIMIT);
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
     assert_eq!(out.code, Some(0), "{}", out.all());
     let commands: Vec<&str> = out
         .stdout
@@ -155,8 +125,9 @@ fn node_flags_after_double_dash_reach_every_process_and_a_debugger_is_refused() 
 
     let mut cmd = launcher_command(dir.path());
     cmd.args(["--check", "--", "--inspect"])
+        .current_dir(cwd.path())
         .env("PATH", path_with(bin.path()));
-    let out = run_bounded(&mut cmd, LIMIT);
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
     assert_refused(&out, &["--inspect"]);
     assert!(!out.stdout.contains("command:"), "{}", out.all());
 }
@@ -269,7 +240,7 @@ fn a_missing_command_program_is_refused_and_nothing_starts() {
     std::fs::write(dir.path().join("config.json"), &config).expect("write config.json");
     let mut cmd = launcher_command(dir.path());
     cmd.args(["--command", "/nonexistent/prog"]);
-    let out = run_bounded(&mut cmd, LIMIT);
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
     assert_refused(&out, &["server.cluster.command", "/nonexistent/prog"]);
     assert!(out.took < Duration::from_secs(5), "took {:?}", out.took);
     assert!(

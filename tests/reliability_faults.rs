@@ -507,3 +507,91 @@ fn events_queued_for_a_master_not_reading_survive_a_launcher_sigkill_and_arrive_
     c.signal(15);
     assert!(c.wait_exit(secs(30)).success());
 }
+
+#[test]
+fn a_panic_in_the_launcher_ends_it_promptly_with_its_processes_and_frees_the_port() {
+    // Issue 20 item 7: a panic in a task or thread left a half-dead launcher holding the port.
+    // The panic comes from the launcher's test hook (FHIRCLUSTER_TEST_PANIC, cluster.md).
+    let hook = tempfile::tempdir().expect("temp dir");
+    let trigger = hook.path().join("panic-now");
+    let mut c = cluster()
+        .workers(2)
+        .env("FHIRCLUSTER_TEST_PANIC", &trigger.display().to_string())
+        .start();
+    let mut served = 0;
+    for _ in 0..10 {
+        assert_eq!(c.get(LOOKUP).status, 200);
+        served += 1;
+    }
+    let children = c.child_pids();
+    assert_eq!(children.len(), 3, "the master and two workers");
+    let began = Instant::now();
+    std::fs::write(&trigger, b"").expect("pull the trigger");
+    let status = c.wait_exit(secs(10));
+    let took = began.elapsed();
+    assert_eq!(status.code(), Some(101), "{}", c.log_lines().join("\n"));
+    let line = c.wait_for("fhircluster: panic at ", secs(5));
+    assert!(
+        line.contains("test panic") && line.ends_with("the launcher exits (status 101)"),
+        "{line}"
+    );
+    let left = wait_gone(&children, secs(10));
+    assert!(left.is_empty(), "processes left after the panic: {left:?}");
+    let port = c.port;
+    assert!(
+        eventually(secs(5), || std::net::TcpListener::bind(("0.0.0.0", port))
+            .is_ok()),
+        "port {port} still held after the launcher's panic"
+    );
+    report_figures(
+        "launcher_panic",
+        "a launcher thread panics while it serves (test hook)",
+        1,
+        served,
+        0,
+        &format!(
+            "exit status 101 in {} ms with the panic's line; 3 processes gone, port free",
+            took.as_millis()
+        ),
+    );
+}
+
+#[test]
+fn the_largest_allowed_settings_serve_and_stop_cleanly() {
+    // Issue 20 item 7: every duration at its bound (a year), counts at a million, a multi-thread
+    // front door: no deadline overflows while it serves, drains and stops. (1e19 s is refused
+    // at start: tests/check_settings.rs.)
+    const YEAR: u64 = 31_536_000;
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "drainSeconds": YEAR, "queueSeconds": YEAR, "ownerQueueSeconds": YEAR,
+            "cooldownSeconds": YEAR, "upstreamTimeoutSeconds": YEAR, "writeTimeoutSeconds": YEAR,
+            "headerTimeoutSeconds": YEAR, "recycleSeconds": YEAR, "killSeconds": YEAR,
+            "maxOutstanding": 1_000_000, "fastLaneExtra": 1_000_000, "normalMinSlots": 1_000_000,
+            "maxStartFailures": 1_000_000, "proxyThreads": 8
+        } }, "stats": { "sampleSeconds": YEAR, "intervalMinutes": 525_600 } }))
+        .start();
+    let mut served = 0;
+    for path in [LOOKUP, EXPAND, "/dashboard"].iter().cycle().take(30) {
+        assert_eq!(c.get(path).status, 200, "{path}");
+        served += 1;
+    }
+    let began = Instant::now();
+    c.signal(15);
+    let status = c.wait_exit(secs(30));
+    let log = c.log_lines().join("\n");
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(!log.contains("panic"), "{log}");
+    report_figures(
+        "largest_settings",
+        "every duration at a year, counts at a million, 8 front-door threads",
+        0,
+        served,
+        0,
+        &format!(
+            "served all {served}; stopped with status 0 in {} ms, no panic",
+            began.elapsed().as_millis()
+        ),
+    );
+}

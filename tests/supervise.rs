@@ -76,12 +76,14 @@ fn the_master_is_ready_before_any_worker_starts_workers_start_one_at_a_time_and_
 #[test]
 fn each_process_gets_its_role_code_port_environment_and_node_flags() {
     // spec: ROLE-1, ROLE-2, ROLE-3, ROLE-4, ROLE-5, ROLE-6, ROLE-7, ROLE-8, LAUNCH-12, DEC-19
-    // The command is `node server.js`, with a `node` of ours first on PATH that runs the sim:
-    // the node flags then go where node takes them, after the program.
+    // The command is `node <FHIRsmith's folder>/server.js`, with a `node` of ours first on PATH
+    // that runs the sim: the node flags then go where node takes them, after the program.
     let bin = fake_node_dir();
+    let folder = fhirsmith_folder();
+    let script = folder.path().join("server.js").display().to_string();
     let c = cluster()
         .workers(2)
-        .command(&["node", "server.js"])
+        .command(&["node", &script])
         .env("PATH", &path_with(bin.path()))
         .arg("--")
         .arg("--max-old-space-size=300")
@@ -109,7 +111,7 @@ fn each_process_gets_its_role_code_port_environment_and_node_flags() {
         for want in [
             "--max-old-space-size=300",
             "--expose-gc",
-            "server.js",
+            script.as_str(),
             role_flag.as_str(),
             code_flag.as_str(),
             port_flag.as_str(),
@@ -118,8 +120,7 @@ fn each_process_gets_its_role_code_port_environment_and_node_flags() {
         }
         let pos = |a: &str| argv.iter().position(|x| *x == a);
         assert!(
-            pos("--expose-gc") < pos("server.js")
-                && pos("--max-old-space-size=300") < pos("server.js"),
+            pos("--expose-gc") < pos(&script) && pos("--max-old-space-size=300") < pos(&script),
             "node flags go before the script: {ctx}"
         );
         let env = &info["env"];

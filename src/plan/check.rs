@@ -58,6 +58,8 @@ pub fn render_check(plan: &Plan) -> String {
             plan.dropped_node_flags.join(" ")
         ));
     }
+    out.push_str(&plan.tx_endpoints);
+    out.push('\n');
     out.push_str(&plan.limits);
     out.push('\n');
     out
@@ -98,8 +100,12 @@ mod tests {
             lines[4],
             "tx-worker tx1 on 0.0.0.0:3002, reached at 127.0.0.1:3002, serves tx"
         );
-        assert_eq!(lines.len(), 11);
-        assert_eq!(lines[10], p.limits);
+        assert_eq!(lines.len(), 12);
+        assert_eq!(
+            lines[10],
+            "tx endpoints: none (modules.tx.endpoints is not set; FHIRsmith has no default): every request goes to the master"
+        );
+        assert_eq!(lines[11], p.limits);
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 }

@@ -194,18 +194,23 @@ fn the_port_range_must_leave_the_port_free_and_fit() {
     s.port = 3005;
     let err = replan(&s, 4, String::new()).unwrap_err();
     assert!(
-        err.to_string().contains("server.cluster.internalPort 3001"),
+        err.to_string()
+            .starts_with("server.cluster.internalPort = 3001 (the default)"),
         "{err}"
     );
-    assert!(err.to_string().contains("server.port 3005"), "{err}");
+    assert!(
+        err.to_string().contains("server.port 3005 (the default)"),
+        "{err}"
+    );
     assert!(replan(&s, 3, String::new()).is_ok());
     s.cluster.internal_port = 65_534;
     let err = replan(&s, 2, String::new()).unwrap_err();
     assert!(
         err.to_string()
-            .starts_with("server.cluster.internalPort 65534"),
+            .starts_with("server.cluster.internalPort = 65534"),
         "{err}"
     );
+    assert!(err.to_string().contains("65535 at most"), "{err}");
     assert!(replan(&s, 1, String::new()).is_ok());
 }
 
@@ -220,10 +225,13 @@ fn the_start_plan_checks_the_cpu_count_before_memory_lowers_it() {
         workers: 2,
         warnings: Vec::new(),
     };
-    assert!(matches!(
-        plan(&s, &sz, Some(&fit)),
-        Err(PlanError::PortRange { workers: 8, .. })
-    ));
+    let err = plan(&s, &sz, Some(&fit)).unwrap_err();
+    assert!(matches!(err, PlanError::Ports(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("3001-3009 (the master and 8 workers)"),
+        "{err}"
+    );
     s.port = 3000;
     let p = plan(&s, &sz, Some(&fit)).unwrap();
     assert_eq!(p.workers(), 2);
@@ -252,4 +260,25 @@ fn a_host_prefix_goes_before_every_instance_code() {
     assert!(p.processes[1]
         .argv
         .contains(&"--instance-code=atx1".to_string()));
+}
+
+#[test]
+fn the_plan_says_which_paths_are_tx_paths_and_where_that_came_from() {
+    // Issue 18: FHIRsmith has no default tx endpoints (its tx module stops at start without
+    // them), so none set means none: every request is the master's, and the plan says so.
+    let mut s = settings();
+    assert_eq!(
+        tx_endpoints_line(&s),
+        "tx endpoints: none (modules.tx.endpoints is not set; FHIRsmith has no default): every request goes to the master"
+    );
+    s.tx.endpoints = vec!["/r4".into(), "/tx/r5".into()];
+    s.sources.set(
+        "modules.tx.endpoints",
+        crate::settings::Source::File("/d/config.json".into()),
+    );
+    let p = replan(&s, 1, String::new()).unwrap();
+    assert_eq!(
+        p.tx_endpoints,
+        "tx endpoints: /r4, /tx/r5 (modules.tx.endpoints in /d/config.json)"
+    );
 }

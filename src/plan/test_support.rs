@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::settings::Settings;
-use crate::sizing::{size_by_cpu, CpuInputs, CpuSizing};
+use crate::sizing::{size_for, CpuInputs, CpuSizing};
 
 pub fn settings() -> Settings {
     Settings {
@@ -18,5 +18,5 @@ pub fn sizing(s: &Settings, vcpu: u32, cores: u32) -> CpuSizing {
         detected_cores: Some(cores),
         quota: None,
     };
-    size_by_cpu(&s.cluster, &inputs).expect("a known rule")
+    size_for(s, &inputs).expect("a known rule")
 }

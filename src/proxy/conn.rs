@@ -32,6 +32,7 @@ use super::front::Front;
 use super::listener::{handle, ListenerSettings};
 use super::lobby::{self, Early, Leave};
 use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
+use crate::deadline::Later;
 
 type ClientIo = WriteTimeoutIo<TcpStream>;
 
@@ -82,7 +83,7 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
         // from the accept.
         let idle_since = activity.instant(activity.snapshot().last_end_ms);
         let header = ctx.cfg.header_read_timeout;
-        let deadline = (!header.is_zero()).then(|| idle_since + header);
+        let deadline = (!header.is_zero()).then(|| idle_since.later(header));
         let entered = lobby::enter(io.get_ref(), unread, &ctx.front, deadline, &mut drain).await;
         let early = match entered {
             Leave::Gone => return,

@@ -223,6 +223,7 @@ fn the_lane_is_in_the_route_and_uses_the_content_length() {
         Lane::Normal
     );
     let mut s = Settings::default();
+    s.tx.endpoints = vec!["/r4".into()];
     s.cluster.fast_lane_max_bytes = 0;
     let t0 = RouteTable::new(&s, &[(M0, "m0")]);
     let r = t0.route(&RequestHead {

@@ -2,6 +2,7 @@
 //! and what is allowed, so the operator can fix it without reading code. The caller prints it and
 //! exits 1 (DEC-12); nothing here exits.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -18,6 +19,22 @@ pub enum Source {
     File(PathBuf),
     /// The arguments after `--` (node flags).
     NodeArgs,
+    /// No layer gave it: the spec's default (or fhircluster's, for its own settings).
+    Default,
+}
+
+impl Source {
+    /// What set `setting`, as a message names it: `--workers`, `environment FHIRSMITH_WORKERS`,
+    /// `server.cluster.workers in /d/config.json`, `the default`.
+    pub fn setter(&self, setting: &str) -> String {
+        match self {
+            Source::Flag(flag) => flag.to_string(),
+            Source::Env(var) => format!("environment {var}"),
+            Source::File(path) => format!("{setting} in {}", path.display()),
+            Source::NodeArgs => "the node flags after --".to_string(),
+            Source::Default => "the default".to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Source {
@@ -27,7 +44,30 @@ impl fmt::Display for Source {
             Source::Env(var) => write!(f, "from environment {var}"),
             Source::File(path) => write!(f, "from {}", path.display()),
             Source::NodeArgs => f.write_str("after --"),
+            Source::Default => f.write_str("the default"),
         }
+    }
+}
+
+/// Which layer gave each setting (DEC-13), by its path: what a message names as the setting's
+/// source. A setting no layer gave is at its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sources(BTreeMap<String, Source>);
+
+impl Sources {
+    pub(crate) fn set(&mut self, setting: &str, from: Source) {
+        self.0.insert(setting.to_string(), from);
+    }
+
+    /// Where `setting`'s value came from.
+    pub fn of(&self, setting: &str) -> Source {
+        self.0.get(setting).cloned().unwrap_or(Source::Default)
+    }
+
+    /// `setting`'s value as a message shows it, with its source:
+    /// `server.port 3003 (from environment PORT)`, `server.port 3000 (the default)`.
+    pub fn shown(&self, setting: &str, value: impl fmt::Display) -> String {
+        format!("{setting} {value} ({})", self.of(setting))
     }
 }
 

@@ -4,15 +4,17 @@
 //! `from_sources` is the whole of it with every input passed in (no process environment, no
 //! files), so each setting's behaviour is tested beside it; `load` only gathers the real inputs.
 
+use std::cell::RefCell;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::error::{quote, SettingsError, Source};
+use super::bounds::{MAX_COUNT, MAX_HEADROOM_GB, MAX_JS_INTEGER, MAX_MINUTES, MAX_PROXY_THREADS};
+use super::error::{quote, SettingsError, Source, Sources};
 use super::file::ConfigFile;
 use super::node_flags::check_node_flags;
-use super::validate::{normalise_endpoint, validate};
+use super::validate::{normalise_endpoint, unset_endpoints_warning, validate};
 use super::value::{Raw, RawValue};
 use super::{jsonc, LogFormat, LogLevel, Settings};
 use crate::cli::Cli;
@@ -35,11 +37,13 @@ fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
 
 const DATA_DIR_ENV: &str = "FHIRSMITH_DATA_DIR";
 
-/// The four layers, asked for one setting at a time.
+/// The four layers, asked for one setting at a time; what each setting was taken from is
+/// noted as it is read.
 struct Layers<'a> {
     cli: &'a Cli,
     env: &'a dyn Fn(&str) -> Option<String>,
     file: Option<ConfigFile<'a>>,
+    sources: RefCell<Sources>,
 }
 
 impl<'a> Layers<'a> {
@@ -60,6 +64,14 @@ impl<'a> Layers<'a> {
 
     /// The setting's raw value from the first layer that has it; `None`: the default applies.
     fn get(&self, path: &'static str) -> Option<Raw<'a>> {
+        let raw = self.first(path);
+        if let Some(r) = &raw {
+            self.sources.borrow_mut().set(path, r.from.clone());
+        }
+        raw
+    }
+
+    fn first(&self, path: &'static str) -> Option<Raw<'a>> {
         let (flag, env) = overrides(path);
         let text = |value: String, from: Source| Raw {
             path,
@@ -112,7 +124,12 @@ pub fn from_sources(
     config: Option<(&Path, &Value)>,
 ) -> Result<Settings, SettingsError> {
     let file = config.map(|(path, json)| ConfigFile { path, json });
-    let l = Layers { cli, env, file };
+    let l = Layers {
+        cli,
+        env,
+        file,
+        sources: RefCell::default(),
+    };
     let mut s = Settings {
         data_dir: data_dir(cli, env).0,
         node_flags: check_node_flags(&cli.node_flags)?,
@@ -126,17 +143,18 @@ pub fn from_sources(
     l.read("server.cluster.command", &mut s.command, Raw::words)?;
 
     let c = &mut s.cluster;
+    // Bounded by the ports: internalPort + workers <= 65535 (check_port_range).
     l.read("server.cluster.workers", &mut c.workers, |r| {
-        r.whole_u32(0).map(Some)
+        r.whole_u32(0, 65535).map(Some)
     })?;
     l.read("server.cluster.cores", &mut c.cores, |r| {
-        r.whole_u32(1).map(Some)
+        r.whole_u32(1, MAX_COUNT).map(Some)
     })?;
     l.read("server.cluster.workerRule", &mut c.worker_rule, Raw::string)?;
     l.read(
         "server.cluster.memoryHeadroomGB",
         &mut c.memory_headroom_gb,
-        Raw::non_negative,
+        |r| r.non_negative(MAX_HEADROOM_GB),
     )?;
     l.read(
         "server.cluster.masterServesTx",
@@ -169,7 +187,7 @@ pub fn from_sources(
     l.read(
         "server.cluster.maxOutstanding",
         &mut c.max_outstanding,
-        |r| r.whole_u32(0),
+        |r| r.whole_u32(0, MAX_COUNT),
     )?;
     l.read("server.cluster.queueSeconds", &mut c.queue, |r| {
         r.seconds(false)
@@ -198,12 +216,12 @@ pub fn from_sources(
         |r| r.seconds(false),
     )?;
     l.read("server.cluster.proxyThreads", &mut c.proxy_threads, |r| {
-        r.whole_u32(1)
+        r.whole_u32(1, MAX_PROXY_THREADS)
     })?;
     l.read(
         "server.cluster.maxStartFailures",
         &mut c.max_start_failures,
-        |r| r.whole_u32(0),
+        |r| r.whole_u32(0, MAX_COUNT),
     )?;
     l.read("server.cluster.recycleSeconds", &mut c.recycle, |r| {
         r.seconds(false)
@@ -211,12 +229,12 @@ pub fn from_sources(
     l.read(
         "server.cluster.fastLaneExtra",
         &mut c.fast_lane_extra,
-        |r| r.whole_u32(0),
+        |r| r.whole_u32(0, MAX_COUNT),
     )?;
     l.read(
         "server.cluster.normalMinSlots",
         &mut c.normal_min_slots,
-        |r| r.whole_u32(0),
+        |r| r.whole_u32(0, MAX_COUNT),
     )?;
     l.read(
         "server.cluster.saturatedPercent",
@@ -226,7 +244,7 @@ pub fn from_sources(
     l.read(
         "server.cluster.fastLaneMaxBytes",
         &mut c.fast_lane_max_bytes,
-        |r| r.whole(0, u64::MAX),
+        |r| r.whole(0, MAX_JS_INTEGER),
     )?;
     l.read(
         "server.cluster.statusSeconds",
@@ -246,7 +264,7 @@ pub fn from_sources(
     l.read(
         "server.cluster.sharedCacheMaxMB",
         &mut c.shared_cache_max_mb,
-        |r| r.whole(0, u64::MAX),
+        |r| r.whole(0, MAX_JS_INTEGER),
     )?;
     l.read(
         "server.cluster.sharedClosure",
@@ -256,14 +274,11 @@ pub fn from_sources(
     l.read("server.cluster.killSeconds", &mut c.kill_after, |r| {
         r.seconds(false)
     })?;
-    l.read("server.cluster.adminAddress", &mut c.admin_address, |r| {
-        let text = r.string()?;
-        parse_admin_address(&text).map(Some).ok_or_else(|| {
-            r.invalid(
-                "must be a port (on loopback) or an address and port, e.g. \"127.0.0.1:3099\"",
-            )
-        })
-    })?;
+    l.read(
+        "server.cluster.adminAddress",
+        &mut c.admin_address,
+        admin_address,
+    )?;
     l.read("server.cluster.logFormat", &mut c.log_format, |r| {
         match r.string()?.as_str() {
             "text" => Ok(LogFormat::Text),
@@ -316,21 +331,50 @@ pub fn from_sources(
     l.read("stats.sampleSeconds", &mut s.stats.sample, |r| {
         r.seconds(true).map(Some)
     })?;
+    let unset = s.stats.interval_minutes;
     l.read(
         "stats.intervalMinutes",
         &mut s.stats.interval_minutes,
-        |r| r.whole_u32(1),
+        |r| interval_minutes(r, unset),
     )?;
 
+    s.sources = l.sources.into_inner();
     validate(&s)?;
+    s.warnings.extend(unset_endpoints_warning(&s));
     if !s.cluster.master_serves_tx && s.cluster.workers == Some(0) {
-        s.warnings.push(
-            "server.cluster.masterServesTx is false and server.cluster.workers is 0: \
-             no process takes tx requests"
-                .to_string(),
-        );
+        s.warnings.push(format!(
+            "{} and {}: no process takes tx requests",
+            s.sources.shown("server.cluster.masterServesTx", "false"),
+            s.sources.shown("server.cluster.workers", 0),
+        ));
     }
     Ok(s)
+}
+
+/// `stats.intervalMinutes` as FHIRsmith reads it (`if (config.intervalMinutes) intervalMs =
+/// intervalMinutes * 60000`): fractions are minutes too (0.5: 30 s), and 0 counts as not set
+/// (`default`). At most a year.
+fn interval_minutes(r: &Raw<'_>, default: f64) -> Result<f64, SettingsError> {
+    let minutes = r.non_negative(MAX_MINUTES)?;
+    Ok(if minutes == 0.0 { default } else { minutes })
+}
+
+/// `server.cluster.adminAddress`: a port (JSON number or text; on loopback, as README writes
+/// `9100`) or an address and port.
+fn admin_address(r: &Raw<'_>) -> Result<Option<std::net::SocketAddr>, SettingsError> {
+    const EXPECTED: &str =
+        "must be a port (on loopback) or \"address:port\", e.g. 9100 or \"127.0.0.1:9100\"";
+    let loopback = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    if let RawValue::Json(Value::Number(_)) = r.value {
+        return r
+            .port()
+            .map(|p| Some(loopback(p)))
+            .map_err(|_| r.invalid(EXPECTED));
+    }
+    let text = r.string().map_err(|_| r.invalid(EXPECTED))?;
+    parse_admin_address(&text)
+        .map(Some)
+        .ok_or_else(|| r.invalid(EXPECTED))
 }
 
 /// `modules.tx.endpoints`: an array of objects, each with a `path`, normalised (DEC-14).

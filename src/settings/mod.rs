@@ -9,6 +9,7 @@
 //! (`value.rs`, `file.rs` for config.json), then checks the rules between settings
 //! (`validate.rs`). Every failure is one `SettingsError` line naming the setting (`error.rs`).
 
+pub mod bounds;
 mod command;
 mod error;
 mod file;
@@ -19,12 +20,13 @@ mod validate;
 mod value;
 
 pub use command::{check_command, check_command_with, find_program};
-pub use error::{SettingsError, Source};
+pub use error::{SettingsError, Source, Sources};
 pub use file::{CLUSTER_KEYS, MEMORY_KEYS};
 pub use load::{data_dir, from_sources, load};
 pub use node_flags::check_node_flags;
 pub use validate::{
-    check_instance_code, check_port_range, check_rule, normalise_endpoint, validate, KNOWN_RULES,
+    check_instance_code, check_port_range, check_rule, normalise_endpoint, validate,
+    EXAMPLE_ENDPOINTS, KNOWN_RULES,
 };
 
 use std::path::PathBuf;
@@ -48,6 +50,9 @@ pub struct Settings {
     pub stats: StatsSettings,
     /// Non-fatal findings (unknown keys under `server.cluster` / `server.memory` ...), one line each.
     pub warnings: Vec<String>,
+    /// Which layer gave each setting, for the messages that name it (`--workers`, not
+    /// `server.cluster.workers`, when the flag set it).
+    pub sources: Sources,
 }
 
 /// `server.cluster.*`
@@ -174,7 +179,9 @@ pub struct TxSettings {
     pub enabled: bool,
     /// The master's instance code (`m0` under the launcher).
     pub instance_code: String,
-    /// `modules.tx.endpoints[].path`, e.g. `/r4`, `/tx/r5`; no trailing slash.
+    /// `modules.tx.endpoints[].path`, e.g. `/r4`, `/tx/r5`; no trailing slash. None when not
+    /// set: FHIRsmith has no default (its tx module stops at start without them), so no path is
+    /// a tx path.
     pub endpoints: Vec<String>,
 }
 
@@ -183,7 +190,21 @@ pub struct TxSettings {
 pub struct StatsSettings {
     /// `stats.sampleSeconds`; None when not set (60 s with a role, or `intervalMinutes` if shorter).
     pub sample: Option<Duration>,
-    pub interval_minutes: u32,
+    /// `stats.intervalMinutes` (10): fractions allowed, as FHIRsmith reads it (0.5: 30 s).
+    pub interval_minutes: f64,
+}
+
+impl StatsSettings {
+    /// How often each process takes a graph sample under the launcher, as the spec defines it
+    /// for a process with a role: `stats.sampleSeconds`, or, not set, a minute or
+    /// `stats.intervalMinutes` if shorter. The launcher tells the processes this in `hello`.
+    pub fn sample_period(&self) -> Duration {
+        const MINUTE: Duration = Duration::from_secs(60);
+        self.sample.unwrap_or_else(|| {
+            Duration::try_from_secs_f64(self.interval_minutes * 60.0)
+                .map_or(MINUTE, |interval| interval.min(MINUTE))
+        })
+    }
 }
 
 impl Default for ClusterSettings {
@@ -240,7 +261,7 @@ impl Default for TxSettings {
         TxSettings {
             enabled: true,
             instance_code: "m0".to_string(),
-            endpoints: vec!["/r4".to_string()],
+            endpoints: Vec::new(),
         }
     }
 }
@@ -249,7 +270,7 @@ impl Default for StatsSettings {
     fn default() -> Self {
         StatsSettings {
             sample: None,
-            interval_minutes: 10,
+            interval_minutes: 10.0,
         }
     }
 }
@@ -267,6 +288,7 @@ impl Default for Settings {
             tx: TxSettings::default(),
             stats: StatsSettings::default(),
             warnings: Vec::new(),
+            sources: Sources::default(),
         }
     }
 }

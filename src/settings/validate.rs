@@ -2,7 +2,7 @@
 //! start-up error naming the setting, never a clamp (DEC-7). Rules about one value alone (types,
 //! ranges, negatives) are in `value.rs`, where the value's layer is still known.
 
-use super::error::{quote, SettingsError};
+use super::error::{quote, SettingsError, Source};
 use super::Settings;
 
 /// The worker rules fhircluster knows by name (DEC-23). The sizing code implements each.
@@ -11,35 +11,38 @@ pub const KNOWN_RULES: &[&str] = &["classic"];
 /// Everything that must hold between settings before anything starts.
 pub fn validate(s: &Settings) -> Result<(), SettingsError> {
     let c = &s.cluster;
+    // The error for `setting` with its value, naming the layer that gave it.
+    let bad = |setting: &str, value: String, expected: String| {
+        SettingsError::invalid(setting, value, Some(s.sources.of(setting)), expected)
+    };
     if s.command.first().is_none_or(|p| p.is_empty()) {
-        return Err(SettingsError::invalid(
+        return Err(bad(
             "server.cluster.command",
             serde_json::to_string(&s.command).unwrap_or_default(),
-            None,
-            "must name a program, then its arguments, e.g. [\"node\", \"server.js\"]",
+            "must name a program, then its arguments, e.g. [\"node\", \"server.js\"]".into(),
         ));
     }
     check_rule(&c.worker_rule, KNOWN_RULES)?;
     // CONF-22, DEC-7. maxOutstanding 0 is no limit, so it bounds nothing.
     if c.max_outstanding > 0 && c.normal_min_slots > c.max_outstanding {
-        return Err(SettingsError::invalid(
+        return Err(bad(
             "server.cluster.normalMinSlots",
             c.normal_min_slots.to_string(),
-            None,
             format!(
-                "must be at most server.cluster.maxOutstanding ({})",
-                c.max_outstanding
+                "must be at most server.cluster.maxOutstanding ({}, {})",
+                c.max_outstanding,
+                s.sources.of("server.cluster.maxOutstanding")
             ),
         ));
     }
     if s.memory.reject_fraction >= s.memory.abort_fraction {
-        return Err(SettingsError::invalid(
+        return Err(bad(
             "server.memory.rejectFraction",
             s.memory.reject_fraction.to_string(),
-            None,
             format!(
-                "must be below server.memory.abortFraction ({})",
-                s.memory.abort_fraction
+                "must be below server.memory.abortFraction ({}, {})",
+                s.memory.abort_fraction,
+                s.sources.of("server.memory.abortFraction")
             ),
         ));
     }
@@ -47,23 +50,64 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
     check_host_prefix(&c.host_prefix, &s.tx.instance_code)?;
     // Not given means sized by the rule, which gives at least one worker (SIZE-12).
     let workers_run = c.workers != Some(0);
+    let workers = if workers_run {
+        match c.workers {
+            Some(n) => format!(
+                "server.cluster.workers is {n} ({})",
+                s.sources.of("server.cluster.workers")
+            ),
+            None => "server.cluster.workers is not 0 (sized from the CPUs)".to_string(),
+        }
+    } else {
+        String::new()
+    };
     if workers_run && !s.tx.enabled {
-        return Err(SettingsError::invalid(
+        return Err(bad(
             "modules.tx.enabled",
-            "false",
-            None,
-            "must be true while server.cluster.workers is not 0: tx-workers serve only the tx module",
+            "false".into(),
+            format!("must be true while {workers}: tx-workers serve only the tx module"),
         ));
     }
-    if workers_run && s.tx.endpoints.is_empty() {
+    let endpoints_given = s.sources.of("modules.tx.endpoints") != Source::Default;
+    if endpoints_given && workers_run && s.tx.endpoints.is_empty() {
+        return Err(bad(
+            "modules.tx.endpoints",
+            "[]".into(),
+            format!("must list at least one endpoint path while {workers}"),
+        ));
+    }
+    // FHIRsmith's tx module has no default endpoints: switched on without them, every process
+    // stops at start ("TX module requires at least one endpoint configuration").
+    if !endpoints_given && s.tx.enabled && s.sources.of("modules.tx.enabled") != Source::Default {
         return Err(SettingsError::invalid(
             "modules.tx.endpoints",
-            "[]",
+            "(not set)",
             None,
-            "must list at least one endpoint path while server.cluster.workers is not 0",
+            format!(
+                "must list the tx endpoints when {} is true: FHIRsmith's tx module has no default and \
+                 stops at start without them; e.g. {EXAMPLE_ENDPOINTS}",
+                s.sources.of("modules.tx.enabled").setter("modules.tx.enabled")
+            ),
         ));
     }
     check_port_range(s, c.workers.unwrap_or(0))
+}
+
+/// What a message suggests for `modules.tx.endpoints`.
+pub const EXAMPLE_ENDPOINTS: &str = r#"[{"path": "/r4", "fhirVersion": "4.0"}]"#;
+
+/// The warning when workers run but `modules.tx.endpoints` is not set: nothing is a tx path, so
+/// the workers get no request. Not refused: FHIRsmith runs such a configuration (its tx module
+/// off), and the launcher starts what `cluster.js` would.
+pub fn unset_endpoints_warning(s: &Settings) -> Option<String> {
+    let unset = s.sources.of("modules.tx.endpoints") == Source::Default;
+    (unset && s.cluster.workers != Some(0)).then(|| {
+        format!(
+            "modules.tx.endpoints is not set, so no path is a tx path: every request goes to the \
+             master and the tx-workers get none (FHIRsmith has no default tx endpoints); list them, \
+             e.g. {EXAMPLE_ENDPOINTS}, or set server.cluster.workers to 0"
+        )
+    })
 }
 
 /// The processes' ports, `internalPort` ..= `internalPort + workers`, must fit below 65536 and
@@ -72,34 +116,68 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
 pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError> {
     let first = u64::from(s.cluster.internal_port);
     let last = first + u64::from(workers);
+    let given = if s.cluster.workers == Some(workers) {
+        format!(", {}", s.sources.of("server.cluster.workers"))
+    } else {
+        String::new()
+    };
     let range = if workers == 0 {
         format!("the master's port {first}")
     } else {
-        format!("the processes' ports {first}-{last} (the master and {workers} workers)")
+        format!("the processes' ports {first}-{last} (the master and {workers} workers{given})")
+    };
+    let internal = |expected: String| {
+        SettingsError::invalid(
+            "server.cluster.internalPort",
+            first.to_string(),
+            Some(s.sources.of("server.cluster.internalPort")),
+            expected,
+        )
     };
     if last > 65535 {
-        return Err(SettingsError::invalid(
-            "server.cluster.internalPort",
-            first.to_string(),
-            None,
-            format!(
-                "{range} must end at 65535 at most; choose a lower internalPort or fewer workers"
-            ),
-        ));
+        return Err(internal(format!(
+            "{range} must end at 65535 at most; choose a lower internalPort or fewer workers"
+        )));
     }
+    let port = s.sources.shown("server.port", s.port);
     if (first..=last).contains(&u64::from(s.port)) {
-        return Err(SettingsError::invalid(
-            "server.cluster.internalPort",
-            first.to_string(),
-            None,
-            format!(
-                "{range} must not include server.port {}; choose an internalPort above it or at least {} below it",
-                s.port,
-                u64::from(workers) + 1
-            ),
-        ));
+        return Err(internal(format!(
+            "{range} must not include {port}; choose an internalPort above it or at least {} below it",
+            u64::from(workers) + 1
+        )));
     }
-    Ok(())
+    check_admin_address(s, first..=last, &range, &port)
+}
+
+/// The launcher's own endpoints need a port of their own: not `server.port`, where the front
+/// door listens, nor one of the processes' (either would fail to bind, or take a process's port
+/// before it starts). Any address counts: the front door listens on every interface.
+fn check_admin_address(
+    s: &Settings,
+    processes: std::ops::RangeInclusive<u64>,
+    range: &str,
+    port: &str,
+) -> Result<(), SettingsError> {
+    let Some(admin) = s.cluster.admin_address else {
+        return Ok(());
+    };
+    let clash = if admin.port() == s.port {
+        format!("must not use the port clients use, {port}")
+    } else if processes.contains(&u64::from(admin.port())) {
+        format!(
+            "must not use one of {range}, from {}",
+            s.sources
+                .shown("server.cluster.internalPort", s.cluster.internal_port)
+        )
+    } else {
+        return Ok(());
+    };
+    Err(SettingsError::invalid(
+        "server.cluster.adminAddress",
+        admin.to_string(),
+        Some(s.sources.of("server.cluster.adminAddress")),
+        format!("{clash}; choose another port"),
+    ))
 }
 
 /// An unknown `workerRule` is an error listing the known ones (DEC-23).
@@ -196,7 +274,7 @@ mod tests {
         assert_names(
             validate(&s),
             "server.cluster.normalMinSlots",
-            "at most server.cluster.maxOutstanding (16)",
+            "at most server.cluster.maxOutstanding (16, the default)",
         );
         s.cluster.normal_min_slots = 16;
         assert_eq!(validate(&s), Ok(()));
@@ -213,7 +291,7 @@ mod tests {
         assert_names(
             validate(&s),
             "server.memory.rejectFraction",
-            "below server.memory.abortFraction (0.92)",
+            "below server.memory.abortFraction (0.92, the default)",
         );
     }
 
@@ -273,9 +351,27 @@ mod tests {
         s.cluster.workers = Some(0);
         assert_eq!(validate(&s), Ok(()));
         let mut s = Settings::default();
-        s.tx.endpoints.clear();
+        s.sources.set(
+            "modules.tx.endpoints",
+            Source::File("/d/config.json".into()),
+        );
         s.cluster.workers = Some(2);
         assert_names(validate(&s), "modules.tx.endpoints", "at least one");
+        // Not set at all: nothing is a tx path (FHIRsmith has no default), a warning, not an
+        // error, unless the file switches FHIRsmith's tx module on.
+        let mut s = Settings::default();
+        s.cluster.workers = Some(2);
+        assert_eq!(validate(&s), Ok(()));
+        assert!(unset_endpoints_warning(&s).is_some_and(|w| w.contains("no path is a tx path")));
+        s.sources
+            .set("modules.tx.enabled", Source::File("/d/config.json".into()));
+        assert_names(
+            validate(&s),
+            "modules.tx.endpoints",
+            "modules.tx.enabled in /d/config.json is true",
+        );
+        s.cluster.workers = Some(0);
+        assert_names(validate(&s), "modules.tx.endpoints", "stops at start");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::bounds::{MAX_SECONDS, MAX_SECONDS_WORDS};
 use super::error::{quote, SettingsError, Source};
 
 /// A value as one layer gave it.
@@ -46,14 +47,10 @@ impl Raw<'_> {
             .ok_or_else(|| self.invalid(expected))
     }
 
-    /// A whole number in `min..=max`. JSON `4.0` is whole (JSON has one number type); `4.5`,
-    /// `-1` and `"x"` are not (CONF-5).
+    /// A whole number in `min..=max` (the bound is in `bounds.rs`). JSON `4.0` is whole (JSON
+    /// has one number type); `4.5`, `-1` and `"x"` are not (CONF-5).
     pub fn whole(&self, min: u64, max: u64) -> Result<u64, SettingsError> {
-        let expected = if max == u64::from(u32::MAX) || max == u64::MAX {
-            format!("must be a whole number, {min} or more")
-        } else {
-            format!("must be a whole number from {min} to {max}")
-        };
+        let expected = format!("must be a whole number from {min} to {max}");
         let n = match &self.value {
             RawValue::Text(t) => {
                 let t = t.trim();
@@ -73,8 +70,9 @@ impl Raw<'_> {
             .ok_or_else(|| self.invalid(expected))
     }
 
-    pub fn whole_u32(&self, min: u32) -> Result<u32, SettingsError> {
-        let n = self.whole(u64::from(min), u64::from(u32::MAX))?;
+    /// A whole number in `min..=max`, as a `u32` (`max` fits one: every bound does).
+    pub fn whole_u32(&self, min: u32, max: u64) -> Result<u32, SettingsError> {
+        let n = self.whole(u64::from(min), max.min(u64::from(u32::MAX)))?;
         u32::try_from(n).map_err(|_| self.invalid("must be a whole number"))
     }
 
@@ -84,26 +82,27 @@ impl Raw<'_> {
         u16::try_from(n).map_err(|_| self.invalid("must be a whole number from 1 to 65535"))
     }
 
-    /// Seconds, fractions allowed (`0.5`), stored as a `Duration`. `positive`: 0 refused
-    /// (CONF-24); otherwise 0 is allowed and keeps the spec's meaning for that setting.
+    /// Seconds, fractions allowed (`0.5`), stored as a `Duration`, at most a year
+    /// (`MAX_SECONDS`). `positive`: 0 refused (CONF-24); otherwise 0 is allowed and keeps the
+    /// spec's meaning for that setting.
     pub fn seconds(&self, positive: bool) -> Result<Duration, SettingsError> {
         let expected = if positive {
-            "must be a number of seconds above 0"
+            format!("must be a number of seconds above 0 and at most {MAX_SECONDS_WORDS}")
         } else {
-            "must be a number of seconds, 0 or more"
+            format!("must be a number of seconds from 0 to {MAX_SECONDS_WORDS}")
         };
-        let n = self.number(expected)?;
-        if n < 0.0 || (positive && n == 0.0) {
+        let n = self.number(&expected)?;
+        if n < 0.0 || (positive && n == 0.0) || n > MAX_SECONDS {
             return Err(self.invalid(expected));
         }
         Duration::try_from_secs_f64(n).map_err(|_| self.invalid(expected))
     }
 
-    /// A number 0 or more (DEC-7: negatives refused).
-    pub fn non_negative(&self) -> Result<f64, SettingsError> {
-        let expected = "must be a number, 0 or more";
-        let n = self.number(expected)?;
-        if n < 0.0 {
+    /// A number from 0 to `max` (DEC-7: negatives refused).
+    pub fn non_negative(&self, max: f64) -> Result<f64, SettingsError> {
+        let expected = format!("must be a number from 0 to {max}");
+        let n = self.number(&expected)?;
+        if !(0.0..=max).contains(&n) {
             return Err(self.invalid(expected));
         }
         Ok(n)
@@ -180,16 +179,26 @@ mod tests {
     #[test]
     fn workers_must_be_a_whole_number_from_any_layer() {
         // spec: CONF-5
-        assert_eq!(text("4").whole_u32(0), Ok(4));
-        assert_eq!(text("0").whole_u32(0), Ok(0));
-        for bad in ["4.5", "-1", "x", "", "two", "+3", "1e3", "99999999999"] {
-            let e = text(bad).whole_u32(0).unwrap_err();
+        assert_eq!(text("4").whole_u32(0, 65535), Ok(4));
+        assert_eq!(text("0").whole_u32(0, 65535), Ok(0));
+        for bad in [
+            "4.5",
+            "-1",
+            "x",
+            "",
+            "two",
+            "+3",
+            "1e3",
+            "99999999999",
+            "65536",
+        ] {
+            let e = text(bad).whole_u32(0, 65535).unwrap_err();
             assert!(e.to_string().contains("server.cluster.workers"), "{e}");
             assert!(e.to_string().contains("whole number"), "{e}");
         }
-        assert_eq!(with_json(&json!(4.0)).whole_u32(0), Ok(4));
+        assert_eq!(with_json(&json!(4.0)).whole_u32(0, 65535), Ok(4));
         for bad in [json!(4.5), json!(-1), json!("4"), json!(true), json!([])] {
-            assert!(with_json(&bad).whole_u32(0).is_err(), "{bad}");
+            assert!(with_json(&bad).whole_u32(0, 65535).is_err(), "{bad}");
         }
     }
 
@@ -205,8 +214,19 @@ mod tests {
         assert!(with_json(&json!(0)).seconds(true).is_err());
         // spec: DEC-7
         let e = with_json(&json!(-1)).seconds(false).unwrap_err();
-        assert!(e.to_string().contains("0 or more"), "{e}");
-        for bad in [json!(1e300), json!("1"), json!(null)] {
+        assert!(e.to_string().contains("from 0 to 31536000 (a year)"), "{e}");
+        // spec: CONF-16 (0 is no timeout); a year is the bound, a hair past it is refused.
+        assert_eq!(
+            with_json(&json!(31_536_000)).seconds(false),
+            Ok(Duration::from_secs(31_536_000))
+        );
+        for bad in [
+            json!(31_536_000.5),
+            json!(1e19),
+            json!(1e300),
+            json!("1"),
+            json!(null),
+        ] {
             assert!(with_json(&bad).seconds(false).is_err(), "{bad}");
         }
         assert!(text("NaN").seconds(false).is_err());

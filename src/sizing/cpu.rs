@@ -3,7 +3,7 @@
 //! (SIZE-8, DEC-22; the vCPUs are not capped), the rule's count, then at least 1 (SIZE-12).
 //! With `server.cluster.workers` given, that count stands and the rule is only reported.
 
-use crate::settings::ClusterSettings;
+use crate::settings::{ClusterSettings, Settings, Source};
 use crate::system::{CpuQuota, CpuReading};
 
 use super::rule::{find_rule, UnknownRule, WorkerRule};
@@ -63,6 +63,9 @@ pub struct CpuSizing {
     pub rule_count: u32,
     /// `server.cluster.workers`, when given.
     pub given: Option<u32>,
+    /// What gave `given`, as the decision line names it (`--workers`, `environment
+    /// FHIRSMITH_WORKERS`, `server.cluster.workers in /d/config.json`); None: the setting's name.
+    pub given_by: Option<String>,
 }
 
 impl CpuSizing {
@@ -75,6 +78,14 @@ impl CpuSizing {
     /// `internalPort` range is checked against this at start (DEC-21).
     pub fn planned(&self) -> u32 {
         self.given.unwrap_or_else(|| self.cpu_count())
+    }
+
+    /// The same sizing, saying what set the given count (`Source::setter`).
+    pub fn given_by(self, setter: String) -> CpuSizing {
+        CpuSizing {
+            given_by: Some(setter),
+            ..self
+        }
     }
 
     /// The quota's cap on the cores, when a quota applies.
@@ -93,6 +104,20 @@ fn quota_cap(cpus: f64) -> u32 {
     } else {
         1
     }
+}
+
+/// [`size_by_cpu`] for the whole settings: the sizing also names what set a given count (the
+/// flag, the environment or config.json), for the decision line and the memory warning.
+pub fn size_for(settings: &Settings, inputs: &CpuInputs) -> Result<CpuSizing, UnknownRule> {
+    const WORKERS: &str = "server.cluster.workers";
+    let from = settings.sources.of(WORKERS);
+    let sizing = size_by_cpu(&settings.cluster, inputs)?;
+    // A count no layer gave (settings made in code) keeps the setting's name.
+    Ok(if from == Source::Default {
+        sizing
+    } else {
+        sizing.given_by(from.setter(WORKERS))
+    })
 }
 
 /// Sizes by the CPUs with the rule `cluster.worker_rule` (DEC-23: an unknown rule is an error).
@@ -119,6 +144,7 @@ pub fn size_by_cpu(
         rule_cores,
         rule_count: (rule.count)(rule_cores, vcpu),
         given: cluster.workers,
+        given_by: None,
     })
 }
 

@@ -5,7 +5,8 @@
 //! With no memory limit the memory part is `memory fits: no limit` (DEC-3); before the master is
 //! loaded (`--check`) it says the fit is decided then; a quota that capped the cores says so
 //! (`quota 1.5 (cpu.max) caps cores at 2`, DEC-22); with `server.cluster.workers` given, the line
-//! says that set it, and still shows what the machine is.
+//! says what set it (`--workers`, the environment or config.json), and still shows what the
+//! machine is.
 
 use super::cpu::{CoresSource, CpuSizing};
 use super::memory_fit::{plain, MemoryFit};
@@ -79,7 +80,11 @@ pub fn decision_line(sizing: &CpuSizing, memory: Option<&MemoryFit>) -> String {
         } else {
             ""
         };
-        return format!("workers {given}: set by server.cluster.workers{alone}; {inputs}");
+        let by = sizing
+            .given_by
+            .as_deref()
+            .unwrap_or("server.cluster.workers");
+        return format!("workers {given}: set by {by}{alone}; {inputs}");
     }
     let rule = format!(
         "{} rule {}",

@@ -92,8 +92,12 @@ pub fn memory_fit(sizing: &CpuSizing, facts: &MemoryFacts, headroom_gb: f64) -> 
         Some(given) => {
             if given > fits {
                 // spec: MEM-11, DEC-2
+                let by = sizing
+                    .given_by
+                    .as_deref()
+                    .unwrap_or("server.cluster.workers");
                 warnings.push(format!(
-                    "server.cluster.workers is {given} but only {fits} fit in memory ({numbers}); starting all {given}"
+                    "{given} workers asked for (set by {by}) but only {fits} fit in memory ({numbers}); starting all {given}"
                 ));
             }
             given
@@ -244,7 +248,8 @@ mod tests {
         let fit = memory_fit(&sizing(Some(6)), &facts(Some(13), 3, 4), 2.0);
         assert_eq!((fit.fits, fit.workers), (Some(2), 6));
         assert_eq!(fit.warnings.len(), 1);
-        assert!(fit.warnings[0].contains("server.cluster.workers is 6 but only 2 fit"));
+        assert!(fit.warnings[0]
+            .contains("6 workers asked for (set by server.cluster.workers) but only 2 fit"));
         let fine = memory_fit(&sizing(Some(2)), &facts(Some(13), 3, 4), 2.0);
         assert_eq!((fine.workers, fine.warnings.len()), (2, 0));
     }

@@ -71,7 +71,7 @@ impl Keeper {
     pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
         let ms = now_ms();
         let outbox = Outbox::open(&settings.data_dir);
-        let sample = settings.stats.sample.unwrap_or(Duration::from_secs(60));
+        let sample = settings.stats.sample_period();
         let history = outbox
             .saved_history()
             .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))

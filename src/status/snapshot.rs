@@ -170,7 +170,7 @@ fn bytes_at(limit: Option<u64>, fraction: f64) -> Option<u64> {
 /// at `now`.
 pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
     let st = &input.settings;
-    let stale_after = st.status_interval * 3;
+    let stale_after = st.status_interval.saturating_mul(3);
     let mut missing = Missing::default();
 
     let mut rows = Vec::new();

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::restart::{RestartPolicy, Verdict};
+use crate::deadline::Later;
 use crate::process::ProcessId;
 
 pub use actions::{Action, Exit};
@@ -300,7 +301,7 @@ impl Lifecycle {
             return false;
         }
         slot.state = State::Draining {
-            until: now + drain,
+            until: now.later(drain),
             restart: true,
         };
         self.actions.push_back(Action::Drain(id));
@@ -312,7 +313,7 @@ impl Lifecycle {
         if let Some(slot) = self.slots.get_mut(id.index()) {
             if let State::Draining { restart, .. } = slot.state {
                 slot.state = State::Stopping {
-                    kill_at: now + self.kill_after,
+                    kill_at: now.later(self.kill_after),
                     killed: false,
                     restart,
                 };
@@ -427,7 +428,7 @@ impl Lifecycle {
                     self.actions.push_back(Action::Down(id));
                 }
                 slot.state = State::Stopping {
-                    kill_at: now + self.kill_after,
+                    kill_at: now.later(self.kill_after),
                     killed: false,
                     restart: false,
                 };

@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::deadline::Later;
 use crate::process::ProcessId;
 
 /// What the memory guard measures, as the launcher reads it.
@@ -131,7 +132,7 @@ pub fn decide(
         }
         let since = clocks.over_since.get(&w.id).copied().unwrap_or(now);
         out.over_since.insert(w.id, since);
-        let deadline = since + policy.recycle_after;
+        let deadline = since.later(policy.recycle_after);
         if now >= deadline {
             due.push((w, judge(measure, w, over)));
         } else {

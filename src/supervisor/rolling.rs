@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{Action, Lifecycle, Phase, Slot, State};
+use crate::deadline::Later;
 use crate::process::ProcessId;
 use crate::supervisor::restart::RestartPolicy;
 
@@ -62,7 +63,7 @@ impl Lifecycle {
                 (_, true) => {}
                 (State::Ready { .. }, false) => {
                     slot.state = State::Draining {
-                        until: now + drain,
+                        until: now.later(drain),
                         restart: false,
                     };
                     self.actions.push_back(Action::Drain(ProcessId(i as u16)));
@@ -72,7 +73,7 @@ impl Lifecycle {
                 }
                 (State::Starting { .. }, false) => {
                     slot.state = State::Stopping {
-                        kill_at: now + self.kill_after,
+                        kill_at: now.later(self.kill_after),
                         killed: false,
                         restart: false,
                     };
@@ -169,7 +170,7 @@ impl Lifecycle {
                 continue;
             }
             slot.state = State::Draining {
-                until: now + r.drain,
+                until: now.later(r.drain),
                 restart: true,
             };
             r.current = Some(next);

@@ -9,6 +9,7 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::warn;
 
 use super::shell::{now_std, Shell};
+use crate::deadline::Later;
 use crate::ipc::message::ToChild;
 use crate::process::ProcessId;
 
@@ -53,7 +54,7 @@ fn status_period(status_seconds: f64) -> Duration {
 
 /// A late tick is delayed rather than fired in a burst to catch up.
 fn every(period: Duration) -> Interval {
-    let mut t = tokio::time::interval_at(Instant::now() + period, period);
+    let mut t = tokio::time::interval_at(Instant::now().later(period), period);
     t.set_missed_tick_behavior(MissedTickBehavior::Delay);
     t
 }

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_fhircluster");
 pub const SIM: &str = env!("CARGO_BIN_EXE_fhirsmith-sim");
 
+mod check;
 mod cluster;
 mod front;
 mod http;
@@ -31,6 +32,7 @@ mod reliability;
 mod status;
 mod supervision;
 
+pub use check::*;
 pub use cluster::*;
 pub use front::*;
 pub use http::*;

@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use crate::deadline::Later;
+
 /// An accepted client stream with a write timeout. Use it as `TokioIo::new(WriteTimeoutIo::new(..))`.
 pub struct WriteTimeoutIo<T> {
     inner: T,
@@ -62,7 +64,7 @@ impl<T> WriteTimeoutIo<T> {
         }
         if !self.armed {
             self.armed = true;
-            let deadline = Instant::now() + self.timeout;
+            let deadline = Instant::now().later(self.timeout);
             match self.sleep.as_mut() {
                 Some(sleep) => sleep.as_mut().reset(deadline),
                 None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::deadline::Later;
+
 /// Timeouts in a row that start a cooldown (COOL-4).
 pub(crate) const TIMEOUTS_IN_A_ROW: u8 = 3;
 
@@ -68,7 +70,7 @@ impl Cooldown {
         if length.is_zero() {
             return None;
         }
-        let until = now + length;
+        let until = now.later(length);
         self.generation += 1;
         self.until = Some(until);
         Some(until)

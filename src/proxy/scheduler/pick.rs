@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::time::Instant;
 
 use super::*;
+use crate::deadline::Later;
 
 impl Scheduler {
     pub(super) fn is_ready(&self, i: usize) -> bool {
@@ -113,7 +114,7 @@ impl Scheduler {
             },
         );
         self.timers
-            .push(Reverse((now + length, Timer::Queue { seq, id })));
+            .push(Reverse((now.later(length), Timer::Queue { seq, id })));
     }
 
     pub(super) fn dispatch(

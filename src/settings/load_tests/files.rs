@@ -25,12 +25,17 @@ fn the_template_loads_to_the_defaults() {
     )
     .unwrap();
     assert_eq!(s.warnings, Vec::<String>::new());
+    // The template lists an endpoint to copy: there is no default one (FHIRsmith has none).
+    assert_eq!(s.tx.endpoints, vec!["/r4"]);
+    let mut defaults = Settings::default();
+    defaults.tx.endpoints = s.tx.endpoints.clone();
     assert_eq!(
         Settings {
             data_dir: PathBuf::from("."),
+            sources: Sources::default(),
             ..s
         },
-        Settings::default()
+        defaults
     );
 }
 

@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod admin;
+mod bounds;
 mod files;
 mod fuzz;
 mod log_level;
@@ -67,4 +69,18 @@ pub(super) fn refused(r: Result<Settings, SettingsError>, setting: &str, phrase:
     assert_eq!(e.setting(), setting, "{line}");
     assert!(line.contains(setting) && line.contains(phrase), "{line}");
     assert!(!line.contains('\n'), "{line}");
+}
+
+/// Puts `value` at the dotted `path` in `root`, making the objects on the way (replacing any
+/// non-object there).
+pub(super) fn set_path(root: &mut Value, path: &str, value: Value) {
+    let (parents, last) = path.rsplit_once('.').unwrap_or(("", path));
+    let mut at = root;
+    for part in parents.split('.').filter(|p| !p.is_empty()) {
+        if !at.get(part).is_some_and(Value::is_object) {
+            at[part] = json!({});
+        }
+        at = &mut at[part];
+    }
+    at[last] = value;
 }

@@ -8,8 +8,19 @@ use super::*;
 
 #[test]
 fn nothing_given_is_the_defaults() {
-    assert_eq!(ok(&[], &[], None), Settings::default());
-    assert_eq!(ok(&[], &[], Some(json!({}))), Settings::default());
+    for file in [None, Some(json!({}))] {
+        let s = ok(&[], &[], file);
+        // spec: ROUTE-2b. No tx endpoint is not an error, but workers that get nothing are said.
+        assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
+        assert!(s.warnings[0].starts_with("modules.tx.endpoints is not set"));
+        assert_eq!(
+            Settings {
+                warnings: Vec::new(),
+                ..s
+            },
+            Settings::default()
+        );
+    }
 }
 
 #[test]
@@ -181,5 +192,95 @@ fn workers_in_the_file_must_be_whole_and_not_negative() {
             .cluster
             .workers,
         Some(4)
+    );
+}
+
+#[test]
+fn each_setting_names_the_layer_that_gave_it() {
+    // spec: DEC-13. Issue 14: a --workers flag was reported as set by server.cluster.workers.
+    use crate::sizing::{decision_line, size_for, CpuInputs};
+    let file = cluster(json!({"workers": 1}));
+    let inputs = CpuInputs {
+        vcpu: 8,
+        detected_cores: Some(4),
+        quota: None,
+    };
+    let line_for = |s: &Settings| decision_line(&size_for(s, &inputs).expect("a known rule"), None);
+    let flag = ok(
+        &["--workers=2"],
+        &[("FHIRSMITH_WORKERS", "3")],
+        file.clone(),
+    );
+    assert_eq!(
+        flag.sources.of("server.cluster.workers"),
+        Source::Flag("--workers")
+    );
+    assert!(
+        line_for(&flag).starts_with("workers 2: set by --workers;"),
+        "{}",
+        line_for(&flag)
+    );
+
+    let env = ok(&[], &[("FHIRSMITH_WORKERS", "3")], file.clone());
+    assert_eq!(
+        env.sources.of("server.cluster.workers"),
+        Source::Env("FHIRSMITH_WORKERS")
+    );
+    assert!(line_for(&env).starts_with("workers 3: set by environment FHIRSMITH_WORKERS;"));
+
+    let from_file = ok(&[], &[], file);
+    assert!(
+        line_for(&from_file).starts_with(&format!(
+            "workers 1: set by server.cluster.workers in {FILE};"
+        )),
+        "{}",
+        line_for(&from_file)
+    );
+    let sized = ok(&[], &[], None);
+    assert_eq!(sized.sources.of("server.cluster.workers"), Source::Default);
+    assert!(
+        line_for(&sized).starts_with("workers 4: "),
+        "{}",
+        line_for(&sized)
+    );
+}
+
+#[test]
+fn errors_between_settings_name_where_each_came_from() {
+    // spec: DEC-12, DEC-13
+    refused(
+        settings(
+            &["--workers=3", "--port=3003"],
+            &[],
+            cluster(json!({"internalPort": 3001})),
+        ),
+        "server.cluster.internalPort",
+        &format!(
+            "= 3001 (from {FILE}): the processes' ports 3001-3004 (the master and 3 workers, \
+             from --workers) must not include server.port 3003 (from --port)"
+        ),
+    );
+    refused(
+        settings(
+            &[],
+            &[("PORT", "4000"), ("FHIRSMITH_WORKERS", "2")],
+            cluster(json!({"internalPort": 3999})),
+        ),
+        "server.cluster.internalPort",
+        "(the master and 2 workers, from environment FHIRSMITH_WORKERS) must not include \
+         server.port 4000 (from environment PORT)",
+    );
+    refused(
+        settings(&["--port=65535"], &[], None),
+        "server.cluster.internalPort",
+        "its default, server.port + 1",
+    );
+    let w = ok(&["--workers=0", "--master-serves-tx=false"], &[], None).warnings;
+    assert!(
+        w.iter().any(|l| l.contains(
+            "server.cluster.masterServesTx false (from --master-serves-tx) and \
+             server.cluster.workers 0 (from --workers)"
+        )),
+        "{w:?}"
     );
 }

@@ -43,9 +43,9 @@ fn a_wrong_json_type_names_the_setting_path() {
         "true or false",
     );
     refused(
-        settings(&[], &[], Some(json!({"stats": {"intervalMinutes": 0.5}}))),
+        settings(&[], &[], Some(json!({"stats": {"intervalMinutes": "10"}}))),
         "stats.intervalMinutes",
-        "whole number",
+        "number",
     );
 }
 
@@ -208,7 +208,7 @@ fn status_seconds_must_be_above_zero() {
     refused(
         settings(&[], &[], cluster(json!({"cores": 0}))),
         "server.cluster.cores",
-        "1 or more",
+        "from 1 to",
     );
 }
 
@@ -218,7 +218,7 @@ fn normal_min_slots_is_bounded_by_max_outstanding_from_the_file() {
     refused(
         settings(&[], &[], cluster(json!({"maxOutstanding": 2}))),
         "server.cluster.normalMinSlots",
-        "maxOutstanding (2)",
+        "= 4 (the default): must be at most server.cluster.maxOutstanding (2, from /d/config.json)",
     );
     assert_eq!(
         ok(
@@ -414,7 +414,7 @@ fn unknown_keys_are_warnings_not_errors() {
         Some(json!({"server": {"cluster": {"wokers": 2}, "memory": {"x": 1}}})),
     );
     assert_eq!(s.cluster.workers, None);
-    assert_eq!(s.warnings.len(), 2, "{:?}", s.warnings);
+    assert_eq!(s.warnings.len(), 3, "{:?}", s.warnings);
     assert!(s.warnings[0].contains("server.cluster.wokers") && s.warnings[0].contains(FILE));
     assert!(s.warnings[1].contains("server.memory.x"));
 }

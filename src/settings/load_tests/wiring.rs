@@ -75,7 +75,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
     assert_eq!(s.tx.endpoints, vec!["/r5"]);
     assert_eq!(
         (s.stats.sample, s.stats.interval_minutes),
-        (Some(secs(23)), 24)
+        (Some(secs(23)), 24.0)
     );
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     let s = ok(

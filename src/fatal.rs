@@ -1,0 +1,189 @@
+//! A panic anywhere stops the launcher at once, with its message: no half-dead launcher.
+//!
+//! Without this, a panic in a tokio task is caught by tokio and only that task ends, and a panic
+//! in another thread ends only that thread: the launcher may go on holding the public port with
+//! its front door or its supervisor gone, answering nothing, never exiting, so the service
+//! manager never restarts it. The hook writes one line to stderr and ends the process with exit
+//! status 101 (Rust's for a panic) without unwinding or running destructors, so nothing can hang
+//! on the way out. The children then get `SIGTERM` from `PR_SET_PDEATHSIG` and see their IPC
+//! channel close, as when the launcher is killed, and stop.
+//!
+//! The line is written from a thread of its own and waited for at most `WRITE_WAIT`: a stderr
+//! that is stuck (a full pipe, a stalled journal) must not keep the process alive.
+//!
+//! Test hook: `FHIRCLUSTER_TEST_PANIC=<path>` makes a launcher thread panic once a file exists at
+//! `<path>`, so a test can make a running launcher panic at a moment of its choosing. It is read
+//! only by `fhircluster`, only this variable, and does nothing else.
+
+use std::io::Write;
+use std::panic::PanicHookInfo;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The exit status of a launcher that panicked (as an unwound Rust main gives).
+pub const PANIC_STATUS: i32 = 101;
+
+/// How long the panic's line may take to be written before the process ends anyway.
+pub const WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// The test hook's environment variable (see the module's notes).
+pub const TEST_PANIC_ENV: &str = "FHIRCLUSTER_TEST_PANIC";
+
+/// Makes every panic, in any thread or task, end the process promptly with its message.
+pub fn install() {
+    std::panic::set_hook(Box::new(|info| {
+        write_within(&panic_line(info), WRITE_WAIT);
+        // SAFETY: `_exit` ends the process at once; nothing here depends on destructors or
+        // atexit handlers running, which is the point (one may be what is stuck).
+        unsafe { libc::_exit(PANIC_STATUS) }
+    }));
+}
+
+/// `fhircluster: panic at src/x.rs:12:5: the message; the launcher exits (status 101)`, one line.
+pub fn panic_line(info: &PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let place = info
+        .location()
+        .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_default();
+    let message = message.replace('\n', " ");
+    format!("fhircluster: panic{place}: {message}; the launcher exits (status {PANIC_STATUS})\n")
+}
+
+/// Writes `line` to stderr, waiting at most `wait` for the write to finish.
+fn write_within(line: &str, wait: Duration) {
+    let (done, finished) = mpsc::channel();
+    let text = line.to_string();
+    let writer = std::thread::Builder::new().spawn(move || {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+        let _ = done.send(());
+    });
+    match writer {
+        Ok(_) => {
+            let _ = finished.recv_timeout(wait);
+        }
+        // No thread to be had (the very panic may be a failed thread spawn): write from here.
+        Err(_) => {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Starts the test hook when `FHIRCLUSTER_TEST_PANIC` names a path: a thread that panics once a
+/// file exists there.
+pub fn test_hook_from_env() {
+    let Some(path) = std::env::var_os(TEST_PANIC_ENV).map(PathBuf::from) else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("test-panic".into())
+        .spawn(move || loop {
+            if path.exists() {
+                panic!("test panic: {} exists ({TEST_PANIC_ENV})", path.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hook ends a whole process, so each case runs this test binary again as a child (the
+    //! `child_…` test, which does nothing unless `FATAL_CHILD` names its case) and checks how
+    //! that child ended.
+
+    use super::*;
+    use std::process::Command;
+    use std::time::Instant;
+
+    const CASE_ENV: &str = "FATAL_CHILD";
+
+    /// Runs the `child_panics_as_told` test in a child process with `case`; its exit status,
+    /// stderr and how long it took.
+    fn run_child(case: &str) -> (Option<i32>, String, Duration) {
+        let exe = std::env::current_exe().expect("the test binary");
+        let started = Instant::now();
+        let out = Command::new(exe)
+            .args([
+                "--exact",
+                "fatal::tests::child_panics_as_told",
+                "--nocapture",
+            ])
+            .args(["--ignored", "--test-threads", "1"])
+            .env(CASE_ENV, case)
+            .output()
+            .expect("run the test binary");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            started.elapsed(),
+        )
+    }
+
+    /// Not a test of its own: the child process of the test below, which runs it (ignored
+    /// otherwise).
+    #[test]
+    #[ignore = "the child process of a_panicking_task_or_thread_ends_the_whole_process..."]
+    fn child_panics_as_told() {
+        let case = std::env::var(CASE_ENV).unwrap_or_default();
+        install();
+        match case.as_str() {
+            "current-thread-task" | "multi-thread-task" => {
+                let rt = if case == "current-thread-task" {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                } else {
+                    tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()
+                }
+                .expect("runtime");
+                rt.block_on(async {
+                    // tokio catches the task's panic and hands it to the join handle: only the
+                    // hook can stop the process now.
+                    let task = tokio::spawn(async { panic!("a task\nfails") });
+                    let _ = task.await;
+                    // The launcher would go on serving here, with a part of itself gone.
+                    tokio::time::sleep(Duration::from_secs(15)).await;
+                });
+            }
+            "thread" => {
+                let _ = std::thread::spawn(|| panic!("a thread fails")).join();
+                std::thread::sleep(Duration::from_secs(15));
+            }
+            other => panic!("unknown case {other}"),
+        }
+        // Reaching here means the hook did not end the process: the parent sees status 0.
+    }
+
+    #[test]
+    fn a_panicking_task_or_thread_ends_the_whole_process_promptly_with_its_message() {
+        for (case, message) in [
+            ("current-thread-task", "a task fails"),
+            ("multi-thread-task", "a task fails"),
+            ("thread", "a thread fails"),
+        ] {
+            let (code, stderr, took) = run_child(case);
+            assert_eq!(code, Some(PANIC_STATUS), "{case}: {stderr}");
+            let line = stderr
+                .lines()
+                .find(|l| l.starts_with("fhircluster: panic at "))
+                .unwrap_or_else(|| panic!("{case}: no panic line in {stderr:?}"));
+            assert!(line.contains(message), "{case}: {line}");
+            assert!(line.contains("src/fatal.rs:"), "{case}: {line}");
+            assert!(
+                line.ends_with("the launcher exits (status 101)"),
+                "{case}: {line}"
+            );
+            // The child would otherwise sleep 15 s after the panic.
+            assert!(took < Duration::from_secs(10), "{case}: took {took:?}");
+        }
+    }
+}
