@@ -22,9 +22,20 @@ Node flags for the servers go after --, e.g.
   fhircluster -- --max-old-space-size=8192
 (--expose-gc is added; --inspect* and --watch* are refused).";
 
+/// The text after the flags: the environment, then what each signal does.
+fn after_help() -> String {
+    format!("{ENV_HELP}\n\n{}", crate::ops::signals::help_text())
+}
+
 /// Front door and supervisor for a FHIRsmith master and its tx-workers on one machine.
 #[derive(Parser, Clone, Debug, Default, PartialEq, Eq)]
-#[command(name = "fhircluster", version, about, after_help = ENV_HELP)]
+#[command(
+    name = "fhircluster",
+    version = crate::ops::build_info::LONG_VERSION,
+    long_version = crate::ops::build_info::LONG_VERSION,
+    about,
+    after_help = after_help()
+)]
 pub struct Cli {
     /// How many tx-workers (a whole number; 0: the master alone) [env: FHIRSMITH_WORKERS]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -81,9 +92,21 @@ pub struct Cli {
 #[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Show a running launcher's processes, slots, memory and refusals (through its own
-    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json)
-    Status,
+    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json). Exit status:
+    /// 0 ready, 1 not ready or draining, 2 no launcher answers.
+    #[command(after_help = STATUS_HELP)]
+    Status {
+        /// Print the launcher's /status JSON (the same figures) instead of the table
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+const STATUS_HELP: &str = "\
+Exit status (for scripts and health checks such as Docker's HEALTHCHECK):
+  0  ready: the master and at least one tx process are ready, and it is not draining
+  1  not ready, or draining (the table or JSON says why)
+  2  no launcher answers on the admin address (or its answer can't be read)";
 
 #[cfg(test)]
 mod tests {
@@ -103,7 +126,11 @@ mod tests {
     #[test]
     fn the_status_subcommand_takes_the_admin_address_and_data_dir_after_it() {
         let c = parse(&["status", "--admin-address", "9100", "--data-dir", "/srv/d"]);
-        assert_eq!(c.action, Some(Action::Status));
+        assert_eq!(c.action, Some(Action::Status { json: false }));
+        assert_eq!(
+            parse(&["status", "--json"]).action,
+            Some(Action::Status { json: true })
+        );
         assert_eq!(c.admin_address.as_deref(), Some("9100"));
         assert_eq!(c.data_dir.as_deref(), Some(std::path::Path::new("/srv/d")));
         assert_eq!(
@@ -169,6 +196,17 @@ mod tests {
         ]);
         assert_eq!(c.node_flags, vec!["--max-old-space-size=8192", "--inspect"]);
         assert!(Cli::try_parse_from(["fhircluster", "--max-old-space-size=1"]).is_err());
+    }
+
+    #[test]
+    fn help_lists_the_signals() {
+        let help = Cli::command().render_long_help().to_string();
+        for (sig, what) in crate::ops::signals::TABLE {
+            assert!(
+                help.contains(sig) && help.contains(what),
+                "{sig} missing from:\n{help}"
+            );
+        }
     }
 
     #[test]

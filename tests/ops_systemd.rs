@@ -1,7 +1,8 @@
 //! README's systemd unit and Docker advice, checked: the unit has the keys the launcher needs
-//! (`Type=notify`, `KillMode=mixed`, `MemoryMax=`, a `TimeoutStopSec` at least the longest
-//! orderly stop, computed from the settings' defaults), `systemd-analyze verify` finds nothing
-//! wrong with it, and the Compose file gives Docker as long.
+//! (`Type=notify`, `ExecReload=` sending `SIGHUP` so `systemctl reload` works, `KillMode=mixed`,
+//! `MemoryMax=`, a `TimeoutStopSec` at least the longest orderly stop, computed from the
+//! settings' defaults), `systemd-analyze verify` finds nothing wrong with it, and the Compose
+//! file gives Docker as long, a working directory, and a health check on the admin address.
 
 mod common;
 
@@ -99,6 +100,12 @@ fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
     );
     assert!(
         keys.get("MemoryMax").is_some_and(|v| !v.is_empty()),
+        "{keys:?}"
+    );
+    // Without it `systemctl reload` fails: "Job type reload is not applicable".
+    assert_eq!(
+        keys.get("ExecReload").map(String::as_str),
+        Some("/bin/kill -HUP $MAINPID"),
         "{keys:?}"
     );
     assert!(

@@ -221,13 +221,17 @@ impl Shell {
                     self.setup.drain.as_secs_f64()
                 ),
                 Action::RollingDone => {
-                    info!("rolling restart done: every process was started again")
+                    info!("rolling restart done: every process was started again");
+                    self.hooks.reload_finished();
                 }
-                Action::RollingAborted(id) => warn!(
-                    "WARNING: rolling restart stopped: {} exited before it was ready again; \
-                     the processes after it carry on as they were",
-                    self.code(id)
-                ),
+                Action::RollingAborted(id) => {
+                    warn!(
+                        "WARNING: rolling restart stopped: {} exited before it was ready again; \
+                         the processes after it carry on as they were",
+                        self.code(id)
+                    );
+                    self.hooks.reload_finished();
+                }
                 Action::Finished => {
                     return Some(if self.life.gave_up() {
                         Ended::GaveUp
@@ -263,6 +267,7 @@ impl Shell {
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
                 self.keeper.spawned(id, handle.pid, now_std());
+                self.hooks.started(id, handle.pid);
                 self.children[id.index()] = Some(handle);
                 self.started[id.index()] = Some(Instant::now());
             }
@@ -363,6 +368,7 @@ impl Shell {
                     warn!("{line}");
                 }
                 self.children[id.index()] = None;
+                self.hooks.exited(id);
                 self.keeper.exited(id, exit, stopping);
                 self.life.exited(id, exit, now_std());
             }
