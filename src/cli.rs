@@ -12,9 +12,10 @@ use clap::Parser;
 
 const ENV_HELP: &str = "\
 Environment:
-  FHIRSMITH_DATA_DIR   The data directory (as --data-dir)
-  FHIRSMITH_WORKERS    How many tx-workers (as --workers)
-  PORT                 The port clients use (as --port)
+  FHIRSMITH_DATA_DIR        The data directory (as --data-dir)
+  FHIRSMITH_WORKERS         How many tx-workers (as --workers)
+  PORT                      The port clients use (as --port)
+  FHIRSMITH_LISTEN_ADDRESS  The address that port listens on (as --listen-address)
 
 Precedence: flag, then environment, then config.json in the data directory, then the default.
 
@@ -66,6 +67,11 @@ pub struct Cli {
     /// (on loopback) or ADDRESS:PORT [default: off]
     #[arg(long, value_name = "ADDR", global = true)]
     pub admin_address: Option<String>,
+
+    /// The address server.port listens on, e.g. 127.0.0.1 [env: FHIRSMITH_LISTEN_ADDRESS]
+    /// [default: every interface, IPv6 and IPv4]
+    #[arg(long, value_name = "ADDR")]
+    pub listen_address: Option<String>,
 
     /// Log lines as text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
@@ -212,7 +218,12 @@ mod tests {
     #[test]
     fn help_lists_the_environment_variables() {
         let help = Cli::command().render_long_help().to_string();
-        for var in ["FHIRSMITH_DATA_DIR", "FHIRSMITH_WORKERS", "PORT"] {
+        for var in [
+            "FHIRSMITH_DATA_DIR",
+            "FHIRSMITH_WORKERS",
+            "PORT",
+            "FHIRSMITH_LISTEN_ADDRESS",
+        ] {
             assert!(help.contains(var), "{var} missing from:\n{help}");
         }
         assert!(Cli::command()

@@ -20,6 +20,7 @@ use crate::cli::Cli;
 use crate::ipc::message::FromChild;
 use crate::machine;
 use crate::ops::admin::{self, Admin};
+use crate::ops::client_port;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::{meaning, Meaning, Phase, Sig};
@@ -375,17 +376,25 @@ impl Launcher {
         }
     }
 
-    /// Opens `server.port`, tells systemd the launcher is ready, and serves. `None`: the port
+    /// Opens `server.port` (where `listenAddress` says), tells systemd the launcher is ready, and serves. `None`: the port
     /// can't be had (logged).
     async fn serve(&mut self, settings: &Settings, demo: bool) -> Option<Serving> {
-        let listener = match TcpListener::bind(("0.0.0.0", settings.port)).await {
-            Ok(l) => l,
+        let bound = match client_port::bind(settings.cluster.listen_address, settings.port) {
+            Ok(b) => b,
             Err(e) => {
-                error!("server.port {}: cannot listen: {e}", settings.port);
+                let at = settings
+                    .cluster
+                    .listen_address
+                    .map_or(String::new(), |a| format!(" on {a}"));
+                error!("server.port {}{at}: cannot listen: {e}", settings.port);
                 return None;
             }
         };
-        info!("listening on port {} (every interface)", settings.port);
+        if let Some(note) = &bound.note {
+            warn!("{note}");
+        }
+        info!("listening on port {} on {}", settings.port, bound.place);
+        let listener = bound.listener;
         self.notifier.ready(&cluster_status(&self.front));
         self.state.send_replace(notify::State::Serving);
         if demo {

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod build_info;
 pub mod child_log;
+pub mod client_port;
 pub mod extend;
 pub mod metrics;
 pub mod notify;

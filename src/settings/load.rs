@@ -26,6 +26,9 @@ fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
         "server.cluster.internalPort" => (Some("--internal-port"), None),
         "server.cluster.command" => (Some("--command"), None),
         "server.cluster.adminAddress" => (Some("--admin-address"), None),
+        "server.cluster.listenAddress" => {
+            (Some("--listen-address"), Some("FHIRSMITH_LISTEN_ADDRESS"))
+        }
         "server.cluster.logFormat" => (Some("--log-format"), None),
         _ => (None, None),
     }
@@ -50,6 +53,7 @@ impl<'a> Layers<'a> {
             "--internal-port" => c.internal_port.as_ref(),
             "--command" => c.command.as_ref(),
             "--admin-address" => c.admin_address.as_ref(),
+            "--listen-address" => c.listen_address.as_ref(),
             "--log-format" => c.log_format.as_ref(),
             _ => None,
         }
@@ -259,6 +263,11 @@ pub fn from_sources(
             r.invalid(
                 "must be a port (on loopback) or an address and port, e.g. \"127.0.0.1:3099\"",
             )
+        })
+    })?;
+    l.read("server.cluster.listenAddress", &mut c.listen_address, |r| {
+        r.string()?.parse::<IpAddr>().map(Some).map_err(|_| {
+            r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\"")
         })
     })?;
     l.read("server.cluster.logFormat", &mut c.log_format, |r| {
