@@ -5,7 +5,6 @@
 //! restarts the processes in turn) → `stop` (the drain, then the processes in order) → exit.
 //! What each signal means in each phase is `ops::signals`; this file only acts on it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,7 +16,6 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::ipc::message::FromChild;
 use crate::machine;
 use crate::ops::admin::{self, Admin};
 use crate::ops::client_port;
@@ -30,12 +28,20 @@ use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
-use crate::reload;
 use crate::settings::{self, LogFormat, Settings};
 use crate::sizing::CpuSizing;
-use crate::status::keeper::{Keeper, Tally};
+use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
-use crate::supervisor::{self, Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
+use crate::supervisor::{self, Control, Ended, SupervisorSetup};
+
+mod demo;
+mod hooks;
+mod reloader;
+mod tx_usage_watch;
+
+use demo::prepare_demo;
+use hooks::LauncherHooks;
+use reloader::Reloader;
 
 /// Log lines on stderr: levels from `RUST_LOG` (default `info`), text or JSON, and no
 /// timestamps of its own under journald (`JOURNAL_STREAM` set), which stamps each line itself.
@@ -59,9 +65,12 @@ pub fn init_logging(format: LogFormat) {
 
 /// Runs the command line: `--check`, `--demo`, or the cluster.
 pub fn main(mut cli: Cli) -> Result<ExitCode> {
-    if cli.demo {
-        prepare_demo(&mut cli)?;
-    }
+    // Held to the end of `main`, however it ends: the demo's own temporary directory goes then.
+    let _demo_dir = if cli.demo {
+        prepare_demo(&mut cli)?
+    } else {
+        None
+    };
     let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
     if let Some(crate::cli::Action::Status { json }) = cli.action {
         let Some(addr) = settings.cluster.admin_address else {
@@ -101,91 +110,6 @@ pub fn main(mut cli: Cli) -> Result<ExitCode> {
     }
     .context("starting the runtime")?;
     runtime.block_on(run(cli, settings, sizing, plan))
-}
-
-/// `--demo`: the built-in simulated server, found beside this binary, in a temporary data
-/// directory unless one is given.
-fn prepare_demo(cli: &mut Cli) -> Result<()> {
-    if cli.command.is_none() {
-        let exe = std::env::current_exe().context("finding the fhircluster binary")?;
-        let sim = exe.with_file_name("fhirsmith-sim");
-        anyhow::ensure!(
-            sim.exists(),
-            "--demo: the simulated server {} is missing (build it with `cargo build`)",
-            sim.display()
-        );
-        cli.command = Some(sim.display().to_string());
-    }
-    if cli.data_dir.is_none() && std::env::var_os("FHIRSMITH_DATA_DIR").is_none() {
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("fhircluster-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
-        cli.data_dir = Some(dir);
-    }
-    Ok(())
-}
-
-/// Tells the launcher when the master is first ready, whether its process is running, and when
-/// a reload is over; passes everything on to the front.
-struct LauncherHooks {
-    front: Arc<Front>,
-    master_ready: watch::Sender<bool>,
-    master_alive: Arc<AtomicBool>,
-    reloads_finished: watch::Sender<u64>,
-}
-
-impl Hooks for LauncherHooks {
-    fn up(&self, id: ProcessId, pid: u32) {
-        self.front.up(id, pid);
-        if id.is_master() {
-            self.master_ready.send_replace(true);
-        }
-    }
-
-    fn down(&self, id: ProcessId) {
-        self.front.down(id);
-    }
-
-    fn draining(&self, id: ProcessId) {
-        self.front.draining(id);
-    }
-
-    fn in_flight(&self, id: ProcessId) -> u32 {
-        self.front.in_flight(id)
-    }
-
-    fn tally(&self) -> Tally {
-        self.front.tally()
-    }
-
-    fn message(&self, id: ProcessId, msg: &FromChild) {
-        self.front.message(id, msg);
-    }
-
-    fn added(&self, id: ProcessId) {
-        self.front.added(id);
-    }
-
-    fn retired(&self, id: ProcessId) {
-        self.front.retired(id);
-    }
-
-    fn started(&self, id: ProcessId, _pid: u32) {
-        if id.is_master() {
-            self.master_alive.store(true, Ordering::Release);
-        }
-    }
-
-    fn exited(&self, id: ProcessId) {
-        if id.is_master() {
-            self.master_alive.store(false, Ordering::Release);
-        }
-    }
-
-    fn reload_finished(&self) {
-        self.reloads_finished.send_modify(|n| *n += 1);
-    }
 }
 
 /// The most workers a reload may ask for without a restart of the launcher.
@@ -404,6 +328,10 @@ impl Launcher {
                 settings.port
             );
         }
+        tokio::spawn(tx_usage_watch::run(
+            self.front.clone(),
+            settings.tx.endpoints.clone(),
+        ));
         let c = &settings.cluster;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let live = LiveListenerSettings::new(ListenerSettings {
@@ -535,78 +463,6 @@ fn cluster_status(front: &Front) -> String {
     let total = front.present().count();
     let ready = front.present().filter(|p| front.is_ready(p.id)).count();
     notify::status_line(ready, total, front.queued())
-}
-
-/// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
-struct Reloader {
-    cli: Cli,
-    cwd: PathBuf,
-    running: Settings,
-    front: Arc<Front>,
-    listener: Arc<LiveListenerSettings>,
-    control: mpsc::Sender<Control>,
-}
-
-impl Reloader {
-    /// Reads `config.json` again; a bad one is refused with its reason (`Err`) and changes
-    /// nothing. Otherwise the live settings are applied, the rest logged, and every process
-    /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
-    /// over).
-    async fn reload(&mut self) -> Result<(), String> {
-        let new = match reload::read(&self.cli, &self.cwd) {
-            Ok(s) => s,
-            Err(e) => {
-                error!("ERROR: SIGHUP: the settings were refused, nothing changed: {e}");
-                return Err(e.to_string());
-            }
-        };
-        for w in &new.warnings {
-            warn!("{w}");
-        }
-        let changes = reload::changes(&self.running, &new);
-        for line in &changes.live {
-            info!("reload: {line}");
-        }
-        for line in &changes.next_start {
-            warn!("reload: {line} takes effect at the next start");
-        }
-        for line in &changes.servers {
-            info!("reload: {line}: the servers take it as they restart");
-        }
-        if changes.live.is_empty() && changes.next_start.is_empty() && changes.servers.is_empty() {
-            info!("reload: no setting changed");
-        }
-        let c = &new.cluster;
-        self.front
-            .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
-        let mut cfg = self.listener.get();
-        cfg.write_timeout = c.write_timeout;
-        cfg.drain = c.drain;
-        cfg.queue = c.queue;
-        cfg.owner_queue = c.owner_queue;
-        self.listener.set(cfg);
-        let workers = match (changes.workers, c.workers) {
-            (false, _) => WorkerCount::Keep,
-            (true, Some(n)) => WorkerCount::Exactly(n as usize),
-            (true, None) => match machine::cpu_sizing(&new) {
-                Ok(sizing) => WorkerCount::Size(machine::sizer(&new, sizing)),
-                Err(e) => {
-                    warn!("reload: the worker count is kept: {e}");
-                    WorkerCount::Keep
-                }
-            },
-        };
-        let r = Reload {
-            workers,
-            drain: c.drain,
-            status_seconds: c.status_interval.as_secs_f64(),
-            recycle_after: c.recycle,
-            rolling: true,
-        };
-        self.running = reload::apply_live(&self.running, &new);
-        let _ = self.control.send(Control::Reload(r)).await;
-        Ok(())
-    }
 }
 
 fn exit_code(ended: Option<Ended>) -> ExitCode {

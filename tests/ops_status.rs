@@ -2,7 +2,8 @@
 //! launcher's `/status` figures, and the exit status says ready (0), not ready or draining (1),
 //! or no launcher there (2), through the master's start, serving, the drain and after the exit.
 //! A server without the IPC channel shows as ready with "no channel", never `stale`.
-//! `fhircluster --version` names the version, the commit and the compiler.
+//! `fhircluster --version` names the version, the commit and the compiler. A tx endpoint nobody
+//! uses (every tx-capable request going to the master) is one WARNING naming the prefix.
 
 mod common;
 
@@ -191,4 +192,62 @@ fn version_names_the_version_the_commit_and_the_compiler() {
     // The library has the same, for the metrics and logs to come.
     assert_eq!(commit, fhircluster::ops::build_info::COMMIT);
     assert_eq!(rustc, fhircluster::ops::build_info::RUSTC);
+}
+
+#[test]
+fn a_tx_endpoint_nobody_uses_is_warned_about_once_naming_the_prefix() {
+    // The window is 10 minutes; FHIRCLUSTER_TX_USAGE_WINDOW_SECONDS shortens it for tests.
+    let mut c = cluster()
+        .workers(1)
+        .env("FHIRCLUSTER_TX_USAGE_WINDOW_SECONDS", "2")
+        .start();
+    let lookup = "/4_0_0/CodeSystem/$lookup?system=http://loinc.org&code=1";
+    // 5 s (2.5 windows): tx requests under /r4 as well, so no window is master-only.
+    let began = std::time::Instant::now();
+    while began.elapsed() < secs(5) {
+        assert_eq!(c.get("/r4/CodeSystem/$lookup").status, 200);
+        for _ in 0..5 {
+            c.get(lookup);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        c.line_index("no tx request reached").is_none(),
+        "warned while tx requests reached the workers:\n{}",
+        c.log_lines().join("\n")
+    );
+    // Now only the master gets them.
+    let mark = c.mark();
+    let began = std::time::Instant::now();
+    let line = loop {
+        for _ in 0..5 {
+            c.get(lookup);
+        }
+        if let Some(l) = c
+            .log_lines()
+            .into_iter()
+            .skip(mark)
+            .find(|l| l.contains("no tx request reached"))
+        {
+            break l;
+        }
+        assert!(
+            began.elapsed() < secs(20),
+            "no warning:\n{}",
+            c.log_lines().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("the most common prefix was /4_0_0"), "{line}");
+    assert!(line.contains("modules.tx.endpoints (/r4)"), "{line}");
+    // Once per run.
+    let more = std::time::Instant::now();
+    while more.elapsed() < secs(5) {
+        c.get(lookup);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(c.count_lines("no tx request reached"), 1);
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
 }

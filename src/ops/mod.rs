@@ -12,3 +12,4 @@ pub mod notify;
 pub mod signal_stream;
 pub mod signals;
 pub mod status_table;
+pub mod tx_usage;
