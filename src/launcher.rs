@@ -138,7 +138,9 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
         return Ok(code);
     }
     let Some(serving) = l.serve(&settings, demo).await else {
-        return Ok(l.stop_processes(&mut signals).await);
+        // The port can't be had (logged): the processes are stopped, and it is a failure.
+        l.stop_processes(&mut signals).await;
+        return Ok(ExitCode::from(1));
     };
     let mut reloader = Reloader {
         cli,
