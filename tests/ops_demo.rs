@@ -46,6 +46,16 @@ fn stop(mut child: Child) {
     assert_eq!(status.code(), Some(0));
 }
 
+/// Nothing of the demo's is left in `TMPDIR`.
+fn assert_empty(tmp: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .expect("read TMPDIR")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
 #[test]
 fn the_demo_removes_its_temporary_data_directory_when_it_stops() {
     let tmp = tempfile::tempdir().expect("TMPDIR");
@@ -63,12 +73,7 @@ fn the_demo_removes_its_temporary_data_directory_when_it_stops() {
     );
     stop(child);
     assert!(!dir.exists(), "{} left behind", dir.display());
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .expect("read TMPDIR")
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert_empty(tmp.path());
 }
 
 #[test]
@@ -86,10 +91,5 @@ fn a_data_directory_given_to_the_demo_is_used_and_kept() {
         data.path().join("databases").is_dir(),
         "the data directory given is kept, with what the demo wrote"
     );
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .expect("read TMPDIR")
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "nothing made in TMPDIR: {left:?}");
+    assert_empty(tmp.path());
 }

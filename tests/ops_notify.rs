@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fhircluster::ops::notify::monotonic_usec;
 
 const SIGHUP: i32 = 1;
 const SIGKILL: i32 = 9;
@@ -268,17 +269,6 @@ fn without_a_notify_socket_or_with_a_dead_one_the_launcher_runs_and_stops_as_usu
             "{env:?}:\n{log}"
         );
     }
-}
-
-/// `CLOCK_MONOTONIC` in µs, as systemd reads `MONOTONIC_USEC=`.
-fn monotonic_usec() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec passed.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
 /// A cluster whose notify socket the test holds, started and past its READY=1.

@@ -87,7 +87,7 @@ impl Notifier {
 }
 
 /// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC=` with.
-fn monotonic_usec() -> u64 {
+pub fn monotonic_usec() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
