@@ -6,7 +6,7 @@
 //! What each signal means in each phase is `ops::signals`; this file only acts on it.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -238,15 +238,12 @@ impl Launcher {
         let notifier = Arc::new(Notifier::from_env());
         let (state, state_rx) = watch::channel(notify::State::Starting);
         let status_front = front.clone();
-        let alive = master_alive.clone();
         tokio::spawn(notify::keep_informed(
             notifier.clone(),
             state_rx,
             master_alive,
-            move |s| match s {
-                notify::State::Starting if alive.load(Ordering::Acquire) => {
-                    "starting: the master is loading".to_string()
-                }
+            move |s, alive| match s {
+                notify::State::Starting if alive => "starting: the master is loading".to_string(),
                 notify::State::Starting => "starting: the master is not running".to_string(),
                 notify::State::Reloading => {
                     format!("reloading: {}", cluster_status(&status_front))

@@ -99,6 +99,7 @@ fn hup_restarts_every_process_in_turn_and_leaves_none_of_the_old_ones() {
 
 #[test]
 fn quit_stops_like_term_workers_first_then_the_master() {
+    // spec: STOP-1, STOP-5, STOP-6, STOP-9 (SIGQUIT, fhircluster's own)
     let mut c = cluster().workers(2).start();
     let pids = children(&c);
     c.signal(Sig::Quit.number());
@@ -122,6 +123,7 @@ fn hanging_request(c: &Cluster) -> TcpStream {
 /// `first` begins the stop with a request hanging and `drainSeconds` 120; `second` during the
 /// drain ends it at once.
 fn a_second_signal_cuts_the_drain_short(first: Sig, second: Sig) {
+    // spec: STOP-4 (cut short before drainSeconds, on a second signal), STOP-5, STOP-6
     let admin = free_port();
     let mut c = cluster()
         .workers(1)
@@ -185,7 +187,7 @@ fn a_second_sigquit_during_a_drain_begun_by_sigint_stops_at_once() {
 fn signals_while_the_master_starts_are_logged_and_it_starts_on() {
     let mut c = cluster()
         .workers(1)
-        .env("SIM_START_DELAY_MS_m0", "3000")
+        .env("SIM_START_DELAY_MS_m0", "5000")
         .spawn();
     c.wait_for("m0: started", secs(10));
     for (sig, needle) in [
@@ -201,7 +203,7 @@ fn signals_while_the_master_starts_are_logged_and_it_starts_on() {
     }
     assert!(
         c.line_index("listening on port").is_none(),
-        "the master's start delay is 3 s; the signals took longer:\n{}",
+        "the master's start delay is 5 s; the signals took longer:\n{}",
         c.log_lines().join("\n")
     );
     c.wait_for("tx1: ready", secs(30));
@@ -213,6 +215,7 @@ fn signals_while_the_master_starts_are_logged_and_it_starts_on() {
 
 #[test]
 fn signals_while_the_processes_stop_are_logged_and_the_stop_goes_on() {
+    // spec: STOP-8
     let mut c = cluster()
         .workers(1)
         .config(json!({"server": {"cluster": {"killSeconds": 3}}}))

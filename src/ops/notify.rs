@@ -110,13 +110,14 @@ pub enum State {
 }
 
 /// The periodic messages, until the state is `Stopping`: `STATUS=` when the line changes
-/// (`status` gives it for the state), `EXTEND_TIMEOUT_USEC=` while the master starts with its
-/// process running (`master_alive`) and while a reload runs, and `WATCHDOG=1`.
+/// (`status` gives it for the state and whether the master's process runs), `EXTEND_TIMEOUT_USEC=`
+/// while the master starts with its process running (`master_alive`) and while a reload runs,
+/// and `WATCHDOG=1`.
 pub async fn keep_informed(
     notifier: Arc<Notifier>,
     state: watch::Receiver<State>,
     master_alive: Arc<AtomicBool>,
-    status: impl Fn(State) -> String + Send + 'static,
+    status: impl Fn(State, bool) -> String + Send + 'static,
 ) {
     if !notifier.enabled() {
         return;
@@ -140,8 +141,10 @@ pub async fn keep_informed(
             extender.reset();
             was = s;
         }
+        // Read once, so the extension and the status line agree.
+        let alive = master_alive.load(Ordering::Acquire);
         let wanted = match s {
-            State::Starting => master_alive.load(Ordering::Acquire),
+            State::Starting => alive,
             State::Reloading => true,
             _ => false,
         };
@@ -150,7 +153,7 @@ pub async fn keep_informed(
         if let Some(by) = extender.poll(now.into_std(), wanted) {
             lines.push(format!("EXTEND_TIMEOUT_USEC={}", by.as_micros()));
         }
-        let line = status(s);
+        let line = status(s, alive);
         if line != last {
             lines.push(format!("STATUS={line}"));
             last = line;
