@@ -12,10 +12,11 @@ use clap::Parser;
 
 const ENV_HELP: &str = "\
 Environment:
-  FHIRSMITH_DATA_DIR   The data directory (as --data-dir)
-  FHIRSMITH_WORKERS    How many tx-workers (as --workers)
-  PORT                 The port clients use (as --port)
-  RUST_LOG             Which log lines (as --log-level, or a whole tracing filter)
+  FHIRSMITH_DATA_DIR        The data directory (as --data-dir)
+  FHIRSMITH_WORKERS         How many tx-workers (as --workers)
+  PORT                      The port clients use (as --port)
+  FHIRSMITH_LISTEN_ADDRESS  The address that port listens on (as --listen-address)
+  RUST_LOG                  Which log lines (as --log-level, or a whole tracing filter)
 
 Precedence: flag, then environment, then config.json in the data directory, then the default.
 
@@ -23,9 +24,20 @@ Node flags for the servers go after --, e.g.
   fhircluster -- --max-old-space-size=8192
 (--expose-gc is added; --inspect* and --watch* are refused).";
 
+/// The text after the flags: the environment, then what each signal does.
+fn after_help() -> String {
+    format!("{ENV_HELP}\n\n{}", crate::ops::signals::help_text())
+}
+
 /// Front door and supervisor for a FHIRsmith master and its tx-workers on one machine.
 #[derive(Parser, Clone, Debug, Default, PartialEq, Eq)]
-#[command(name = "fhircluster", version, about, after_help = ENV_HELP)]
+#[command(
+    name = "fhircluster",
+    version = crate::ops::build_info::LONG_VERSION,
+    long_version = crate::ops::build_info::LONG_VERSION,
+    about,
+    after_help = after_help()
+)]
 pub struct Cli {
     /// How many tx-workers (a whole number; 0: the master alone) [env: FHIRSMITH_WORKERS]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -57,6 +69,11 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR", global = true)]
     pub admin_address: Option<String>,
 
+    /// The address server.port listens on, e.g. 127.0.0.1 [env: FHIRSMITH_LISTEN_ADDRESS]
+    /// [default: every interface, IPv6 and IPv4]
+    #[arg(long, value_name = "ADDR")]
+    pub listen_address: Option<String>,
+
     /// Log lines as text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -87,9 +104,21 @@ pub struct Cli {
 #[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Show a running launcher's processes, slots, memory and refusals (through its own
-    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json)
-    Status,
+    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json). Exit status:
+    /// 0 ready, 1 not ready or draining, 2 no launcher answers.
+    #[command(after_help = STATUS_HELP)]
+    Status {
+        /// Print the launcher's /status JSON (the same figures) instead of the table
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+const STATUS_HELP: &str = "\
+Exit status (for scripts and health checks such as Docker's HEALTHCHECK):
+  0  ready: the master and at least one tx process are ready, and it is not draining
+  1  not ready, or draining (the table or JSON says why)
+  2  no launcher answers on the admin address (or its answer can't be read)";
 
 #[cfg(test)]
 mod tests {
@@ -109,7 +138,11 @@ mod tests {
     #[test]
     fn the_status_subcommand_takes_the_admin_address_and_data_dir_after_it() {
         let c = parse(&["status", "--admin-address", "9100", "--data-dir", "/srv/d"]);
-        assert_eq!(c.action, Some(Action::Status));
+        assert_eq!(c.action, Some(Action::Status { json: false }));
+        assert_eq!(
+            parse(&["status", "--json"]).action,
+            Some(Action::Status { json: true })
+        );
         assert_eq!(c.admin_address.as_deref(), Some("9100"));
         assert_eq!(c.data_dir.as_deref(), Some(std::path::Path::new("/srv/d")));
         assert_eq!(
@@ -178,6 +211,17 @@ mod tests {
     }
 
     #[test]
+    fn help_lists_the_signals() {
+        let help = Cli::command().render_long_help().to_string();
+        for (sig, what) in crate::ops::signals::TABLE {
+            assert!(
+                help.contains(sig) && help.contains(what),
+                "{sig} missing from:\n{help}"
+            );
+        }
+    }
+
+    #[test]
     fn help_lists_the_environment_variables() {
         let help = Cli::command().render_long_help().to_string();
         for var in [
@@ -185,6 +229,7 @@ mod tests {
             "FHIRSMITH_WORKERS",
             "PORT",
             "RUST_LOG",
+            "FHIRSMITH_LISTEN_ADDRESS",
         ] {
             assert!(help.contains(var), "{var} missing from:\n{help}");
         }

@@ -1,5 +1,5 @@
 //! At start, before any process is started: is a port the plan needs already held? The public
-//! port (`server.port`, every interface), each process's port (`internalPort`, `internalPort + n`
+//! port (`server.port`, on `listenAddress`, every interface by default), each process's port (`internalPort`, `internalPort + n`
 //! on `bindAddress`) and the launcher's own endpoint (`adminAddress`). A held one stops the start
 //! with one line naming the setting, the port and the holder's pid and command, where otherwise
 //! the master would exit on every start with its port taken and the public port never open.
@@ -24,10 +24,15 @@ pub struct Need {
 
 /// Every port the plan needs at start.
 pub fn needs(settings: &Settings, plan: &Plan) -> Vec<Need> {
-    // Every interface, v4 and v6: any listener on the port is in the way.
+    // Every interface (v4 and v6) unless `listenAddress` names one: then only a listener on that
+    // address, or on every interface, is in the way.
+    let public = settings
+        .cluster
+        .listen_address
+        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
     let mut out = vec![Need {
         what: "server.port".to_string(),
-        addr: SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), settings.port),
+        addr: SocketAddr::new(public, settings.port),
     }];
     for (n, p) in plan.processes.iter().enumerate() {
         let Ok(ip) = p.bind_address.parse::<IpAddr>() else {

@@ -1,40 +1,50 @@
-//! The launcher's run, top to bottom: settings → plan → the front door's state → the supervisor
-//! (master first) → the listener once the master is ready → run until a signal → drain → stop
-//! the processes in order → exit. Signals become one `Control::Stop` here and nowhere else;
-//! SIGHUP reloads the settings and restarts the processes in turn (`reload`).
+//! The launcher's run, top to bottom, in phases: the signal handlers (first, before any process
+//! exists) → settings → plan → `wire` (the front door's state, the launcher's own endpoints,
+//! systemd's messages, the supervisor, which starts the master) → `wait_for_master` → `serve`
+//! (the listener, once the master is ready) → `until_stop` (SIGHUP reloads the settings and
+//! restarts the processes in turn) → `stop` (the drain, then the processes in order) → exit.
+//! What each signal means in each phase is `ops::signals`; this file only acts on it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::ipc::message::FromChild;
 use crate::machine;
 use crate::ops::admin::{self, Admin};
 use crate::ops::child_log::ChildLines;
+use crate::ops::client_port;
 use crate::ops::journald::Journal;
 use crate::ops::logging;
 use crate::ops::notify::{self, Notifier};
+use crate::ops::signal_stream::Signals;
+use crate::ops::signals::{meaning, Meaning, Phase, Sig};
 use crate::plan::Plan;
 use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
-use crate::reload;
 use crate::settings::{self, Settings};
 use crate::sizing::CpuSizing;
-use crate::status::keeper::{Keeper, Tally};
+use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
-use crate::supervisor::{self, Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
+use crate::supervisor::{self, Control, Ended, SupervisorSetup};
+
+mod demo;
+mod hooks;
+mod reloader;
+mod tx_usage_watch;
+
+use demo::prepare_demo;
+use hooks::LauncherHooks;
+use reloader::Reloader;
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
 /// given their chance to be written before it returns (`logging::flush`).
@@ -45,20 +55,22 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
-    if cli.demo {
-        prepare_demo(&mut cli)?;
-    }
+    // Held to the end of `main`, however it ends: the demo's own temporary directory goes then.
+    let _demo_dir = if cli.demo {
+        prepare_demo(&mut cli)?
+    } else {
+        None
+    };
     let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
-    if cli.action == Some(crate::cli::Action::Status) {
-        let addr = settings.cluster.admin_address.context(
-            "fhircluster status needs the launcher's own endpoint: give --admin-address or set \
-             server.cluster.adminAddress in config.json",
-        )?;
-        print!(
-            "{}",
-            crate::ops::status_table::render(&crate::ops::status_table::fetch(addr)?)
-        );
-        return Ok(ExitCode::SUCCESS);
+    if let Some(crate::cli::Action::Status { json }) = cli.action {
+        let Some(addr) = settings.cluster.admin_address else {
+            eprintln!(
+                "fhircluster status needs the launcher's own endpoint: give --admin-address or \
+                 set server.cluster.adminAddress in config.json"
+            );
+            return Ok(ExitCode::from(crate::ops::status_table::UNREACHABLE));
+        };
+        return Ok(crate::ops::status_table::run(addr, json));
     }
     let journal = Journal::detect();
     logging::init(
@@ -113,78 +125,6 @@ fn guard_processes(settings: &Settings, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// `--demo`: the built-in simulated server, found beside this binary, in a temporary data
-/// directory unless one is given.
-fn prepare_demo(cli: &mut Cli) -> Result<()> {
-    if cli.command.is_none() {
-        let exe = std::env::current_exe().context("finding the fhircluster binary")?;
-        let sim = exe.with_file_name("fhirsmith-sim");
-        anyhow::ensure!(
-            sim.exists(),
-            "--demo: the simulated server {} is missing (build it with `cargo build`)",
-            sim.display()
-        );
-        cli.command = Some(sim.display().to_string());
-    }
-    if cli.data_dir.is_none() && std::env::var_os("FHIRSMITH_DATA_DIR").is_none() {
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("fhircluster-demo-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
-        // The simulated server's tx endpoint (FHIRsmith has no default one).
-        std::fs::write(
-            dir.join("config.json"),
-            r#"{"modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}"#,
-        )
-        .with_context(|| format!("writing the demo's config.json in {}", dir.display()))?;
-        cli.data_dir = Some(dir);
-    }
-    Ok(())
-}
-
-/// Tells the launcher when the master is first ready, and passes everything on to the front.
-struct LauncherHooks {
-    front: Arc<Front>,
-    master_ready: watch::Sender<bool>,
-}
-
-impl Hooks for LauncherHooks {
-    fn up(&self, id: ProcessId, pid: u32) {
-        self.front.up(id, pid);
-        if id.is_master() {
-            self.master_ready.send_replace(true);
-        }
-    }
-
-    fn down(&self, id: ProcessId) {
-        self.front.down(id);
-    }
-
-    fn draining(&self, id: ProcessId) {
-        self.front.draining(id);
-    }
-
-    fn in_flight(&self, id: ProcessId) -> u32 {
-        self.front.in_flight(id)
-    }
-
-    fn tally(&self) -> Tally {
-        self.front.tally()
-    }
-
-    fn message(&self, id: ProcessId, msg: &FromChild) {
-        self.front.message(id, msg);
-    }
-
-    fn added(&self, id: ProcessId) {
-        self.front.added(id);
-    }
-
-    fn retired(&self, id: ProcessId) {
-        self.front.retired(id);
-    }
-}
-
 /// The most workers a reload may ask for without a restart of the launcher.
 const RELOAD_ROOM: u32 = 16;
 
@@ -207,152 +147,335 @@ async fn run(
     plan: Plan,
     lines: ChildLines,
 ) -> Result<ExitCode> {
-    // Installed first: SIGHUP's default would end the launcher.
-    let mut sighup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    // First, before any process exists: from here no common signal ends the launcher by its
+    // default action (which would leave no log, no drain and no orderly stop).
+    let mut signals = Signals::install()?;
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let output = OutputSink::new(lines);
-    for w in &settings.warnings {
-        warn!("{w}");
+    let mut l = Launcher::wire(&settings, &sizing, &plan, lines).await?;
+    if let Some(code) = l.wait_for_master(&mut signals).await {
+        return Ok(code);
     }
-    if !plan.dropped_node_flags.is_empty() {
-        warn!(
-            "node flags not passed on (the launcher's own): {}",
-            plan.dropped_node_flags.join(" ")
-        );
-    }
-    info!("{}", plan.decision);
-    info!("{}", plan.limits);
-
-    let c = &settings.cluster;
-    let room = capacity(&settings, &sizing, plan.workers());
-    let all = crate::plan::replan(&settings, room, plan.decision.clone())
-        .map(|p| p.processes)
-        .unwrap_or_else(|_| plan.processes.clone());
-    let tx_processes: Vec<(ProcessId, bool)> =
-        plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
-    let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
-    let routes = RouteTable::from_specs(&settings, &all);
-    let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
-    let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
-    tokio::spawn(front.clone().run_timer());
-    tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
-    tokio::spawn(crate::proxy::report::run(front.clone()));
-
-    let (ready_tx, mut ready_rx) = watch::channel(false);
-    let hooks = Arc::new(LauncherHooks {
-        front: front.clone(),
-        master_ready: ready_tx,
-    });
-    let (control, control_rx) = mpsc::channel(16);
-    // The launcher's own endpoints answer from the start (/readyz says why it isn't ready yet).
-    if let Some(addr) = c.admin_address {
-        let l = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("server.cluster.adminAddress {addr}: cannot listen"))?;
-        info!("the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}");
-        let admin = Arc::new(Admin::new(front.clone(), control.clone()));
-        tokio::spawn(admin::serve(l, admin));
-    }
-    let notifier = Arc::new(Notifier::from_env());
-    let setup = SupervisorSetup {
-        processes: all,
-        workers: plan.processes.len().saturating_sub(1),
-        max_start_failures: c.max_start_failures,
-        kill_after: c.kill_after,
-        status_seconds: c.status_interval.as_secs_f64(),
-        sample_seconds: settings.stats.sample_period().as_secs_f64(),
-        drain: c.drain,
-        idle_report: machine::idle_report(&settings),
+    let Some(serving) = l.serve(&settings, demo).await else {
+        // The port can't be had (logged): the processes are stopped, and it is a failure.
+        l.stop_processes(&mut signals).await;
+        return Ok(ExitCode::from(1));
     };
-    let keeper = Keeper::new(&settings, &plan.processes, Instant::now().into_std());
-    let sizer = machine::sizer(&settings, sizing);
-    let mut supervisor = tokio::spawn(supervisor::run(
-        setup, keeper, hooks, sizer, control_rx, output,
-    ));
-
-    let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-
-    // Nothing listens until the master is ready (LAUNCH-6). `wait_for` also ends with an error
-    // when the supervisor has given up and dropped its hooks: that is no ready, so only `Ok`
-    // opens the port, and the supervisor's end is then taken by its own branch.
-    loop {
-        tokio::select! {
-            Ok(_) = ready_rx.wait_for(|r| *r) => break,
-            ended = &mut supervisor => return Ok(exit_code(ended.ok())),
-            _ = sigterm.recv() => return stop_before_listening(control, supervisor).await,
-            _ = sigint.recv() => return stop_before_listening(control, supervisor).await,
-            _ = sighup.recv() => {
-                warn!("SIGHUP while the master starts: ignored; send it again once it is ready");
-            }
-        }
-    }
-    let listener = match TcpListener::bind(("0.0.0.0", settings.port)).await {
-        Ok(l) => l,
-        Err(e) => {
-            error!("server.port {}: cannot listen: {e}", settings.port);
-            let _ = control.send(Control::Stop).await;
-            let _ = supervisor.await;
-            return Ok(ExitCode::from(1));
-        }
-    };
-    info!("listening on port {} (every interface)", settings.port);
-    notifier.ready(&cluster_status(&front));
-    tokio::spawn(notify_loop(notifier.clone(), front.clone()));
-    if demo {
-        info!(
-            "demo: try `curl http://127.0.0.1:{0}/r4/metadata` or \
-             `curl -X POST http://127.0.0.1:{0}/r4/\\$cache-control`; Ctrl-C stops",
-            settings.port
-        );
-    }
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let cfg = ListenerSettings {
-        write_timeout: c.write_timeout,
-        header_read_timeout: c.header_timeout,
-        drain: c.drain,
-        queue: c.queue,
-        owner_queue: c.owner_queue,
-    };
-    let live = LiveListenerSettings::new(cfg);
-    let serving = tokio::spawn(listener::serve_live(
-        listener,
-        front.clone(),
-        live.clone(),
-        shutdown_rx,
-    ));
     let mut reloader = Reloader {
         cli,
         cwd,
         running: settings.clone(),
-        front: front.clone(),
-        listener: live,
-        control: control.clone(),
+        front: l.front.clone(),
+        listener: serving.live.clone(),
+        control: l.control.clone(),
     };
+    match l.until_stop(&mut signals, &mut reloader).await {
+        Some(code) => {
+            let _ = serving.shutdown.send(true);
+            let _ = serving.task.await;
+            Ok(code)
+        }
+        None => Ok(l.stop(&mut signals, serving).await),
+    }
+}
 
-    loop {
-        tokio::select! {
-            _ = sigterm.recv() => { info!("SIGTERM: stopping"); break }
-            _ = sigint.recv() => { info!("SIGINT: stopping"); break }
-            _ = sighup.recv() => reloader.reload().await,
-            ended = &mut supervisor => {
-                // Only a master that never got ready ends the supervisor by itself, and then
-                // nothing listens; kept for completeness.
-                let _ = shutdown_tx.send(true);
-                let _ = serving.await;
-                return Ok(exit_code(ended.ok()));
+/// What runs while the launcher does: the front door, the supervisor and what it is told, and
+/// what systemd hears.
+struct Launcher {
+    front: Arc<Front>,
+    control: mpsc::Sender<Control>,
+    supervisor: tokio::task::JoinHandle<Ended>,
+    notifier: Arc<Notifier>,
+    state: watch::Sender<notify::State>,
+    master_ready: watch::Receiver<bool>,
+    reloads_finished: watch::Receiver<u64>,
+}
+
+/// The client listener's task and how to stop it.
+struct Serving {
+    task: tokio::task::JoinHandle<()>,
+    shutdown: watch::Sender<bool>,
+    live: Arc<LiveListenerSettings>,
+}
+
+impl Launcher {
+    /// The front door's state, the launcher's own endpoints, systemd's messages, and the
+    /// supervisor, which starts the master at once.
+    async fn wire(
+        settings: &Settings,
+        sizing: &CpuSizing,
+        plan: &Plan,
+        lines: ChildLines,
+    ) -> Result<Launcher> {
+        let output = OutputSink::new(lines);
+        for w in &settings.warnings {
+            warn!("{w}");
+        }
+        if !plan.dropped_node_flags.is_empty() {
+            warn!(
+                "node flags not passed on (the launcher's own): {}",
+                plan.dropped_node_flags.join(" ")
+            );
+        }
+        info!("{}", plan.decision);
+        info!("{}", plan.limits);
+
+        let c = &settings.cluster;
+        let room = capacity(settings, sizing, plan.workers());
+        let all = crate::plan::replan(settings, room, plan.decision.clone())
+            .map(|p| p.processes)
+            .unwrap_or_else(|_| plan.processes.clone());
+        let tx_processes: Vec<(ProcessId, bool)> =
+            plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
+        let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
+        let routes = RouteTable::from_specs(settings, &all);
+        let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
+        let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
+        tokio::spawn(front.clone().run_timer());
+        tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
+        tokio::spawn(crate::proxy::report::run(front.clone()));
+
+        let (ready_tx, master_ready) = watch::channel(false);
+        let (finished_tx, reloads_finished) = watch::channel(0);
+        let master_alive = Arc::new(AtomicBool::new(false));
+        let hooks = Arc::new(LauncherHooks {
+            front: front.clone(),
+            master_ready: ready_tx,
+            master_alive: master_alive.clone(),
+            reloads_finished: finished_tx,
+        });
+        let (control, control_rx) = mpsc::channel(16);
+        // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
+        if let Some(addr) = c.admin_address {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("server.cluster.adminAddress {addr}: cannot listen"))?;
+            info!(
+                "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
+            );
+            let admin = Arc::new(Admin::new(front.clone(), control.clone()));
+            tokio::spawn(admin::serve(l, admin));
+        }
+        let notifier = Arc::new(Notifier::from_env());
+        let (state, state_rx) = watch::channel(notify::State::Starting);
+        let status_front = front.clone();
+        tokio::spawn(notify::keep_informed(
+            notifier.clone(),
+            state_rx,
+            master_alive,
+            move |s, alive| match s {
+                notify::State::Starting if alive => "starting: the master is loading".to_string(),
+                notify::State::Starting => "starting: the master is not running".to_string(),
+                notify::State::Reloading => {
+                    format!("reloading: {}", cluster_status(&status_front))
+                }
+                _ => cluster_status(&status_front),
+            },
+        ));
+        let setup = SupervisorSetup {
+            processes: all,
+            workers: plan.processes.len().saturating_sub(1),
+            max_start_failures: c.max_start_failures,
+            kill_after: c.kill_after,
+            status_seconds: c.status_interval.as_secs_f64(),
+            sample_seconds: settings.stats.sample_period().as_secs_f64(),
+            drain: c.drain,
+            idle_report: machine::idle_report(settings),
+        };
+        let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
+        let sizer = machine::sizer(settings, sizing.clone());
+        let supervisor = tokio::spawn(supervisor::run(
+            setup, keeper, hooks, sizer, control_rx, output,
+        ));
+        Ok(Launcher {
+            front,
+            control,
+            supervisor,
+            notifier,
+            state,
+            master_ready,
+            reloads_finished,
+        })
+    }
+
+    /// Until the master is ready (nothing listens before, LAUNCH-6). `Some`: the launcher is
+    /// done, with this exit status (stopped by a signal, or the master given up on).
+    async fn wait_for_master(&mut self, signals: &mut Signals) -> Option<ExitCode> {
+        loop {
+            // `wait_for` also ends with an error when the supervisor has given up and dropped
+            // its hooks: that is no ready, so only `Ok` opens the port, and the supervisor's end
+            // is then taken by its own branch.
+            let sig = tokio::select! {
+                Ok(_) = self.master_ready.wait_for(|r| *r) => return None,
+                ended = &mut self.supervisor => return Some(exit_code(ended.ok())),
+                sig = signals.next() => sig,
+            };
+            match meaning(sig, Phase::Starting) {
+                Meaning::Stop => {
+                    info!("{sig}: stopping before the master was ready");
+                    return Some(self.stop_processes(signals).await);
+                }
+                m => log_signal(sig, &m),
             }
         }
     }
-    // Drain first (STOP-1..4), then the processes in order (STOP-5..9).
-    notifier.stopping();
-    let _ = shutdown_tx.send(true);
-    let _ = serving.await;
-    let _ = control.send(Control::Stop).await;
-    let ended = supervisor.await.ok();
-    info!("stopped");
-    Ok(exit_code(ended))
+
+    /// Opens `server.port` (where `listenAddress` says), tells systemd the launcher is ready, and serves. `None`: the port
+    /// can't be had (logged).
+    async fn serve(&mut self, settings: &Settings, demo: bool) -> Option<Serving> {
+        let bound = match client_port::bind(settings.cluster.listen_address, settings.port) {
+            Ok(b) => b,
+            Err(e) => {
+                let at = settings
+                    .cluster
+                    .listen_address
+                    .map_or(String::new(), |a| format!(" on {a}"));
+                error!("server.port {}{at}: cannot listen: {e}", settings.port);
+                return None;
+            }
+        };
+        if let Some(note) = &bound.note {
+            warn!("{note}");
+        }
+        info!("listening on port {} on {}", settings.port, bound.place);
+        let listener = bound.listener;
+        self.notifier.ready(&cluster_status(&self.front));
+        self.state.send_replace(notify::State::Serving);
+        if demo {
+            info!(
+                "demo: try `curl http://127.0.0.1:{0}/r4/metadata` or \
+                 `curl -X POST http://127.0.0.1:{0}/r4/\\$cache-control`; Ctrl-C stops",
+                settings.port
+            );
+        }
+        tokio::spawn(tx_usage_watch::run(
+            self.front.clone(),
+            settings.tx.endpoints.clone(),
+        ));
+        let c = &settings.cluster;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let live = LiveListenerSettings::new(ListenerSettings {
+            write_timeout: c.write_timeout,
+            header_read_timeout: c.header_timeout,
+            drain: c.drain,
+            queue: c.queue,
+            owner_queue: c.owner_queue,
+        });
+        let task = tokio::spawn(listener::serve_live(
+            listener,
+            self.front.clone(),
+            live.clone(),
+            shutdown_rx,
+        ));
+        Some(Serving {
+            task,
+            shutdown,
+            live,
+        })
+    }
+
+    /// Serves until a stop signal (`None`), or the supervisor ends by itself (`Some`: only a
+    /// master that never got ready does, and then nothing listens; kept for completeness).
+    /// SIGHUP reloads; systemd hears `RELOADING=1`, then `READY=1` when the rolling restart is
+    /// over (or at once when the settings are refused).
+    async fn until_stop(
+        &mut self,
+        signals: &mut Signals,
+        reloader: &mut Reloader,
+    ) -> Option<ExitCode> {
+        loop {
+            tokio::select! {
+                sig = signals.next() => match meaning(sig, Phase::Serving) {
+                    Meaning::Stop | Meaning::StopNow => {
+                        info!(
+                            "{sig}: stopping (the drain, then the processes in order; another \
+                             SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
+                        );
+                        return None;
+                    }
+                    Meaning::Reload => {
+                        info!("{sig}: reloading the settings");
+                        // Marked seen before the supervisor is told, so its answer is not missed.
+                        self.reloads_finished.borrow_and_update();
+                        self.notifier.reloading();
+                        self.state.send_replace(notify::State::Reloading);
+                        if let Err(why) = reloader.reload().await {
+                            self.notifier.ready(&format!(
+                                "reload refused, running as before: {why}"
+                            ));
+                            self.state.send_replace(notify::State::Serving);
+                        }
+                    }
+                    m => log_signal(sig, &m),
+                },
+                Ok(()) = self.reloads_finished.changed() => {
+                    if *self.state.borrow() == notify::State::Reloading {
+                        self.notifier.ready(&cluster_status(&self.front));
+                        self.state.send_replace(notify::State::Serving);
+                    }
+                }
+                ended = &mut self.supervisor => return Some(exit_code(ended.ok())),
+            }
+        }
+    }
+
+    /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
+    /// processes in order (STOP-5..9).
+    async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+        self.notifier.stopping();
+        self.state.send_replace(notify::State::Stopping);
+        let _ = serving.shutdown.send(true);
+        loop {
+            tokio::select! {
+                _ = &mut serving.task => break,
+                sig = signals.next() => match meaning(sig, Phase::Draining) {
+                    Meaning::StopNow => {
+                        warn!(
+                            "{sig} again: stopping now: the drain is cut short ({} request(s) \
+                             in progress end); the processes get SIGTERM, and SIGKILL if still \
+                             running after killSeconds",
+                            self.front
+                                .present()
+                                .map(|p| self.front.load(p.id).in_flight as u64)
+                                .sum::<u64>()
+                        );
+                        serving.task.abort();
+                        let _ = (&mut serving.task).await;
+                        break;
+                    }
+                    m => log_signal(sig, &m),
+                },
+            }
+        }
+        let code = self.stop_processes(signals).await;
+        info!("stopped");
+        code
+    }
+
+    /// Stops the processes in order (workers, their last counts, the master) and waits for the
+    /// supervisor to be done; signals meanwhile are logged.
+    async fn stop_processes(&mut self, signals: &mut Signals) -> ExitCode {
+        if *self.state.borrow() != notify::State::Stopping {
+            self.notifier.stopping();
+            self.state.send_replace(notify::State::Stopping);
+        }
+        let _ = self.control.send(Control::Stop).await;
+        loop {
+            tokio::select! {
+                ended = &mut self.supervisor => return exit_code(ended.ok()),
+                sig = signals.next() => log_signal(sig, &meaning(sig, Phase::StoppingProcesses)),
+            }
+        }
+    }
+}
+
+/// The log line for a signal that is only logged.
+fn log_signal(sig: Sig, m: &Meaning) {
+    match m {
+        Meaning::Ignored(why) if sig == Sig::Hup => warn!("{sig}: ignored: {why}"),
+        Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
+        other => debug!("{sig}: {other:?}"),
+    }
 }
 
 /// `3/3 ready, 0 queued`
@@ -360,115 +483,6 @@ fn cluster_status(front: &Front) -> String {
     let total = front.present().count();
     let ready = front.present().filter(|p| front.is_ready(p.id)).count();
     notify::status_line(ready, total, front.queued())
-}
-
-/// `STATUS=` as processes come and go, and `WATCHDOG=1` pings when systemd asks for them.
-async fn notify_loop(notifier: Arc<Notifier>, front: Arc<Front>) {
-    if !notifier.enabled() {
-        return;
-    }
-    let every = notifier
-        .watchdog_interval()
-        .map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1)));
-    let mut last = String::new();
-    let mut pinged = Instant::now();
-    loop {
-        tokio::time::sleep(every).await;
-        if front.is_stopping() {
-            return;
-        }
-        let line = cluster_status(&front);
-        if line != last {
-            notifier.status(&line);
-            last = line;
-        }
-        if let Some(w) = notifier.watchdog_interval() {
-            if pinged.elapsed() >= w {
-                notifier.watchdog();
-                pinged = Instant::now();
-            }
-        }
-    }
-}
-
-/// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
-struct Reloader {
-    cli: Cli,
-    cwd: PathBuf,
-    running: Settings,
-    front: Arc<Front>,
-    listener: Arc<LiveListenerSettings>,
-    control: mpsc::Sender<Control>,
-}
-
-impl Reloader {
-    /// Reads `config.json` again; a bad one is refused with its reason and changes nothing.
-    /// Otherwise the live settings are applied, the rest logged, and every process restarted in
-    /// turn (the supervisor's rolling restart).
-    async fn reload(&mut self) {
-        info!("SIGHUP: reloading the settings");
-        let new = match reload::read(&self.cli, &self.cwd) {
-            Ok(s) => s,
-            Err(e) => {
-                error!("SIGHUP: the settings were refused, nothing changed: {e}");
-                return;
-            }
-        };
-        for w in &new.warnings {
-            warn!("{w}");
-        }
-        let changes = reload::changes(&self.running, &new);
-        for line in &changes.live {
-            info!("reload: {line}");
-        }
-        for line in &changes.next_start {
-            warn!("reload: {line} takes effect at the next start");
-        }
-        for line in &changes.servers {
-            info!("reload: {line}: the servers take it as they restart");
-        }
-        if changes.live.is_empty() && changes.next_start.is_empty() && changes.servers.is_empty() {
-            info!("reload: no setting changed");
-        }
-        let c = &new.cluster;
-        self.front
-            .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
-        let mut cfg = self.listener.get();
-        cfg.write_timeout = c.write_timeout;
-        cfg.drain = c.drain;
-        cfg.queue = c.queue;
-        cfg.owner_queue = c.owner_queue;
-        self.listener.set(cfg);
-        let workers = match (changes.workers, c.workers) {
-            (false, _) => WorkerCount::Keep,
-            (true, Some(n)) => WorkerCount::Exactly(n as usize),
-            (true, None) => match machine::cpu_sizing(&new) {
-                Ok(sizing) => WorkerCount::Size(machine::sizer(&new, sizing)),
-                Err(e) => {
-                    warn!("reload: the worker count is kept: {e}");
-                    WorkerCount::Keep
-                }
-            },
-        };
-        let r = Reload {
-            workers,
-            drain: c.drain,
-            status_seconds: c.status_interval.as_secs_f64(),
-            recycle_after: c.recycle,
-            rolling: true,
-        };
-        self.running = reload::apply_live(&self.running, &new);
-        let _ = self.control.send(Control::Reload(r)).await;
-    }
-}
-
-async fn stop_before_listening(
-    control: mpsc::Sender<Control>,
-    supervisor: tokio::task::JoinHandle<Ended>,
-) -> Result<ExitCode> {
-    info!("stopping before the master was ready");
-    let _ = control.send(Control::Stop).await;
-    Ok(exit_code(supervisor.await.ok()))
 }
 
 fn exit_code(ended: Option<Ended>) -> ExitCode {

@@ -179,6 +179,12 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
     );
     note(
         next,
+        &cl("listenAddress"),
+        shown(&o.listen_address),
+        shown(&n.listen_address),
+    );
+    note(
+        next,
         &cl("logFormat"),
         shown(&o.log_format),
         shown(&n.log_format),

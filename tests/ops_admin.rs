@@ -179,7 +179,7 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
         "{table}"
     );
 
-    // With nothing listening there: exit 1 and a message saying where it looked.
+    // With nothing listening there: exit 2 (unreachable) and a message saying where it looked.
     let nobody = free_port();
     let out = run_bounded(
         Command::new(LAUNCHER)
@@ -188,7 +188,7 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
             .env_remove("FHIRSMITH_DATA_DIR"),
         Duration::from_secs(20),
     );
-    assert_eq!(out.code, Some(1), "{}", out.all());
+    assert_eq!(out.code, Some(2), "{}", out.all());
     assert!(
         out.stderr.contains(&format!("127.0.0.1:{nobody}")),
         "{}",

@@ -3,8 +3,10 @@
 //! prefix directory, and stopped by its pid) runs it in front of real fhircluster instances. The
 //! one-host configuration passes requests and headers as the page says; the many-hosts one routes
 //! cache-ids to the host that issued them, `$closure` to the designated master host, and a stopped
-//! host's ids to another host, which answers `cache-id-unknown`. Documentation that is tested
-//! cannot drift. Without nginx installed these tests fail, saying so.
+//! host's ids to another host, which answers `cache-id-unknown`; with fhircluster stopped, nginx
+//! answers a FHIR `503` with `Retry-After` instead of its HTML `502`, while fhircluster's own
+//! `503`s pass through as sent. Documentation that is tested cannot drift. Without nginx
+//! installed these tests fail, saying so.
 
 mod common;
 
@@ -334,4 +336,82 @@ fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and
         assert!(r.served_by().starts_with('a'), "{:?}", r.served_by());
     }
     drop(nginx);
+}
+
+#[test]
+fn one_host_conf_answers_a_fhir_503_while_fhircluster_is_down_and_passes_its_own_503s_on() {
+    let mut c = cluster()
+        .workers(1)
+        .env("SIM_REFUSE_tx1", "1")
+        .env("SIM_REFUSE_m0", "1")
+        .start();
+    let nginx = Nginx::start(&block("one-host.conf"), &[("{{FHIRCLUSTER}}", host(&c))]);
+
+    // fhircluster up, its processes refusing: their 503 reaches the client as sent.
+    let direct = c.get("/r4/CodeSystem/$lookup");
+    assert_eq!(direct.status, 503, "{}", direct.text());
+    let via = nginx.request("GET", "/r4/CodeSystem/$lookup", &[], b"");
+    assert_eq!(via.status, 503, "{}", via.text());
+    assert!(
+        !via.text().contains("not answering"),
+        "nginx replaced fhircluster's own 503: {}",
+        via.text()
+    );
+    assert!(
+        !via.served_by().is_empty(),
+        "a process's own refusal: {:?}",
+        via.headers
+    );
+
+    // fhircluster stopped: nginx can't connect, and answers the FHIR 503 itself.
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(30)).code(), Some(0));
+    for (method, path) in [
+        ("GET", "/r4/metadata"),
+        ("POST", "/r4/ValueSet/$expand"),
+        ("GET", "/dashboard"),
+    ] {
+        let r = nginx.request(method, path, &[], b"{}");
+        assert_eq!(
+            r.status,
+            503,
+            "{method} {path}: {}\n{}",
+            r.text(),
+            nginx.error_log()
+        );
+        assert_eq!(r.header("retry-after"), Some("5"), "{:?}", r.headers);
+        assert!(
+            r.header("content-type")
+                .is_some_and(|t| t.starts_with("application/fhir+json")),
+            "{:?}",
+            r.headers
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.text())
+            .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.text()));
+        assert_eq!(v["resourceType"], "OperationOutcome", "{v}");
+        assert_eq!(v["issue"][0]["code"], "transient", "{v}");
+        assert_eq!(v["issue"][0]["severity"], "error", "{v}");
+    }
+}
+
+#[test]
+fn many_hosts_conf_answers_a_fhir_503_when_no_host_answers() {
+    let mut a = cluster().workers(1).start();
+    let nginx = Nginx::start(
+        &block("many-hosts.conf"),
+        &[
+            ("{{HOST_A}}", host(&a)),
+            ("{{HOST_B}}", format!("127.0.0.1:{}", free_port())),
+        ],
+    );
+    a.signal(SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(30)).code(), Some(0));
+    for path in ["/r4/metadata", "/dashboard"] {
+        let r = nginx.request("GET", path, &[], b"");
+        assert_eq!(r.status, 503, "{path}: {}\n{}", r.text(), nginx.error_log());
+        assert_eq!(r.header("retry-after"), Some("5"), "{:?}", r.headers);
+        let v: serde_json::Value = serde_json::from_str(&r.text())
+            .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {}", r.text()));
+        assert_eq!(v["resourceType"], "OperationOutcome", "{v}");
+    }
 }

@@ -1,7 +1,10 @@
 //! systemd's notify protocol end to end: the test plays systemd, binding the `NOTIFY_SOCKET`
-//! datagram socket itself, and watches what the real launcher sends as the cluster starts, loses
-//! a worker, runs, and stops. Also: the children never see the launcher's notify variables, and a
-//! launcher without (or with a dead) notify socket runs and stops as usual.
+//! datagram socket itself, and watches what the real launcher sends, and in what order, as the
+//! cluster starts (`EXTEND_TIMEOUT_USEC=` while the master loads, then `READY=1`), loses a worker,
+//! reloads (`RELOADING=1` with `MONOTONIC_USEC=`, then `READY=1` once the rolling restart is over,
+//! or at once when the settings are refused), and stops. Also: the children never see the
+//! launcher's notify variables, and a launcher without (or with a dead) notify socket runs and
+//! stops as usual.
 
 mod common;
 
@@ -10,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use fhircluster::ops::notify::monotonic_usec;
 
+const SIGHUP: i32 = 1;
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
@@ -111,9 +116,33 @@ fn ready_status_watchdog_and_stopping_reach_the_notify_socket_and_no_child_inher
         ready.port_accepting && ready.master_answering,
         "at READY=1 the port accepts and the master answers: {ready:?}"
     );
+    // Before READY=1: only what says the master is loading.
+    let before: Vec<&Note> = all.iter().take_while(|n| !has_line(n, "READY=1")).collect();
+    for n in &before {
+        assert!(
+            n.text.lines().all(|l| l.starts_with("STATUS=starting: ")
+                || l == "EXTEND_TIMEOUT_USEC=30000000"
+                || l == "WATCHDOG=1"),
+            "before READY=1: {:?}\n{}",
+            n.text,
+            dump(&all, t0)
+        );
+    }
     assert!(
-        all[0].text.contains("READY=1"),
-        "nothing is sent before READY=1:\n{}",
+        before
+            .iter()
+            .any(|n| has_line(n, "EXTEND_TIMEOUT_USEC=30000000"))
+            && before
+                .iter()
+                .any(|n| has_line(n, "STATUS=starting: the master is loading")),
+        "the master's load extends systemd's start timeout:\n{}",
+        dump(&all, t0)
+    );
+    assert!(
+        !all.iter()
+            .skip(before.len())
+            .any(|n| n.text.contains("EXTEND_TIMEOUT_USEC")),
+        "no extension once ready:\n{}",
         dump(&all, t0)
     );
     assert!(
@@ -240,4 +269,196 @@ fn without_a_notify_socket_or_with_a_dead_one_the_launcher_runs_and_stops_as_usu
             "{env:?}:\n{log}"
         );
     }
+}
+
+/// A cluster whose notify socket the test holds, started and past its READY=1.
+fn notified_cluster(
+    workers: u32,
+    env: &[(&str, &str)],
+) -> (Cluster, Arc<Mutex<Vec<Note>>>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("socket dir");
+    let path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
+    let mut b = cluster()
+        .workers(workers)
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"));
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    let c = b.start();
+    let notes = collect(sock, c.port, c.internal);
+    (c, notes, dir)
+}
+
+#[test]
+fn sighup_sends_reloading_with_the_monotonic_time_then_ready_once_the_rolling_restart_is_done() {
+    // Every start of the master takes 2 s, so the rolling restart's last step does too.
+    let (mut c, notes, _dir) = notified_cluster(1, &[("SIM_START_DELAY_MS_m0", "2000")]);
+    let t0 = Instant::now();
+    let before_usec = monotonic_usec();
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    let sent_at = Instant::now();
+    let after_usec = monotonic_usec();
+    c.wait_for_after(mark, "rolling restart done", Duration::from_secs(30));
+    assert!(
+        eventually(Duration::from_secs(5), || snapshot(&notes)
+            .iter()
+            .any(|n| n.at >= sent_at && has_line(n, "READY=1"))),
+        "no READY=1 after the reload:\n{}",
+        dump(&snapshot(&notes), t0)
+    );
+    let all = snapshot(&notes);
+    let reloading = all
+        .iter()
+        .position(|n| has_line(n, "RELOADING=1"))
+        .unwrap_or_else(|| panic!("no RELOADING=1:\n{}", dump(&all, t0)));
+    let r = &all[reloading];
+    let usec: u64 = r
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("RELOADING=1 without MONOTONIC_USEC: {:?}", r.text));
+    assert!(
+        usec >= before_usec && usec <= after_usec + 5_000_000,
+        "MONOTONIC_USEC={usec} not the time of the SIGHUP ({before_usec}..{after_usec})"
+    );
+    let ready = reloading
+        + all[reloading..]
+            .iter()
+            .position(|n| has_line(n, "READY=1"))
+            .unwrap_or_else(|| panic!("no READY=1 after RELOADING=1:\n{}", dump(&all, t0)));
+    assert_eq!(
+        all.iter().filter(|n| has_line(n, "RELOADING=1")).count(),
+        1,
+        "{}",
+        dump(&all, t0)
+    );
+    assert!(
+        all[ready].at - r.at >= Duration::from_millis(2000),
+        "READY=1 came before the master's restart (2 s) was over:\n{}",
+        dump(&all, t0)
+    );
+    assert!(
+        all[reloading..ready]
+            .iter()
+            .any(|n| has_line(n, "EXTEND_TIMEOUT_USEC=30000000")),
+        "the reload extends systemd's timeout while it runs:\n{}",
+        dump(&all, t0)
+    );
+    assert!(
+        all[ready]
+            .text
+            .lines()
+            .any(|l| l == "STATUS=2/2 ready, 0 queued"),
+        "{:?}",
+        all[ready].text
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let all = snapshot(&notes);
+    assert!(
+        !all[ready + 1..]
+            .iter()
+            .any(|n| n.text.contains("EXTEND_TIMEOUT_USEC") || n.text.contains("READY=1")),
+        "nothing more once the reload is over:\n{}",
+        dump(&all, t0)
+    );
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
+}
+
+#[test]
+fn a_refused_reload_answers_ready_at_once_saying_so_and_restarts_nothing() {
+    let (mut c, notes, _dir) = notified_cluster(1, &[]);
+    let t0 = Instant::now();
+    let pids = c.child_pids();
+    std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("write config");
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "the settings were refused", Duration::from_secs(10));
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let all = snapshot(&notes);
+            all.iter()
+                .position(|n| has_line(n, "RELOADING=1"))
+                .is_some_and(|r| all[r..].iter().any(|n| has_line(n, "READY=1")))
+        }),
+        "no RELOADING=1 then READY=1:\n{}",
+        dump(&snapshot(&notes), t0)
+    );
+    let all = snapshot(&notes);
+    let r = all
+        .iter()
+        .position(|n| has_line(n, "RELOADING=1"))
+        .expect("found above");
+    let ready = &all[r..]
+        .iter()
+        .find(|n| has_line(n, "READY=1"))
+        .expect("found above");
+    assert!(
+        ready
+            .text
+            .lines()
+            .any(|l| l.starts_with("STATUS=reload refused, running as before: ")),
+        "{:?}",
+        ready.text
+    );
+    assert!(ready.at - all[r].at < Duration::from_secs(2), "at once");
+    assert_eq!(c.child_pids(), pids, "nothing restarted");
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
+}
+
+#[test]
+fn while_the_master_is_down_between_starts_no_extension_is_sent() {
+    // The master fails its first start after 1.5 s, waits out a 1 s backoff, then starts.
+    let once = tempfile::tempdir().expect("once dir");
+    let dir = tempfile::tempdir().expect("socket dir");
+    let path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&path).expect("bind the notify socket");
+    let t0 = Instant::now();
+    let mut c = cluster()
+        .workers(0)
+        .env("NOTIFY_SOCKET", path.to_str().expect("utf-8 path"))
+        // Ticks of 100 ms, so the second between the starts is seen.
+        .env("WATCHDOG_USEC", "200000")
+        .env("SIM_ONCE_DIR", &once.path().display().to_string())
+        .env("SIM_START_DELAY_MS_m0", "1500")
+        .env("SIM_FAIL_AT_START_m0", "3")
+        .spawn();
+    let notes = collect(sock, c.port, c.internal);
+    c.wait_for("m0: ready", Duration::from_secs(20));
+    c.wait_until_listening(Duration::from_secs(10));
+    assert!(
+        eventually(Duration::from_secs(5), || snapshot(&notes)
+            .iter()
+            .any(|n| has_line(n, "READY=1"))),
+        "{}",
+        dump(&snapshot(&notes), t0)
+    );
+    let all = snapshot(&notes);
+    let down = all
+        .iter()
+        .position(|n| has_line(n, "STATUS=starting: the master is not running"))
+        .unwrap_or_else(|| panic!("no STATUS for the master down:\n{}", dump(&all, t0)));
+    let up_again = down
+        + all[down..]
+            .iter()
+            .position(|n| has_line(n, "STATUS=starting: the master is loading"))
+            .unwrap_or_else(|| panic!("no STATUS for its second start:\n{}", dump(&all, t0)));
+    assert!(
+        !all[down..up_again]
+            .iter()
+            .any(|n| n.text.contains("EXTEND_TIMEOUT_USEC")),
+        "an extension while the master was not running:\n{}",
+        dump(&all, t0)
+    );
+    assert!(
+        all[up_again].text.contains("EXTEND_TIMEOUT_USEC=30000000"),
+        "one at once when it starts again:\n{}",
+        dump(&all, t0)
+    );
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
 }

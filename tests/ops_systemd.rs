@@ -1,7 +1,8 @@
 //! README's systemd unit and Docker advice, checked: the unit has the keys the launcher needs
-//! (`Type=notify`, `KillMode=mixed`, `MemoryMax=`, a `TimeoutStopSec` at least the longest
-//! orderly stop, computed from the settings' defaults), `systemd-analyze verify` finds nothing
-//! wrong with it, and the Compose file gives Docker as long.
+//! (`Type=notify`, `ExecReload=` sending `SIGHUP` so `systemctl reload` works, `KillMode=mixed`,
+//! `MemoryMax=`, a `TimeoutStopSec` at least the longest orderly stop, computed from the
+//! settings' defaults), `systemd-analyze verify` finds nothing wrong with it, and the Compose
+//! file gives Docker as long, a working directory, and a health check on the admin address.
 
 mod common;
 
@@ -101,6 +102,12 @@ fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
         keys.get("MemoryMax").is_some_and(|v| !v.is_empty()),
         "{keys:?}"
     );
+    // Without it `systemctl reload` fails: "Job type reload is not applicable".
+    assert_eq!(
+        keys.get("ExecReload").map(String::as_str),
+        Some("/bin/kill -HUP $MAINPID"),
+        "{keys:?}"
+    );
     assert!(
         keys.get("ExecStart")
             .is_some_and(|v| v.contains("fhircluster")),
@@ -173,6 +180,30 @@ fn readme_compose_file_gives_docker_the_longest_stop_and_runs_the_launcher_direc
         "exec form, no shell:\n{compose}"
     );
     assert!(compose.contains("init: true"), "{compose}");
+    // The servers run in the working directory (where server.js is).
+    assert!(
+        compose
+            .lines()
+            .any(|l| l.trim().starts_with("working_dir: /")),
+        "a working directory:\n{compose}"
+    );
+    // The health check asks the launcher, on the admin address the launcher is given.
+    let admin_of = |line: &str| -> Option<String> {
+        let i = line.find("\"--admin-address\", \"")? + "\"--admin-address\", \"".len();
+        Some(line[i..].split('"').next()?.to_string())
+    };
+    let served = compose
+        .lines()
+        .find(|l| l.trim().starts_with("command: [\"fhircluster\""))
+        .and_then(admin_of)
+        .unwrap_or_else(|| panic!("the command sets no --admin-address:\n{compose}"));
+    let checked = compose
+        .lines()
+        .find(|l| l.contains("\"fhircluster\", \"status\""))
+        .and_then(admin_of)
+        .unwrap_or_else(|| panic!("no health check with fhircluster status:\n{compose}"));
+    assert_eq!(served, checked, "{compose}");
+    assert!(compose.contains("healthcheck:"), "{compose}");
     let readme = crate_file("README.md");
     for flag in ["--stop-timeout ", "docker stop -t "] {
         let secs: f64 = readme

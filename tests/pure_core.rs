@@ -9,6 +9,9 @@ use std::path::Path;
 const PURE: &[&str] = &[
     "src/ipc/codec.rs",
     "src/machine.rs",
+    "src/ops/extend.rs",
+    "src/ops/signals.rs",
+    "src/ops/tx_usage.rs",
     "src/plan.rs",
     "src/plan/check.rs",
     "src/plan/limits.rs",

@@ -1,11 +1,24 @@
-//! systemd's notify protocol (`Type=notify`): `READY=1` once the master is ready and the listener
-//! is open, `STATUS=` lines as processes come and go, `STOPPING=1` when the drain begins, and
-//! `WATCHDOG=1` pings when `WATCHDOG_USEC` asks for them. Without `NOTIFY_SOCKET` nothing is sent.
+//! systemd's notify protocol (`Type=notify` and `Type=notify-reload`): `READY=1` once the master
+//! is ready and the listener is open, `STATUS=` lines as processes come and go, `RELOADING=1`
+//! with `MONOTONIC_USEC=` on `SIGHUP` and `READY=1` again when the rolling restart is over,
+//! `EXTEND_TIMEOUT_USEC=` while the master loads and while a reload runs (`extend.rs`),
+//! `STOPPING=1` when the drain begins, and `WATCHDOG=1` pings when `WATCHDOG_USEC` asks for them.
+//! Without `NOTIFY_SOCKET` nothing is sent.
+//!
+//! The messages that mark a change of state (`READY=1`, `RELOADING=1`, `STOPPING=1`) are sent by
+//! the launcher as the change happens, so their order is the launcher's; the periodic ones
+//! (`STATUS=`, `EXTEND_TIMEOUT_USEC=`, `WATCHDOG=1`) by `keep_informed`.
 
 use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::debug;
+
+use super::extend::Extender;
 
 /// The environment variables that belong to the launcher alone; its children must not inherit
 /// them (with `NotifyAccess=main` their messages would be refused anyway).
@@ -54,20 +67,107 @@ impl Notifier {
         }
     }
 
+    /// Started, or a reload is over (refused ones too: the service runs on as it was).
     pub fn ready(&self, status: &str) {
         self.send(&format!("READY=1\nSTATUS={status}"));
     }
 
-    pub fn status(&self, status: &str) {
-        self.send(&format!("STATUS={status}"));
+    /// A reload begins: systemd ≥ 253 (`Type=notify-reload`) matches it to the `SIGHUP` it sent
+    /// by the monotonic time, and waits for the next `READY=1`.
+    pub fn reloading(&self) {
+        self.send(&format!(
+            "RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading: rolling restart",
+            monotonic_usec()
+        ));
     }
 
     pub fn stopping(&self) {
         self.send("STOPPING=1\nSTATUS=draining");
     }
+}
 
-    pub fn watchdog(&self) {
-        self.send("WATCHDOG=1");
+/// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC=` with.
+pub fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec passed; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+/// Where the launcher is, as systemd should hear it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Before `READY=1`: the master is starting.
+    Starting,
+    Serving,
+    /// Between `RELOADING=1` and its `READY=1`.
+    Reloading,
+    /// After `STOPPING=1`: nothing more is sent.
+    Stopping,
+}
+
+/// The periodic messages, until the state is `Stopping`: `STATUS=` when the line changes
+/// (`status` gives it for the state and whether the master's process runs), `EXTEND_TIMEOUT_USEC=`
+/// while the master starts with its process running (`master_alive`) and while a reload runs,
+/// and `WATCHDOG=1`.
+pub async fn keep_informed(
+    notifier: Arc<Notifier>,
+    state: watch::Receiver<State>,
+    master_alive: Arc<AtomicBool>,
+    status: impl Fn(State, bool) -> String + Send + 'static,
+) {
+    if !notifier.enabled() {
+        return;
+    }
+    let every = notifier
+        .watchdog_interval()
+        .map_or(Duration::from_secs(1), |w| w.min(Duration::from_secs(1)));
+    let mut last = String::new();
+    let mut pinged = Instant::now();
+    let mut extender = Extender::default();
+    let mut was = State::Starting;
+    loop {
+        let now = Instant::now();
+        let s = *state.borrow();
+        if s == State::Stopping {
+            return;
+        }
+        if s != was {
+            // A reload begun between two ticks is a new timeout for systemd, even if this loop
+            // never saw the launcher serving in between.
+            extender.reset();
+            was = s;
+        }
+        // Read once, so the extension and the status line agree.
+        let alive = master_alive.load(Ordering::Acquire);
+        let wanted = match s {
+            State::Starting => alive,
+            State::Reloading => true,
+            _ => false,
+        };
+        // What is due this tick goes in one message.
+        let mut lines = Vec::new();
+        if let Some(by) = extender.poll(now.into_std(), wanted) {
+            lines.push(format!("EXTEND_TIMEOUT_USEC={}", by.as_micros()));
+        }
+        let line = status(s, alive);
+        if line != last {
+            lines.push(format!("STATUS={line}"));
+            last = line;
+        }
+        if let Some(w) = notifier.watchdog_interval() {
+            if now.duration_since(pinged) >= w {
+                lines.push("WATCHDOG=1".to_string());
+                pinged = now;
+            }
+        }
+        if !lines.is_empty() {
+            notifier.send(&lines.join("\n"));
+        }
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -114,5 +214,18 @@ mod tests {
         let mut buf = [0u8; 256];
         let len = listener.recv(&mut buf).expect("recv");
         assert_eq!(&buf[..len], b"READY=1\nSTATUS=3/3 ready, 0 queued");
+
+        let before = monotonic_usec();
+        n.reloading();
+        let len = listener.recv(&mut buf).expect("recv");
+        let text = String::from_utf8_lossy(&buf[..len]).to_string();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("RELOADING=1"), "{text}");
+        let usec: u64 = lines
+            .next()
+            .and_then(|l| l.strip_prefix("MONOTONIC_USEC="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(usec >= before && usec <= monotonic_usec(), "{text}");
     }
 }

@@ -1,9 +1,12 @@
 //! `fhircluster status`: asks a running launcher (its `/status` endpoint) and prints a table a
-//! person reads at a glance, as `passenger-status` and `pm2 ls` do. The rendering is pure.
+//! person reads at a glance, as `passenger-status` and `pm2 ls` do, or (`--json`) the answer
+//! itself for scripts; its exit status says whether the launcher is ready (0), not ready or
+//! draining (1), or not there (2). The rendering and the exit status are pure.
 
 use std::fmt::Write;
 use std::io::{Read, Write as _};
 use std::net::{SocketAddr, TcpStream};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -33,6 +36,34 @@ pub fn fetch(addr: SocketAddr) -> Result<Value> {
         );
     }
     serde_json::from_str(body).context("the launcher's /status is not JSON")
+}
+
+/// Exit status 2: no launcher answers (or its answer can't be read).
+pub const UNREACHABLE: u8 = 2;
+
+/// `fhircluster status [--json]` against the launcher at `addr`: prints the table or the JSON on
+/// stdout, or why there is none on stderr, and returns the exit status.
+pub fn run(addr: SocketAddr, json: bool) -> ExitCode {
+    match fetch(addr) {
+        Ok(v) => {
+            if json {
+                println!("{v:#}");
+            } else {
+                print!("{}", render(&v));
+            }
+            ExitCode::from(exit_status(&v))
+        }
+        Err(e) => {
+            eprintln!("fhircluster status: {e:#}");
+            ExitCode::from(UNREACHABLE)
+        }
+    }
+}
+
+/// 0 when the launcher says it is ready (`/readyz`'s rule: the master and a tx process ready,
+/// not draining), else 1.
+pub fn exit_status(status: &Value) -> u8 {
+    u8::from(status["front"]["ready"].as_bool() != Some(true))
 }
 
 /// Megabytes, with a decimal below 10 MB so a small process doesn't read as 0.
@@ -92,7 +123,7 @@ pub fn render(status: &Value) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
         "PROCESS",
         "ROLE",
         "PID",
@@ -109,13 +140,19 @@ pub fn render(status: &Value) -> String {
             Some(s) => format!("{}/{s}", text(&p["frontInFlight"])),
             None => text(&p["frontInFlight"]),
         };
+        // A process that serves but never sent its figures (no IPC channel): not stale.
+        let state = if p["noChannel"].as_bool() == Some(true) {
+            format!("{} (no channel)", text(&p["status"]))
+        } else {
+            text(&p["status"])
+        };
         let _ = writeln!(
             out,
-            "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+            "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
             text(&p["code"]),
             text(&p["role"]),
             text(&p["pid"]),
-            text(&p["status"]),
+            state,
             uptime(&p["uptimeMs"]),
             text(&p["restarts"]),
             slots,
@@ -127,7 +164,7 @@ pub fn render(status: &Value) -> String {
     let l = &status["launcher"];
     let _ = writeln!(
         out,
-        "{:<10} {:<10} {:>8} {:<10} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
         "launcher",
         "",
         text(&l["pid"]),
@@ -197,5 +234,29 @@ mod tests {
         assert!(t.contains("100 MB"), "{t}");
         assert!(t.contains("2.0 MB"), "small figures keep a decimal: {t}");
         assert!(t.contains("1.0 GB of 4.0 GB (25%)"), "{t}");
+        assert_eq!(exit_status(&s), 0);
+    }
+
+    #[test]
+    fn not_ready_or_draining_is_exit_status_1() {
+        for front in [
+            json!({"ready": false, "draining": false}),
+            json!({"ready": false, "draining": true}),
+            json!({}),
+        ] {
+            assert_eq!(exit_status(&json!({ "front": front })), 1, "{front}");
+        }
+    }
+
+    #[test]
+    fn a_process_without_a_channel_shows_as_such() {
+        let s = json!({
+            "front": {"ready": true},
+            "processes": [{"code": "tx1", "role": "tx-worker", "pid": 11, "status": "ready",
+                "noChannel": true}],
+        });
+        let t = render(&s);
+        assert!(t.contains("ready (no channel)"), "{t}");
+        assert!(!t.contains("stale"), "{t}");
     }
 }

@@ -28,6 +28,8 @@ pub struct Counters {
     pub lanes: [AtomicU64; 2],
     /// How long tx requests waited in the launcher before being sent.
     pub queue_wait: Histogram,
+    /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
+    pub master_paths: crate::ops::tx_usage::MasterPaths,
 }
 
 impl Counters {

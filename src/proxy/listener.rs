@@ -276,6 +276,7 @@ fn route_request(
 /// The master's own paths: straight there, neither waiting nor counting, streamed only as fast
 /// as the client takes it (STREAM-3).
 async fn to_master(front: &Arc<Front>, req: Request<Incoming>) -> Response<ProxyBody> {
+    front.counters.master_paths.observe(req.uri().path());
     if !front.master_ready() {
         front
             .counters

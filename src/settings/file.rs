@@ -44,6 +44,7 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "command",
     "killSeconds",
     "adminAddress",
+    "listenAddress",
     "logFormat",
     "logLevel",
     "hostPrefix",

@@ -28,6 +28,9 @@ fn overrides(path: &str) -> (Option<&'static str>, Option<&'static str>) {
         "server.cluster.internalPort" => (Some("--internal-port"), None),
         "server.cluster.command" => (Some("--command"), None),
         "server.cluster.adminAddress" => (Some("--admin-address"), None),
+        "server.cluster.listenAddress" => {
+            (Some("--listen-address"), Some("FHIRSMITH_LISTEN_ADDRESS"))
+        }
         "server.cluster.logFormat" => (Some("--log-format"), None),
         // RUST_LOG, the usual variable of Rust programs, is this setting's environment layer.
         "server.cluster.logLevel" => (Some("--log-level"), Some("RUST_LOG")),
@@ -56,6 +59,7 @@ impl<'a> Layers<'a> {
             "--internal-port" => c.internal_port.as_ref(),
             "--command" => c.command.as_ref(),
             "--admin-address" => c.admin_address.as_ref(),
+            "--listen-address" => c.listen_address.as_ref(),
             "--log-format" => c.log_format.as_ref(),
             "--log-level" => c.log_level.as_ref(),
             _ => None,
@@ -279,6 +283,11 @@ pub fn from_sources(
         &mut c.admin_address,
         admin_address,
     )?;
+    l.read("server.cluster.listenAddress", &mut c.listen_address, |r| {
+        r.string()?.parse::<IpAddr>().map(Some).map_err(|_| {
+            r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\"")
+        })
+    })?;
     l.read("server.cluster.logFormat", &mut c.log_format, |r| {
         match r.string()?.as_str() {
             "text" => Ok(LogFormat::Text),

@@ -107,6 +107,10 @@ pub struct ClusterSettings {
     /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
     /// means loopback.
     pub admin_address: Option<std::net::SocketAddr>,
+    /// `server.cluster.listenAddress` / `--listen-address` / `FHIRSMITH_LISTEN_ADDRESS`
+    /// (fhircluster's own): the address `server.port` listens on. None: every interface, IPv6
+    /// and IPv4 (IPv4 alone on a host without IPv6).
+    pub listen_address: Option<std::net::IpAddr>,
     /// `server.cluster.logFormat` / `--log-format` (fhircluster's own): `text` or `json`.
     pub log_format: LogFormat,
     /// `server.cluster.logLevel` / `--log-level` (fhircluster's own), with `RUST_LOG` as its
@@ -239,6 +243,7 @@ impl Default for ClusterSettings {
             shared_closure: false,
             kill_after: Duration::from_secs(30),
             admin_address: None,
+            listen_address: None,
             log_format: LogFormat::Text,
             log_level: LogLevel::Info,
             host_prefix: String::new(),

@@ -9,7 +9,8 @@
 //! * Bytes and milliseconds; `null` where a figure doesn't apply or isn't known, never a guess
 //!   (STATUS-13). What couldn't be read is in `missing`, grouped by why (STATUS-15, 23, 24).
 //! * A process whose own figures are older than 3 × `statusSeconds` is `stale` and left out of
-//!   the totals (STATUS-21). Its `RssAnon` is the launcher's fresh reading, not a figure it sent,
+//!   the totals (STATUS-21). One that has sent none since it started serves without a channel:
+//!   `ready` with `noChannel: true`, its own figures `null`, not stale. Its `RssAnon` is the launcher's fresh reading, not a figure it sent,
 //!   so it stays in `memory.processAnon`: the memory is there whether or not the process talks.
 //! * A process restarting has no figures; its replacement has only those it has sent since it
 //!   started (STATUS-22): a `Status` that arrived before the current start is ignored.
@@ -147,15 +148,20 @@ fn own_figures(p: &ProcessInput) -> Option<(&StatusFigures, Instant)> {
     Some((figures, *at))
 }
 
+/// Figures older than 3 intervals. A process that has sent none since its start has no old
+/// figures: it serves without a channel (`no_channel`), and is not stale.
 fn is_stale(p: &ProcessInput, stale_after: Duration, now: Instant) -> bool {
-    if p.state != ProcessState::Ready {
-        return false;
-    }
-    let last = match own_figures(p) {
-        Some((_, at)) => Some(at),
-        None => p.ready_at,
-    };
-    last.is_some_and(|at| now.saturating_duration_since(at) > stale_after)
+    p.state == ProcessState::Ready
+        && own_figures(p).is_some_and(|(_, at)| now.saturating_duration_since(at) > stale_after)
+}
+
+/// Ready for over an interval, and no figures of its own since it started: a server without the
+/// IPC channel (its heap, caches and in-flight are unknown).
+fn no_channel(p: &ProcessInput, interval: Duration, now: Instant) -> bool {
+    p.state == ProcessState::Ready
+        && own_figures(p).is_none()
+        && p.ready_at
+            .is_some_and(|at| now.saturating_duration_since(at) > interval)
 }
 
 fn ms(d: Duration) -> u64 {
@@ -222,6 +228,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "clientConcepts": f.and_then(|f| f.client_concepts),
             "inFlight": f.map(|f| f.in_flight),
             "figuresAgeMs": figures.map(|(_, at)| ms(now.saturating_duration_since(at))),
+            "noChannel": no_channel(p, st.status_interval, now),
         }));
     }
 

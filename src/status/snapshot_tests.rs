@@ -131,6 +131,7 @@ fn the_cluster_object_has_the_spec_fields() {
             "uptimeMs": 100_000, "restarts": 0, "lastRestart": null, "requests": 2000,
             "rssAnon": 2 * GB, "rssFile": 20 * MB, "heapUsed": 200 * MB, "heapLimit": 4 * GB,
             "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "figuresAgeMs": 5000,
+            "noChannel": false,
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");
@@ -212,10 +213,18 @@ fn figures_older_than_three_intervals_are_stale_and_out_of_the_totals() {
     ps[1].status = Some((figures(2), now - Duration::from_secs(45)));
     let v = run(&ps, own_cgroup(), now);
     assert_eq!(v["processes"][1]["status"], "ready");
-    // Ready long ago and never sent any: stale too.
+    assert_eq!(v["processes"][1]["noChannel"], false);
+    // Ready long ago and never sent any: it serves without a channel, not stale.
     ps[1].status = None;
     let v = run(&ps, own_cgroup(), now);
-    assert_eq!(v["processes"][1]["status"], "stale");
+    assert_eq!(v["processes"][1]["status"], "ready");
+    assert_eq!(v["processes"][1]["noChannel"], true);
+    assert_eq!(v["processes"][1]["inFlight"], serde_json::Value::Null);
+    // Ready within the last interval: its first figures may still be on the way.
+    ps[1].ready_at = Some(now - Duration::from_secs(5));
+    let v = run(&ps, own_cgroup(), now);
+    assert_eq!(v["processes"][1]["status"], "ready");
+    assert_eq!(v["processes"][1]["noChannel"], false);
 }
 
 #[test]

@@ -27,6 +27,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn added(&self, _id: ProcessId) {}
     /// The process has left the cluster for good (the worker count shrank).
     fn retired(&self, _id: ProcessId) {}
+    /// The process was started, with this pid (not ready yet).
+    fn started(&self, _id: ProcessId, _pid: u32) {}
+    /// The process exited.
+    fn exited(&self, _id: ProcessId) {}
+    /// A reload (`Control::Reload`) is over: its rolling restart done or stopped by a failure,
+    /// or none begun (the cluster was starting or stopping).
+    fn reload_finished(&self) {}
 }
 
 /// Logged once every worker is ready: what they all use idle (MEM-12, MEM-13).

@@ -10,8 +10,18 @@ use crate::process::ProcessId;
 
 impl Shell {
     /// A reload: the new settings, the worker count, then the rolling restart. False when the
-    /// cluster is starting or stopping and nothing was changed.
+    /// cluster is starting or stopping and nothing was changed. The hooks hear when it is over
+    /// (`reload_finished`): here when no rolling restart begins, else at its end.
     pub(super) fn reload(&mut self, r: Reload) -> bool {
+        let rolling = r.rolling;
+        let changed = self.reload_settings(r);
+        if !(changed && rolling && self.life.is_rolling()) {
+            self.hooks.reload_finished();
+        }
+        changed
+    }
+
+    fn reload_settings(&mut self, r: Reload) -> bool {
         let now = now_std();
         if self.life.is_stopping() {
             return false;

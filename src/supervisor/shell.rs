@@ -245,13 +245,17 @@ impl Shell {
                     self.setup.drain.as_secs_f64()
                 ),
                 Action::RollingDone => {
-                    info!("rolling restart done: every process was started again")
+                    info!("rolling restart done: every process was started again");
+                    self.hooks.reload_finished();
                 }
-                Action::RollingAborted(id) => warn!(
-                    "rolling restart stopped: {} exited before it was ready again; \
-                     the processes after it carry on as they were",
-                    self.code(id)
-                ),
+                Action::RollingAborted(id) => {
+                    warn!(
+                        "rolling restart stopped: {} exited before it was ready again; \
+                         the processes after it carry on as they were",
+                        self.code(id)
+                    );
+                    self.hooks.reload_finished();
+                }
                 Action::Finished => {
                     return Some(if self.life.gave_up() {
                         Ended::GaveUp
@@ -293,6 +297,7 @@ impl Shell {
                     self.master_acks = false;
                     self.master_stalled = false;
                 }
+                self.hooks.started(id, handle.pid);
                 self.children[id.index()] = Some(handle);
                 self.started[id.index()] = Some(Instant::now());
             }
@@ -411,6 +416,7 @@ impl Shell {
                     self.master_end = Some(describe_exit(exit));
                 }
                 self.children[id.index()] = None;
+                self.hooks.exited(id);
                 self.keeper.exited(id, exit, stopping);
                 self.life.exited(id, exit, now_std());
             }

@@ -324,6 +324,44 @@ fn instance_code_rule_and_bind_address() {
 }
 
 #[test]
+fn listen_address_from_flag_env_or_file_and_checked() {
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+    assert_eq!(ok(&[], &[], None).cluster.listen_address, None);
+    assert_eq!(
+        ok(&[], &[], cluster(json!({"listenAddress": "127.0.0.1"})))
+            .cluster
+            .listen_address,
+        Some(ip("127.0.0.1"))
+    );
+    assert_eq!(
+        ok(
+            &["--listen-address", "::1"],
+            &[("FHIRSMITH_LISTEN_ADDRESS", "10.0.0.1")],
+            cluster(json!({"listenAddress": "127.0.0.1"}))
+        )
+        .cluster
+        .listen_address,
+        Some(ip("::1"))
+    );
+    assert_eq!(
+        ok(&[], &[("FHIRSMITH_LISTEN_ADDRESS", "::")], None)
+            .cluster
+            .listen_address,
+        Some(ip("::"))
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"listenAddress": "localhost"}))),
+        "server.cluster.listenAddress",
+        "IP address",
+    );
+    refused(
+        settings(&["--listen-address=1.2.3"], &[], None),
+        "server.cluster.listenAddress",
+        "IP address",
+    );
+}
+
+#[test]
 fn endpoints_are_normalised_and_checked() {
     // spec: DEC-14, ROUTE-2b
     let tx = |v: Value| Some(json!({"modules": {"tx": v}}));

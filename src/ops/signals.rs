@@ -1,0 +1,236 @@
+//! What each signal means to the launcher, in one place: a pure table from (signal, the phase
+//! the launcher is in) to a value the launcher acts on (`Reload`, `Stop`, `StopNow`, `Ignored`).
+//! The shell that receives the signals is `signal_stream.rs`; the launcher only matches these
+//! values. README's table and `--help` are checked against `TABLE` (`tests/ops_signals.rs`).
+//!
+//! No common signal may end the launcher by its default action: that would take the children
+//! down with no log, no drain and no orderly stop. So every signal whose default is to end the
+//! process and that an operator, a terminal or a habit from nginx may send is caught, and either
+//! acted on or logged as ignored. `SIGPIPE` is ignored by Rust's runtime before `main`;
+//! `SIGTSTP` (Ctrl-Z) keeps its default (the launcher stops in the terminal, its children run
+//! on; `fg` resumes it); `SIGKILL` and `SIGSTOP` can't be caught.
+
+use std::fmt;
+
+/// The signals the launcher catches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sig {
+    Hup,
+    Int,
+    Quit,
+    Term,
+    Usr1,
+    Usr2,
+    Winch,
+    Alrm,
+}
+
+impl Sig {
+    pub const ALL: [Sig; 8] = [
+        Sig::Hup,
+        Sig::Int,
+        Sig::Quit,
+        Sig::Term,
+        Sig::Usr1,
+        Sig::Usr2,
+        Sig::Winch,
+        Sig::Alrm,
+    ];
+
+    /// `SIGHUP` ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Sig::Hup => "SIGHUP",
+            Sig::Int => "SIGINT",
+            Sig::Quit => "SIGQUIT",
+            Sig::Term => "SIGTERM",
+            Sig::Usr1 => "SIGUSR1",
+            Sig::Usr2 => "SIGUSR2",
+            Sig::Winch => "SIGWINCH",
+            Sig::Alrm => "SIGALRM",
+        }
+    }
+
+    /// The signal's number on Linux.
+    pub fn number(self) -> i32 {
+        match self {
+            Sig::Hup => 1,
+            Sig::Int => 2,
+            Sig::Quit => 3,
+            Sig::Term => 15,
+            Sig::Usr1 => 10,
+            Sig::Usr2 => 12,
+            Sig::Winch => 28,
+            Sig::Alrm => 14,
+        }
+    }
+
+    fn stops(self) -> bool {
+        matches!(self, Sig::Int | Sig::Quit | Sig::Term)
+    }
+}
+
+impl fmt::Display for Sig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where the launcher is when a signal arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The master is starting; nothing listens yet.
+    Starting,
+    /// Serving clients.
+    Serving,
+    /// Stopping: the drain of requests in progress (`drainSeconds`).
+    Draining,
+    /// Stopping: the processes are being stopped in order.
+    StoppingProcesses,
+}
+
+/// What the launcher does with a signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Meaning {
+    /// Read `config.json` again and restart the processes in turn.
+    Reload,
+    /// The orderly stop: drain, then the processes in order.
+    Stop,
+    /// A second stop signal during the drain: the drain is cut short, then the processes are
+    /// stopped (`SIGTERM`, `SIGKILL` after `killSeconds`).
+    StopNow,
+    /// Logged and otherwise ignored, with the reason.
+    Ignored(&'static str),
+}
+
+/// The meaning of `sig` in `phase`.
+pub fn meaning(sig: Sig, phase: Phase) -> Meaning {
+    use Phase::*;
+    match (sig, phase) {
+        (s, Starting | Serving) if s.stops() => Meaning::Stop,
+        (s, Draining) if s.stops() => Meaning::StopNow,
+        (s, StoppingProcesses) if s.stops() => Meaning::Ignored(
+            "already stopping the processes (each gets SIGKILL killSeconds after its SIGTERM)",
+        ),
+        (Sig::Hup, Serving) => Meaning::Reload,
+        (Sig::Hup, Starting) => Meaning::Ignored(
+            "the master is not ready yet; send it again once it is (nothing would be reloaded)",
+        ),
+        (Sig::Hup, _) => Meaning::Ignored("stopping"),
+        (Sig::Usr1, _) => Meaning::Ignored("nothing to reopen (the launcher logs to stderr)"),
+        (Sig::Usr2, _) => Meaning::Ignored("reserved for the in-place upgrade of fhircluster"),
+        (Sig::Winch, _) => Meaning::Ignored("nothing to resize"),
+        (Sig::Alrm, _) => Meaning::Ignored("no timer of the launcher's uses it"),
+        // The stop signals are all matched above; the compiler can't see that.
+        (_, _) => Meaning::Ignored("not used"),
+    }
+}
+
+/// README's and `--help`'s table: each signal and what it does, as operators read it.
+pub const TABLE: &[(&str, &str)] = &[
+    (
+        "HUP",
+        "reload config.json, then restart the processes in turn (ignored while the master starts)",
+    ),
+    (
+        "TERM, INT",
+        "stop: drain the requests in progress (drainSeconds), then the processes in order",
+    ),
+    ("QUIT", "the same as TERM (nginx's graceful stop)"),
+    (
+        "a 2nd TERM/INT/QUIT",
+        "during the drain: stop now (the drain is cut short; then SIGTERM, SIGKILL after killSeconds)",
+    ),
+    ("USR1", "ignored, logged (kept for reopening an access log)"),
+    (
+        "USR2",
+        "ignored, logged (reserved for the in-place upgrade of fhircluster)",
+    ),
+    ("WINCH, ALRM", "ignored, logged"),
+    ("PIPE", "ignored"),
+    (
+        "TSTP (Ctrl-Z)",
+        "default: the launcher pauses, its processes run on",
+    ),
+];
+
+/// The table as `--help` prints it.
+pub fn help_text() -> String {
+    let width = TABLE.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+    let mut out = String::from("Signals:\n");
+    for (sig, what) in TABLE {
+        out.push_str(&format!("  {sig:<width$}  {what}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_signals_stop_then_stop_now_during_the_drain_then_are_ignored() {
+        for s in [Sig::Term, Sig::Int, Sig::Quit] {
+            assert_eq!(meaning(s, Phase::Starting), Meaning::Stop, "{s}");
+            assert_eq!(meaning(s, Phase::Serving), Meaning::Stop, "{s}");
+            assert_eq!(meaning(s, Phase::Draining), Meaning::StopNow, "{s}");
+            assert!(
+                matches!(
+                    meaning(s, Phase::StoppingProcesses),
+                    Meaning::Ignored(why) if why.contains("already stopping")
+                ),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn hup_reloads_only_while_serving() {
+        assert_eq!(meaning(Sig::Hup, Phase::Serving), Meaning::Reload);
+        for p in [Phase::Starting, Phase::Draining, Phase::StoppingProcesses] {
+            assert!(matches!(meaning(Sig::Hup, p), Meaning::Ignored(_)), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn the_others_are_ignored_in_every_phase_with_a_reason() {
+        for s in [Sig::Usr1, Sig::Usr2, Sig::Winch, Sig::Alrm] {
+            for p in [
+                Phase::Starting,
+                Phase::Serving,
+                Phase::Draining,
+                Phase::StoppingProcesses,
+            ] {
+                assert!(
+                    matches!(meaning(s, p), Meaning::Ignored(why) if !why.is_empty()),
+                    "{s} {p:?}"
+                );
+            }
+        }
+        assert!(matches!(
+            meaning(Sig::Usr2, Phase::Serving),
+            Meaning::Ignored(why) if why.contains("in-place upgrade")
+        ));
+    }
+
+    #[test]
+    fn names_and_numbers_are_linux_s() {
+        assert_eq!(Sig::Usr1.number(), libc::SIGUSR1);
+        assert_eq!(Sig::Usr2.number(), libc::SIGUSR2);
+        assert_eq!(Sig::Winch.number(), libc::SIGWINCH);
+        assert_eq!(Sig::Alrm.number(), libc::SIGALRM);
+        assert_eq!(Sig::Quit.number(), libc::SIGQUIT);
+        assert_eq!(Sig::Hup.number(), libc::SIGHUP);
+        assert_eq!(Sig::Int.number(), libc::SIGINT);
+        assert_eq!(Sig::Term.number(), libc::SIGTERM);
+        assert!(Sig::ALL.iter().all(|s| s.name().starts_with("SIG")));
+    }
+
+    #[test]
+    fn the_help_text_lists_every_row() {
+        let h = help_text();
+        for (sig, what) in TABLE {
+            assert!(h.contains(sig) && h.contains(what), "{h}");
+        }
+    }
+}
