@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_fhircluster");
 pub const SIM: &str = env!("CARGO_BIN_EXE_fhirsmith-sim");
 
+mod cgroup;
 mod cluster;
 mod front;
 mod http;
@@ -30,7 +31,9 @@ mod prometheus;
 mod reliability;
 mod status;
 mod supervision;
+mod wait;
 
+pub use cgroup::*;
 pub use cluster::*;
 pub use front::*;
 pub use http::*;
@@ -41,3 +44,4 @@ pub use prometheus::*;
 pub use reliability::*;
 pub use status::*;
 pub use supervision::*;
+pub use wait::*;
