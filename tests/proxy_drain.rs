@@ -29,7 +29,11 @@ fn a_request_in_progress_at_sigterm_finishes_and_new_connections_are_refused() {
     let mut busy = Conn::open(c.addr()).expect("connect");
     busy.send("GET", "/r4/ValueSet/$expand?url=x", &[], b"", true)
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(
+        "the slow $expand at work on a process",
+        Duration::from_secs(10),
+        || in_flight_on(&c, "m0") + in_flight_on(&c, "tx1") >= 1,
+    );
     let signalled = Instant::now();
     c.signal(SIGTERM);
     c.wait_for("draining", Duration::from_secs(5));
@@ -70,7 +74,18 @@ fn a_request_still_running_after_drain_seconds_is_cut_short() {
     stream
         .send("GET", "/sim/stream?seconds=30", &[], b"", true)
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(
+        "the hung request at work on a process",
+        Duration::from_secs(10),
+        || in_flight_on(&c, "m0") + in_flight_on(&c, "tx1") >= 1,
+    );
+    // The stream's response has begun (its first bytes can be read).
+    let mut first = [0u8; 1];
+    assert_eq!(
+        stream.stream.peek(&mut first).ok(),
+        Some(1),
+        "the stream began"
+    );
     let signalled = Instant::now();
     c.signal(SIGTERM);
     let (_, ended) = hung.drain(Duration::from_secs(8));

@@ -68,6 +68,7 @@ fn trickle(addr: SocketAddr, every: Duration, give_up: Duration) -> Option<Durat
         if s.write_all(std::slice::from_ref(b)).is_err() {
             break;
         }
+        // The pace is the scenario: one byte every `every`.
         std::thread::sleep(every);
     }
     watcher.join().ok().flatten()
@@ -80,6 +81,7 @@ fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobo
         .config(json!({ "server": { "cluster": { "headerTimeoutSeconds": 1 } } }))
         .start();
     let addr = c.addr();
+    let fds = open_fds(c.pid());
     const SLOW: usize = 16;
     let slow = std::thread::spawn(move || {
         in_parallel(SLOW, move |_| {
@@ -94,7 +96,11 @@ fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobo
         let mut buf = [0u8; 64];
         closed_after(s.read(&mut buf), began)
     });
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until(
+        "every slow client connected",
+        Duration::from_secs(5),
+        || open_fds(c.pid()) > fds + SLOW,
+    );
     let mut worst = Duration::ZERO;
     let mut normal = 0u64;
     let began = Instant::now();

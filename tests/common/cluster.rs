@@ -173,6 +173,24 @@ impl Cluster {
         }
     }
 
+    /// Waits until the launcher's output has ended (both pipes closed: it has exited and nothing
+    /// it started still holds them), so every line it wrote is in `log_lines`.
+    pub fn wait_output_end(&self, timeout: Duration) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(_) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "the launcher's output did not end within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                ),
+            }
+        }
+    }
+
     pub fn log_lines(&self) -> Vec<String> {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }

@@ -40,6 +40,27 @@ impl Cluster {
             })
     }
 
+    /// A cache-id issued by process `code`: a `$cache-control` session started straight on it
+    /// (past the front door, so which process issues it is not left to chance).
+    pub fn session_on(&self, code: &str) -> String {
+        let r = request(
+            self.process_addr(code),
+            "POST",
+            "/r4/$cache-control",
+            &[],
+            b"{}",
+        );
+        let id = r.header("x-cache-id").unwrap_or("").to_string();
+        assert!(
+            r.status == 200 && id.starts_with(&format!("{code}.")),
+            "a session on {code}: {} {:?} {}",
+            r.status,
+            id,
+            r.text()
+        );
+        id
+    }
+
     /// One request through the front door, with how long it took.
     pub fn timed(
         &self,
