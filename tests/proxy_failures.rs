@@ -90,7 +90,7 @@ fn a_hung_process_gets_504_naming_it_its_slots_back_and_after_three_a_cooldown()
 
 #[test]
 fn a_client_that_never_reads_is_cut_off_after_write_timeout_while_others_are_served() {
-    // spec: STREAM-4, STREAM-1, STREAM-3, STREAM-5, STREAM-7
+    // spec: STREAM-4, STREAM-3, STREAM-5, STREAM-7
     let c = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": { "writeTimeoutSeconds": 1 } } }))
@@ -174,4 +174,35 @@ fn with_the_master_down_its_paths_get_503_and_tx_requests_carry_on() {
     c.wait_for_count("m0: ready", 2, Duration::from_secs(15));
     let r = c.request("POST", "/r4/$closure", &[], b"");
     assert_eq!((r.status, r.served_by()), (200, "m0"));
+}
+
+#[test]
+fn write_timeout_seconds_0_is_no_write_timeout() {
+    // spec: CONF-17
+    // A client that takes none of a 32 MB response for 2 s, then reads it all: with 0 read as a
+    // zero-length timeout it would be cut off at its first stalled write.
+    const MB: usize = 32;
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "writeTimeoutSeconds": 0 } } }))
+        .start();
+    let mut conns: Vec<Conn> = [
+        format!("/sim/large?mb={MB}"),
+        format!("/r4/metadata?_sim_large_mb={MB}"),
+    ]
+    .iter()
+    .map(|path| {
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("GET", path, &[], b"", false).expect("send");
+        conn
+    })
+    .collect();
+    // The scenario: a client that reads nothing for 2 s.
+    std::thread::sleep(Duration::from_secs(2));
+    for conn in &mut conns {
+        let r = conn.read();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), MB << 20, "the whole response");
+    }
+    assert_eq!(c.count_lines("closed: the client took none"), 0);
 }
