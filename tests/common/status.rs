@@ -9,34 +9,15 @@ impl ClusterBuilder {
     /// `exec`s it keeps the pid, so `signal` and `child_pids` still work).
     pub fn spawn_wrapped(self, wrap: &[String]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp data dir");
-        let base = free_ports(self.workers as u16 + 2);
-        let command = self
-            .command
-            .clone()
-            .unwrap_or_else(|| vec![SIM.to_string()]);
-        let mut config = json!({
-            "server": {
-                "port": base,
-                "cluster": {
-                    "workers": self.workers,
-                    "internalPort": base + 1,
-                    "command": command,
-                    "statusSeconds": 1,
-                    "killSeconds": 5
-                }
-            },
-            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
-        });
-        merge(&mut config, &self.config);
+        let config = self.config_at(self.ports());
         launch(dir, config, &self.env, &self.args, wrap)
     }
 
     /// `spawn_wrapped`, then waits like `start`.
     pub fn start_wrapped(self, wrap: &[String]) -> Cluster {
-        let workers = self.workers;
+        let codes = self.codes();
         let mut c = self.spawn_wrapped(wrap);
-        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
-        {
+        for code in codes {
             c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
         }
         c.wait_until_listening(Duration::from_secs(10));
