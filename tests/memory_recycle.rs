@@ -193,3 +193,46 @@ fn a_worker_over_the_cgroup_threshold_is_recycled_and_nothing_else() {
     drop(c);
     drop(group);
 }
+
+#[test]
+fn a_recycled_worker_that_ignores_sigterm_gets_sigkill_after_kill_seconds_then_starts_again() {
+    // spec: RECYCLE-4, RECYCLE-5, STOP-8
+    // tx1 ignores SIGTERM: the recycle's SIGTERM changes nothing, and killSeconds (2) after it
+    // comes SIGKILL, as at a stop; then tx1 starts again. Spans are by the launcher's clock.
+    const KILL: Duration = Duration::from_secs(2);
+    let group = MemCgroup::for_test("recycle-kill", Some(LIMIT));
+    let mut c = cluster()
+        .workers(1)
+        .env("SIM_IGNORE_SIGTERM_tx1", "1")
+        .config(json!({"server": {"cluster": {
+            "recycleSeconds": 1, "drainSeconds": 0, "killSeconds": KILL.as_secs()
+        }}}))
+        .start_wrapped(&group.wrapper());
+    let old = c.sim_pid(1).expect("tx1's pid");
+    let r = c.direct(1, "POST", "/sim/alloc?mb=360");
+    assert_eq!(r.status, 200, "alloc: {}", r.text());
+    let recycling = c.wait_for("tx1: recycling", Duration::from_secs(15));
+    let term = c.wait_for("tx1: stopping (SIGTERM)", Duration::from_secs(5));
+    // Nothing at work on it: no drain to wait out.
+    assert!(
+        log_span(&recycling, &term) < Duration::from_millis(500),
+        "{recycling}\n{term}"
+    );
+    let kill = c.wait_for("tx1: still running", KILL + Duration::from_secs(10));
+    assert!(kill.contains("SIGKILL"), "{kill}");
+    let waited = log_span(&term, &kill);
+    assert!(
+        waited >= KILL - Duration::from_millis(50) && waited < KILL + Duration::from_secs(2),
+        "SIGKILL {waited:?} after the SIGTERM, killSeconds is {KILL:?}:\n{term}\n{kill}"
+    );
+    let exit = c.wait_for("tx1: exited", Duration::from_secs(5));
+    assert!(exit.contains("signal SIGKILL"), "{exit}");
+    assert!(wait_gone(&[old], Duration::from_secs(5)).is_empty());
+    // RECYCLE-5: and it is started again.
+    c.wait_for_nth("tx1: ready", 2, Duration::from_secs(15));
+    assert_ne!(c.sim_pid(1), Some(old));
+    c.signal(15);
+    assert!(c.wait_exit(Duration::from_secs(20)).success());
+    drop(c);
+    drop(group);
+}

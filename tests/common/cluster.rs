@@ -288,3 +288,25 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// When the launcher wrote `line`, by its own clock: the time of day in seconds from the line's
+/// RFC 3339 timestamp (`2026-01-02T03:04:05.678901Z`); None for a line without one. For spans
+/// between two lines measured where they happened, not when the test read them.
+pub fn log_time(line: &str) -> Option<f64> {
+    let stamp = line
+        .split_whitespace()
+        .find(|w| w.len() > 20 && w.as_bytes().get(10) == Some(&b'T') && w.ends_with('Z'))?;
+    let clock = &stamp[11..stamp.len() - 1];
+    let mut parts = clock.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// The span between two log lines by the launcher's clock (across midnight too).
+pub fn log_span(from: &str, to: &str) -> Duration {
+    let (a, b) = (
+        log_time(from).unwrap_or_else(|| panic!("no timestamp on {from:?}")),
+        log_time(to).unwrap_or_else(|| panic!("no timestamp on {to:?}")),
+    );
+    Duration::from_secs_f64((b - a).rem_euclid(86_400.0))
+}

@@ -114,6 +114,28 @@ impl Response {
     }
 }
 
+impl Cluster {
+    /// A tx request that never answers (`_sim_hang`), on a keep-alive connection the test
+    /// holds, once it is at work on a process (by the processes' own counts).
+    pub fn hung_request(&self) -> Conn {
+        let mut conn = Conn::open(self.addr()).expect("connect");
+        conn.send("GET", "/r4/ValueSet/$expand?_sim_hang=1", &[], b"", true)
+            .expect("send");
+        let workers = self.config["server"]["cluster"]["workers"]
+            .as_u64()
+            .unwrap_or(0);
+        let codes: Vec<String> = std::iter::once("m0".to_string())
+            .chain((1..=workers).map(|n| format!("tx{n}")))
+            .collect();
+        wait_until(
+            "the hung request at work on a process",
+            Duration::from_secs(10),
+            || codes.iter().any(|code| in_flight_on(self, code) >= 1),
+        );
+        conn
+    }
+}
+
 /// Runs `f` on `n` threads at once and collects what each returned, in thread order.
 pub fn in_parallel<T: Send + 'static>(
     n: usize,
