@@ -213,7 +213,6 @@ fn a_crowd_of_clients_sending_heads_slowly_costs_a_few_kb_each() {
         .start();
     let pid = c.child.id() as i32;
     let before = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
-    let fds = open_fds(pid);
     let mut conns = Vec::with_capacity(N);
     for _ in 0..N {
         let mut conn = Conn::open(c.addr()).expect("connect");
@@ -222,10 +221,11 @@ fn a_crowd_of_clients_sending_heads_slowly_costs_a_few_kb_each() {
             .expect("send");
         conns.push(conn);
     }
+    // Each connect has returned, so each is accepted once the listen queue is empty.
     wait_until(
         "the launcher to accept every slow client",
         Duration::from_secs(30),
-        || open_fds(pid) >= fds + N,
+        || accept_queue(c.port) == Some(0),
     );
     assert_rss_each_below(pid, before, N, "slow clients", MAX_KB_EACH);
     // And each is answered once its head is whole.

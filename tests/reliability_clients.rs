@@ -81,7 +81,6 @@ fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobo
         .config(json!({ "server": { "cluster": { "headerTimeoutSeconds": 1 } } }))
         .start();
     let addr = c.addr();
-    let fds = open_fds(c.pid());
     const SLOW: usize = 16;
     let slow = std::thread::spawn(move || {
         in_parallel(SLOW, move |_| {
@@ -99,7 +98,7 @@ fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobo
     wait_until(
         "every slow client connected",
         Duration::from_secs(5),
-        || open_fds(c.pid()) > fds + SLOW,
+        || clients_of(c.port) > SLOW,
     );
     let mut worst = Duration::ZERO;
     let mut normal = 0u64;

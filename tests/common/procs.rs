@@ -59,11 +59,6 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// How many file descriptors `pid` has open (its sockets included), from /proc; 0 when unreadable.
-pub fn open_fds(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
 /// `pid`'s resident set in bytes once it has settled: two readings 200 ms apart within 256 KB of
 /// each other (a process just started still maps and touches memory for a moment).
 pub fn steady_rss(pid: i32) -> u64 {
