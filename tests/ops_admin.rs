@@ -91,7 +91,15 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
             t.elapsed(),
         )
     });
-    std::thread::sleep(Duration::from_millis(400));
+    wait_until(
+        "the slow $expand in flight",
+        Duration::from_secs(10),
+        || {
+            admin_get(admin, "/status").json()["processes"]
+                .as_array()
+                .is_some_and(|ps| ps.iter().any(|p| p["frontInFlight"].as_u64() > Some(0)))
+        },
+    );
     c.signal(SIGTERM);
     let mut seen = Vec::new();
     assert!(
@@ -125,8 +133,23 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
         .arg("--admin-address")
         .arg(&admin.to_string())
         .start();
-    // Give the supervisor a status round (statusSeconds 1) to fill in pids and memory.
-    std::thread::sleep(Duration::from_millis(1200));
+    // A status round (statusSeconds 1) fills in every process's pid and memory.
+    wait_until(
+        "/status with every process's pid and memory",
+        Duration::from_secs(10),
+        || {
+            let v = admin_get(admin, "/status").json();
+            ["m0", "tx1", "tx2"].iter().all(|code| {
+                v["processes"].as_array().is_some_and(|ps| {
+                    ps.iter().any(|p| {
+                        p["code"] == *code
+                            && p["pid"].as_i64() == Some(i64::from(c.pid_of(code)))
+                            && p["rssAnon"].as_u64().is_some()
+                    })
+                })
+            })
+        },
+    );
     let s = admin_get(admin, "/status");
     assert_eq!(s.status, 200, "{}", s.text());
     let v = s.json();

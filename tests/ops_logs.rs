@@ -229,7 +229,7 @@ fn json_logs_are_one_object_per_line_for_the_launcher_and_its_children() {
     c.wait_for_count("tx1: ready", 2, Duration::from_secs(15));
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_output_end(Duration::from_secs(5));
     let lines = c.log_lines();
     let objects: Vec<Value> = lines
         .iter()

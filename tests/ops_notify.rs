@@ -171,7 +171,7 @@ fn ready_status_watchdog_and_stopping_reach_the_notify_socket_and_no_child_inher
     }
 
     // WATCHDOG=1 every WATCHDOG_USEC / 2 (250 ms): several a second, never a gap systemd would
-    // take for a hang (500 ms).
+    // take for a hang (500 ms). The 2 s watched is the check, not a wait for a state.
     std::thread::sleep(Duration::from_millis(2000));
     let all = snapshot(&notes);
     let pings: Vec<Instant> = all
@@ -220,7 +220,17 @@ fn ready_status_watchdog_and_stopping_reach_the_notify_socket_and_no_child_inher
     c.signal(SIGTERM);
     let status = c.wait_exit(Duration::from_secs(20));
     assert_eq!(status.code(), Some(0));
-    std::thread::sleep(Duration::from_millis(300));
+    // A datagram of the test's own, sent after the exit, arrives after everything the launcher
+    // sent: once it is in, so is the rest.
+    const END: &str = "TEST-END=1";
+    UnixDatagram::unbound()
+        .and_then(|s| s.send_to(END.as_bytes(), &path))
+        .expect("send the end marker");
+    wait_until(
+        "the end marker at the notify socket",
+        Duration::from_secs(5),
+        || snapshot(&notes).iter().any(|n| has_line(n, END)),
+    );
     let all = snapshot(&notes);
     let stopping = all
         .iter()

@@ -58,11 +58,24 @@ fn service_keys(unit: &str) -> HashMap<String, String> {
     keys
 }
 
-/// The longest orderly stop with the default settings: the drain, the workers' SIGTERM to
-/// SIGKILL, their last counts (5 s, STOP-7), the master's SIGTERM to SIGKILL (STOP-10).
+/// The longest orderly stop (STOP-10): the drain, the workers' SIGTERM to SIGKILL, their last
+/// counts (up to 5 s, STOP-7), the master's SIGTERM to SIGKILL.
+fn longest_stop(drain: Duration, kill: Duration) -> Duration {
+    drain + kill + fhircluster::supervisor::lifecycle::COUNTS_WAIT + kill
+}
+
+/// The longest orderly stop with the default settings, in seconds.
 fn longest_stop_secs() -> f64 {
     let c = fhircluster::settings::Settings::default().cluster;
-    (c.drain + c.kill_after + Duration::from_secs(5) + c.kill_after).as_secs_f64()
+    longest_stop(c.drain, c.kill_after).as_secs_f64()
+}
+
+/// README unit's `TimeoutStopSec`, in seconds.
+fn readme_timeout_stop_sec() -> f64 {
+    let keys = service_keys(&unit());
+    keys.get("TimeoutStopSec")
+        .and_then(|v| timespan(v))
+        .unwrap_or_else(|| panic!("no readable TimeoutStopSec: {keys:?}"))
 }
 
 fn unit() -> String {
@@ -113,10 +126,7 @@ fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
             .is_some_and(|v| v.contains("fhircluster")),
         "{keys:?}"
     );
-    let stop = keys
-        .get("TimeoutStopSec")
-        .and_then(|v| timespan(v))
-        .unwrap_or_else(|| panic!("no readable TimeoutStopSec: {keys:?}"));
+    let stop = readme_timeout_stop_sec();
     assert!(
         stop >= longest_stop_secs(),
         "TimeoutStopSec {stop} s < the longest stop {} s",
@@ -214,4 +224,53 @@ fn readme_compose_file_gives_docker_the_longest_stop_and_runs_the_launcher_direc
             .unwrap_or_else(|| panic!("README gives no {flag:?}"));
         assert!(secs >= longest_stop_secs(), "{flag}{secs}");
     }
+}
+
+#[test]
+fn a_real_stop_with_every_phase_at_its_longest_stays_within_the_arithmetic() {
+    // spec: STOP-10, STOP-4, STOP-8
+    // Every phase runs to its limit: a request that never answers holds the drain for all of
+    // drainSeconds, and every process ignores SIGTERM, so the workers and then the master each
+    // wait out killSeconds. The stop, timed, lies between the phases that must run out and the
+    // arithmetic's sum; and README's TimeoutStopSec covers the sum for the defaults plus what a
+    // real stop took beyond its phases.
+    let (drain, kill) = (Duration::from_secs(1), Duration::from_secs(1));
+    let mut c = cluster()
+        .workers(2)
+        .env("SIM_IGNORE_SIGTERM", "1")
+        .config(serde_json::json!({ "server": { "cluster": {
+            "drainSeconds": drain.as_secs(), "killSeconds": kill.as_secs()
+        } } }))
+        .start();
+    let _hung = c.hung_request();
+    let began = std::time::Instant::now();
+    c.signal(15);
+    let status = c.wait_exit(Duration::from_secs(60));
+    let took = began.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
+    c.wait_output_end(Duration::from_secs(5));
+    for phase in [
+        "cut short",
+        "tx1: still running",
+        "tx2: still running",
+        "m0: still running",
+    ] {
+        assert!(
+            c.line_index(phase).is_some(),
+            "{phase:?} never ran out:\n{}",
+            c.log_lines().join("\n")
+        );
+    }
+    let floor = drain + kill + kill;
+    let sum = longest_stop(drain, kill);
+    eprintln!("a stop at its longest: {took:?} (phases {floor:?}, arithmetic {sum:?})");
+    assert!(took >= floor, "{took:?} < the phases' {floor:?}");
+    assert!(took <= sum, "{took:?} > the arithmetic's {sum:?}");
+    let beyond = (took - floor).as_secs_f64();
+    let stop = readme_timeout_stop_sec();
+    assert!(
+        stop >= longest_stop_secs() + beyond,
+        "TimeoutStopSec {stop} s < {} s + {beyond:.1} s",
+        longest_stop_secs()
+    );
 }

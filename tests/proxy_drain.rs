@@ -29,7 +29,11 @@ fn a_request_in_progress_at_sigterm_finishes_and_new_connections_are_refused() {
     let mut busy = Conn::open(c.addr()).expect("connect");
     busy.send("GET", "/r4/ValueSet/$expand?url=x", &[], b"", true)
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(
+        "the slow $expand at work on a process",
+        Duration::from_secs(10),
+        || in_flight_on(&c, "m0") + in_flight_on(&c, "tx1") >= 1,
+    );
     let signalled = Instant::now();
     c.signal(SIGTERM);
     c.wait_for("draining", Duration::from_secs(5));
@@ -63,14 +67,18 @@ fn a_request_still_running_after_drain_seconds_is_cut_short() {
         .start();
     // One that never answers (a tx request) and one that streams for longer than the drain (a
     // master path, its response begun).
-    let mut hung = Conn::open(c.addr()).expect("connect");
-    hung.send("GET", "/r4/ValueSet/$expand?_sim_hang=1", &[], b"", true)
-        .expect("send");
+    let mut hung = c.hung_request();
     let mut stream = Conn::open(c.addr()).expect("connect");
     stream
         .send("GET", "/sim/stream?seconds=30", &[], b"", true)
         .expect("send");
-    std::thread::sleep(Duration::from_millis(300));
+    // The stream's response has begun (its first bytes can be read).
+    let mut first = [0u8; 1];
+    assert_eq!(
+        stream.stream.peek(&mut first).ok(),
+        Some(1),
+        "the stream began"
+    );
     let signalled = Instant::now();
     c.signal(SIGTERM);
     let (_, ended) = hung.drain(Duration::from_secs(8));
@@ -85,4 +93,31 @@ fn a_request_still_running_after_drain_seconds_is_cut_short() {
     c.wait_for("cut short", Duration::from_secs(5));
     let status = c.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn drain_seconds_0_cuts_a_request_in_progress_at_once_on_stop() {
+    // spec: CONF-11 (at the launcher's stop; before a recycle: lifecycle_tests.rs), STOP-4
+    // The test above is the control: with drainSeconds 1 the same request is cut after 1 s.
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "drainSeconds": 0 } } }))
+        .start();
+    let mut hung = c.hung_request();
+    let signalled = Instant::now();
+    c.signal(SIGTERM);
+    let (_, ended) = hung.drain(Duration::from_secs(8));
+    let took = signalled.elapsed();
+    assert!(ended, "the hung request's connection was not closed");
+    assert!(took < Duration::from_secs(5), "cut after {took:?}");
+    // By the launcher's own clock: the cut follows the drain's start at once.
+    let draining = c.wait_for("draining", Duration::from_secs(5));
+    let cut = c.wait_for("cut short", Duration::from_secs(5));
+    assert!(cut.contains("after 0 s"), "{cut}");
+    let span = log_span(&draining, &cut);
+    assert!(
+        span < Duration::from_millis(300),
+        "cut {span:?} into the drain, drainSeconds is 0:\n{draining}\n{cut}"
+    );
+    assert!(c.wait_exit(Duration::from_secs(15)).success());
 }

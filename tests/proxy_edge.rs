@@ -1,18 +1,24 @@
-//! The front door's edges that the other proxy tests don't reach: it imposes no limits of its
-//! own on what clients send (EDGE-5), and its own refusals stay out of the graphs' refusal
-//! counts, which are the memory guard's alone (QUEUE-18).
+//! The front door's edges that the other proxy tests don't reach: the few limits of its own it
+//! keeps on clients, a decision (cluster.md, Headers: it departs from EDGE-5 there and nowhere
+//! else), and its own refusals stay out of the graphs' refusal counts, which are the memory
+//! guard's alone (QUEUE-18).
 
 mod common;
 
+use std::io::Write;
 use std::time::Duration;
 
 use common::*;
 use serde_json::json;
 
 #[test]
-fn a_large_body_passes_whole_with_no_limit_of_the_launchers_own() {
-    // spec: EDGE-5 (nginx in front sets client_max_body_size; the launcher passes what comes)
-    let c = cluster().workers(1).start();
+fn the_launchers_own_limits_on_clients_are_only_those_it_decided_on() {
+    // decision: cluster.md "Limits of its own on clients" (departs from EDGE-5)
+    // What a request carries passes whole (nginx in front sets client_max_body_size)...
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "headerTimeoutSeconds": 1 } } }))
+        .start();
     let body = vec![b'x'; 24 * 1024 * 1024];
     let r = c.request(
         "POST",
@@ -26,10 +32,32 @@ fn a_large_body_passes_whole_with_no_limit_of_the_launchers_own() {
         Some(body.len().to_string().as_str()),
         "the process got the whole body"
     );
-    // A long header line too (well under hyper's own parse limits).
+    // A long header line too (well under the head cap).
     let long = "a".repeat(8 * 1024);
     let r = c.request("GET", "/r4/metadata", &[("X-Long", &long)], b"");
     assert_eq!(r.status, 200);
+
+    // ... and the limits it keeps are these: a head over its cap, or with too many headers, is
+    // 431 from the launcher itself;
+    let huge = "a".repeat(1 << 20);
+    let r = c.request("GET", "/r4/metadata", &[("X-Long", &huge)], b"");
+    assert_eq!((r.status, r.served_by()), (431, ""), "a 1 MB head");
+    let many: Vec<(String, String)> = (0..150)
+        .map(|i| (format!("X-H{i}"), "a".to_string()))
+        .collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let r = c.request("GET", "/r4/metadata", &many, b"");
+    assert_eq!((r.status, r.served_by()), (431, ""), "150 headers");
+    // a target it can't route is 400, not a guess;
+    let r = c.get("/r4/CodeSystem/%zz");
+    assert_eq!((r.status, r.served_by()), (400, ""), "bad percent-encoding");
+    // a head not whole within headerTimeoutSeconds (1) is cut off.
+    let mut slow = Conn::open(c.addr()).expect("connect");
+    slow.stream
+        .write_all(b"GET /r4/metadata HTTP/1.1\r\n")
+        .expect("send");
+    let (_, ended) = slow.drain(Duration::from_secs(8));
+    assert!(ended, "a head left unfinished was never cut off");
 }
 
 #[test]

@@ -178,6 +178,7 @@ fn a_head_still_arriving_is_cut_off_at_the_header_timeout_counted_from_the_accep
         .start();
     let mut conn = Conn::open(c.addr()).expect("connect");
     let accepted = Instant::now();
+    // The scenario: a client silent for 2 s after connecting.
     std::thread::sleep(Duration::from_secs(2));
     conn.stream
         .write_all(b"GET /r4/metadata HTTP/1.1\r\nHost: x\r\n")
@@ -194,6 +195,7 @@ fn a_head_still_arriving_is_cut_off_at_the_header_timeout_counted_from_the_accep
     conn.stream
         .write_all(b"GET /r4/metadata HTTP/1.1\r\n")
         .expect("send");
+    // The scenario: the head's end comes 500 ms later, well within the timeout.
     std::thread::sleep(Duration::from_millis(500));
     conn.stream.write_all(b"Host: x\r\n\r\n").expect("send");
     assert_eq!(conn.read().status, 200);
@@ -219,7 +221,12 @@ fn a_crowd_of_clients_sending_heads_slowly_costs_a_few_kb_each() {
             .expect("send");
         conns.push(conn);
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Each connect has returned, so each is accepted once the listen queue is empty.
+    wait_until(
+        "the launcher to accept every slow client",
+        Duration::from_secs(30),
+        || accept_queue(c.port) == Some(0),
+    );
     assert_rss_each_below(pid, before, N, "slow clients", MAX_KB_EACH);
     // And each is answered once its head is whole.
     for conn in conns.iter_mut().step_by(100) {

@@ -14,6 +14,7 @@ use serde_json::json;
 const SIGTERM: i32 = 15;
 const PARKED: &str = "idle, parked";
 const LOG: &str = "info,fhircluster::proxy::conn=debug";
+use fhircluster::proxy::trim::BATCH;
 
 fn parking_cluster(cluster_settings: serde_json::Value) -> Cluster {
     cluster()
@@ -112,6 +113,7 @@ fn a_partial_head_after_a_park_still_gets_the_header_timeout() {
     let mut conn = used_once(&c);
     let answered = Instant::now();
     c.wait_for_count(PARKED, 1, Duration::from_secs(5));
+    // The scenario: the next head begins 2 s into the idleness.
     std::thread::sleep(Duration::from_secs(2).saturating_sub(answered.elapsed()));
     conn.stream
         .write_all(b"GET /r4/metadata HTTP/1.1\r\nHost: x\r\n")
@@ -152,10 +154,12 @@ fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
     const N: usize = 2000;
     const MAX_KB_EACH: u64 = 8;
     raise_fd_limit();
-    let c = cluster().workers(1).start();
+    let c = cluster()
+        .workers(1)
+        .env("RUST_LOG", &format!("{LOG},fhircluster::proxy::trim=debug"))
+        .start();
     let pid = c.child.id() as i32;
-    std::thread::sleep(Duration::from_millis(500));
-    let before = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let before = steady_rss(pid);
     let mut conns = Vec::with_capacity(N);
     while conns.len() < N {
         let mut batch = Vec::new();
@@ -169,9 +173,25 @@ fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
             assert_eq!(conn.read().status, 200);
         }
         conns.append(&mut batch);
+        // The pace is the scenario (see above).
         std::thread::sleep(Duration::from_millis(250));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Every connection parked, and the memory of all but the last few handed back: a trim
+    // follows each batch of parks, so fewer than a batch may come after the last.
+    c.wait_for_count(PARKED, N, Duration::from_secs(30));
+    wait_until(
+        "a trim after the crowd parked",
+        Duration::from_secs(10),
+        || {
+            let lines = c.log_lines();
+            lines
+                .iter()
+                .rposition(|l| l.contains("free memory handed back"))
+                .is_some_and(|at| {
+                    lines[..at].iter().filter(|l| l.contains(PARKED)).count() + BATCH > N
+                })
+        },
+    );
     assert_rss_each_below(pid, before, N, "idle keep-alive clients", MAX_KB_EACH);
     // And every one still answers on its connection.
     for conn in conns.iter_mut().step_by(50) {

@@ -70,8 +70,11 @@ fn a_surge_past_capacity_gets_503_retry_after_5_and_connection_close_after_queue
     // The refusals are logged, once (the next line would come a minute later) (QUEUE-17).
     let needle = "refused with 503: no process had room";
     c.wait_for_count(needle, 1, Duration::from_secs(5));
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.count_lines(needle), 1, "logged at most once a minute");
+    holds_for(
+        "one refusal line (at most once a minute)",
+        Duration::from_millis(1500),
+        || c.count_lines(needle) == 1,
+    );
     let line = c
         .log_lines()
         .into_iter()
@@ -99,12 +102,13 @@ fn a_surge_past_capacity_gets_503_retry_after_5_and_connection_close_after_queue
 /// each (so about 20 wait in the launcher at any time), and times `probes` `GET $lookup`s sent
 /// one after another meanwhile. Returns the probes' times, sorted, and their statuses.
 fn probe_during_surge(fast_lane_extra: u32, probes: usize) -> (Vec<Duration>, Vec<u16>) {
+    let admin = admin_addr();
     let c = cluster()
         .workers(1)
         .env("SIM_COST_EXPAND_MS", "100")
         .config(json!({ "server": { "cluster": {
             "maxOutstanding": 2, "fastLaneExtra": fast_lane_extra, "normalMinSlots": 2,
-            "queueSeconds": 20
+            "queueSeconds": 20, "adminAddress": admin.to_string()
         } } }))
         .start();
     let addr = c.addr();
@@ -122,8 +126,12 @@ fn probe_during_surge(fast_lane_extra: u32, probes: usize) -> (Vec<Duration>, Ve
             })
         })
         .collect();
-    // Let the queue build up.
-    std::thread::sleep(Duration::from_millis(800));
+    // The queue built up: every slot taken and most of the surge waiting.
+    wait_until(
+        "a queue of 16 in the launcher",
+        Duration::from_secs(10),
+        || admin_status(admin)["front"]["queued"].as_u64() >= Some(16),
+    );
     let mut times = Vec::new();
     let mut statuses = Vec::new();
     for _ in 0..probes {
@@ -135,6 +143,7 @@ fn probe_during_surge(fast_lane_extra: u32, probes: usize) -> (Vec<Duration>, Ve
         );
         statuses.push(r.status);
         times.push(took);
+        // Probes one after another with a pause, as a user clicking would (the scenario).
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);

@@ -248,12 +248,7 @@ fn a_dead_issuer_is_lost_to_a_restart_and_an_unknown_prefix_goes_to_a_tx_process
         );
     }
     // A session on tx1, then tx1 killed: the launcher answers for it at once (ROUTE-3b).
-    let id = loop {
-        let ids = start_sessions(c.addr(), 1);
-        if ids[0].starts_with("tx1.") {
-            break ids[0].clone();
-        }
-    };
+    let id = c.session_on("tx1");
     let r = c.request("GET", "/r4/metadata", &[("X-Cache-Id", &id)], b"");
     assert_eq!((r.status, r.served_by()), (200, "tx1"));
     let pid = c.pid_of("tx1");

@@ -69,13 +69,19 @@ fn a_saturated_process_gets_only_normal_min_slots_heavy_requests_and_the_lane_pa
         gauge(admin, "fhircluster_in_flight"),
         queue_length(admin)
     );
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        gauge(admin, "fhircluster_in_flight"),
-        Some(4.0),
-        "held at 4"
+    holds_for_or(
+        "4 in flight and 4 waiting",
+        Duration::from_millis(500),
+        || {
+            let held = gauge(admin, "fhircluster_in_flight") == Some(4.0)
+                && queue_length(admin) == Some(4.0);
+            if held {
+                Ok(())
+            } else {
+                Err(admin_get(admin, "/metrics").text())
+            }
+        },
     );
-    assert_eq!(queue_length(admin), Some(4.0));
     // A cheap request takes the lane past the waiting ones and is answered while they wait.
     let t = Instant::now();
     let probe = request(
@@ -97,7 +103,15 @@ fn with_saturated_percent_0_a_busy_process_gets_max_outstanding_as_the_spec_says
     let (c, admin) = one_process(20_000, 0);
     let addr = c.addr();
     expands(addr, 1);
-    std::thread::sleep(Duration::from_millis(800));
+    // Busy for as long as saturation took to show above, and never marked saturated.
+    wait_until(
+        "the first $expand in flight",
+        Duration::from_secs(5),
+        || gauge(admin, "fhircluster_in_flight") == Some(1.0),
+    );
+    holds_for("m0 not saturated", Duration::from_millis(800), || {
+        gauge(admin, "fhircluster_saturated") == Some(0.0)
+    });
     expands(addr, 7);
     assert!(
         eventually(Duration::from_secs(5), || gauge(

@@ -28,7 +28,10 @@ fn out_of_file_descriptors_the_listener_logs_once_recovers_and_serves() {
         .filter_map(|_| TcpStream::connect(c.addr()).ok())
         .collect();
     c.wait_for("accepting connections failed", secs(10));
-    std::thread::sleep(secs(1));
+    // Accepts keep failing meanwhile: still the one line.
+    holds_for("one line about failing accepts", secs(1), || {
+        c.count_lines("accepting connections failed") == 1
+    });
     let logged = c.count_lines("accepting connections failed");
     // Still alive, not spinning: its CPU over a second stays low.
     let cpu = || {
@@ -45,6 +48,7 @@ fn out_of_file_descriptors_the_listener_logs_once_recovers_and_serves() {
             .unwrap_or(0)
     };
     let (c0, t0) = (cpu(), Instant::now());
+    // The second measured is the check (CPU used over a span), not a wait for a state.
     std::thread::sleep(secs(1));
     let ticks = cpu() - c0;
     assert!(
@@ -125,6 +129,7 @@ fn a_child_flooding_its_channel_with_garbage_is_contained() {
         assert_eq!(r.status, 200, "{}", r.text());
         served += 1;
         rss_max = rss_max.max(rss_kib(c.pid()).unwrap_or(0));
+        // Requests paced over the 6 s of the flood (the scenario).
         std::thread::sleep(Duration::from_millis(50));
     }
     let warnings = c.count_lines("skipped a bad IPC line");

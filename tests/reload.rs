@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,8 +65,9 @@ fn a_bad_config_is_refused_and_the_cluster_carries_on() {
     let line = refusal(&c, 2);
     assert!(line.contains("config.json"), "{line}");
 
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(c.count_lines("rolling restart"), 0, "nothing restarted");
+    holds_for("nothing restarted", Duration::from_millis(1500), || {
+        c.count_lines("rolling restart") == 0
+    });
     let after: Vec<i32> = ["m0", "tx1", "tx2"].iter().map(|p| c.pid_of(p)).collect();
     assert_eq!(pids, after, "the same processes");
     assert!(pids.iter().all(|&p| alive(p)));
@@ -181,6 +182,8 @@ fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_mas
     let addr = c.addr();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let answered2 = answered.clone();
     let load = std::thread::spawn(move || {
         in_parallel(4, move |i| {
             let mut statuses = Vec::new();
@@ -193,14 +196,23 @@ fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_mas
                 };
                 let r = request(addr, "GET", path, &[], b"");
                 statuses.push((r.status, r.served_by().to_string()));
+                answered2.fetch_add(1, Ordering::Relaxed);
             }
             statuses
         })
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // The load is under way before the restart begins and goes on after it ends.
+    let under_way = |n: usize| {
+        wait_until(
+            &format!("{n} requests answered"),
+            Duration::from_secs(20),
+            || answered.load(Ordering::Relaxed) >= n,
+        )
+    };
+    under_way(8);
     c.signal(SIGHUP);
     c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
-    std::thread::sleep(Duration::from_millis(500));
+    under_way(answered.load(Ordering::Relaxed) + 8);
     stop.store(true, Ordering::Relaxed);
     let results: Vec<(u16, String)> = load.join().expect("load threads").concat();
 

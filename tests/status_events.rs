@@ -108,22 +108,20 @@ fn held_events_arrive_after_a_master_and_a_launcher_restart_and_none_twice() {
     c.wait_for("m0: ready", Duration::from_secs(20));
     let launcher2 = c.child.id() as i64;
     let held = |ev: &[Value]| has_exit(ev, "m0", master_b) && has_exit(ev, "tx2", tx2);
-    let cc = poll("the new master's events", Duration::from_secs(10), || {
-        let ev = events(&c);
-        (held(&ev) || count(&c, "m0: ready") >= 1 && ev.len() > 1).then_some(ev)
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let cc = if held(&cc) { cc } else { events(&c) };
+    let started = |ev: &[Value]| {
+        ev.iter()
+            .any(|e| e["kind"] == "launcherStarted" && e["pid"].as_i64() == Some(launcher2))
+    };
+    let mut cc = Vec::new();
     assert!(
-        held(&cc),
+        eventually(Duration::from_secs(10), || {
+            cc = events(&c);
+            held(&cc) && started(&cc)
+        }),
         "the exits of m0 (pid {master_b}) and tx2 (pid {tx2}) held by the launcher before never \
          arrived: {cc:?}\nfirst run's events: {a:?} {b:?}"
     );
-    assert!(
-        cc.iter()
-            .any(|e| e["kind"] == "launcherStarted" && e["pid"].as_i64() == Some(launcher2)),
-        "EVENT-1 for the new launcher: {cc:?}"
-    );
+    assert!(started(&cc), "EVENT-1 for the new launcher: {cc:?}");
 
     // No event arrives twice, within a master or across the three; ids keep increasing.
     let mut seen = BTreeSet::new();

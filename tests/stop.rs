@@ -23,7 +23,7 @@ fn stops_in_order(sig: i32, name: &str) {
     c.signal(sig);
     let status = c.wait_exit(secs(20));
     assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_output_end(secs(5));
     assert!(c.line_index(&format!("{name}: stopping")).is_some());
     let tx1 = c.must_index("tx1: exited");
     let tx2 = c.must_index("tx2: exited");
@@ -112,7 +112,7 @@ fn a_child_that_ignores_sigterm_gets_sigkill_after_kill_seconds_and_the_launcher
         "SIGKILL came early: {took:?}"
     );
     assert!(took < secs(10), "took {took:?}");
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_output_end(secs(5));
     let warned = c.must_index("tx1: still running");
     assert!(c.log_lines()[warned].contains("SIGKILL"));
     let killed = c.must_index("tx1: exited");
@@ -145,7 +145,7 @@ fn a_master_that_ignores_sigterm_gets_sigkill_too() {
         "{}",
         c.log_lines().join("\n")
     );
-    std::thread::sleep(Duration::from_millis(200));
+    c.wait_output_end(secs(5));
     let exit = &c.log_lines()[c.must_index("m0: exited")];
     assert!(exit.contains("signal SIGKILL"), "{exit}");
     assert!(c.must_index("tx1: exited") < c.must_index("m0: stopping (SIGTERM)"));
@@ -164,7 +164,8 @@ fn stop_during_backoff(code: &str) {
     c.signal(SIGTERM);
     let status = c.wait_exit(secs(20));
     assert_eq!(status.code(), Some(0), "{}", c.log_lines().join("\n"));
-    std::thread::sleep(Duration::from_millis(1500));
+    // Its whole log: nothing can start once it has exited.
+    c.wait_output_end(secs(5));
     assert_eq!(
         c.line_indices(&format!("{code}: started")).len(),
         1,

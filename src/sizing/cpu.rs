@@ -273,14 +273,23 @@ mod this_machine {
 
     #[test]
     fn sizes_this_machine_from_its_real_readings() {
-        // spec: SIZE-3, SIZE-4 — end to end on the real affinity, topology and cgroups.
+        // spec: SIZE-3 — the vCPUs are this process's affinity, as /proc tells it apart from
+        // the reader (narrowed with taskset end to end: tests/sizing.rs).
         let reading = crate::system::read_cpus(Path::new("/")).expect("affinity");
+        let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list")
+            .trim()
+            .to_string();
+        let listed = crate::system::cpu::parse_cpu_list(&allowed).expect("a CPU list");
+        assert_eq!(reading.cpus, listed, "Cpus_allowed_list {allowed}");
         let quota = crate::system::read_cpu_quota(Path::new("/")).expect("cgroups");
         let inputs = CpuInputs::from_reading(&reading, quota);
-        assert_eq!(inputs.vcpu, reading.vcpu());
         let sizing = size_by_cpu(&ClusterSettings::default(), &inputs).unwrap();
         assert!(sizing.planned() >= 1);
         let line = decision_line(&sizing, None);
-        assert!(line.contains(&format!("({} vCPU", inputs.vcpu)), "{line}");
+        assert!(line.contains(&format!("({} vCPU", listed.len())), "{line}");
     }
 }

@@ -3,7 +3,8 @@
 use super::*;
 
 pub struct ClusterBuilder {
-    pub(super) workers: u32,
+    /// None: `workers` left out of config.json, so the launcher sizes the cluster itself.
+    pub(super) workers: Option<u32>,
     pub(super) config: Value,
     pub(super) env: Vec<(String, String)>,
     pub(super) args: Vec<String>,
@@ -12,7 +13,7 @@ pub struct ClusterBuilder {
 
 pub fn cluster() -> ClusterBuilder {
     ClusterBuilder {
-        workers: 2,
+        workers: Some(2),
         config: json!({}),
         env: Vec::new(),
         args: Vec::new(),
@@ -34,8 +35,56 @@ pub fn merge(base: &mut Value, patch: &Value) {
 
 impl ClusterBuilder {
     pub fn workers(mut self, n: u32) -> Self {
-        self.workers = n;
+        self.workers = Some(n);
         self
+    }
+
+    /// Leaves `server.cluster.workers` out: the launcher sizes the cluster from the machine
+    /// (at most 14 workers fit the test's ports).
+    pub fn workers_unset(mut self) -> Self {
+        self.workers = None;
+        self
+    }
+
+    /// The config.json for a cluster on the ports from `base` (the client port, then the
+    /// internal ones), the test's patch merged over these defaults.
+    pub(super) fn config_at(&self, base: u16) -> Value {
+        let command = self
+            .command
+            .clone()
+            .unwrap_or_else(|| vec![SIM.to_string()]);
+        let mut config = json!({
+            "server": {
+                "port": base,
+                "cluster": {
+                    "internalPort": base + 1,
+                    "command": command,
+                    "statusSeconds": 1,
+                    "killSeconds": 5
+                }
+            },
+            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+        });
+        if let Some(n) = self.workers {
+            config["server"]["cluster"]["workers"] = json!(n);
+        }
+        merge(&mut config, &self.config);
+        config
+    }
+
+    /// Free ports for this cluster: the client port, the master's and each worker's.
+    pub(super) fn ports(&self) -> u16 {
+        free_ports(self.workers.map_or(PORT_BLOCK, |n| n as u16 + 2))
+    }
+
+    /// The instance codes `start` waits for.
+    pub(super) fn codes(&self) -> Vec<String> {
+        let n = self
+            .workers
+            .expect("start() waits for a known worker count: use spawn() with workers_unset()");
+        std::iter::once("m0".to_string())
+            .chain((1..=n).map(|n| format!("tx{n}")))
+            .collect()
     }
 
     /// Adds to config.json (merged over the test defaults).
@@ -62,34 +111,14 @@ impl ClusterBuilder {
 
     /// Starts the launcher; does not wait for anything.
     pub fn spawn(self) -> Cluster {
-        let dir = tempfile::tempdir().expect("temp data dir");
-        let base = free_ports(self.workers as u16 + 2);
-        let port = base;
-        let internal = base + 1;
-        let command = self.command.unwrap_or_else(|| vec![SIM.to_string()]);
-        let mut config = json!({
-            "server": {
-                "port": port,
-                "cluster": {
-                    "workers": self.workers,
-                    "internalPort": internal,
-                    "command": command,
-                    "statusSeconds": 1,
-                    "killSeconds": 5
-                }
-            },
-            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
-        });
-        merge(&mut config, &self.config);
-        launch(dir, config, &self.env, &self.args, &[])
+        self.spawn_wrapped(&[])
     }
 
     /// Starts the launcher and waits until every process is ready and the listener is open.
     pub fn start(self) -> Cluster {
-        let workers = self.workers;
+        let codes = self.codes();
         let mut c = self.spawn();
-        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
-        {
+        for code in codes {
             c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
         }
         c.wait_until_listening(Duration::from_secs(10));
@@ -173,6 +202,24 @@ impl Cluster {
         }
     }
 
+    /// Waits until the launcher's output has ended (both pipes closed: it has exited and nothing
+    /// it started still holds them), so every line it wrote is in `log_lines`.
+    pub fn wait_output_end(&self, timeout: Duration) {
+        use std::sync::mpsc::RecvTimeoutError;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(_) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "the launcher's output did not end within {timeout:?}; output:\n{}",
+                    self.log_lines().join("\n")
+                ),
+            }
+        }
+    }
+
     pub fn log_lines(&self) -> Vec<String> {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
@@ -250,4 +297,26 @@ impl Drop for Cluster {
             let _ = self.child.wait();
         }
     }
+}
+
+/// When the launcher wrote `line`, by its own clock: the time of day in seconds from the line's
+/// RFC 3339 timestamp (`2026-01-02T03:04:05.678901Z`); None for a line without one. For spans
+/// between two lines measured where they happened, not when the test read them.
+pub fn log_time(line: &str) -> Option<f64> {
+    let stamp = line
+        .split_whitespace()
+        .find(|w| w.len() > 20 && w.as_bytes().get(10) == Some(&b'T') && w.ends_with('Z'))?;
+    let clock = &stamp[11..stamp.len() - 1];
+    let mut parts = clock.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// The span between two log lines by the launcher's clock (across midnight too).
+pub fn log_span(from: &str, to: &str) -> Duration {
+    let (a, b) = (
+        log_time(from).unwrap_or_else(|| panic!("no timestamp on {from:?}")),
+        log_time(to).unwrap_or_else(|| panic!("no timestamp on {to:?}")),
+    );
+    Duration::from_secs_f64((b - a).rem_euclid(86_400.0))
 }

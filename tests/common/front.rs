@@ -40,6 +40,27 @@ impl Cluster {
             })
     }
 
+    /// A cache-id issued by process `code`: a `$cache-control` session started straight on it
+    /// (past the front door, so which process issues it is not left to chance).
+    pub fn session_on(&self, code: &str) -> String {
+        let r = request(
+            self.process_addr(code),
+            "POST",
+            "/r4/$cache-control",
+            &[],
+            b"{}",
+        );
+        let id = r.header("x-cache-id").unwrap_or("").to_string();
+        assert!(
+            r.status == 200 && id.starts_with(&format!("{code}.")),
+            "a session on {code}: {} {:?} {}",
+            r.status,
+            id,
+            r.text()
+        );
+        id
+    }
+
     /// One request through the front door, with how long it took.
     pub fn timed(
         &self,
@@ -90,6 +111,28 @@ impl Response {
             .or_else(|| v["issue"][0]["details"]["text"].as_str())
             .unwrap_or("")
             .to_string()
+    }
+}
+
+impl Cluster {
+    /// A tx request that never answers (`_sim_hang`), on a keep-alive connection the test
+    /// holds, once it is at work on a process (by the processes' own counts).
+    pub fn hung_request(&self) -> Conn {
+        let mut conn = Conn::open(self.addr()).expect("connect");
+        conn.send("GET", "/r4/ValueSet/$expand?_sim_hang=1", &[], b"", true)
+            .expect("send");
+        let workers = self.config["server"]["cluster"]["workers"]
+            .as_u64()
+            .unwrap_or(0);
+        let codes: Vec<String> = std::iter::once("m0".to_string())
+            .chain((1..=workers).map(|n| format!("tx{n}")))
+            .collect();
+        wait_until(
+            "the hung request at work on a process",
+            Duration::from_secs(10),
+            || codes.iter().any(|code| in_flight_on(self, code) >= 1),
+        );
+        conn
     }
 }
 

@@ -12,20 +12,6 @@ pub fn admin_get(port: u16, path: &str) -> Response {
     get_direct(port, path)
 }
 
-/// Polls `f` every 20 ms until it returns true; false when `timeout` passes first.
-pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The text of the fenced block in `markdown` whose opening line is ```` ```<lang> title="<title>" ````;
 /// panics naming the file when there is none, or more than one.
 pub fn fenced_block(markdown: &str, file: &str, lang: &str, title: &str) -> String {

@@ -1,4 +1,5 @@
-//! Free loopback ports for a test's cluster, claimed so parallel tests never share one.
+//! Free loopback ports for a test's cluster, claimed so parallel tests never share one, and what
+//! the kernel's socket tables (/proc/net/tcp, tcp6) say of a port.
 
 use super::*;
 
@@ -54,4 +55,53 @@ pub fn free_ports(count: u16) -> u16 {
         }
     }
     panic!("no block of {count} free ports found");
+}
+
+/// Every row of /proc/net/tcp and tcp6 as (local port, remote port, state, rx_queue).
+fn tcp_rows() -> Vec<(u16, u16, u8, u64)> {
+    let port_of = |addr: &str| {
+        addr.rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+    };
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    let state = u8::from_str_radix(f.get(3)?, 16).ok()?;
+                    let rx = f.get(4)?.split(':').nth(1)?;
+                    Some((
+                        port_of(f.get(1)?)?,
+                        port_of(f.get(2)?)?,
+                        state,
+                        u64::from_str_radix(rx, 16).ok()?,
+                    ))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Connections waiting in `port`'s listen queue, not yet accepted (None: nothing listens there).
+pub fn accept_queue(port: u16) -> Option<u64> {
+    const LISTEN: u8 = 0x0A;
+    let rows: Vec<u64> = tcp_rows()
+        .into_iter()
+        .filter(|r| r.0 == port && r.2 == LISTEN)
+        .map(|r| r.3)
+        .collect();
+    (!rows.is_empty()).then(|| rows.iter().sum())
+}
+
+/// Established connections from a client on this host to `port`.
+pub fn clients_of(port: u16) -> usize {
+    const ESTABLISHED: u8 = 0x01;
+    tcp_rows()
+        .into_iter()
+        .filter(|r| r.1 == port && r.2 == ESTABLISHED)
+        .count()
 }

@@ -64,3 +64,33 @@ pub fn raise_fd_limit() {
         }
     }
 }
+
+/// `pid`'s resident set in bytes once it has settled: two readings 200 ms apart within 256 KB of
+/// each other (a process just started still maps and touches memory for a moment).
+pub fn steady_rss(pid: i32) -> u64 {
+    let read = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|kb| kb * 1024)
+    };
+    let mut last = read();
+    let what = format!("pid {pid}'s RSS to settle");
+    poll_every(
+        &what,
+        Duration::from_secs(10),
+        Duration::from_millis(200),
+        || {
+            let now = read();
+            let steady = matches!((last, now), (Some(a), Some(b)) if a.abs_diff(b) < 256 * 1024);
+            last = now;
+            steady.then_some(now).flatten()
+        },
+    )
+}

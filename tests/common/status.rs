@@ -1,6 +1,6 @@
 //! Helpers for the status and memory tests: a launcher started through a wrapper (to join a
 //! cgroup first), a second launcher on the same data directory, direct process requests,
-//! /proc readings and a child memory cgroup (cgroup v1).
+//! /proc readings.
 
 use super::*;
 
@@ -9,34 +9,15 @@ impl ClusterBuilder {
     /// `exec`s it keeps the pid, so `signal` and `child_pids` still work).
     pub fn spawn_wrapped(self, wrap: &[String]) -> Cluster {
         let dir = tempfile::tempdir().expect("temp data dir");
-        let base = free_ports(self.workers as u16 + 2);
-        let command = self
-            .command
-            .clone()
-            .unwrap_or_else(|| vec![SIM.to_string()]);
-        let mut config = json!({
-            "server": {
-                "port": base,
-                "cluster": {
-                    "workers": self.workers,
-                    "internalPort": base + 1,
-                    "command": command,
-                    "statusSeconds": 1,
-                    "killSeconds": 5
-                }
-            },
-            "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
-        });
-        merge(&mut config, &self.config);
+        let config = self.config_at(self.ports());
         launch(dir, config, &self.env, &self.args, wrap)
     }
 
     /// `spawn_wrapped`, then waits like `start`.
     pub fn start_wrapped(self, wrap: &[String]) -> Cluster {
-        let workers = self.workers;
+        let codes = self.codes();
         let mut c = self.spawn_wrapped(wrap);
-        for code in std::iter::once("m0".to_string()).chain((1..=workers).map(|n| format!("tx{n}")))
-        {
+        for code in codes {
             c.wait_for(&format!("{code}: ready"), Duration::from_secs(20));
         }
         c.wait_until_listening(Duration::from_secs(10));
@@ -169,108 +150,6 @@ pub fn assert_rss_each_below(pid: i32, before: u64, n: usize, what: &str, max_kb
         "{n} {what} cost {each_kb} KB each ({} MB in all)",
         grown >> 20
     );
-}
-
-/// Polls `check` every 100 ms until it gives `Some`, or panics with `what` after `timeout`.
-pub fn poll<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A child memory cgroup (cgroup v1, `/sys/fs/cgroup/memory/<name>`) with a limit, removed on
-/// drop: processes still in it are waited for, then moved to the parent, then the directory goes.
-pub struct MemCgroup {
-    pub path: PathBuf,
-}
-
-impl MemCgroup {
-    /// Creates it, or says exactly what is missing.
-    pub fn create(name: &str, limit: u64) -> Result<MemCgroup, String> {
-        let root = Path::new("/sys/fs/cgroup/memory");
-        if !root.join("memory.limit_in_bytes").exists() {
-            return Err(format!(
-                "no cgroup v1 memory controller mounted at {} (this test needs one)",
-                root.display()
-            ));
-        }
-        let path = root.join(name);
-        std::fs::create_dir(&path).map_err(|e| {
-            format!(
-                "can't create the memory cgroup {}: {e} (needs root)",
-                path.display()
-            )
-        })?;
-        let group = MemCgroup { path };
-        std::fs::write(group.path.join("memory.limit_in_bytes"), limit.to_string()).map_err(
-            |e| {
-                format!(
-                    "can't write memory.limit_in_bytes in {}: {e}",
-                    group.path.display()
-                )
-            },
-        )?;
-        Ok(group)
-    }
-
-    pub fn procs_file(&self) -> PathBuf {
-        self.path.join("cgroup.procs")
-    }
-
-    /// A wrapper for `spawn_wrapped`: joins this cgroup, then `exec`s the launcher.
-    pub fn wrapper(&self) -> Vec<String> {
-        vec![
-            "sh".to_string(),
-            "-c".to_string(),
-            "echo $$ > \"$0\" && exec \"$@\"".to_string(),
-            self.procs_file().display().to_string(),
-        ]
-    }
-
-    pub fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.procs_file())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-
-    /// A `memory.stat` field.
-    pub fn stat(&self, field: &str) -> Option<u64> {
-        let text = std::fs::read_to_string(self.path.join("memory.stat")).ok()?;
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == field).then(|| v.trim().parse().ok()).flatten()
-        })
-    }
-}
-
-impl Drop for MemCgroup {
-    fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.pids().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if let Some(parent) = self.path.parent() {
-            for pid in self.pids() {
-                let _ = std::fs::write(parent.join("cgroup.procs"), pid.to_string());
-            }
-        }
-        if let Err(e) = std::fs::remove_dir(&self.path) {
-            eprintln!(
-                "could not remove the test cgroup {}: {e}",
-                self.path.display()
-            );
-        }
-    }
 }
 
 impl Cluster {

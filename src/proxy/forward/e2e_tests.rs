@@ -1,5 +1,8 @@
-//! The pieces glued as the listener will glue them (a hyper server in front, the pool behind),
-//! with raw sockets at both ends so the bytes on each leg can be checked.
+//! The forwarding pieces (`refuse_unsupported`, `prepare_request`, `buffered`, `streamed`, the
+//! pool) behind a small hyper server of the test's own, with raw sockets at both ends so the
+//! bytes on each leg can be checked. The harness is not the listener: what the listener does
+//! with them (which slot a response holds and for how long, STREAM-1 and STREAM-2) is proven on
+//! the real binary in tests/proxy_slots.rs.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -103,7 +106,8 @@ async fn big_process(chunks: usize) -> (SocketAddr, mpsc::UnboundedReceiver<Body
 
 #[tokio::test]
 async fn a_buffered_response_is_read_whole_from_the_process_while_the_client_reads_nothing() {
-    // spec: STREAM-1, STREAM-2
+    // `buffered` itself: the process's body is read to its end whatever the client does (the
+    // listener's use of it, STREAM-1 and STREAM-2: tests/proxy_slots.rs).
     let chunks = 128; // 8 MB
     let (process, mut process_ends) = big_process(chunks).await;
     let (done_tx, mut done) = mpsc::unbounded_channel();

@@ -128,6 +128,7 @@ async fn a_slow_reader_that_keeps_taking_some_is_not_cut() {
 
 #[tokio::test]
 async fn zero_means_no_write_timeout() {
+    // spec: CONF-17 (end to end: tests/proxy_failures.rs)
     let (l, addr) = small_buffer_listener();
     let closes = Arc::new(AtomicU64::new(0));
     let c = Arc::clone(&closes);
