@@ -10,6 +10,7 @@
 pub mod clients;
 pub mod conf;
 pub mod figures;
+pub mod ports;
 pub mod procs;
 pub mod run;
 pub mod svg;

@@ -1,9 +1,9 @@
 //! The processes a comparison starts (fhircluster with its `fhirsmith-sim` processes, nginx,
 //! HAProxy), each held by a guard that ends it (SIGTERM, then SIGKILL) when dropped, so nothing
-//! is left running; free loopback ports; a blocking one-request HTTP check; RSS from /proc.
+//! is left running; a blocking one-request HTTP check; RSS from /proc.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -135,20 +135,6 @@ pub fn parse_vm_rss_kb(status: &str) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
-}
-
-/// `count` consecutive loopback ports that were free when checked.
-pub fn free_ports(count: u16) -> anyhow::Result<u16> {
-    for _ in 0..200 {
-        let base = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        if base > 60_000 {
-            continue;
-        }
-        if (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return Ok(base);
-        }
-    }
-    bail!("no {count} consecutive free loopback ports")
 }
 
 pub fn loopback(port: u16) -> SocketAddr {
