@@ -209,7 +209,11 @@ pub fn rows(rounds: &[Round], l: &Labels) -> Vec<Row> {
         )
         .target(Target::AtMost(64.0)),
         fc_only(
-            "scheduler (release, one core)",
+            if cfg!(debug_assertions) {
+                "scheduler (a debug build: not the figure)"
+            } else {
+                "scheduler (release, one core)"
+            },
             "decisions/s",
             0,
             med(rounds, |r| r.scheduler_decisions_per_second),

@@ -97,7 +97,8 @@ pub struct CompareArgs {
     /// Requests left waiting for the memory figure (0: skip).
     #[arg(long, default_value_t = 5_000)]
     pub waiting: usize,
-    /// Skip the scheduler micro-benchmark (it runs `cargo test --release`).
+    /// Skip the scheduler micro-benchmark (run in this process: its figure means something only
+    /// in a release build).
     #[arg(long)]
     pub skip_scheduler: bool,
     /// Only these front doors (comma-separated: fhircluster,nginx,haproxy,direct).

@@ -202,29 +202,14 @@ impl Setup<'_> {
     }
 }
 
+/// The scheduler's decisions per second, in this process (the figure means something only in a
+/// release build).
 fn scheduler_bench() -> anyhow::Result<f64> {
-    let out = Command::new("cargo")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "test",
-            "--release",
-            "--lib",
-            "scheduler::bench",
-            "--",
-            "--nocapture",
-        ])
-        .output()
-        .context("running cargo test --release --lib scheduler::bench")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("scheduler: ")?
-                .split_whitespace()
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .with_context(|| format!("no decisions/s in the scheduler test's output:\n{text}"))
+    let f = crate::proxy::scheduler::bench::admit_and_complete(2_000_000);
+    if f.dispatched != f.requests || f.left_over != 0 {
+        bail!("unsound run: {f:?}");
+    }
+    Ok(f.decisions_per_second)
 }
 
 fn log(msg: &str) {
