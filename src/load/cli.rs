@@ -44,7 +44,7 @@ pub enum Command {
     /// fhircluster, nginx and HAProxy in front of the same processes, round after round: one
     /// table of medians against the targets, and the surge's probe as an SVG chart. Needs
     /// nginx, haproxy and wrk; takes minutes.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -21,17 +21,31 @@ pub fn bindable(port: u16) -> bool {
     TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-/// The first port of the kernel's ephemeral range (client ports), from
-/// `/proc/sys/net/ipv4/ip_local_port_range`; 32768 (Linux's default) when unreadable.
-pub fn ephemeral_low() -> u16 {
+/// The kernel's ephemeral range (client ports), from `/proc/sys/net/ipv4/ip_local_port_range`;
+/// Linux's default (32768 to 60999) when unreadable.
+fn ephemeral_range() -> (u16, u16) {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|s| parse_low(&s))
-        .unwrap_or(32_768)
+        .and_then(|s| parse_range(&s))
+        .unwrap_or((32_768, 60_999))
 }
 
-fn parse_low(range: &str) -> Option<u16> {
-    range.split_whitespace().next()?.parse().ok()
+fn parse_range(range: &str) -> Option<(u16, u16)> {
+    let mut words = range.split_whitespace();
+    let low = words.next()?.parse().ok()?;
+    let high = words.next()?.parse().ok()?;
+    (low <= high).then_some((low, high))
+}
+
+/// The first port of the ephemeral range.
+pub fn ephemeral_low() -> u16 {
+    ephemeral_range().0
+}
+
+/// How many ports the ephemeral range has.
+pub fn ephemeral_ports() -> u64 {
+    let (low, high) = ephemeral_range();
+    u64::from(high - low) + 1
 }
 
 /// The `n`th candidate for `count` consecutive ports: a base in `[LOWEST, low - count]`, spread
@@ -145,8 +159,10 @@ mod tests {
 
     #[test]
     fn candidates_stay_below_the_ephemeral_range() {
-        assert_eq!(parse_low("32768\t60999\n"), Some(32_768));
-        assert_eq!(parse_low(""), None);
+        assert_eq!(parse_range("32768\t60999\n"), Some((32_768, 60_999)));
+        assert_eq!(parse_range("32768"), None);
+        assert_eq!(parse_range("9 8"), None);
+        assert!(ephemeral_ports() >= 1);
         for seed in [0, 1, 7, u64::MAX, 123_456_789] {
             let base = candidate(seed, 6, 32_768).unwrap_or(0);
             assert!((LOWEST..=32_762).contains(&base), "{base}");
