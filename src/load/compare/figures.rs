@@ -302,6 +302,8 @@ pub fn rows(rounds: &[Round], l: &Labels) -> Vec<Row> {
         5_000,
     ));
     rows.extend(scheduler);
+    // A part that did not run leaves no row.
+    rows.retain(|r| r.values.iter().any(Option::is_some));
     rows
 }
 
@@ -454,5 +456,16 @@ mod tests {
             "40 > 0.1 × 300"
         );
         assert!(line("RSS idle (MB)").ends_with("MISSED |"));
+    }
+
+    #[test]
+    fn a_part_that_did_not_run_leaves_no_row() {
+        let r = Round {
+            rss_idle_mb: Some(7.0),
+            ..Round::default()
+        };
+        let rows = rows(&[r], &labels());
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].label, "RSS idle");
     }
 }

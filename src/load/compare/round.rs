@@ -181,8 +181,10 @@ pub fn one_round(s: &Setup, n: usize, idle: &[usize], waiting: &[usize]) -> anyh
             );
         }
         if a.runs(Part::Memory) {
-            sleep(Duration::from_secs(1));
-            round.rss_after_surge_mb = rss_mb(surge_cluster.guard.pid());
+            if a.runs(Part::Surge) {
+                sleep(Duration::from_secs(1));
+                round.rss_after_surge_mb = rss_mb(surge_cluster.guard.pid());
+            }
             if !idle.is_empty() {
                 log(&format!("round {}: idle clients {idle:?}", n + 1));
                 round.idle_clients = note(

@@ -168,7 +168,7 @@ pub fn run(args: &CompareArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Res
     let rounds_run = if rounds.is_empty() && fast_rounds.is_empty() {
         String::new()
     } else {
-        format!("{} rounds, ", args.rounds)
+        format!("rounds: {}, ", args.rounds)
     };
     let header = format!(
         "{rounds_run}{cpus} CPUs; {}; {}; {}; front doors on {} thread(s){surge}",
