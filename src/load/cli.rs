@@ -41,10 +41,11 @@ pub enum Command {
     Surge(SurgeArgs),
     /// IG-Publisher-like clients: `$cache-control`, then requests with the cache-id.
     Sessions(SessionsArgs),
-    /// fhircluster, nginx and HAProxy in front of the same processes, round after round: one
-    /// table of medians against the targets, and the surge's probe as an SVG chart. Needs
-    /// nginx, haproxy and wrk; takes minutes.
-    Compare(CompareArgs),
+    /// fhircluster, nginx and HAProxy in front of the same upstreams (the sims, a fast static
+    /// nginx), round after round: tables of medians with CPU per request against the targets,
+    /// memory and cost curves, SVG charts. Needs nginx, haproxy, wrk and taskset; takes about
+    /// 30 minutes with every part (`--only` picks some).
+    Compare(Box<CompareArgs>),
 }
 
 #[derive(Debug, Args)]

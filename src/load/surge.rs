@@ -106,6 +106,9 @@ pub struct HeavyReport {
     #[serde(flatten)]
     pub counts: Counts,
     pub goodput_per_second: f64,
+    /// 2xx answers that came before the surge ended; the rest of the 2xx were work a queue only
+    /// put off until after it.
+    pub completed_within_surge: u64,
     pub latency_ms: LatencySummary,
     pub ok_latency_ms: LatencySummary,
     pub by_kind: ByKind,
@@ -198,6 +201,10 @@ pub fn report(
         } else {
             0.0
         },
+        completed_within_surge: heavy
+            .iter()
+            .filter(|s| is_2xx(s.outcome) && s.latency.is_some_and(|l| s.due + l <= config.seconds))
+            .count() as u64,
         latency_ms: sent_latencies(heavy.iter()),
         ok_latency_ms: sent_latencies(heavy.iter().filter(|s| is_2xx(s.outcome))),
         by_kind: ByKind {
@@ -278,6 +285,7 @@ pub fn text(r: &SurgeReport) -> String {
         ),
         format!("heavy: {} scheduled; {}", r.heavy.scheduled, r.heavy.counts.line()),
         format!("heavy goodput: {:.1} 2xx/s", r.heavy.goodput_per_second),
+        format!("heavy 2xx completed within the surge: {}", r.heavy.completed_within_surge),
         format!("heavy latency (all sent): {}", latency_line(&r.heavy.latency_ms)),
         format!("heavy latency (2xx): {}", latency_line(&r.heavy.ok_latency_ms)),
         format!("probe at {}/s during the surge: {}", c.probe_rate, r.probe.during_surge.counts.line()),
@@ -350,6 +358,9 @@ mod tests {
             sample(250, 1, Outcome::Answered(503), Some(5)),
             sample(500, 1, Outcome::Timeout, Some(1000)),
             sample(750, 2, Outcome::Unsent, None),
+            // Due in the surge, answered after it ended (at 2.1 s): put off, not within.
+            sample(1900, 2, Outcome::Answered(200), Some(200)),
+            sample(1800, 2, Outcome::Answered(200), Some(200)),
         ];
         let probe = [
             sample(0, 0, Outcome::Answered(200), Some(3)),
@@ -364,10 +375,14 @@ mod tests {
                 r.heavy.counts.status_2xx,
                 r.heavy.counts.unsent
             ),
-            (3, 1, 1)
+            (5, 3, 1)
         );
-        assert_eq!(r.heavy.goodput_per_second, 0.5);
-        assert_eq!(r.heavy.ok_latency_ms.count, 1);
+        assert_eq!(r.heavy.goodput_per_second, 1.5);
+        assert_eq!(
+            r.heavy.completed_within_surge, 2,
+            "the one ending at 2.0 s is within"
+        );
+        assert_eq!(r.heavy.ok_latency_ms.count, 3);
         assert_eq!(r.heavy.by_kind.validate_small.sent, 2);
         assert_eq!(r.probe.during_surge.counts.sent, 2);
         assert_eq!(r.probe.during_surge.latency_ms.max_ms, Some(900.0));
@@ -377,6 +392,8 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap_or_default();
         assert_eq!(json["heavy"]["status_503"], 1);
         assert_eq!(json["probe"]["series"][1]["latency_ms"], 900.0);
-        assert!(text(&r).contains("heavy goodput: 0.5 2xx/s"));
+        assert!(text(&r).contains("heavy goodput: 1.5 2xx/s"));
+        assert!(text(&r).contains("within the surge: 2"));
+        assert_eq!(json["heavy"]["completed_within_surge"], 2);
     }
 }

@@ -1,9 +1,9 @@
 //! The processes a comparison starts (fhircluster with its `fhirsmith-sim` processes, nginx,
 //! HAProxy), each held by a guard that ends it (SIGTERM, then SIGKILL) when dropped, so nothing
-//! is left running; free loopback ports; a blocking one-request HTTP check; RSS from /proc.
+//! is left running; a blocking one-request HTTP check; RSS from /proc.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -114,6 +114,21 @@ pub fn children_of(pid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Every process below `pid` (children, their children ...), from /proc.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        for child in children_of(p) {
+            if !found.contains(&child) {
+                found.push(child);
+                next.push(child);
+            }
+        }
+    }
+    found
+}
+
 /// Whether `pid` is running (not gone, not a zombie).
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -137,20 +152,6 @@ pub fn parse_vm_rss_kb(status: &str) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
-/// `count` consecutive loopback ports that were free when checked.
-pub fn free_ports(count: u16) -> anyhow::Result<u16> {
-    for _ in 0..200 {
-        let base = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        if base > 60_000 {
-            continue;
-        }
-        if (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return Ok(base);
-        }
-    }
-    bail!("no {count} consecutive free loopback ports")
-}
-
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
@@ -158,6 +159,13 @@ pub fn loopback(port: u16) -> SocketAddr {
 /// One `GET` on a fresh connection: the status and how long it took; `None` on any failure.
 pub fn get(port: u16, path: &str, timeout: Duration) -> Option<(u16, Duration)> {
     let started = Instant::now();
+    let (status, _) = get_body(port, path, timeout)?;
+    Some((status, started.elapsed()))
+}
+
+/// One `GET` on a fresh connection (`Connection: close`): the status and the body (what follows
+/// the head up to the close; none of these answers is chunked).
+pub fn get_body(port: u16, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect_timeout(&loopback(port), timeout).ok()?;
     s.set_read_timeout(Some(timeout)).ok()?;
     s.set_nodelay(true).ok()?;
@@ -167,7 +175,8 @@ pub fn get(port: u16, path: &str, timeout: Duration) -> Option<(u16, Duration)> 
     s.read_to_end(&mut buf).ok()?;
     let head = String::from_utf8_lossy(buf.get(..buf.len().min(64))?).to_string();
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, started.elapsed()))
+    let body_at = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    Some((status, buf.split_off(body_at)))
 }
 
 /// Waits until `GET path` on `port` answers 200, or fails after `timeout`.
@@ -254,6 +263,9 @@ mod tests {
         let pid = g.pid();
         assert!(alive(pid));
         g.check_running()?;
+        // (Other tests in this process may have children of their own now.)
+        assert!(children_of(std::process::id() as i32).contains(&pid));
+        assert!(descendants(std::process::id() as i32).contains(&pid));
         g.stop(Duration::from_secs(2));
         assert!(!alive(pid));
         assert!(g.check_running().is_err());

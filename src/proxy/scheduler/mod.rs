@@ -3,6 +3,7 @@
 //! the manner of quinn-proto: the shell feeds `submit` / `finish` / `cancel` / `set_process` /
 //! `handle_timeout`, then drains `poll_action` and sleeps until `poll_timeout`.
 
+pub mod bench;
 mod config;
 mod cooldown;
 mod machine;
@@ -14,8 +15,6 @@ pub use config::SchedulerConfig;
 pub use machine::Scheduler;
 pub use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 
-#[cfg(test)]
-mod bench;
 #[cfg(test)]
 mod lane_cool_tests;
 #[cfg(test)]
