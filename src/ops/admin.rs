@@ -242,7 +242,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
         ],
         refusals: vec![
             ("queue_wait", t.refused[0]),
-            ("no_process_ready", t.refused[1]),
+            ("no_process_ready", c.refused_no_process.load(Relaxed)),
             ("stopping", t.refused[2]),
             ("master_not_ready", c.refused_master_down.load(Relaxed)),
             ("cache_id_lost", c.cache_id_lost.load(Relaxed)),

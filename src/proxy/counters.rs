@@ -59,12 +59,33 @@ impl Counters {
                 .iter()
                 .map(|l| [get(&l[0]), get(&l[1]), get(&l[2])])
                 .collect(),
+            // The master's paths answered 503 while it is not ready are refusals with no
+            // process ready, as the spec's report names them: for those paths the master is the
+            // only process there is.
             refused: [
                 get(&self.refused_queue),
-                get(&self.refused_no_process),
+                get(&self.refused_no_process) + get(&self.refused_master_down),
                 get(&self.refused_stopping),
             ],
             write_timeout_closes: get(&self.write_timeout_closes),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_masters_503s_are_refusals_with_no_process_ready_in_the_report() {
+        // spec: EVENT-10
+        let c = Counters::new(2);
+        c.refused_no_process.fetch_add(2, Ordering::Relaxed);
+        c.refused_master_down.fetch_add(3, Ordering::Relaxed);
+        c.lose(ProcessId(1), 2);
+        c.lose(ProcessId(9), 2); // not a process: ignored
+        let t = c.tally();
+        assert_eq!(t.refused, [0, 5, 0]);
+        assert_eq!(t.lost, [[0, 0, 0], [0, 0, 1]]);
     }
 }

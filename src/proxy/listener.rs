@@ -326,8 +326,7 @@ async fn to_tx(front: &Arc<Front>, cfg: &ListenerSettings, tx: Admitted) -> Resp
                 // supervisor has noticed (just killed, say). Its caches are gone either way,
                 // and the client must hear so, not a 502 it can't act on (ROUTE-3b).
                 ticket.settled();
-                front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
-                return Answer::CacheIdLost { cache_id }.respond();
+                return lost_to_restart(front, p, cache_id);
             }
             Decision::Fail(p) => {
                 ticket.settled();
@@ -382,8 +381,7 @@ async fn to_tx(front: &Arc<Front>, cfg: &ListenerSettings, tx: Admitted) -> Resp
                 {
                     // The issuer died under the request (killed a moment before, its socket
                     // reset before the supervisor heard): its caches are gone (ROUTE-3b).
-                    front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
-                    return Answer::CacheIdLost { cache_id }.respond();
+                    return lost_to_restart(front, process, cache_id);
                 }
                 return upstream_failed(front, process, &error);
             }
@@ -420,6 +418,15 @@ fn upstream_failed(
     }
 }
 
+/// A request for a cache-id whose issuer is down or died under it: `404 cache-id-unknown`,
+/// counted once against the issuer for the daily report (EVENT-8), however the launcher learned
+/// it was gone (the scheduler knew, the connection was refused, or it died mid-request).
+fn lost_to_restart(front: &Front, owner: ProcessId, cache_id: String) -> Response<ProxyBody> {
+    front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
+    front.counters.lose(owner, 2);
+    Answer::CacheIdLost { cache_id }.respond()
+}
+
 fn refused(
     front: &Front,
     cfg: &ListenerSettings,
@@ -439,13 +446,7 @@ fn refused(
                 waited_secs: waited.as_secs_f64(),
             }
         }
-        Refusal::OwnerGone(owner) => {
-            c.cache_id_lost.fetch_add(1, Ordering::Relaxed);
-            c.lose(owner, 2);
-            Answer::CacheIdLost {
-                cache_id: cache_id.to_string(),
-            }
-        }
+        Refusal::OwnerGone(owner) => return lost_to_restart(front, owner, cache_id.to_string()),
         Refusal::NoProcessReady => {
             c.refused_no_process.fetch_add(1, Ordering::Relaxed);
             Answer::NoProcessReady
