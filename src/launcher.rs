@@ -213,6 +213,7 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
     let routes = RouteTable::from_specs(&settings, &all);
     let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
     let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
+    front.budget.set_limit(c.buffer_max_mb << 20);
     tokio::spawn(front.clone().run_timer());
     tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
     tokio::spawn(crate::proxy::report::run(front.clone()));
@@ -289,6 +290,7 @@ async fn run(cli: Cli, settings: Settings, sizing: CpuSizing, plan: Plan) -> Res
     let cfg = ListenerSettings {
         write_timeout: c.write_timeout,
         header_read_timeout: c.header_timeout,
+        max_head: (c.header_max_kb as usize) << 10,
         drain: c.drain,
         queue: c.queue,
         owner_queue: c.owner_queue,
@@ -413,6 +415,8 @@ impl Reloader {
             .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
         let mut cfg = self.listener.get();
         cfg.write_timeout = c.write_timeout;
+        cfg.max_head = (c.header_max_kb as usize) << 10;
+        self.front.budget.set_limit(c.buffer_max_mb << 20);
         cfg.drain = c.drain;
         cfg.queue = c.queue;
         cfg.owner_queue = c.owner_queue;

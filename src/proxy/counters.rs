@@ -20,6 +20,10 @@ pub struct Counters {
     pub bad_gateway: AtomicU64,
     pub gateway_timeout: AtomicU64,
     pub write_timeout_closes: Arc<AtomicU64>,
+    /// `408`s: a client's body had not all come in time (the client's doing, no process's).
+    pub request_timeouts: AtomicU64,
+    /// `431`s: a request line and headers over `headerMaxKB`, answered in the lobby.
+    pub heads_too_large: AtomicU64,
     /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
     pub lost: Vec<[AtomicU64; 3]>,
     /// Answers by route (0 master, 1 tx) and status class (1xx .. 5xx).
