@@ -85,7 +85,7 @@ pub async fn enter(
     max_head: usize,
 ) -> Leave {
     let mut buf = Vec::from(unread);
-    loop {
+    let parsed = loop {
         // With the budget full, a chunk at a time until the head is whole: little of a body is
         // read ahead, and the rest waits in the socket.
         let read_up_to = if front.budget.has_room(KEEP_AT_MOST as u64) {
@@ -100,8 +100,10 @@ pub async fn enter(
             Ok(false) => {}
             Err(_) => return Leave::Gone,
         }
-        if !head_arriving(&buf, max_head) {
-            break;
+        // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
+        let parsed = head_len(&buf);
+        if parsed != Some(None) || buf.len() >= max_head {
+            break parsed;
         }
         if *drain.borrow() {
             return Leave::Close;
@@ -120,8 +122,8 @@ pub async fn enter(
             }
             _ = drain.changed() => return Leave::Close,
         }
-    }
-    let too_large = match head_len(&buf) {
+    };
+    let too_large = match parsed {
         // Not whole, and no more is waited for: over `max_head`.
         Some(None) => true,
         Some(Some(n)) => n > max_head,
@@ -215,12 +217,6 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>, up_to: usize) -> io::Re
         }
     }
     Ok(false)
-}
-
-/// Whether `buf` holds nothing yet or the start of a head not yet whole (and not over
-/// `max_head`). A whole head, or bytes that are no head, are for what follows.
-fn head_arriving(buf: &[u8], max_head: usize) -> bool {
-    buf.len() < max_head && head_len(buf) == Some(None)
 }
 
 /// The length of the head at the start of `buf`: `Some(None)` while it is not whole, `None` when
