@@ -231,6 +231,7 @@ impl Launcher {
         let routes = RouteTable::from_specs(settings, &all);
         let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
         let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
+        front.budget.set_limit(c.buffer_max_mb << 20);
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::report::run(front.clone()));
@@ -357,6 +358,7 @@ impl Launcher {
         let live = LiveListenerSettings::new(ListenerSettings {
             write_timeout: c.write_timeout,
             header_read_timeout: c.header_timeout,
+            max_head: (c.header_max_kb as usize) << 10,
             drain: c.drain,
             queue: c.queue,
             owner_queue: c.owner_queue,

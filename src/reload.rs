@@ -80,6 +80,13 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
     for (name, a, b) in counts {
         note(live, &cl(name), a.to_string(), b.to_string());
     }
+    let sizes: [(&str, u64, u64); 2] = [
+        ("headerMaxKB", o.header_max_kb, n.header_max_kb),
+        ("bufferMaxMB", o.buffer_max_mb, n.buffer_max_mb),
+    ];
+    for (name, a, b) in sizes {
+        note(live, &cl(name), a.to_string(), b.to_string());
+    }
     let durations: [(&str, Duration, Duration); 8] = [
         ("queueSeconds", o.queue, n.queue),
         ("ownerQueueSeconds", o.owner_queue, n.owner_queue),
@@ -276,6 +283,8 @@ pub fn apply_live(running: &Settings, new: &Settings) -> Settings {
     c.drain = n.drain;
     c.recycle = n.recycle;
     c.status_interval = n.status_interval;
+    c.header_max_kb = n.header_max_kb;
+    c.buffer_max_mb = n.buffer_max_mb;
     // The servers' own settings are taken by the rolling restart.
     s.memory = new.memory.clone();
     s.stats = new.stats.clone();

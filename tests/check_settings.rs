@@ -105,6 +105,8 @@ fn cluster_md_gives_every_numeric_setting_its_bound() {
         ("server.cluster.killSeconds", "31536000"),
         ("server.cluster.headerTimeoutSeconds", "31536000"),
         ("server.cluster.proxyThreads", "1024"),
+        ("server.cluster.headerMaxKB", "1024"),
+        ("server.cluster.bufferMaxMB", "1048576"),
         ("server.cluster.saturatedPercent", "100"),
         ("server.cluster.adminAddress", "65535"),
     ] {

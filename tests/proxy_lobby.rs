@@ -20,6 +20,11 @@ const SIGTERM: i32 = 15;
 
 /// The master alone serves tx with one slot, no lane; returns the cluster and its admin port.
 fn one_slot() -> (Cluster, u16) {
+    one_slot_with(json!({}))
+}
+
+/// As `one_slot`, with more `server.cluster` settings.
+fn one_slot_with(more: serde_json::Value) -> (Cluster, u16) {
     let admin = free_port();
     let c = cluster()
         .workers(0)
@@ -28,6 +33,7 @@ fn one_slot() -> (Cluster, u16) {
             "queueSeconds": 60, "saturatedPercent": 0,
             "adminAddress": format!("127.0.0.1:{admin}")
         } } }))
+        .config(json!({ "server": { "cluster": more } }))
         .start();
     (c, admin)
 }
@@ -235,4 +241,48 @@ fn a_crowd_of_clients_sending_heads_slowly_costs_a_few_kb_each() {
             .expect("send");
         assert_eq!(conn.read().status, 200);
     }
+}
+
+/// The launcher's RSS growth per request for `n` POSTs of `body_kb` KB each waiting in the queue
+/// with `bufferMaxMB` at `budget_mb`, and the most the budget counted held.
+fn waiting_bodies_cost(n: usize, body_kb: usize, budget_mb: u64) -> (u64, u64) {
+    let (c, admin) = one_slot_with(json!({ "bufferMaxMB": budget_mb }));
+    let _holder = hold_the_slot(&c, admin);
+    let pid = c.child.id() as i32;
+    let before = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let body = vec![b' '; body_kb << 10];
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("POST", "/r4/ValueSet/$expand", &[], &body, true)
+            .expect("send");
+        conns.push(conn);
+    }
+    wait_queue(admin, n as f64);
+    let after = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let held = scrape(admin).value("fhircluster_buffered_bytes", &[]) as u64;
+    ((after.saturating_sub(before) / n as u64) >> 10, held)
+}
+
+#[test]
+fn waiting_request_bodies_are_held_within_buffer_max_mb() {
+    // A whole request waits in the lobby with its body (up to 64 KB); what they hold is counted,
+    // and once bufferMaxMB is reached no more bodies are read ahead: a head, and a chunk, each.
+    const N: usize = 800;
+    raise_fd_limit();
+    let (free_kb, free_held) = waiting_bodies_cost(N, 60, 0);
+    let (kept_kb, kept_held) = waiting_bodies_cost(N, 60, 8);
+    eprintln!(
+        "{N} POSTs of 60 KB waiting: {free_kb} KB each with no limit ({} MB held), \
+         {kept_kb} KB each with bufferMaxMB 8 ({} MB held)",
+        free_held >> 20,
+        kept_held >> 20
+    );
+    assert!(free_held >= (N as u64 * 60) << 10, "no limit: all counted");
+    // Past the limit by at most one request's read (what was in memory before it was counted).
+    assert!(kept_held <= (8 << 20) + (64 << 10), "held {kept_held}");
+    assert!(
+        kept_kb * 2 < free_kb,
+        "the budget held {kept_kb} KB a request, {free_kb} KB without"
+    );
 }

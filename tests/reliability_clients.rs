@@ -258,8 +258,14 @@ fn malformed_http_never_reaches_a_process_and_a_smuggled_request_is_never_forwar
          b"GET /r4/meta data HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
         ("binary garbage",
          (0u8..=255).rev().cycle().take(2000).collect()),
-        ("an absolute-form target",
-         b"GET http://evil.example/r4/metadata HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        ("no Host (HTTP/1.1)",
+         b"GET /r4/metadata HTTP/1.1\r\n\r\n".to_vec()),
+        ("two Host lines",
+         b"GET /r4/metadata HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_vec()),
+        ("a Host that is no host",
+         b"GET /r4/metadata HTTP/1.1\r\nHost: a b@c\r\n\r\n".to_vec()),
+        ("a 40 KiB header line",
+         format!("GET /r4/metadata HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(40 << 10)).into_bytes()),
         ("CONNECT",
          b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n".to_vec()),
         ("an asterisk-form target",
@@ -301,17 +307,33 @@ fn malformed_http_never_reaches_a_process_and_a_smuggled_request_is_never_forwar
             "{name}: answered {status} (closed: {closed}):\n{text}"
         );
     }
-    assert!(outcomes.iter().any(|o| o.contains("431")), "{outcomes:?}");
+    for (name, status, code) in [
+        ("no Host (HTTP/1.1)", 400, "invalid"),
+        ("two Host lines", 400, "invalid"),
+        ("a Host that is no host", 400, "invalid"),
+        ("a 40 KiB header line", 431, "too-long"),
+        ("oversize headers (512 KiB)", 431, "too-long"),
+    ] {
+        let raw = &cases.iter().find(|(n, _)| *n == name).expect("a case").1;
+        let (got, _, text) = send_raw(addr, raw);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        assert_eq!(got, status, "{name}: {text}");
+        assert_eq!(
+            v["issue"][0]["code"], code,
+            "{name}: an OperationOutcome: {text}"
+        );
+    }
     // And the launcher is none the worse.
     assert_eq!(c.get(LOOKUP).status, 200);
     eprintln!("{}", outcomes.join("\n"));
     report_figures(
         "malformed_http",
-        "malformed/smuggling requests: CL+TE, duplicate CL, bad chunks, obs-fold, 512 KiB headers, bad request lines, absolute-form, CONNECT",
+        "malformed/smuggling requests: CL+TE, duplicate CL, bad chunks, obs-fold, 40 and 512 KiB headers, no or two Host lines, bad request lines, CONNECT",
         cases.len() as u64,
         cases.len() as u64,
         0,
-        "each a 4xx/501 or closed; none reached a process except CL+TE (read by TE alone, then closed, as RFC 9112 allows); no smuggled second request",
+        "each a 4xx/501 or closed (Host: 400, heads over headerMaxKB: 431, OperationOutcomes); none reached a process except CL+TE (read by TE alone, then closed, as RFC 9112 allows); no smuggled second request",
     );
 }
 
@@ -462,5 +484,393 @@ fn upgrade_requests_are_answered_as_plain_http_and_the_connection_stays_http() {
         3,
         0,
         "200 as plain HTTP/1.1, no 101, connection stays HTTP",
+    );
+}
+
+/// A keep-alive `POST` whose body comes in a second write, as many clients send one, then a
+/// second request on the same connection: the first answer, and the second's status (None when
+/// the first said `Connection: close`, so the client knew not to reuse the connection; 0 when
+/// the connection failed under the second request).
+fn two_writes_then_another(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (Response, Option<u16>) {
+    let mut conn = Conn::open(addr).expect("connect");
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/fhir+json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    conn.stream.write_all(head.as_bytes()).expect("head");
+    // The scenario: the body follows in its own write, a moment later.
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = conn.stream.write_all(body);
+    let first = conn.read();
+    let closing = first
+        .header("connection")
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    if closing {
+        return (first, None);
+    }
+    let sent = conn.send("GET", "/sim/info", &[], b"", false);
+    let second = if sent.is_ok() { conn.read().status } else { 0 };
+    (first, Some(second))
+}
+
+#[test]
+fn own_answers_to_a_body_sent_after_its_head_keep_the_connection_or_announce_the_close() {
+    // The master and the only tx process down together for a while (each start takes 2.5 s).
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "masterServesTx": false } } }))
+        .env("SIM_START_DELAY_MS", "2500")
+        .start();
+    let addr = c.addr();
+    let id = poll("a cache-id from tx1", secs(10), || {
+        let r = c.request("POST", "/r4/$cache-control", &[], b"");
+        (r.status == 200).then(|| r.header("x-cache-id").unwrap_or("").to_string())
+    });
+    let body = br#"{"resourceType":"Parameters","parameter":[{"name":"code","valueCode":"x"}]}"#;
+    let mut cases: Vec<(&str, Response, Option<u16>)> = Vec::new();
+    // Answered before any process is asked, with every process up.
+    let (r, next) = two_writes_then_another(addr, "/r4/CodeSystem/%zz", &[], body);
+    cases.push(("a bad target", r, next));
+    let mark = c.mark();
+    unsafe_kill(c.pid_of("tx1"), 9);
+    unsafe_kill(c.pid_of("m0"), 9);
+    c.wait_for_after(mark, "tx1: exited", secs(10));
+    c.wait_for_after(mark, "m0: exited", secs(10));
+    let (r, next) = two_writes_then_another(addr, "/r4/CodeSystem/$validate-code", &[], body);
+    cases.push(("no process ready", r, next));
+    let (r, next) = two_writes_then_another(
+        addr,
+        "/r4/CodeSystem/$validate-code",
+        &[("X-Cache-Id", &id)],
+        body,
+    );
+    cases.push(("the cache-id's issuer restarting", r, next));
+    let (r, next) = two_writes_then_another(addr, "/dashboard/save", &[], body);
+    cases.push(("the master not ready", r, next));
+    let mut seen = Vec::new();
+    for (name, first, next) in &cases {
+        seen.push(format!("{name}: {} then {next:?}", first.status));
+        assert!(
+            first.header("x-served-by").is_none(),
+            "{name}: a process answered, not the launcher: {}",
+            first.text()
+        );
+        assert!(
+            first.json()["resourceType"] == "OperationOutcome",
+            "{name}: {} {}",
+            first.status,
+            first.text()
+        );
+        assert!(
+            next.is_none_or(|s| s != 0),
+            "{name}: answered {} without Connection: close, then the connection failed \
+             under the next request",
+            first.status
+        );
+    }
+    let statuses: Vec<u16> = cases.iter().map(|(_, r, _)| r.status).collect();
+    assert_eq!(statuses, [400, 503, 404, 503], "{seen:?}");
+    eprintln!("{}", seen.join("\n"));
+    report_figures(
+        "own_answers_keep_alive",
+        "keep-alive POSTs with the body in a second write answered by the launcher (400 bad target, 503 no process ready, 404 issuer restarting, 503 master not ready), then a second request on the connection",
+        cases.len() as u64,
+        cases.len() as u64 * 2,
+        0,
+        "each answer kept the connection usable or said Connection: close",
+    );
+}
+
+#[test]
+fn absolute_form_targets_are_served_host_is_required_and_heads_are_capped_at_header_max_kb() {
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "headerMaxKB": 16 } } }))
+        .start();
+    let addr = c.addr();
+    let get = |raw: &str| raw_request(addr, raw.as_bytes(), secs(10));
+    // RFC 9112 §3.2.2: routed by the target's path; its authority is the Host passed on.
+    let r = get("GET http://fhir.example.org:8080/r4/metadata?_format=json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("x-sim-host"), Some("fhir.example.org:8080"));
+    let r = get(
+        "GET http://h.example/sim/info HTTP/1.1\r\nHost: h.example\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!((r.status, r.served_by()), (200, "m0"), "a master path");
+    // The Host a client sent is passed on; an HTTP/1.0 client may send none.
+    let r = get("GET /r4/metadata HTTP/1.1\r\nHost: tx.fhir.org\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.header("x-sim-host"), Some("tx.fhir.org"));
+    let r = get("GET /r4/metadata HTTP/1.0\r\n\r\n");
+    assert_eq!(r.status, 200, "HTTP/1.0 without Host: {}", r.text());
+    // A head under the cap is served; over it, 431 before any process is asked, whether the
+    // connection is new (the lobby reads it) or one hyper is serving (kept alive).
+    let before = answered_total(&c, 1);
+    let line = |kb: usize| format!("X-Pad: {}\r\n", "p".repeat(kb << 10));
+    let r = get(&format!(
+        "GET {LOOKUP} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\n",
+        line(12)
+    ));
+    assert_eq!(r.status, 200, "12 KB of headers under a 16 KB cap");
+    let r = get(&format!(
+        "GET {LOOKUP} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\n",
+        line(20)
+    ));
+    assert_eq!(r.status, 431, "{}", r.text());
+    assert_eq!(r.json()["issue"][0]["code"], "too-long", "{}", r.text());
+    assert!(r.text().contains("16 KB"), "{}", r.text());
+    let mut conn = Conn::open(addr).expect("connect");
+    conn.send("GET", LOOKUP, &[], b"", true).expect("send");
+    assert_eq!(conn.read().status, 200);
+    let raw = format!("GET {LOOKUP} HTTP/1.1\r\nHost: x\r\n{}\r\n", line(20));
+    conn.stream.write_all(raw.as_bytes()).expect("send");
+    let r = conn.read();
+    assert_eq!(r.status, 431, "on a kept connection: {}", r.text());
+    assert_eq!(
+        answered_total(&c, 1) - before,
+        2,
+        "only the two heads under the cap reached a process"
+    );
+    report_figures(
+        "http_conformance",
+        "absolute-form targets, Host passed on or absent (HTTP/1.0), 12 and 20 KB heads with headerMaxKB 16 on new and kept connections",
+        6,
+        9,
+        0,
+        "absolute-form routed by path with its authority as Host; heads over the cap 431 before any process",
+    );
+}
+
+/// A client that sends a `POST` head and then its body at `rate` bytes a second (the first
+/// `at_once` bytes at once), until it is answered or `give_up` passes; its answer and when.
+fn slow_body(
+    addr: SocketAddr,
+    len: usize,
+    at_once: usize,
+    rate: usize,
+    give_up: Duration,
+) -> (Response, Duration) {
+    let began = Instant::now();
+    let none = Response {
+        status: 0,
+        headers: Default::default(),
+        body: Vec::new(),
+    };
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return (none, began.elapsed());
+    };
+    let head = format!(
+        "POST /r4/CodeSystem/$validate-code HTTP/1.1\r\nHost: x\r\nContent-Type: application/fhir+json\r\nContent-Length: {len}\r\n\r\n"
+    );
+    let body = vec![b' '; len];
+    let _ = s.write_all(head.as_bytes());
+    let _ = s.write_all(&body[..at_once]);
+    let mut sent = at_once;
+    // Waiting a second for an answer is the pace: `rate` bytes between two waits.
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut peek = [0u8; 1];
+    while began.elapsed() < give_up {
+        match s.peek(&mut peek) {
+            Ok(_) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+        let n = rate.min(len - sent);
+        if n > 0 && s.write_all(&body[sent..sent + n]).is_err() {
+            break;
+        }
+        sent += n;
+    }
+    let took = began.elapsed();
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reader = std::io::BufReader::new(s);
+    (read_response(&mut reader).unwrap_or(none), took)
+}
+
+#[test]
+fn slow_request_bodies_hold_no_slot_and_are_the_clients_408_not_the_processs_504() {
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "headerTimeoutSeconds": 2, "upstreamTimeoutSeconds": 3,
+            "adminAddress": admin.to_string()
+        } } }))
+        .start();
+    let addr = c.addr();
+    // 48 bodies of 200 bytes at 10 B/s (more than the 40 slots of the two tx processes), and
+    // 2 of 100 KB (over what is read ahead) at 10 B/s after their first 70 KB.
+    const SLOW: usize = 48;
+    let small = std::thread::spawn(move || {
+        in_parallel(SLOW, move |_| slow_body(addr, 200, 0, 10, secs(12)))
+    });
+    let large = std::thread::spawn(move || {
+        in_parallel(2, move |_| {
+            slow_body(addr, 100 << 10, 70 << 10, 10, secs(12))
+        })
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let mut worst = Duration::ZERO;
+    let mut normal = 0u64;
+    let began = Instant::now();
+    while began.elapsed() < secs(4) {
+        let (r, took) = c.timed("GET", LOOKUP, &[], b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        let (r2, took2) = c.timed(
+            "POST",
+            "/r4/CodeSystem/$validate-code",
+            &[],
+            br#"{"resourceType":"Parameters"}"#,
+        );
+        assert_eq!(r2.status, 200, "{}", r2.text());
+        worst = worst.max(took).max(took2);
+        normal += 2;
+    }
+    let small: Vec<(Response, Duration)> = small.join().expect("slow clients");
+    let large: Vec<(Response, Duration)> = large.join().expect("large slow clients");
+    for (what, answers, within) in [("200 B", &small, secs(5)), ("100 KB", &large, secs(8))] {
+        for (r, took) in answers.iter() {
+            assert_eq!(r.status, 408, "{what} at 10 B/s: {} {}", r.status, r.text());
+            assert_eq!(r.json()["resourceType"], "OperationOutcome", "{}", r.text());
+            assert_eq!(r.header("connection"), Some("close"));
+            assert!(*took < within, "{what}: answered after {took:?}");
+        }
+    }
+    // Nothing counted against a process, nothing logged against one.
+    let m = request(admin, "GET", "/metrics", &[], b"").text();
+    for l in m
+        .lines()
+        .filter(|l| l.starts_with("fhircluster_upstream_errors_total"))
+    {
+        assert!(l.ends_with(" 0"), "{l}");
+    }
+    assert!(
+        m.contains(&format!(
+            "fhircluster_refusals_total{{reason=\"request_timeout\"}} {}",
+            SLOW + 2
+        )),
+        "{m}"
+    );
+    assert!(
+        c.line_index("no response began").is_none() && c.line_index("WARN").is_none(),
+        "{}",
+        c.log_lines().join("\n")
+    );
+    assert!(
+        worst < Duration::from_millis(750),
+        "a normal client waited {worst:?}"
+    );
+    report_figures(
+        "slow_bodies",
+        "48 request bodies of 200 B and 2 of 100 KB sent at 10 B/s, headerTimeoutSeconds 2, upstreamTimeoutSeconds 3",
+        SLOW as u64 + 2,
+        normal,
+        0,
+        &format!(
+            "each the client's 408 (Connection: close); no 504, no WARNING, no process blamed; normal clients worst {} ms",
+            worst.as_millis()
+        ),
+    );
+}
+
+/// A `/metrics` sample's value (the first line starting with `series`).
+fn metric(admin: SocketAddr, series: &str) -> Option<u64> {
+    request(admin, "GET", "/metrics", &[], b"")
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[test]
+fn responses_held_for_clients_that_never_read_stay_within_buffer_max_mb() {
+    // spec: STREAM-1, STREAM-4
+    const STUCK: usize = 24;
+    const MB: u64 = 16;
+    const BUDGET_MB: u64 = 32;
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "bufferMaxMB": BUDGET_MB, "writeTimeoutSeconds": 30,
+            "adminAddress": admin.to_string()
+        } } }))
+        .start();
+    let pid = c.child.id() as i32;
+    for _ in 0..20 {
+        assert_eq!(c.get(LOOKUP).status, 200);
+    }
+    let rss_before = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    // Each asks for a 16 MiB tx response and never reads it.
+    let mut stuck = Vec::new();
+    for _ in 0..STUCK {
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send(
+            "GET",
+            &format!("{LOOKUP}&_sim_large_mb={MB}"),
+            &[],
+            b"",
+            true,
+        )
+        .expect("send");
+        stuck.push(conn);
+    }
+    let streamed = "fhircluster_streamed_for_budget_total{body=\"response\"}";
+    poll("responses streamed for the budget", secs(20), || {
+        (metric(admin, streamed)? >= (STUCK - 2) as u64).then_some(())
+    });
+    // What the launcher holds for them, sampled for a while (streams fill their buffers).
+    let mut rss_peak = 0;
+    let mut held_peak = 0;
+    for _ in 0..10 {
+        rss_peak = rss_peak.max(proc_status_bytes(pid, "VmRSS").unwrap_or(0));
+        held_peak = held_peak.max(metric(admin, "fhircluster_buffered_bytes").unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let grown_mb = rss_peak.saturating_sub(rss_before) >> 20;
+    eprintln!(
+        "{STUCK} clients never reading {MB} MiB each, bufferMaxMB {BUDGET_MB}: launcher RSS {} -> {} MB (+{grown_mb} MB), held {} MB",
+        rss_before >> 20,
+        rss_peak >> 20,
+        held_peak >> 20
+    );
+    assert!(held_peak <= BUDGET_MB << 20, "held {held_peak} bytes");
+    // The budget, and what each stream has in flight (hyper's buffers), not 24 x 16 MiB.
+    assert!(
+        grown_mb < BUDGET_MB + 48,
+        "the launcher grew {grown_mb} MB for {STUCK} stuck {MB} MiB responses"
+    );
+    // A streamed response holds its slot, not the others: normal requests are served.
+    assert_eq!(c.get(LOOKUP).status, 200);
+    // Once they read, each gets its whole response.
+    for conn in stuck.iter_mut().take(3) {
+        let r = conn.read();
+        assert_eq!((r.status, r.body.len() as u64), (200, MB << 20));
+    }
+    drop(stuck);
+    poll("the budget given back", secs(10), || {
+        (metric(admin, "fhircluster_buffered_bytes")? == 0).then_some(())
+    });
+    report_figures(
+        "buffer_budget",
+        "24 clients never reading 16 MiB tx responses, bufferMaxMB 32",
+        STUCK as u64,
+        STUCK as u64 + 1,
+        0,
+        &format!(
+            "launcher RSS +{grown_mb} MB (not 384); held at most {} MB; past it streamed",
+            held_peak >> 20
+        ),
     );
 }

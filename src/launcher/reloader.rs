@@ -61,6 +61,8 @@ impl Reloader {
             .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
         let mut cfg = self.listener.get();
         cfg.write_timeout = c.write_timeout;
+        cfg.max_head = (c.header_max_kb as usize) << 10;
+        self.front.budget.set_limit(c.buffer_max_mb << 20);
         cfg.drain = c.drain;
         cfg.queue = c.queue;
         cfg.owner_queue = c.owner_queue;

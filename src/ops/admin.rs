@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::log_queue::{queue, Source};
-use super::metrics::{render, MetricsInput, ProcessLoad};
+use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
 use crate::process::ProcessId;
 use crate::proxy::forward::{full, ProxyBody};
 use crate::proxy::front::Front;
@@ -243,10 +243,12 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
         ],
         refusals: vec![
             ("queue_wait", t.refused[0]),
-            ("no_process_ready", t.refused[1]),
+            ("no_process_ready", c.refused_no_process.load(Relaxed)),
             ("stopping", t.refused[2]),
             ("master_not_ready", c.refused_master_down.load(Relaxed)),
             ("cache_id_lost", c.cache_id_lost.load(Relaxed)),
+            ("request_timeout", c.request_timeouts.load(Relaxed)),
+            ("head_too_large", c.heads_too_large.load(Relaxed)),
         ],
         upstream_errors: front
             .processes
@@ -256,6 +258,12 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .map(|(p, l)| (p.code.clone(), l[1], l[0]))
             .collect(),
         write_timeout_closes: t.write_timeout_closes,
+        buffer: BufferFigures {
+            held: front.budget.used(),
+            limit: front.budget.limit(),
+            responses_streamed: front.budget.responses_streamed.load(Relaxed),
+            requests_streamed: front.budget.requests_streamed.load(Relaxed),
+        },
         queued: front.queued(),
         queue_wait: &c.queue_wait,
         processes: loads(front),

@@ -57,6 +57,16 @@ pub struct ProcessLoad {
     pub saturated: bool,
 }
 
+/// The budget for bodies held for clients (`proxy::budget`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BufferFigures {
+    pub held: u64,
+    /// 0: no limit.
+    pub limit: u64,
+    pub responses_streamed: u64,
+    pub requests_streamed: u64,
+}
+
 /// Everything `/metrics` shows, gathered by the caller.
 pub struct MetricsInput<'a> {
     /// (route, status class "2xx" ..., count)
@@ -68,6 +78,8 @@ pub struct MetricsInput<'a> {
     /// (code, 502s, 504s)
     pub upstream_errors: Vec<(String, u64, u64)>,
     pub write_timeout_closes: u64,
+    /// What the front door holds of bodies for clients (`bufferMaxMB`).
+    pub buffer: BufferFigures,
     pub queued: usize,
     pub queue_wait: &'a Histogram,
     pub processes: Vec<ProcessLoad>,
@@ -147,6 +159,37 @@ pub fn render(m: &MetricsInput) -> String {
         out,
         "fhircluster_write_timeout_closes_total {}",
         m.write_timeout_closes
+    );
+    let b = &m.buffer;
+    family(
+        &mut out,
+        "fhircluster_buffered_bytes",
+        "gauge",
+        "Bytes of bodies the launcher holds for clients now: tx responses read ahead, request bodies read before admission.",
+    );
+    let _ = writeln!(out, "fhircluster_buffered_bytes {}", b.held);
+    family(
+        &mut out,
+        "fhircluster_buffer_limit_bytes",
+        "gauge",
+        "bufferMaxMB in bytes; 0: no limit.",
+    );
+    let _ = writeln!(out, "fhircluster_buffer_limit_bytes {}", b.limit);
+    family(
+        &mut out,
+        "fhircluster_streamed_for_budget_total",
+        "counter",
+        "Bodies passed on as they came instead of held, because bufferMaxMB was reached: tx responses (their slot held until the client has them) and request bodies.",
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_streamed_for_budget_total{{body=\"response\"}} {}",
+        b.responses_streamed
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_streamed_for_budget_total{{body=\"request\"}} {}",
+        b.requests_streamed
     );
     family(
         &mut out,
@@ -328,6 +371,12 @@ mod tests {
             refusals: vec![("queue", 1)],
             upstream_errors: vec![("tx1".into(), 0, 1)],
             write_timeout_closes: 0,
+            buffer: BufferFigures {
+                held: 4096,
+                limit: 1 << 20,
+                responses_streamed: 3,
+                requests_streamed: 0,
+            },
             queued: 2,
             queue_wait: &h,
             processes: vec![ProcessLoad {
@@ -348,6 +397,8 @@ mod tests {
         assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(text.contains("fhircluster_queue_wait_seconds_count 2"));
         assert!(text.contains("fhircluster_restarts_total{process=\"tx1\"} 2"));
+        assert!(text.contains("fhircluster_buffered_bytes 4096\n"));
+        assert!(text.contains("fhircluster_streamed_for_budget_total{body=\"response\"} 3\n"));
         assert!(text
             .contains("fhircluster_process_memory_bytes{process=\"launcher\",kind=\"private\"} 5"));
         assert!(text.contains("fhircluster_slots{process=\"tx1\"} 20"));

@@ -29,9 +29,11 @@ use tracing::debug;
 
 use super::forward::{Peer, WriteTimeoutIo};
 use super::front::Front;
-use super::listener::{handle, ListenerSettings};
+use super::listener::ListenerSettings;
 use super::lobby::{self, Early, Leave};
+use super::outcome::Answer;
 use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
+use super::pipeline::handle;
 use crate::deadline::Later;
 
 type ClientIo = WriteTimeoutIo<TcpStream>;
@@ -84,11 +86,27 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
         let idle_since = activity.instant(activity.snapshot().last_end_ms);
         let header = ctx.cfg.header_read_timeout;
         let deadline = (!header.is_zero()).then(|| idle_since.later(header));
-        let entered = lobby::enter(io.get_ref(), unread, &ctx.front, deadline, &mut drain).await;
+        let entered = lobby::enter(
+            io.get_ref(),
+            unread,
+            &ctx.front,
+            deadline,
+            &mut drain,
+            ctx.cfg.max_head,
+        )
+        .await;
         let early = match entered {
             Leave::Gone => return,
             Leave::Close => {
                 let _ = io.shutdown().await;
+                return;
+            }
+            Leave::HeadTooLarge => {
+                let c = &ctx.front.counters;
+                c.heads_too_large.fetch_add(1, Ordering::Relaxed);
+                let max_kb = (ctx.cfg.max_head >> 10) as u64;
+                // Boxed: its read buffer would otherwise be room in every connection's task.
+                Box::pin(answer_and_close(io, Answer::HeadTooLarge { max_kb })).await;
                 return;
             }
             Leave::Serve {
@@ -133,6 +151,26 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
     }
 }
 
+/// How long a closing connection's unread bytes are read and dropped, at most.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answers a client the launcher won't read on (a head too large), then closes: our side is
+/// shut, and what the client still sends is read and dropped for a while, so the close doesn't
+/// reset the connection before the client has read the answer (as nginx's lingering close).
+async fn answer_and_close(mut io: ClientIo, answer: Answer) {
+    use tokio::io::AsyncReadExt;
+    if io.write_all(&answer.to_http1()).await.is_err() || io.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let until = Instant::now() + LINGER;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, io.read(&mut sink)).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
 /// One hyper connection on the socket, until the client is done, the drain ends it, or it has
 /// been idle a whole period (then hyper gives the socket back).
 async fn serve_until_idle(
@@ -164,7 +202,13 @@ async fn serve_until_idle(
         ))
     });
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).keep_alive(true);
+    // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
+    // hyper writes it itself) and a close; one on a connection the lobby reads gets the
+    // OperationOutcome. hyper takes no less than 8 KB.
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .max_buf_size(ctx.cfg.max_head.max(8192));
     if !ctx.cfg.header_read_timeout.is_zero() {
         builder.header_read_timeout(ctx.cfg.header_read_timeout);
     }

@@ -20,6 +20,10 @@ pub struct Counters {
     pub bad_gateway: AtomicU64,
     pub gateway_timeout: AtomicU64,
     pub write_timeout_closes: Arc<AtomicU64>,
+    /// `408`s: a client's body had not all come in time (the client's doing, no process's).
+    pub request_timeouts: AtomicU64,
+    /// `431`s: a request line and headers over `headerMaxKB`, answered in the lobby.
+    pub heads_too_large: AtomicU64,
     /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
     pub lost: Vec<[AtomicU64; 3]>,
     /// Answers by route (0 master, 1 tx) and status class (1xx .. 5xx).
@@ -61,12 +65,33 @@ impl Counters {
                 .iter()
                 .map(|l| [get(&l[0]), get(&l[1]), get(&l[2])])
                 .collect(),
+            // The master's paths answered 503 while it is not ready are refusals with no
+            // process ready, as the spec's report names them: for those paths the master is the
+            // only process there is.
             refused: [
                 get(&self.refused_queue),
-                get(&self.refused_no_process),
+                get(&self.refused_no_process) + get(&self.refused_master_down),
                 get(&self.refused_stopping),
             ],
             write_timeout_closes: get(&self.write_timeout_closes),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_masters_503s_are_refusals_with_no_process_ready_in_the_report() {
+        // spec: EVENT-10
+        let c = Counters::new(2);
+        c.refused_no_process.fetch_add(2, Ordering::Relaxed);
+        c.refused_master_down.fetch_add(3, Ordering::Relaxed);
+        c.lose(ProcessId(1), 2);
+        c.lose(ProcessId(9), 2); // not a process: ignored
+        let t = c.tally();
+        assert_eq!(t.refused, [0, 5, 0]);
+        assert_eq!(t.lost, [[0, 0, 0], [0, 0, 1]]);
     }
 }

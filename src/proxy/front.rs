@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use hyper::body::Incoming;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
+use super::budget::Budget;
 pub use super::counters::Counters;
-use super::forward::Upstream;
+use super::forward::{ClientBody, Upstream};
 use super::route::{BadTarget, RequestHead, Route, RouteTable, Target, TxDemand};
 use super::scheduler::{
     Action, Finish, ProcessState, Refusal, RequestId, Scheduler, SchedulerConfig,
@@ -54,7 +54,9 @@ pub struct Front {
     timer: Notify,
     pub routes: RouteTable,
     pub processes: Vec<ProcessSpec>,
-    pub upstreams: Vec<Upstream<Incoming>>,
+    pub upstreams: Vec<Upstream<ClientBody>>,
+    /// The bytes held for clients (`bufferMaxMB`): read-ahead responses and request bodies.
+    pub budget: Arc<Budget>,
     master_ready: AtomicBool,
     /// Which processes are ready (index = `ProcessId`), for `/readyz`.
     ready: Vec<AtomicBool>,
@@ -105,6 +107,7 @@ impl Front {
             routes,
             processes,
             upstreams,
+            budget: Arc::default(),
             master_ready: AtomicBool::new(false),
             ready: (0..n).map(|_| AtomicBool::new(false)).collect(),
             present,

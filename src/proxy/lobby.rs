@@ -9,10 +9,15 @@
 //! wait would cost the launcher that much apiece. Here one costs about 2 KB.
 //!
 //! A head still arriving is waited for here, with hyper's header timeout counted from when the
-//! connection was accepted or went idle (so a slow client holds only the bytes it has sent).
-//! Only a whole request is admitted: the head complete, no chunked body, all of a
-//! `Content-Length` body read, an origin-form target. Anything else (a large or chunked body, a
-//! malformed head) is handed to hyper as read, to be answered as ever.
+//! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
+//! head over `headerMaxKB` is answered `431` here, before any process is asked, and the
+//! connection closed. Only a whole request is admitted: the head complete, no chunked body, all
+//! of a `Content-Length` body read, an origin-form target, one `Host`. Anything else (a large or
+//! chunked body, a malformed head) is handed to hyper as read, to be answered as ever.
+//!
+//! What a request waiting here holds counts against the budget (`proxy::budget`); while the
+//! budget is full, the head is read a chunk at a time, so little more than the head is read
+//! ahead and a body waits in the socket instead.
 //!
 //! While a request waits here, the socket is watched as hyper watches it: the client hanging up
 //! cancels the request; more bytes (a pipelined request) are kept for hyper, up to
@@ -38,6 +43,9 @@ pub const KEEP_AT_MOST: usize = 64 * 1024;
 /// Bytes of what follows a waiting request (pipelined) read while it waits, at most.
 pub const PIPELINED_AT_MOST: usize = 8 * 1024;
 
+/// Bytes read from the socket at a time.
+const CHUNK: usize = 8192;
+
 /// Headers a head may have to be admitted here (hyper takes up to 100; more go to hyper).
 const MAX_HEADERS: usize = 64;
 
@@ -56,6 +64,8 @@ pub enum Leave {
     Gone,
     /// To be closed: no whole head by the header deadline, or the drain began before one.
     Close,
+    /// To be answered `431` and closed: the head is over `max_head` bytes.
+    HeadTooLarge,
     /// To hyper, with the bytes read ahead and the first request's admission if it was admitted.
     Serve { unread: Bytes, early: Option<Early> },
 }
@@ -72,18 +82,28 @@ pub async fn enter(
     front: &Arc<Front>,
     deadline: Option<Instant>,
     drain: &mut watch::Receiver<bool>,
+    max_head: usize,
 ) -> Leave {
     let mut buf = Vec::from(unread);
-    loop {
-        match read_available(stream, &mut buf) {
+    let parsed = loop {
+        // With the budget full, a chunk at a time until the head is whole: little of a body is
+        // read ahead, and the rest waits in the socket.
+        let read_up_to = if front.budget.has_room(KEEP_AT_MOST as u64) {
+            KEEP_AT_MOST
+        } else {
+            (buf.len() + CHUNK).min(max_head)
+        };
+        match read_available(stream, &mut buf, read_up_to) {
             Ok(true) if buf.is_empty() => return Leave::Gone,
             // Hung up after sending: hyper answers what it can, as it would have.
             Ok(true) => return serve(buf, None),
             Ok(false) => {}
             Err(_) => return Leave::Gone,
         }
-        if !head_arriving(&buf) {
-            break;
+        // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
+        let parsed = head_len(&buf);
+        if parsed != Some(None) || buf.len() >= max_head {
+            break parsed;
         }
         if *drain.borrow() {
             return Leave::Close;
@@ -102,6 +122,19 @@ pub async fn enter(
             }
             _ = drain.changed() => return Leave::Close,
         }
+    };
+    let too_large = match parsed {
+        // Not whole, and no more is waited for: over `max_head`.
+        Some(None) => true,
+        Some(Some(n)) => n > max_head,
+        None => false,
+    };
+    if too_large {
+        debug!(
+            "a client sent a request head over {} KB (headerMaxKB): answered 431",
+            max_head >> 10
+        );
+        return Leave::HeadTooLarge;
     }
     let Some(head) = whole_request(&buf) else {
         return serve(buf, None);
@@ -121,13 +154,15 @@ pub async fn enter(
             }),
         );
     }
+    // Held while it waits: counted, so that a crowd of them stops the reading ahead of more.
+    let held = front.budget.take_anyway(buf.len() as u64);
     let decided = loop {
         let watch = buf.len() < watch_up_to;
         tokio::select! {
             d = &mut decision => break d,
             ready = stream.readable(), if watch => {
                 let hung_up = ready.is_err()
-                    || !matches!(read_available(stream, &mut buf), Ok(false));
+                    || !matches!(read_available(stream, &mut buf, watch_up_to), Ok(false));
                 if hung_up {
                     // Dropping the ticket cancels the request, as hyper's noticing would.
                     return Leave::Gone;
@@ -135,6 +170,7 @@ pub async fn enter(
             }
         }
     };
+    drop(held);
     // The decision was received here; the service receives it again from a new channel (a
     // channel dropped unsent is the scheduler's "stopping", as before).
     let (tx, decision) = oneshot::channel();
@@ -166,12 +202,13 @@ fn serve(buf: Vec<u8>, early: Option<Early>) -> Leave {
     }
 }
 
-/// Appends what the socket has now, without waiting; `Ok(true)` once the client has closed.
-/// Not async, so its buffer is on the stack only while it runs.
-fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
-    let mut chunk = [0u8; 8192];
-    while buf.len() < KEEP_AT_MOST {
-        match stream.try_read(&mut chunk) {
+/// Appends what the socket has now, up to `up_to` bytes in `buf`, without waiting; `Ok(true)`
+/// once the client has closed. Not async, so its buffer is on the stack only while it runs.
+fn read_available(stream: &TcpStream, buf: &mut Vec<u8>, up_to: usize) -> io::Result<bool> {
+    let mut chunk = [0u8; CHUNK];
+    while buf.len() < up_to {
+        let room = (up_to - buf.len()).min(chunk.len());
+        match stream.try_read(&mut chunk[..room]) {
             Ok(0) => return Ok(true),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -182,17 +219,15 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     Ok(false)
 }
 
-/// Whether `buf` holds nothing yet or the start of a head not yet whole (and not too large to
-/// keep waiting for here). A whole head, or bytes that are no head, are for what follows.
-fn head_arriving(buf: &[u8]) -> bool {
-    if buf.len() >= KEEP_AT_MOST {
-        return false;
-    }
+/// The length of the head at the start of `buf`: `Some(None)` while it is not whole, `None` when
+/// the bytes are no head the lobby reads (hyper answers those).
+fn head_len(buf: &[u8]) -> Option<Option<usize>> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    matches!(
-        httparse::Request::new(&mut headers).parse(buf),
-        Ok(httparse::Status::Partial)
-    )
+    match httparse::Request::new(&mut headers).parse(buf) {
+        Ok(httparse::Status::Partial) => Some(None),
+        Ok(httparse::Status::Complete(n)) => Some(Some(n)),
+        Err(_) => None,
+    }
 }
 
 /// What routing needs of a request `buf` holds whole.
@@ -229,6 +264,15 @@ pub fn whole_request(buf: &[u8]) -> Option<Head<'_>> {
     let method = Method::from_bytes(req.method?.as_bytes()).ok()?;
     let mut cache_id = None;
     let mut content_length = None;
+    // RFC 9112 §3.2: one `Host` (HTTP/1.0 may have none); hyper's service answers the rest.
+    let hosts = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"))
+        .count();
+    if hosts > 1 || (hosts == 0 && req.version != Some(0)) {
+        return None;
+    }
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
             return None;

@@ -1,6 +1,7 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub mod budget;
 pub mod conn;
 pub mod counters;
 pub mod forward;
@@ -10,6 +11,7 @@ pub mod listener;
 pub mod lobby;
 pub mod outcome;
 pub mod park;
+pub mod pipeline;
 pub mod report;
 pub mod route;
 pub mod saturation;

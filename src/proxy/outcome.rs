@@ -27,6 +27,15 @@ pub enum Answer {
     /// The client's request body was malformed or cut short as it was passed on: `400`,
     /// `Connection: close` (what follows on the connection can't be trusted).
     BadRequestBody,
+    /// No `Host`, more than one, or one that is no host: `400` (RFC 9112 §3.2), `Connection:
+    /// close` (a client that sends such a head is not one to go on reading from).
+    BadHost(&'static str),
+    /// The client had not sent its whole body in time: `408`, `Connection: close`. The
+    /// client's doing, never counted against a process.
+    RequestTimeout,
+    /// The request line and headers were over `headerMaxKB`: `431`, `Connection: close`,
+    /// before any process is asked.
+    HeadTooLarge { max_kb: u64 },
     /// The process took the request and gave no answer: `502` (LAUNCH-9).
     BadGateway { code: String },
     /// No response began within `upstreamTimeoutSeconds`: `504` naming the process
@@ -40,7 +49,11 @@ pub const RETRY_AFTER_SECS: &str = "5";
 impl Answer {
     pub fn status(&self) -> StatusCode {
         match self {
-            Answer::BadTarget(_) | Answer::BadRequestBody => StatusCode::BAD_REQUEST,
+            Answer::BadTarget(_) | Answer::BadRequestBody | Answer::BadHost(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            Answer::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Answer::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Answer::MasterNotReady
             | Answer::NoProcessReady
             | Answer::QueueTimeout { .. }
@@ -57,6 +70,18 @@ impl Answer {
             Answer::BadRequestBody => Outcome::error(
                 "invalid",
                 "Bad request: the request body was malformed or cut short",
+            ),
+            Answer::BadHost(why) => Outcome::error("invalid", format!("Bad request: {why}")),
+            Answer::RequestTimeout => Outcome::error(
+                "timeout",
+                "The request body did not arrive in time; send it whole and promptly",
+            ),
+            Answer::HeadTooLarge { max_kb } => Outcome::error(
+                "too-long",
+                format!(
+                    "The request line and headers are over {max_kb} KB \
+                     (server.cluster.headerMaxKB)"
+                ),
             ),
             Answer::MasterNotReady => Outcome::error(
                 "transient",
@@ -106,13 +131,45 @@ impl Answer {
         if self.status() == StatusCode::SERVICE_UNAVAILABLE {
             h.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
         }
-        if matches!(
-            self,
-            Answer::QueueTimeout { .. } | Answer::Stopping | Answer::BadRequestBody
-        ) {
+        if self.closes() {
             h.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         resp
+    }
+
+    /// Whether the connection is closed after this answer, and the answer says so.
+    fn closes(&self) -> bool {
+        matches!(
+            self,
+            Answer::QueueTimeout { .. }
+                | Answer::Stopping
+                | Answer::BadRequestBody
+                | Answer::BadHost(_)
+                | Answer::RequestTimeout
+                | Answer::HeadTooLarge { .. }
+        )
+    }
+
+    /// The whole HTTP/1.1 response as bytes, for a connection hyper doesn't hold (the lobby).
+    pub fn to_http1(&self) -> Vec<u8> {
+        let status = self.status();
+        let body = self.outcome().to_bytes();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: {FHIR_JSON}\r\ncontent-length: {}\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            body.len()
+        )
+        .into_bytes();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            out.extend_from_slice(format!("retry-after: {RETRY_AFTER_SECS}\r\n").as_bytes());
+        }
+        if self.closes() {
+            out.extend_from_slice(b"connection: close\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&body);
+        out
     }
 }
 
@@ -134,6 +191,35 @@ mod tests {
     fn a_bad_request_body_is_400_with_connection_close() {
         let r = Answer::BadRequestBody.respond();
         assert_eq!(r.status(), 400);
+        assert_eq!(r.headers()[CONNECTION], "close");
+    }
+
+    #[test]
+    fn a_head_too_large_is_431_closed_and_whole_as_bytes() {
+        let a = Answer::HeadTooLarge { max_kb: 32 };
+        let r = a.respond();
+        assert_eq!(r.status(), 431);
+        assert_eq!(r.headers()[CONNECTION], "close");
+        let raw = String::from_utf8(a.to_http1()).unwrap_or_default();
+        assert!(
+            raw.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{raw}"
+        );
+        assert!(raw.contains("\r\nconnection: close\r\n"), "{raw}");
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_default();
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{raw}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        assert_eq!(v["resourceType"], "OperationOutcome");
+        assert!(body.contains("32 KB"), "{body}");
+    }
+
+    #[test]
+    fn a_body_that_never_came_is_408_and_closes() {
+        let r = Answer::RequestTimeout.respond();
+        assert_eq!(r.status(), 408);
         assert_eq!(r.headers()[CONNECTION], "close");
     }
 

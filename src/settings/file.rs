@@ -29,6 +29,8 @@ pub const CLUSTER_KEYS: &[&str] = &[
     "upstreamTimeoutSeconds",
     "writeTimeoutSeconds",
     "headerTimeoutSeconds",
+    "headerMaxKB",
+    "bufferMaxMB",
     "proxyThreads",
     "maxStartFailures",
     "recycleSeconds",

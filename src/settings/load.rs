@@ -219,6 +219,12 @@ pub fn from_sources(
         &mut c.header_timeout,
         |r| r.seconds(false),
     )?;
+    l.read("server.cluster.headerMaxKB", &mut c.header_max_kb, |r| {
+        r.whole(8, 1024)
+    })?;
+    l.read("server.cluster.bufferMaxMB", &mut c.buffer_max_mb, |r| {
+        r.whole(0, 1 << 20)
+    })?;
     l.read("server.cluster.proxyThreads", &mut c.proxy_threads, |r| {
         r.whole_u32(1, MAX_PROXY_THREADS)
     })?;

@@ -81,6 +81,12 @@ pub struct ClusterSettings {
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.
     pub header_timeout: Duration,
+    /// `headerMaxKB` (fhircluster's own): the largest request line and headers a client may
+    /// send, in KB; beyond it, `431`. 8..=1024.
+    pub header_max_kb: u64,
+    /// `bufferMaxMB` (fhircluster's own): the most the front door holds of bodies for clients
+    /// (tx responses read ahead, request bodies read before admission), in MB. 0: no limit.
+    pub buffer_max_mb: u64,
     /// `proxyThreads` (fhircluster's own): the front door's runtime threads.
     pub proxy_threads: u32,
     /// 0: never give up.
@@ -229,6 +235,8 @@ impl Default for ClusterSettings {
             upstream_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(30),
+            header_max_kb: 32,
+            buffer_max_mb: 256,
             proxy_threads: 1,
             max_start_failures: 6,
             recycle: Duration::from_secs(30),

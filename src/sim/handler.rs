@@ -87,6 +87,9 @@ fn echo_headers(h: &HeaderMap) -> Vec<(&'static str, String)> {
     if let Some(v) = get("x-forwarded-proto") {
         out.push(("x-sim-forwarded-proto", v));
     }
+    if let Some(v) = get("host") {
+        out.push(("x-sim-host", v));
+    }
     out.push((
         "x-sim-content-length",
         get("content-length").unwrap_or_else(|| "none".into()),

@@ -3,14 +3,17 @@
 //!
 //! * [`buffered`] (tx responses): the body is read from the process as fast as it comes and held
 //!   here, so the process's slot frees when its response has ended, not when the client has read
-//!   it (STREAM-1, STREAM-2). The process already held it whole in memory; there is no size cap,
-//!   as in the spec.
+//!   it (STREAM-1, STREAM-2). What is held counts against the budget (`proxy::budget`) until
+//!   hyper has written it; one the budget has no room for is streamed instead, after whatever
+//!   was read ([`Buffered::Streaming`]).
 //! * [`streamed`] (anything else, e.g. a package download): frames go on only as fast as the
 //!   client takes them (STREAM-3), and a callback says when the body ended, failed or was dropped
 //!   (the client went away, or its connection was closed by the write timeout), so the caller can
 //!   free the slot and log exactly once.
 
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::Response;
@@ -22,6 +25,7 @@ use hyper::body::{Bytes, Incoming};
 use super::error::ForwardError;
 use super::headers::prepare_response;
 use super::BoxError;
+use crate::proxy::budget::{Budget, Lease};
 
 /// The body of every response the listener gives: a process's (held or streamed) or its own.
 /// Boxed so both kinds are one type; size hints pass through, so hyper still sends a
@@ -42,22 +46,124 @@ pub fn empty() -> ProxyBody {
         .boxed_unsync()
 }
 
-/// Reads the whole of a process's response body as fast as it arrives, strips the hop-by-hop
-/// headers, and returns it ready to hand to the client. When this completes the process is done
+/// A process's response read ahead of the client, or as much of it as the budget had room for.
+pub enum Buffered {
+    /// Read whole: the process is done with the request (STREAM-1).
+    Whole(Response<ProxyBody>),
+    /// The budget was full: what was read, then the rest as the client takes it (pass it to
+    /// [`streamed`]; the process is done only when the body ends).
+    Streaming(Response<Prefixed<Incoming>>),
+}
+
+/// Bytes held for a client, counted against the budget until the last reference to them is
+/// dropped (hyper may keep them queued after the body itself is gone).
+struct HeldBytes {
+    data: Vec<u8>,
+    _lease: Lease,
+}
+
+impl AsRef<[u8]> for HeldBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+fn held(data: Vec<u8>, lease: Lease) -> Bytes {
+    Bytes::from_owner(HeldBytes {
+        data,
+        _lease: lease,
+    })
+}
+
+/// A process may announce any length: the first allocation is no larger than this.
+const FIRST_ALLOCATION_AT_MOST: u64 = 1 << 20;
+
+/// Reads a process's response body as fast as it arrives while the budget has room, strips the
+/// hop-by-hop headers, and returns it ready to hand to the client. Whole, the process is done
 /// with the request: the caller frees its slot then (STREAM-1). Trailers are dropped.
-pub async fn buffered(resp: Response<Incoming>) -> Result<Response<ProxyBody>, ForwardError> {
-    let (mut parts, body) = resp.into_parts();
-    let bytes = body.collect().await.map_err(ForwardError::Body)?.to_bytes();
+pub async fn buffered(
+    resp: Response<Incoming>,
+    budget: &Arc<Budget>,
+) -> Result<Buffered, ForwardError> {
+    let (mut parts, mut body) = resp.into_parts();
     prepare_response(&mut parts);
-    Ok(Response::from_parts(parts, full(bytes)))
+    let exact = body.size_hint().exact();
+    let mut lease = Lease::none(budget);
+    let streaming = |parts: http::response::Parts, ahead: Option<Bytes>, rest: Incoming| {
+        budget.responses_streamed.fetch_add(1, Ordering::Relaxed);
+        Ok(Buffered::Streaming(Response::from_parts(
+            parts,
+            Prefixed { ahead, rest },
+        )))
+    };
+    if exact.is_some_and(|n| !lease.try_grow(n)) {
+        return streaming(parts, None, body);
+    }
+    let mut data = Vec::with_capacity(exact.unwrap_or(0).min(FIRST_ALLOCATION_AT_MOST) as usize);
+    while let Some(frame) = body.frame().await {
+        let Ok(chunk) = frame.map_err(ForwardError::Body)?.into_data() else {
+            continue;
+        };
+        let room = exact.is_some() || lease.try_grow(chunk.len() as u64);
+        data.extend_from_slice(&chunk);
+        if !room {
+            return streaming(parts, Some(held(data, lease)), body);
+        }
+    }
+    Ok(Buffered::Whole(Response::from_parts(
+        parts,
+        full(held(data, lease)),
+    )))
+}
+
+pin_project_lite::pin_project! {
+    /// Bytes already read, then the rest of the body.
+    pub struct Prefixed<B> {
+        ahead: Option<Bytes>,
+        #[pin]
+        rest: B,
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for Prefixed<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.project();
+        if let Some(bytes) = this.ahead.take() {
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
+        this.rest.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ahead.is_none() && self.rest.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let ahead = self.ahead.as_ref().map_or(0, |b| b.len() as u64);
+        let rest = self.rest.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + ahead);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + ahead);
+        }
+        hint
+    }
 }
 
 /// Passes a process's response on frame by frame, only as fast as the client takes it (STREAM-3),
 /// with hop-by-hop headers stripped. `on_end` runs exactly once, when the body ends, fails, or is
 /// dropped unfinished; dropping it closes the upstream connection, which ends the request on the
 /// process (STREAM-6).
-pub fn streamed<F>(resp: Response<Incoming>, on_end: F) -> Response<ProxyBody>
+pub fn streamed<B, F>(resp: Response<B>, on_end: F) -> Response<ProxyBody>
 where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
     F: FnOnce(BodyEnd) + Send + 'static,
 {
     let (mut parts, body) = resp.into_parts();

@@ -6,6 +6,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -19,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::test_support::*;
 use super::*;
+use crate::proxy::budget::Budget;
 
 /// A front door: refuse, prepare, forward, stream back.
 async fn proxy(up: Upstream) -> SocketAddr {
@@ -59,11 +61,15 @@ async fn proxy_mode(
                         };
                         Ok(match mode {
                             Mode::Buffered => {
-                                let r = buffered(resp).await;
+                                let unlimited = Arc::new(Budget::new(0));
+                                let r = buffered(resp, &unlimited).await;
                                 if let Some(d) = &done {
                                     let _ = d.send(EndKind::Complete);
                                 }
-                                r.unwrap_or_else(|_| bad_gateway())
+                                match r {
+                                    Ok(Buffered::Whole(r)) => r,
+                                    _ => bad_gateway(),
+                                }
                             }
                             Mode::Streamed => streamed(resp, move |end| {
                                 if let Some(d) = &done {

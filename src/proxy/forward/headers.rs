@@ -109,6 +109,32 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// RFC 9112 §3.2: a request with more than one `Host` line, an HTTP/1.1 request with none, or a
+/// `Host` that is no `host[:port]` gets `400`; the reason, if so. An HTTP/1.0 request may come
+/// without one (it goes on with the process's address, as the upstream leg is HTTP/1.1). With an
+/// absolute-form target the `Host` value is ignored (the target's authority replaces it, §3.2.2),
+/// but still counted.
+pub fn check_host(parts: &http::request::Parts) -> Result<(), &'static str> {
+    let mut hosts = parts.headers.get_all(HOST).iter();
+    let Some(host) = hosts.next() else {
+        return if parts.version == http::Version::HTTP_10 {
+            Ok(())
+        } else {
+            Err("no Host header (required since HTTP/1.1)")
+        };
+    };
+    if hosts.next().is_some() {
+        return Err("more than one Host header");
+    }
+    if parts.uri.authority().is_some() || host.is_empty() {
+        return Ok(());
+    }
+    match http::uri::Authority::try_from(host.as_bytes()) {
+        Ok(a) if !a.as_str().contains('@') => Ok(()),
+        _ => Err("the Host header is not a host[:port]"),
+    }
+}
+
 /// Loopback, including an IPv4 loopback address seen through an IPv6 socket (`::ffff:127.0.0.1`).
 pub fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
@@ -353,6 +379,38 @@ mod tests {
         prepare_request(&mut p, &addr("127.0.0.1:1"));
         assert_eq!(p.uri.to_string(), "/r4/metadata?_format=json");
         assert_eq!(values(&p.headers, &HOST), ["h"]);
+    }
+
+    #[test]
+    fn host_is_required_once_and_must_be_a_host() {
+        let check = |req: http::request::Builder| check_host(&parts(req));
+        assert_eq!(
+            check(Request::get("/").header("host", "tx.fhir.org")),
+            Ok(())
+        );
+        assert_eq!(
+            check(Request::get("/").header("host", "[::1]:3000")),
+            Ok(())
+        );
+        assert_eq!(check(Request::get("/").header("host", "")), Ok(()));
+        assert!(check(Request::get("/")).is_err(), "HTTP/1.1 without Host");
+        let one_zero = Request::get("/").version(http::Version::HTTP_10);
+        assert_eq!(check(one_zero), Ok(()), "HTTP/1.0 may omit it");
+        let two = Request::get("/").header("host", "a").header("host", "a");
+        assert!(check(two).is_err());
+        for bad in ["a b", "user@host", "host/path", "[::1"] {
+            assert!(
+                check(Request::get("/").header("host", bad)).is_err(),
+                "{bad}"
+            );
+        }
+        // Absolute-form: the target's authority is the host; the value is ignored, not the count.
+        let abs = Request::get("http://example.org/r4/metadata").header("host", "a b");
+        assert_eq!(check(abs), Ok(()));
+        let abs_two = Request::get("http://example.org/")
+            .header("host", "a")
+            .header("host", "b");
+        assert!(check(abs_two).is_err());
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Forwarding a request to a process and its response back: the per-process keep-alive pool
-//! with its upstream timeout, header rewriting on both legs, buffered and streamed response
-//! bodies, the client connection's write timeout, and the requests refused outright. The
-//! listener calls these; routing and admission are decided before.
+//! with its upstream timeout, header rewriting on both legs, the client's request body (read
+//! ahead or passed on as it arrives), buffered and streamed response bodies, the client
+//! connection's write timeout, and the requests refused outright. The listener calls these;
+//! routing and admission are decided before.
 
 pub mod body;
+pub mod client_body;
 pub mod compact;
 pub mod error;
 pub mod headers;
@@ -16,10 +18,13 @@ mod e2e_tests;
 #[cfg(test)]
 mod test_support;
 
-pub use body::{buffered, empty, full, streamed, BodyEnd, EndKind, NotifyOnEnd, ProxyBody};
+pub use body::{
+    buffered, empty, full, streamed, BodyEnd, Buffered, EndKind, NotifyOnEnd, Prefixed, ProxyBody,
+};
+pub use client_body::{AheadError, Arrival, ClientBody, AHEAD_AT_MOST};
 pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{prepare_request, prepare_response, Peer};
+pub use headers::{check_host, prepare_request, prepare_response, Peer};
 pub use pool::{Upstream, DEFAULT_IDLE_TIMEOUT};
 pub use refuse::refuse_unsupported;
 pub use write_timeout::WriteTimeoutIo;

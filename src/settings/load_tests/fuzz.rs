@@ -199,6 +199,8 @@ const NUMERIC: &[&str] = &[
     "server.cluster.upstreamTimeoutSeconds",
     "server.cluster.writeTimeoutSeconds",
     "server.cluster.headerTimeoutSeconds",
+    "server.cluster.headerMaxKB",
+    "server.cluster.bufferMaxMB",
     "server.cluster.proxyThreads",
     "server.cluster.maxStartFailures",
     "server.cluster.recycleSeconds",
