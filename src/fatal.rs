@@ -8,8 +8,9 @@
 //! on the way out. The children then get `SIGTERM` from `PR_SET_PDEATHSIG` and see their IPC
 //! channel close, as when the launcher is killed, and stop.
 //!
-//! The line is written from a thread of its own and waited for at most `WRITE_WAIT`: a stderr
-//! that is stuck (a full pipe, a stalled journal) must not keep the process alive.
+//! The line goes through the log queue once it runs (`ops::logging`), otherwise it is written
+//! from a thread of its own; either way it is waited for at most `WRITE_WAIT`: a stderr that is
+//! stuck (a full pipe, a stalled journal) must not keep the process alive.
 //!
 //! Test hook: `FHIRCLUSTER_TEST_PANIC=<path>` makes a launcher thread panic once a file exists at
 //! `<path>`, so a test can make a running launcher panic at a moment of its choosing. It is read
@@ -33,7 +34,14 @@ pub const TEST_PANIC_ENV: &str = "FHIRCLUSTER_TEST_PANIC";
 /// Makes every panic, in any thread or task, end the process promptly with its message.
 pub fn install() {
     std::panic::set_hook(Box::new(|info| {
-        write_within(&panic_line(info), WRITE_WAIT);
+        let line = panic_line(info);
+        // Through the log queue once it runs, so the line takes its place after the lines
+        // before it (and its journald priority); the queue waits at most `WRITE_WAIT` too.
+        if crate::ops::log_queue::started().is_some() {
+            crate::ops::logging::fatal_within(line.trim_end(), WRITE_WAIT);
+        } else {
+            write_within(&line, WRITE_WAIT);
+        }
         // SAFETY: `_exit` ends the process at once; nothing here depends on destructors or
         // atexit handlers running, which is the point (one may be what is stuck).
         unsafe { libc::_exit(PANIC_STATUS) }
@@ -93,9 +101,9 @@ pub fn test_hook_from_env() {
 
 #[cfg(test)]
 mod tests {
-    //! The hook ends a whole process, so each case runs this test binary again as a child (the
-    //! `child_…` test, which does nothing unless `FATAL_CHILD` names its case) and checks how
-    //! that child ended.
+    //! The hook ends a whole process, so each case runs this test binary again as a child (this
+    //! same test, which with `FATAL_CHILD` set plays the child's part) and checks how that child
+    //! ended.
 
     use super::*;
     use std::process::Command;
@@ -103,18 +111,16 @@ mod tests {
 
     const CASE_ENV: &str = "FATAL_CHILD";
 
-    /// Runs the `child_panics_as_told` test in a child process with `case`; its exit status,
-    /// stderr and how long it took.
+    const THIS_TEST: &str =
+        "fatal::tests::a_panicking_task_or_thread_ends_the_whole_process_promptly_with_its_message";
+
+    /// Runs this test binary again, as the child of the test below, with `case`; its exit
+    /// status, stderr and how long it took.
     fn run_child(case: &str) -> (Option<i32>, String, Duration) {
         let exe = std::env::current_exe().expect("the test binary");
         let started = Instant::now();
         let out = Command::new(exe)
-            .args([
-                "--exact",
-                "fatal::tests::child_panics_as_told",
-                "--nocapture",
-            ])
-            .args(["--ignored", "--test-threads", "1"])
+            .args(["--exact", THIS_TEST, "--nocapture", "--test-threads", "1"])
             .env(CASE_ENV, case)
             .output()
             .expect("run the test binary");
@@ -125,14 +131,11 @@ mod tests {
         )
     }
 
-    /// Not a test of its own: the child process of the test below, which runs it (ignored
-    /// otherwise).
-    #[test]
-    #[ignore = "the child process of a_panicking_task_or_thread_ends_the_whole_process..."]
-    fn child_panics_as_told() {
-        let case = std::env::var(CASE_ENV).unwrap_or_default();
+    /// The child's part: install the hook and panic as `case` says. Returning means the hook did
+    /// not end the process, and the parent then sees status 0.
+    fn panic_as_told(case: &str) {
         install();
-        match case.as_str() {
+        match case {
             "current-thread-task" | "multi-thread-task" => {
                 let rt = if case == "current-thread-task" {
                     tokio::runtime::Builder::new_current_thread()
@@ -160,11 +163,15 @@ mod tests {
             }
             other => panic!("unknown case {other}"),
         }
-        // Reaching here means the hook did not end the process: the parent sees status 0.
     }
 
     #[test]
     fn a_panicking_task_or_thread_ends_the_whole_process_promptly_with_its_message() {
+        // Run again as its own child (below), this test is that child.
+        if let Ok(case) = std::env::var(CASE_ENV) {
+            panic_as_told(&case);
+            return;
+        }
         for (case, message) in [
             ("current-thread-task", "a task fails"),
             ("multi-thread-task", "a task fails"),

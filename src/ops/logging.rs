@@ -39,13 +39,20 @@ pub fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
 /// The last line of a launcher that could not start or run (`fhircluster: ...`), then the queue
 /// flushed: written like every other line, so a stuck stderr can't hold the exit up.
 pub fn fatal(line: &str) {
+    fatal_within(line, Duration::from_secs(5));
+}
+
+/// [`fatal`], waiting at most `most` for the queue to be written (a panic's line: `fatal.rs`).
+pub fn fatal_within(line: &str, most: Duration) {
     let prefix = Journal::detect().stderr.then_some(priority(&Level::ERROR));
     queue().push(
         Target::Stderr,
         Source::Launcher,
         lines_with_priority(prefix, line.as_bytes().to_vec()),
     );
-    flush();
+    if let Some(q) = started() {
+        q.flush(Duration::from_secs(1).min(most), most);
+    }
 }
 
 /// Gives the lines still queued their chance before the launcher exits: up to 5 s while they
