@@ -13,7 +13,7 @@ use common::{
     accepting, alive, children_of, cluster, free_ports, holds_for, is_guardian, unsafe_kill,
     wait_until, Cluster,
 };
-use fhircluster::ipc::PROTOCOL_VERSION;
+use fhircluster::ipc::message::PROTOCOL_VERSION;
 use serde_json::json;
 
 const PLAIN: &str = concat!(
