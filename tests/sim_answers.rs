@@ -1,7 +1,7 @@
 //! The real `fhirsmith-sim` binary answering HTTP: FHIR-ish answers, X-Served-By, echoes,
 //! routing errors on a worker, cache-ids across restarts, the shared cache.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

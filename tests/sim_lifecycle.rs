@@ -2,7 +2,7 @@
 //! (ready, status, samples, counts, what the master is sent, exit when it closes), refusing, and
 //! the start/exit knobs.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,9 +3,6 @@
 //! launcher's output captured line by line, and a small HTTP/1.1 client on raw sockets (so tests
 //! control every byte and read every header exactly as sent).
 
-// Each test binary uses some of these helpers, not all.
-#![allow(dead_code, unused_imports)]
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
