@@ -41,68 +41,68 @@ fn after_help() -> String {
 pub struct Cli {
     /// How many tx-workers (a whole number; 0: the master alone) [env: FHIRSMITH_WORKERS]
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub workers: Option<String>,
+    pub(crate) workers: Option<String>,
 
     /// The port clients use [env: PORT] [default: 3000]
     #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
-    pub port: Option<String>,
+    pub(crate) port: Option<String>,
 
     /// Whether the master also takes ordinary tx requests (true or false) [default: true]
     #[arg(long, value_name = "BOOL")]
-    pub master_serves_tx: Option<String>,
+    pub(crate) master_serves_tx: Option<String>,
 
     /// The master's port; worker n gets this + n [default: port + 1]
     #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
-    pub internal_port: Option<String>,
+    pub(crate) internal_port: Option<String>,
 
     /// The data directory, holding config.json [env: FHIRSMITH_DATA_DIR] [default: .]
     #[arg(long, value_name = "DIR", global = true)]
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
 
     /// The server's program and arguments, in one string split on whitespace
     /// [default: "node server.js"]
     #[arg(long, value_name = "\"PROGRAM ARGS...\"", allow_hyphen_values = true)]
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
 
     /// Where the launcher's own endpoints listen (/livez, /readyz, /status, /metrics): a port
     /// (on loopback) or ADDRESS:PORT [default: off]
     #[arg(long, value_name = "ADDR", global = true)]
-    pub admin_address: Option<String>,
+    pub(crate) admin_address: Option<String>,
 
     /// The address server.port listens on, e.g. 127.0.0.1 [env: FHIRSMITH_LISTEN_ADDRESS]
     /// [default: every interface, IPv6 and IPv4]
     #[arg(long, value_name = "ADDR")]
-    pub listen_address: Option<String>,
+    pub(crate) listen_address: Option<String>,
 
     /// Log lines as text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<String>,
+    pub(crate) log_format: Option<String>,
 
     /// The launcher's log lines written: error, warn, info or debug (and those above it)
     /// [env: RUST_LOG, a full tracing filter] [default: info]
     #[arg(long, value_name = "LEVEL")]
-    pub log_level: Option<String>,
+    pub(crate) log_level: Option<String>,
 
     /// Validate the settings and print the plan; start nothing
     #[arg(long)]
-    pub check: bool,
+    pub(crate) check: bool,
 
     /// Run with the built-in simulated FHIRsmith server instead of the command
     #[arg(long)]
-    pub demo: bool,
+    pub(crate) demo: bool,
 
     /// What to do instead of running the cluster
     #[command(subcommand)]
-    pub action: Option<Action>,
+    pub(crate) action: Option<Action>,
 
     /// Node flags for every server process (after --)
     #[arg(last = true, value_name = "NODE FLAGS")]
-    pub node_flags: Vec<String>,
+    pub(crate) node_flags: Vec<String>,
 }
 
 /// Subcommands.
 #[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Show a running launcher's processes, slots, memory and refusals (through its own
     /// endpoint: --admin-address, or server.cluster.adminAddress in config.json). Exit status:
     /// 0 ready, 1 not ready or draining, 2 no launcher answers.

@@ -23,13 +23,13 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// The exit status of a launcher that panicked (as an unwound Rust main gives).
-pub const PANIC_STATUS: i32 = 101;
+pub(crate) const PANIC_STATUS: i32 = 101;
 
 /// How long the panic's line may take to be written before the process ends anyway.
-pub const WRITE_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// The test hook's environment variable (see the module's notes).
-pub const TEST_PANIC_ENV: &str = "FHIRCLUSTER_TEST_PANIC";
+pub(crate) const TEST_PANIC_ENV: &str = "FHIRCLUSTER_TEST_PANIC";
 
 /// Makes every panic, in any thread or task, end the process promptly with its message.
 pub fn install() {
@@ -49,7 +49,7 @@ pub fn install() {
 }
 
 /// `fhircluster: panic at src/x.rs:12:5: the message; the launcher exits (status 101)`, one line.
-pub fn panic_line(info: &PanicHookInfo<'_>) -> String {
+pub(crate) fn panic_line(info: &PanicHookInfo<'_>) -> String {
     let payload = info.payload();
     let message = payload
         .downcast_ref::<&str>()

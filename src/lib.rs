@@ -2,25 +2,30 @@
 //!
 //! The crate is a pure core (routing, admission, sizing, restart and recycle policy: no I/O, time
 //! passed in) and a thin shell (processes, sockets, timers) around it. Module roots only declare.
+//!
+//! The library is the product. Public is only what its clients use: the launcher binary
+//! (`src/main.rs`: `cli`, `launcher`, `fatal`, `tree::guardian_main`, `ops::logging::fatal`), the
+//! simulated server `src/bin/fhirsmith-sim` (`ipc`, `outcome`, `process::Role`,
+//! `settings::jsonc`), the load tool `src/bin/fhircluster-load` (`proxy::scheduler::bench`) and
+//! the integration tests (`ipc`, and a few items, each saying which test reads it). The rest is
+//! `pub(crate)` or private, so the compiler reports what nothing uses.
 
 pub mod cli;
-pub mod deadline;
+pub(crate) mod deadline;
 pub mod fatal;
-pub mod held_ports;
+pub(crate) mod held_ports;
 pub mod ipc;
 pub mod launcher;
-pub mod load;
-pub mod machine;
+pub(crate) mod machine;
 pub mod ops;
 pub mod outcome;
-pub mod plan;
+pub(crate) mod plan;
 pub mod process;
 pub mod proxy;
-pub mod reload;
+pub(crate) mod reload;
 pub mod settings;
-pub mod sim;
-pub mod sizing;
-pub mod status;
+pub(crate) mod sizing;
+pub(crate) mod status;
 pub mod supervisor;
-pub mod system;
+pub(crate) mod system;
 pub mod tree;

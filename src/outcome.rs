@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 pub const CONTENT_TYPE: &str = "application/fhir+json";
 
 /// The code system of the terminology-specific issue types (`cache-id-unknown` ...).
-pub const TX_ISSUE_TYPE: &str = "http://hl7.org/fhir/tools/CodeSystem/tx-issue-type";
+pub(crate) const TX_ISSUE_TYPE: &str = "http://hl7.org/fhir/tools/CodeSystem/tx-issue-type";
 
 /// One-issue OperationOutcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,7 +33,7 @@ impl Outcome {
         }
     }
 
-    pub fn with_tx_issue_type(mut self, t: &'static str) -> Outcome {
+    pub(crate) fn with_tx_issue_type(mut self, t: &'static str) -> Outcome {
         self.tx_issue_type = Some(t);
         self
     }
@@ -112,7 +112,7 @@ impl Outcome {
         })
     }
 
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         // A Value built from strings and literals always serialises.
         serde_json::to_vec(&self.to_json()).unwrap_or_default()
     }

@@ -7,16 +7,16 @@ use std::net::SocketAddr;
 /// A process's place in the cluster: 0 is the master, n is tx-worker n. Stable across restarts,
 /// so a restarted process keeps its role, code and port (RESTART-6).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ProcessId(pub u16);
+pub(crate) struct ProcessId(pub u16);
 
 impl ProcessId {
-    pub const MASTER: ProcessId = ProcessId(0);
+    pub(crate) const MASTER: ProcessId = ProcessId(0);
 
-    pub fn is_master(self) -> bool {
+    pub(crate) fn is_master(self) -> bool {
         self.0 == 0
     }
 
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self.0 as usize
     }
 }
@@ -45,7 +45,7 @@ impl fmt::Display for Role {
 
 /// One process the launcher runs: everything needed to start it and to reach it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProcessSpec {
+pub(crate) struct ProcessSpec {
     pub id: ProcessId,
     pub role: Role,
     /// Instance code: `m0` (or `modules.tx.instanceCode`) for the master, `tx<n>` for worker n.

@@ -4,7 +4,7 @@
 //! wrapper shells; a child that closes its channel at once; a Node.js child that says `ready`
 //! with another major protocol version. Real binaries on 127.0.0.1, free ports, bounded waits.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use common::{
     accepting, alive, children_of, cluster, free_ports, holds_for, is_guardian, unsafe_kill,
     wait_until, Cluster,
 };
-use fhircluster::ipc::PROTOCOL_VERSION;
+use fhircluster::ipc::message::PROTOCOL_VERSION;
 use serde_json::json;
 
 const PLAIN: &str = concat!(

@@ -2,7 +2,7 @@
 //! starts anything: the real binary on a temporary data directory, its exit status and output.
 //! `--check` is `nginx -t`: validate config.json and print the plan, bind nothing, start nothing.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::Duration;

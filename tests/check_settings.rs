@@ -4,7 +4,7 @@
 //! and the sample period the launcher tells the processes, and the tx endpoints in the plan.
 //! Each failure is one line naming the setting, exit 1, before anything starts.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

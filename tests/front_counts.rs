@@ -4,7 +4,7 @@
 //! and its `503`s for the master's paths while the master restarts count as refusals with no
 //! process ready (EVENT-10). The counts are read from the events the master received.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! `recycleSeconds`, the master never, the other worker untouched. Needs root and a memory
 //! controller: where they are missing the test fails saying so.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

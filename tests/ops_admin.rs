@@ -4,7 +4,7 @@
 //! request still in flight; `/livez` is `200` throughout; `/status` lists each process; and the
 //! real `fhircluster status` binary prints them as a table.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

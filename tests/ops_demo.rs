@@ -2,7 +2,7 @@
 //! directory of its own (`$TMPDIR/fhircluster-demo-<pid>`), which is gone once it has stopped;
 //! a data directory given (`--data-dir`) is used instead and kept.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

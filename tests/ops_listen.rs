@@ -4,7 +4,7 @@
 //! `server.cluster.listenAddress` (or `--listen-address`, `FHIRSMITH_LISTEN_ADDRESS`) only there:
 //! `127.0.0.1` answers on loopback and on no other address. The start line says where.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! with `hostPrefix` every line that names a process names it by its full instance code (`atx1`),
 //! as do `X-Served-By` and the cache-ids.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

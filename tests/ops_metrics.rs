@@ -4,7 +4,7 @@
 //! lanes, queue waits, the launcher's refusals after a surge, and `504`s after a hang, each
 //! counted against the process that hung.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -8,7 +8,7 @@
 //! `503`s pass through as sent. Documentation that is tested cannot drift. Without nginx
 //! installed these tests fail, saying so.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -6,7 +6,7 @@
 //! launcher's notify variables, and a launcher without (or with a dead) notify socket runs and
 //! stops as usual.
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //! nothing. After every stop no process the launcher started is left running. README's and
 //! `--help`'s signal tables are the launcher's own (`ops::signals::TABLE`).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -5,7 +5,7 @@
 //! `fhircluster --version` names the version, the commit and the compiler. A tx endpoint nobody
 //! uses (every tx-capable request going to the master) is one WARNING naming the prefix.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! settings' defaults), `systemd-analyze verify` finds nothing wrong with it, and the Compose
 //! file gives Docker as long, a working directory, and a health check on the admin address.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::process::Command;

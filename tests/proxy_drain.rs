@@ -2,7 +2,7 @@
 //! (with `Connection: close`), idle keep-alive connections are closed, new connections are
 //! refused, and whatever still runs after `drainSeconds` is cut short.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

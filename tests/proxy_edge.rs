@@ -3,7 +3,7 @@
 //! else), and its own refusals stay out of the graphs' refusal counts, which are the memory
 //! guard's alone (QUEUE-18).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `writeTimeoutSeconds` while others are served), and the master down (its paths `503`, tx
 //! work carrying on).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! cut off at the header timeout counted from the accept, and a crowd of slow clients is as
 //! cheap.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

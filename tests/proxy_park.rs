@@ -3,7 +3,7 @@
 //! parked connection still closes on drain and still has the header timeout, and a crowd of idle
 //! clients costs the launcher a few KB each instead of hyper's 13.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! a queue of `$expand`s (and, without the lane, waits in that queue). The sims burn real CPU
 //! (`SIM_COST_EXPAND_MS`), so the bounds leave room for a busy machine.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

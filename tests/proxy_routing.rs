@@ -4,7 +4,7 @@
 //! master's share of tx work, cache-id routing (with a control that goes around the launcher to
 //! show the same traffic fails without it), a dead issuer, and the headers and framing passed on.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

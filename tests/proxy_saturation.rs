@@ -4,7 +4,7 @@
 //! that isn't busy, or `saturatedPercent` 0, gets `maxOutstanding` as the spec says. The real
 //! binary, a real sim burning real CPU, the launcher's `/metrics` to watch its slots.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! `upstreamTimeoutSeconds` 0 is no timeout at all (CONF-16). Each state is read from the
 //! launcher's own `/status` (its slots and queue) and the sims' own counts.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

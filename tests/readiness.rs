@@ -2,7 +2,7 @@
 //! speaks the IPC protocol (its `hello` came) is ready only on its `ready` message, however long
 //! it has been listening; a server with no channel is ready by its own listening socket.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 started=$(date +%s)
-cargo test --test reliability_faults --test reliability_resources --test reliability_clients --test reliability_orphans "$@" -- --nocapture >"$out" 2>&1 || {
+cargo test --test integration "$@" -- --nocapture \
+    reliability_faults:: reliability_resources:: reliability_clients:: reliability_orphans:: >"$out" 2>&1 || {
     cat "$out" >&2
     echo "reliability suite failed" >&2
     exit 1

@@ -4,7 +4,7 @@
 //! none reaches a process malformed, and none slows the clients that behave. Each test prints
 //! its figures on a `RELIABILITY` line (see README, Reliability).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

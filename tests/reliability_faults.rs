@@ -4,7 +4,7 @@
 //! in `reliability_resources.rs`.) Each is bounded in time and loopback only; each prints its
 //! figures on a `RELIABILITY` line (README, Reliability).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! process at start. Each is bounded in time and loopback only; each prints its figures on a
 //! `RELIABILITY` line (README, Reliability).
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};

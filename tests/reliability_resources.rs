@@ -3,7 +3,7 @@
 //! opened, and every way a start can fail. Each is bounded in time and loopback only; each prints
 //! its figures on a `RELIABILITY` line (README, Reliability).
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};

@@ -3,7 +3,7 @@
 //! following; and the rolling restart replaces every process, the master last, without a tx
 //! request lost under steady load.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! stays on its issuer while the issuer is up (waiting for it up to `ownerQueueSeconds`), and
 //! goes to any tx process once the issuer is down. The status counts the shared store once.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

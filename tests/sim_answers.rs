@@ -1,11 +1,11 @@
 //! The real `fhirsmith-sim` binary answering HTTP: FHIR-ish answers, X-Served-By, echoes,
 //! routing errors on a worker, cache-ids across restarts, the shared cache.
 
-mod sim_util;
+use crate::common;
 
 use std::time::Duration;
 
-use sim_util::{Start, R};
+use common::{Start, R};
 
 #[tokio::test]
 async fn answers_stamps_and_echoes() -> R<()> {
@@ -70,7 +70,7 @@ async fn answers_stamps_and_echoes() -> R<()> {
 async fn node_flags_are_accepted_and_reported() -> R<()> {
     // spec: SIM-2
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let port = sim_util::free_port()?;
+    let port = common::free_port();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_fhirsmith-sim"));
     cmd.args([
         "--expose-gc",
@@ -87,7 +87,7 @@ async fn node_flags_are_accepted_and_reported() -> R<()> {
     )
     .kill_on_drop(true);
     let _child = cmd.spawn().map_err(|e| e.to_string())?;
-    let sim = sim_util::Sim {
+    let sim = common::Sim {
         child: _child,
         port,
         channel: None,
@@ -139,7 +139,7 @@ async fn a_worker_answers_master_paths_with_a_routing_error() -> R<()> {
     Ok(())
 }
 
-async fn issue(sim: &sim_util::Sim) -> R<String> {
+async fn issue(sim: &common::Sim) -> R<String> {
     let r = sim.post("/r4/$cache-control", &[], b"{}").await?;
     assert_eq!(r.status, 200, "{}", r.text());
     let id = r.header("x-cache-id").ok_or("no X-Cache-Id")?.to_string();
@@ -147,8 +147,8 @@ async fn issue(sim: &sim_util::Sim) -> R<String> {
     Ok(id)
 }
 
-async fn use_id(sim: &sim_util::Sim, id: &str) -> R<(u16, String)> {
-    let r = sim_util::http(
+async fn use_id(sim: &common::Sim, id: &str) -> R<(u16, String)> {
+    let r = common::http(
         sim.port,
         "GET",
         "/r4/CodeSystem/$lookup?code=1",
@@ -274,7 +274,7 @@ async fn large_streams_hangs_and_real_memory() -> R<()> {
     let t0 = std::time::Instant::now();
     let r = sim.get("/sim/stream?seconds=0.3").await?;
     assert!(r.text().starts_with("tick 0\n") && t0.elapsed() >= Duration::from_millis(300));
-    let hung = sim_util::http(sim.port, "GET", "/r4/CodeSystem?_sim_hang=1", &[], b"");
+    let hung = common::http(sim.port, "GET", "/r4/CodeSystem?_sim_hang=1", &[], b"");
     assert!(
         tokio::time::timeout(Duration::from_millis(300), hung)
             .await

@@ -2,13 +2,13 @@
 //! (ready, status, samples, counts, what the master is sent, exit when it closes), refusing, and
 //! the start/exit knobs.
 
-mod sim_util;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::{Start, R};
 use fhircluster::ipc::message::{FromChild, RequestCounts, Status, ToChild, PROTOCOL_VERSION};
 use serde_json::json;
-use sim_util::{Start, R};
 
 #[tokio::test]
 async fn operations_take_turns_on_one_thread() -> R<()> {
@@ -18,7 +18,7 @@ async fn operations_take_turns_on_one_thread() -> R<()> {
     let port = sim.port;
     let t0 = Instant::now();
     let expand = |n: u8| async move {
-        sim_util::http(
+        common::http(
             port,
             "GET",
             &format!("/r4/ValueSet/$expand?n={n}"),
@@ -30,7 +30,7 @@ async fn operations_take_turns_on_one_thread() -> R<()> {
     };
     let lookup = async {
         tokio::time::sleep(Duration::from_millis(30)).await;
-        sim_util::http(port, "GET", "/r4/CodeSystem/$lookup", &[], b"").await?;
+        common::http(port, "GET", "/r4/CodeSystem/$lookup", &[], b"").await?;
         Ok::<Duration, String>(t0.elapsed())
     };
     let (a, b, l) = tokio::join!(expand(1), expand(2), lookup);
@@ -60,7 +60,7 @@ async fn sigterm_finishes_the_request_in_progress_then_exits_0() -> R<()> {
     let port = sim.port;
     let req =
         tokio::spawn(
-            async move { sim_util::http(port, "GET", "/r4/ValueSet/$expand", &[], b"").await },
+            async move { common::http(port, "GET", "/r4/ValueSet/$expand", &[], b"").await },
         );
     tokio::time::sleep(Duration::from_millis(150)).await;
     sim.sigterm()?;

@@ -6,7 +6,7 @@
 //! cgroup too small for one worker (MEM-9, MEM-10, MEM-13). Every expectation is a relation
 //! read from this host, so it holds on any host.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! every second, tx2 only as it stops; counts sent while the master is down wait and arrive
 //! once; at the stop the master (made to ignore SIGTERM, so it can still be asked) has them all.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

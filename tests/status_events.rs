@@ -6,7 +6,7 @@
 //! alive but not reading its channel loses nothing either: events and worker counts wait until
 //! it reads again (issue 20 item 4, DEC-18).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! with their own timestamps, a gap marker where a worker restarted with its earlier points kept,
 //! and the memory Total; the whole history again when the master itself comes back.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `/sim/info`), what `/proc/<pid>/status` says, and the machine's cgroup; then a refusing
 //! process, a request in flight, and a stopped (stale) process left out of the totals.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

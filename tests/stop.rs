@@ -4,7 +4,7 @@
 //! restart backoff starts nothing again; a launcher killed with SIGKILL leaves no process behind.
 //! Order is asserted on the launcher's own log lines (one stream, written in order).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! Order is asserted on the launcher's own log lines (one stream, written in order); times only
 //! with generous bounds.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

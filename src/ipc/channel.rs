@@ -22,7 +22,7 @@ use super::codec::{decode, encode, CodecError, Frame, LineDecoder};
 use super::message::{FromChild, Message, ToChild};
 
 /// The fd the child's end becomes in the child.
-pub const CHILD_FD: RawFd = 3;
+pub(crate) const CHILD_FD: RawFd = 3;
 
 /// Makes the pair: (launcher's end, child's end), both close-on-exec; [`prepare_child`] makes the
 /// child's end fd 3 (without close-on-exec) in the child only, so no other child inherits it.
@@ -114,7 +114,7 @@ pub type ChildChannel = Channel<ToChild, FromChild>;
 
 impl<In: Message, Out: Message> Channel<In, Out> {
     /// Wraps an fd (either end). Must be called inside a tokio runtime.
-    pub fn from_fd(fd: OwnedFd) -> io::Result<Channel<In, Out>> {
+    pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<Channel<In, Out>> {
         let std = std::os::unix::net::UnixStream::from(fd);
         std.set_nonblocking(true)?;
         let (r, w) = UnixStream::from_std(std)?.into_split();

@@ -95,6 +95,7 @@ impl LineDecoder {
 
     /// Bytes of an unfinished line held (a partial final line at EOF is dropped, not decoded:
     /// a peer that died mid-write sent half a message).
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.buf.len()
     }

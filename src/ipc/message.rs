@@ -101,7 +101,7 @@ pub struct Status {
 
 impl Status {
     /// The figures of a `status` message; None for any other message.
-    pub fn from_message(msg: &FromChild) -> Option<Status> {
+    pub(crate) fn from_message(msg: &FromChild) -> Option<Status> {
         match msg {
             FromChild::Status(s) => Some(s.clone()),
             _ => None,

@@ -2,13 +2,12 @@
 //! end is the child's fd 3, spoken as newline-delimited JSON, the framing Node.js uses for
 //! `process.send()` with `NODE_CHANNEL_SERIALIZATION_MODE=json`. `codec` is pure bytes ↔ lines,
 //! `message` the typed messages (the contract is cluster.md ("The IPC protocol")), `channel` the sockets.
+//!
+//! `channel` and `message` are public: `fhirsmith-sim` speaks the child's end through them, as
+//! any child could, and the integration tests play either end.
 
 pub mod channel;
-pub mod codec;
+pub(crate) mod codec;
 #[cfg(test)]
 mod codec_fuzz;
 pub mod message;
-
-pub use channel::{Channel, ChannelReceiver, ChannelSender, Received};
-pub use codec::{CodecError, Frame, LineDecoder, MAX_LINE_BYTES};
-pub use message::{FromChild, RequestCounts, ToChild, PROTOCOL_VERSION};

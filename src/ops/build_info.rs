@@ -1,15 +1,14 @@
 //! What this binary was built from, as `fhircluster --version` prints it (`nginx -V`'s
-//! counterpart); `build.rs` fills these in at compile time.
+//! counterpart); `build.rs` fills these in at compile time. Public for `tests/ops_status.rs`,
+//! which checks `--version` against them.
 
-/// The crate's version.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The git commit it was built from (12 hex digits), or `unknown` outside a git checkout.
 pub const COMMIT: &str = env!("FHIRCLUSTER_GIT_COMMIT");
 /// The compiler that built it, as `rustc --version` says.
 pub const RUSTC: &str = env!("FHIRCLUSTER_RUSTC");
 
 /// `fhircluster --version` (`-V`): the version, then one line each for the commit and compiler.
-pub const LONG_VERSION: &str = concat!(
+pub(crate) const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\ncommit: ",
     env!("FHIRCLUSTER_GIT_COMMIT"),

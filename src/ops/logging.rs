@@ -17,7 +17,7 @@ use super::log_queue::{queue, started, Source, Target};
 use crate::settings::{LogFormat, LogLevel};
 
 /// Installs the launcher's log subscriber. A second call (tests) changes nothing.
-pub fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
+pub(crate) fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
     // The loader has already refused a filter that doesn't parse.
     let filter = EnvFilter::try_new(level.filter()).unwrap_or_else(|_| EnvFilter::new("info"));
     let writer = QueueWriter {
@@ -43,7 +43,7 @@ pub fn fatal(line: &str) {
 }
 
 /// [`fatal`], waiting at most `most` for the queue to be written (a panic's line: `fatal.rs`).
-pub fn fatal_within(line: &str, most: Duration) {
+pub(crate) fn fatal_within(line: &str, most: Duration) {
     let prefix = Journal::detect().stderr.then_some(priority(&Level::ERROR));
     queue().push(
         Target::Stderr,
@@ -57,7 +57,7 @@ pub fn fatal_within(line: &str, most: Duration) {
 
 /// Gives the lines still queued their chance before the launcher exits: up to 5 s while they
 /// move, 1 s once nothing moves (the output stuck).
-pub fn flush() {
+pub(crate) fn flush() {
     if let Some(q) = started() {
         q.flush(Duration::from_secs(1), Duration::from_secs(5));
     }
@@ -70,7 +70,7 @@ thread_local! {
 
 /// The lines `log` logs, formatted as every log line is, returned instead of queued (for the
 /// writer thread's own report of dropped lines). Empty when the level filter leaves them out.
-pub fn capture(log: impl FnOnce()) -> Vec<u8> {
+pub(crate) fn capture(log: impl FnOnce()) -> Vec<u8> {
     CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
     log();
     CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default()
@@ -104,7 +104,7 @@ impl QueueWriter {
 }
 
 /// One event's text, queued when dropped.
-pub struct EventLine {
+pub(crate) struct EventLine {
     priority: Option<u8>,
     buf: Vec<u8>,
 }

@@ -2,17 +2,17 @@
 //! protocol, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and the
 //! `fhircluster status` table.
 
-pub mod admin;
+pub(crate) mod admin;
 pub mod build_info;
-pub mod child_log;
-pub mod client_port;
-pub mod extend;
-pub mod journald;
-pub mod log_queue;
+pub(crate) mod child_log;
+pub(crate) mod client_port;
+pub(crate) mod extend;
+pub(crate) mod journald;
+pub(crate) mod log_queue;
 pub mod logging;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod notify;
-pub mod signal_stream;
+pub(crate) mod signal_stream;
 pub mod signals;
-pub mod status_table;
-pub mod tx_usage;
+pub(crate) mod status_table;
+pub(crate) mod tx_usage;

@@ -22,16 +22,16 @@ use super::extend::Extender;
 
 /// The environment variables that belong to the launcher alone; its children must not inherit
 /// them (with `NotifyAccess=main` their messages would be refused anyway).
-pub const NOTIFY_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+pub(crate) const NOTIFY_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
 
-pub struct Notifier {
+pub(crate) struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     watchdog: Option<Duration>,
 }
 
 impl Notifier {
     /// From `NOTIFY_SOCKET` (a path, or `@name` for the abstract namespace) and `WATCHDOG_USEC`.
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         let socket = std::env::var("NOTIFY_SOCKET").ok();
         let target = socket.as_deref().and_then(|s| {
             let addr = parse_address(s)?;
@@ -50,16 +50,16 @@ impl Notifier {
         Notifier { target, watchdog }
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.target.is_some()
     }
 
     /// How often to ping: half the watchdog's timeout, as systemd advises.
-    pub fn watchdog_interval(&self) -> Option<Duration> {
+    pub(crate) fn watchdog_interval(&self) -> Option<Duration> {
         self.watchdog.map(|w| w / 2)
     }
 
-    pub fn send(&self, state: &str) {
+    pub(crate) fn send(&self, state: &str) {
         if let Some((sock, addr)) = &self.target {
             if let Err(e) = sock.send_to_addr(state.as_bytes(), addr) {
                 debug!("sd_notify {state:?}: {e}");
@@ -68,25 +68,26 @@ impl Notifier {
     }
 
     /// Started, or a reload is over (refused ones too: the service runs on as it was).
-    pub fn ready(&self, status: &str) {
+    pub(crate) fn ready(&self, status: &str) {
         self.send(&format!("READY=1\nSTATUS={status}"));
     }
 
     /// A reload begins: systemd ≥ 253 (`Type=notify-reload`) matches it to the `SIGHUP` it sent
     /// by the monotonic time, and waits for the next `READY=1`.
-    pub fn reloading(&self) {
+    pub(crate) fn reloading(&self) {
         self.send(&format!(
             "RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=reloading: rolling restart",
             monotonic_usec()
         ));
     }
 
-    pub fn stopping(&self) {
+    pub(crate) fn stopping(&self) {
         self.send("STOPPING=1\nSTATUS=draining");
     }
 }
 
-/// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC=` with.
+/// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC=` with. Public
+/// for `tests/ops_notify.rs`, which plays systemd.
 pub fn monotonic_usec() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -99,7 +100,7 @@ pub fn monotonic_usec() -> u64 {
 
 /// Where the launcher is, as systemd should hear it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// Before `READY=1`: the master is starting.
     Starting,
     Serving,
@@ -113,7 +114,7 @@ pub enum State {
 /// (`status` gives it for the state and whether the master's process runs), `EXTEND_TIMEOUT_USEC=`
 /// while the master starts with its process running (`master_alive`) and while a reload runs,
 /// and `WATCHDOG=1`.
-pub async fn keep_informed(
+pub(crate) async fn keep_informed(
     notifier: Arc<Notifier>,
     state: watch::Receiver<State>,
     master_alive: Arc<AtomicBool>,
@@ -183,7 +184,7 @@ fn parse_address(s: &str) -> Option<SocketAddr> {
 }
 
 /// The `STATUS=` line: `3/3 ready, 0 queued`.
-pub fn status_line(ready: usize, total: usize, queued: usize) -> String {
+pub(crate) fn status_line(ready: usize, total: usize, queued: usize) -> String {
     format!("{ready}/{total} ready, {queued} queued")
 }
 

@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-/// The signals the launcher catches.
+/// The signals the launcher catches. Public for `tests/ops_signals.rs`, which sends each one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Sig {
     Hup,
@@ -26,7 +26,7 @@ pub enum Sig {
 }
 
 impl Sig {
-    pub const ALL: [Sig; 8] = [
+    pub(crate) const ALL: [Sig; 8] = [
         Sig::Hup,
         Sig::Int,
         Sig::Quit,
@@ -78,7 +78,7 @@ impl fmt::Display for Sig {
 
 /// Where the launcher is when a signal arrives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// The master is starting; nothing listens yet.
     Starting,
     /// Serving clients.
@@ -91,7 +91,7 @@ pub enum Phase {
 
 /// What the launcher does with a signal.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Meaning {
+pub(crate) enum Meaning {
     /// Read `config.json` again and restart the processes in turn.
     Reload,
     /// The orderly stop: drain, then the processes in order.
@@ -104,7 +104,7 @@ pub enum Meaning {
 }
 
 /// The meaning of `sig` in `phase`.
-pub fn meaning(sig: Sig, phase: Phase) -> Meaning {
+pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
     use Phase::*;
     match (sig, phase) {
         (s, Starting | Serving) if s.stops() => Meaning::Stop,
@@ -126,7 +126,8 @@ pub fn meaning(sig: Sig, phase: Phase) -> Meaning {
     }
 }
 
-/// README's and `--help`'s table: each signal and what it does, as operators read it.
+/// README's and `--help`'s table: each signal and what it does, as operators read it. Public
+/// for `tests/ops_signals.rs`.
 pub const TABLE: &[(&str, &str)] = &[
     (
         "HUP",
@@ -155,7 +156,7 @@ pub const TABLE: &[(&str, &str)] = &[
 ];
 
 /// The table as `--help` prints it.
-pub fn help_text() -> String {
+pub(crate) fn help_text() -> String {
     let width = TABLE.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
     let mut out = String::from("Signals:\n");
     for (sig, what) in TABLE {

@@ -72,6 +72,7 @@ impl Budget {
     }
 
     /// Holds `n` bytes if they fit.
+    #[cfg(test)]
     pub fn try_take(self: &Arc<Self>, n: u64) -> Option<Lease> {
         let mut lease = Lease::none(self);
         lease.try_grow(n).then_some(lease)
@@ -121,6 +122,7 @@ impl Lease {
     }
 
     /// Bytes this lease holds.
+    #[cfg(test)]
     pub fn bytes(&self) -> u64 {
         self.n
     }

@@ -52,20 +52,10 @@ impl LiveListenerSettings {
     }
 }
 
-/// Serves until `shutdown` turns true, then drains and returns.
 /// At most one line per this long about failing accepts.
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(60);
 
-pub async fn serve(
-    listener: TcpListener,
-    front: Arc<Front>,
-    cfg: ListenerSettings,
-    shutdown: watch::Receiver<bool>,
-) {
-    serve_live(listener, front, LiveListenerSettings::new(cfg), shutdown).await;
-}
-
-/// As `serve`, with settings that may change while it serves.
+/// Serves until `shutdown` turns true, then drains and returns; `live` may change while it serves.
 pub async fn serve_live(
     listener: TcpListener,
     front: Arc<Front>,

@@ -1,20 +1,20 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
-pub mod budget;
-pub mod conn;
-pub mod counters;
-pub mod forward;
-pub mod front;
-pub mod lane;
-pub mod listener;
-pub mod lobby;
-pub mod outcome;
-pub mod park;
-pub mod pipeline;
-pub mod report;
-pub mod route;
-pub mod saturation;
-pub mod saturation_watch;
+pub(crate) mod budget;
+pub(crate) mod conn;
+pub(crate) mod counters;
+pub(crate) mod forward;
+pub(crate) mod front;
+pub(crate) mod lane;
+pub(crate) mod listener;
+pub(crate) mod lobby;
+pub(crate) mod outcome;
+pub(crate) mod park;
+pub(crate) mod pipeline;
+pub(crate) mod report;
+pub(crate) mod route;
+pub(crate) mod saturation;
+pub(crate) mod saturation_watch;
 pub mod scheduler;
 pub mod trim;

@@ -374,7 +374,7 @@ mod tests {
                 write_stalled: false
             }
         );
-        drop(TrackedBody::new(super::super::forward::empty(), g));
+        drop(TrackedBody::new(super::super::forward::body::empty(), g));
         assert_eq!(a.snapshot().ended, 1);
         assert!(a.snapshot().last_end_ms >= 5_000);
     }

@@ -11,33 +11,34 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-/// Parks between two trims.
+/// Parks between two trims. Public for `tests/proxy_park.rs`, which counts them in the log.
 pub const BATCH: usize = 256;
 
 /// How long after the batch's last park the trim waits, so one crowd is one trim.
-pub const SETTLE: Duration = Duration::from_millis(300);
+pub(crate) const SETTLE: Duration = Duration::from_millis(300);
 
 #[derive(Debug, Default)]
-pub struct Trimmer {
+pub(crate) struct Trimmer {
     parked: AtomicUsize,
     wake: Notify,
 }
 
 impl Trimmer {
     /// A connection was parked.
-    pub fn parked(&self) {
+    pub(crate) fn parked(&self) {
         if self.parked.fetch_add(1, Ordering::Relaxed) + 1 == BATCH {
             self.wake.notify_one();
         }
     }
 
     /// Whether a trim is due (a batch of parks since the last).
-    pub fn due(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn due(&self) -> bool {
         self.parked.load(Ordering::Relaxed) >= BATCH
     }
 
     /// Trims after each batch of parks, for as long as the listener runs.
-    pub async fn run(self: Arc<Self>) {
+    pub(crate) async fn run(self: Arc<Self>) {
         loop {
             self.wake.notified().await;
             // Let the crowd settle: later parks of it join this trim.

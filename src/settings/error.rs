@@ -92,6 +92,7 @@ pub enum SettingsError {
 
 impl SettingsError {
     /// The setting the error is about (`config.json` for a file that can't be read).
+    #[cfg(test)]
     pub fn setting(&self) -> &str {
         match self {
             SettingsError::Invalid { setting, .. } => setting,

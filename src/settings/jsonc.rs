@@ -34,7 +34,7 @@ impl fmt::Display for ConfigFileError {
 impl std::error::Error for ConfigFileError {}
 
 /// Parses JSON that may contain `//` and `/* */` comments.
-pub fn parse(path: &Path, text: &str) -> Result<serde_json::Value, ConfigFileError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<serde_json::Value, ConfigFileError> {
     let blanked = blank_comments(text).map_err(|(line, column)| ConfigFileError {
         path: path.to_path_buf(),
         line,

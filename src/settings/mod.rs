@@ -9,7 +9,7 @@
 //! (`value.rs`, `file.rs` for config.json), then checks the rules between settings
 //! (`validate.rs`). Every failure is one `SettingsError` line naming the setting (`error.rs`).
 
-pub mod bounds;
+pub(crate) mod bounds;
 mod command;
 mod error;
 mod file;
@@ -19,92 +19,89 @@ mod node_flags;
 mod validate;
 mod value;
 
-pub use command::{check_command, check_command_with, find_program};
-pub use error::{SettingsError, Source, Sources};
-pub use file::{CLUSTER_KEYS, MEMORY_KEYS};
-pub use load::{data_dir, from_sources, load};
-pub use node_flags::check_node_flags;
-pub use validate::{
-    check_instance_code, check_port_range, check_rule, normalise_endpoint, validate,
-    EXAMPLE_ENDPOINTS, KNOWN_RULES,
-};
+pub(crate) use command::check_command;
+pub(crate) use error::{SettingsError, Source, Sources};
+pub(crate) use load::load;
+pub(crate) use validate::check_port_range;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The whole validated configuration of one launcher run.
+/// The whole validated configuration of one launcher run. Public, with the stop's two timeouts
+/// in [`ClusterSettings`], for `tests/ops_systemd.rs` (their defaults bound README's
+/// `TimeoutStopSec`); the rest is the crate's own.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// `--data-dir`, `FHIRSMITH_DATA_DIR`, else the current directory.
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// `server.port` / `--port` / `PORT`: the port clients use (3000).
-    pub port: u16,
+    pub(crate) port: u16,
     /// `server.cluster.command` / `--command`: program and arguments of the server
     /// (`["node", "server.js"]`), run in the working directory.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Node flags given after `--`, passed to every child (with `--expose-gc` added).
-    pub node_flags: Vec<String>,
+    pub(crate) node_flags: Vec<String>,
     pub cluster: ClusterSettings,
-    pub memory: MemorySettings,
-    pub tx: TxSettings,
-    pub stats: StatsSettings,
+    pub(crate) memory: MemorySettings,
+    pub(crate) tx: TxSettings,
+    pub(crate) stats: StatsSettings,
     /// Non-fatal findings (unknown keys under `server.cluster` / `server.memory` ...), one line each.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Which layer gave each setting, for the messages that name it (`--workers`, not
     /// `server.cluster.workers`, when the flag set it).
-    pub sources: Sources,
+    pub(crate) sources: Sources,
 }
 
 /// `server.cluster.*`
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterSettings {
     /// None: sized from the CPUs and memory. Some(0): the master alone.
-    pub workers: Option<u32>,
+    pub(crate) workers: Option<u32>,
     /// Overrides the detected physical cores.
-    pub cores: Option<u32>,
+    pub(crate) cores: Option<u32>,
     /// The worker rule by name (`classic`).
-    pub worker_rule: String,
-    pub memory_headroom_gb: f64,
-    pub master_serves_tx: bool,
+    pub(crate) worker_rule: String,
+    pub(crate) memory_headroom_gb: f64,
+    pub(crate) master_serves_tx: bool,
     /// The master's port; worker n gets this + n. Default `port + 1`.
-    pub internal_port: u16,
+    pub(crate) internal_port: u16,
     /// Where the processes listen (`127.0.0.1`).
-    pub bind_address: String,
+    pub(crate) bind_address: String,
     pub drain: Duration,
     /// 0: no limit.
-    pub max_outstanding: u32,
-    pub queue: Duration,
-    pub owner_queue: Duration,
-    pub cooldown: Duration,
-    pub upstream_timeout: Duration,
-    pub write_timeout: Duration,
+    pub(crate) max_outstanding: u32,
+    pub(crate) queue: Duration,
+    pub(crate) owner_queue: Duration,
+    pub(crate) cooldown: Duration,
+    pub(crate) upstream_timeout: Duration,
+    pub(crate) write_timeout: Duration,
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// `headerMaxKB` (fhircluster's own): the largest request line and headers a client may
     /// send, in KB; beyond it, `431`. 8..=1024.
-    pub header_max_kb: u64,
+    pub(crate) header_max_kb: u64,
     /// `bufferMaxMB` (fhircluster's own): the most the front door holds of bodies for clients
     /// (tx responses read ahead, request bodies read before admission), in MB. 0: no limit.
-    pub buffer_max_mb: u64,
+    pub(crate) buffer_max_mb: u64,
     /// `proxyThreads` (fhircluster's own): the front door's runtime threads.
-    pub proxy_threads: u32,
+    pub(crate) proxy_threads: u32,
     /// 0: never give up.
-    pub max_start_failures: u32,
-    pub recycle: Duration,
-    pub fast_lane_extra: u32,
-    pub normal_min_slots: u32,
+    pub(crate) max_start_failures: u32,
+    pub(crate) recycle: Duration,
+    pub(crate) fast_lane_extra: u32,
+    pub(crate) normal_min_slots: u32,
     /// `saturatedPercent` (fhircluster's own): a process whose event loop wanted the CPU this
     /// share of the time is saturated, and its other requests are held to `normalMinSlots`.
     /// 0: never (the spec's rule alone). 0..=100.
-    pub saturated_percent: u32,
-    pub fast_lane_max_bytes: u64,
+    pub(crate) saturated_percent: u32,
+    pub(crate) fast_lane_max_bytes: u64,
     /// Always above zero.
-    pub status_interval: Duration,
-    pub shared_cache: bool,
-    pub cache_affinity: bool,
-    pub shared_cache_max_mb: u64,
-    pub shared_closure: bool,
+    pub(crate) status_interval: Duration,
+    pub(crate) shared_cache: bool,
+    pub(crate) cache_affinity: bool,
+    pub(crate) shared_cache_max_mb: u64,
+    pub(crate) shared_closure: bool,
     /// `server.cluster.killSeconds` (fhircluster's own, 30): how long after its SIGTERM a
     /// process still running gets SIGKILL. The spec fixes this at 30 s; it is a setting only so
     /// tests need not wait that long.
@@ -112,25 +109,25 @@ pub struct ClusterSettings {
     /// `server.cluster.adminAddress` / `--admin-address` (fhircluster's own): where the launcher's
     /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
     /// means loopback.
-    pub admin_address: Option<std::net::SocketAddr>,
+    pub(crate) admin_address: Option<std::net::SocketAddr>,
     /// `server.cluster.listenAddress` / `--listen-address` / `FHIRSMITH_LISTEN_ADDRESS`
     /// (fhircluster's own): the address `server.port` listens on. None: every interface, IPv6
     /// and IPv4 (IPv4 alone on a host without IPv6).
-    pub listen_address: Option<std::net::IpAddr>,
+    pub(crate) listen_address: Option<std::net::IpAddr>,
     /// `server.cluster.logFormat` / `--log-format` (fhircluster's own): `text` or `json`.
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// `server.cluster.logLevel` / `--log-level` (fhircluster's own), with `RUST_LOG` as its
     /// environment layer: which of the launcher's log lines are written.
-    pub log_level: LogLevel,
+    pub(crate) log_level: LogLevel,
     /// `server.cluster.hostPrefix` (fhircluster's own): put before every instance code, so each
     /// cache-id names its host as well as its process when nginx fronts several hosts
     /// (`a` → `am0`, `atx1`). Empty: none.
-    pub host_prefix: String,
+    pub(crate) host_prefix: String,
 }
 
 /// How the launcher writes its log lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     #[default]
     Text,
     /// One JSON object per line, for log shippers.
@@ -140,7 +137,7 @@ pub enum LogFormat {
 /// Which of the launcher's own log lines are written: a level and the ones above it, or a
 /// `RUST_LOG` filter as given.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     Error,
     Warn,
     #[default]
@@ -152,7 +149,7 @@ pub enum LogLevel {
 
 impl LogLevel {
     /// `error`, `warn`, `info` or `debug`.
-    pub fn parse(text: &str) -> Option<LogLevel> {
+    pub(crate) fn parse(text: &str) -> Option<LogLevel> {
         match text.trim() {
             "error" => Some(LogLevel::Error),
             "warn" => Some(LogLevel::Warn),
@@ -163,7 +160,7 @@ impl LogLevel {
     }
 
     /// As a `tracing` filter.
-    pub fn filter(&self) -> &str {
+    pub(crate) fn filter(&self) -> &str {
         match self {
             LogLevel::Error => "error",
             LogLevel::Warn => "warn",
@@ -176,7 +173,7 @@ impl LogLevel {
 
 /// `server.memory.*`
 #[derive(Clone, Debug, PartialEq)]
-pub struct MemorySettings {
+pub(crate) struct MemorySettings {
     pub reject_fraction: f64,
     pub abort_fraction: f64,
     /// With a role: true unless set false (CONF-25).
@@ -185,7 +182,7 @@ pub struct MemorySettings {
 
 /// `modules.tx.*`
 #[derive(Clone, Debug, PartialEq)]
-pub struct TxSettings {
+pub(crate) struct TxSettings {
     pub enabled: bool,
     /// The master's instance code (`m0` under the launcher).
     pub instance_code: String,
@@ -197,7 +194,7 @@ pub struct TxSettings {
 
 /// `stats.*`
 #[derive(Clone, Debug, PartialEq)]
-pub struct StatsSettings {
+pub(crate) struct StatsSettings {
     /// `stats.sampleSeconds`; None when not set (60 s with a role, or `intervalMinutes` if shorter).
     pub sample: Option<Duration>,
     /// `stats.intervalMinutes` (10): fractions allowed, as FHIRsmith reads it (0.5: 30 s).
@@ -208,7 +205,7 @@ impl StatsSettings {
     /// How often each process takes a graph sample under the launcher, as the spec defines it
     /// for a process with a role: `stats.sampleSeconds`, or, not set, a minute or
     /// `stats.intervalMinutes` if shorter. The launcher tells the processes this in `hello`.
-    pub fn sample_period(&self) -> Duration {
+    pub(crate) fn sample_period(&self) -> Duration {
         const MINUTE: Duration = Duration::from_secs(60);
         self.sample.unwrap_or_else(|| {
             Duration::try_from_secs_f64(self.interval_minutes * 60.0)

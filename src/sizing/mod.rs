@@ -8,7 +8,6 @@ pub mod decision;
 pub mod memory_fit;
 pub mod rule;
 
-pub use cpu::{size_by_cpu, size_for, CoresSource, CpuInputs, CpuSizing};
+pub use cpu::{size_for, CpuInputs, CpuSizing};
 pub use decision::decision_line;
-pub use memory_fit::{idle_use, memory_fit, refuse_threshold, IdleUse, MemoryFacts, MemoryFit};
-pub use rule::{find_rule, UnknownRule, WorkerRule, KNOWN_RULES, RULES};
+pub use memory_fit::{idle_use, memory_fit, refuse_threshold, MemoryFacts, MemoryFit};

@@ -245,6 +245,7 @@ impl History {
 
     /// The legend state of a process now (GRAPH-10): a ready process with no sample for more
     /// than two intervals (since it became ready, or since its last sample) has no recent one.
+    #[cfg(test)]
     pub fn legend(&self, code: &str, now_ms: u64) -> Option<Legend> {
         let s = self.series.iter().find(|s| s.code == code)?;
         Some(self.legend_of(s, now_ms))

@@ -178,7 +178,7 @@ impl Keeper {
         }
     }
 
-    /// A process exited; `recycled` when the launcher stopped it for a recycle.
+    /// A process exited; `stopping` when the launcher is stopping (it is not started again).
     pub fn exited(&mut self, id: ProcessId, exit: Exit, stopping: bool) {
         let ms = now_ms();
         let role = self.role(id);
@@ -205,7 +205,12 @@ impl Keeper {
                 None => crate::supervisor::child::describe_exit(exit),
             });
         }
-        let u = self.history.process_restarting(&code, role, ms);
+        // GRAPH-10: stopped with the launcher, it is not coming back: unavailable.
+        let u = if stopping {
+            self.history.process_unavailable(&code, role, ms)
+        } else {
+            self.history.process_restarting(&code, role, ms)
+        };
         self.history_updates.push(u);
         if !stopping {
             let ev = self.events.exited(&code, role, pid, exit, ms);
@@ -410,11 +415,6 @@ impl Keeper {
         self.outbox.on_their_way()
     }
 
-    /// Events waiting for the master (in memory and on disk).
-    pub fn events_waiting(&self) -> usize {
-        self.outbox.len()
-    }
-
     /// The master has just become ready: the whole history once (DEC-17); every event it
     /// hasn't confirmed goes (again) to it.
     pub fn master_ready(&mut self) -> Vec<ToChild> {
@@ -442,11 +442,6 @@ impl Keeper {
                 .map(|(p, n)| (p.code.clone(), *n))
                 .collect(),
         }
-    }
-
-    /// The last figures kept, for the launcher's own status endpoint.
-    pub fn processes(&self) -> &[ProcessInput] {
-        &self.processes
     }
 }
 
@@ -490,3 +485,7 @@ fn read_cgroup() -> Result<CgroupReading, String> {
         group: c.group.display().to_string(),
     })
 }
+
+#[cfg(test)]
+#[path = "keeper_tests.rs"]
+mod tests;

@@ -83,6 +83,7 @@ impl Outbox {
     }
 
     /// Whether changes still reach the database.
+    #[cfg(test)]
     pub fn is_persistent(&self) -> bool {
         self.db.is_some()
     }
@@ -117,11 +118,13 @@ impl Outbox {
     }
 
     /// What waits in memory for the master, oldest first (EVENT-17).
+    #[cfg(test)]
     pub fn waiting(&self) -> Vec<Event> {
         self.pending.waiting()
     }
 
     /// The same, as the values of `ToChild::Events { events }`.
+    #[cfg(test)]
     pub fn waiting_json(&self) -> Vec<Value> {
         self.pending.waiting().iter().map(Event::to_json).collect()
     }
@@ -147,15 +150,18 @@ impl Outbox {
         self.pending.resend();
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.pending.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
     /// Events dropped for the cap with no database (for a log line).
+    #[cfg(test)]
     pub fn dropped(&self) -> u64 {
         self.pending.dropped()
     }

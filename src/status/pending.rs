@@ -227,20 +227,24 @@ impl Pending {
     }
 
     /// Everything in memory, oldest first.
+    #[cfg(test)]
     pub fn waiting(&self) -> Vec<Event> {
         self.events.iter().cloned().collect()
     }
 
     /// Events waiting, in memory and on disk.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.events.len() + self.beyond as usize
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Events dropped for the cap with no disk, since this queue was made (for a log line).
+    #[cfg(test)]
     pub fn dropped(&self) -> u64 {
         self.dropped
     }

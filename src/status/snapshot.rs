@@ -38,7 +38,7 @@ pub enum ProcessState {
 }
 
 /// The figures of one `status` message: the message's own type.
-pub use crate::ipc::message::Status as StatusFigures;
+pub(crate) use crate::ipc::message::Status as StatusFigures;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcMemory {

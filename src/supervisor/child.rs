@@ -87,11 +87,9 @@ pub enum ChildEvent {
     BadLine(String),
     /// The child closed its end of the channel (it may still be running: not an exit).
     ChannelClosed,
-    /// A socket on its address and port is held by the child or a descendant (this pid): ready,
-    /// for a child that doesn't say so on its channel.
-    ListeningSeen {
-        pid: u32,
-    },
+    /// A socket on its address and port is held by the child or a descendant: ready, for a
+    /// child that doesn't say so on its channel.
+    ListeningSeen,
     Exited(Exit),
     /// Everything queued before this marker has been written (or the child is gone).
     Flushed,
@@ -205,10 +203,6 @@ pub fn spawn(
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&spec.argv[1..])
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        // systemd's notify variables are the launcher's alone.
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -217,6 +211,10 @@ pub fn spawn(
         // the launcher alone, which then stops the processes in order. Under systemd
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
         .process_group(0);
+    // systemd's notify variables are the launcher's alone.
+    for var in crate::ops::notify::NOTIFY_ENV {
+        cmd.env_remove(var);
+    }
     let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
     if let Some(m) = &mark {
         cmd.env(TREE_VAR, m);
@@ -313,8 +311,8 @@ pub fn spawn(
         wanted: spec.connect_addr,
     };
     let ev = events.clone();
-    socket_watch::start(code.clone(), pid, place, watching.clone(), move |holder| {
-        let _ = ev.send(tag(ChildEvent::ListeningSeen { pid: holder }));
+    socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
+        let _ = ev.send(tag(ChildEvent::ListeningSeen));
     });
 
     // Exit: reported once what it left behind has ended, and after the channel's last words,

@@ -24,9 +24,10 @@ use super::restart::{RestartPolicy, Verdict};
 use crate::deadline::Later;
 use crate::process::ProcessId;
 
-pub use actions::{Action, Exit};
+pub(crate) use actions::{Action, Exit};
 
-/// How long the workers' last request counts may take to reach the master (STOP-7).
+/// How long the workers' last request counts may take to reach the master (STOP-7). Public for
+/// `tests/ops_systemd.rs`, which checks README's `TimeoutStopSec` against the longest stop.
 pub const COUNTS_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, PartialEq)]
@@ -85,7 +86,7 @@ enum Phase {
 
 /// The supervisor's decisions for one cluster.
 #[derive(Debug)]
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     slots: Vec<Slot>,
     /// How many workers are wanted (slots 1..=workers).
     workers: usize,
@@ -100,7 +101,11 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     /// `planned_workers` slots are made; `set_workers` may lower the count later.
-    pub fn new(planned_workers: usize, max_start_failures: u32, kill_after: Duration) -> Lifecycle {
+    pub(crate) fn new(
+        planned_workers: usize,
+        max_start_failures: u32,
+        kill_after: Duration,
+    ) -> Lifecycle {
         let slot = Slot {
             state: State::Idle,
             policy: RestartPolicy::new(),
@@ -119,16 +124,16 @@ impl Lifecycle {
     }
 
     /// Begins: the master is started first (LAUNCH-2).
-    pub fn start(&mut self, now: Instant) {
+    pub(crate) fn start(&mut self, now: Instant) {
         self.spawn(ProcessId::MASTER, now);
     }
 
-    pub fn poll_action(&mut self) -> Option<Action> {
+    pub(crate) fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
     /// The next time `handle_timeout` has something to do.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let slots = self.slots.iter().filter_map(|s| match s.state {
             State::Waiting { until } => Some(until),
             State::Stopping {
@@ -147,11 +152,12 @@ impl Lifecycle {
     }
 
     /// Restarts made since the launcher started, per process (STATUS-17).
-    pub fn restarts(&self, id: ProcessId) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn restarts(&self, id: ProcessId) -> u32 {
         self.slots.get(id.index()).map_or(0, |s| s.restarts)
     }
 
-    pub fn is_ready(&self, id: ProcessId) -> bool {
+    pub(crate) fn is_ready(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
             Some(State::Ready { .. })
@@ -159,7 +165,7 @@ impl Lifecycle {
     }
 
     /// Whether the process should have a live child (starting, ready or stopping).
-    pub fn is_running(&self, id: ProcessId) -> bool {
+    pub(crate) fn is_running(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
             Some(
@@ -171,20 +177,20 @@ impl Lifecycle {
         )
     }
 
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.workers
     }
 
-    pub fn gave_up(&self) -> bool {
+    pub(crate) fn gave_up(&self) -> bool {
         self.gave_up
     }
 
     /// Waiting for the master to take its last messages before it is stopped (STOP-7).
-    pub fn is_flushing(&self) -> bool {
+    pub(crate) fn is_flushing(&self) -> bool {
         matches!(self.phase, Phase::Flushing { .. })
     }
 
-    pub fn is_stopping(&self) -> bool {
+    pub(crate) fn is_stopping(&self) -> bool {
         matches!(
             self.phase,
             Phase::StoppingWorkers | Phase::Flushing { .. } | Phase::StoppingMaster | Phase::Done
@@ -192,7 +198,7 @@ impl Lifecycle {
     }
 
     /// The process said on its channel that it is ready (LAUNCH-3).
-    pub fn ready(&mut self, id: ProcessId, now: Instant) {
+    pub(crate) fn ready(&mut self, id: ProcessId, now: Instant) {
         let Some(slot) = self.slots.get_mut(id.index()) else {
             return;
         };
@@ -212,7 +218,7 @@ impl Lifecycle {
     }
 
     /// The shell's answer to `SizeWorkers`: run this many workers (at most the planned number).
-    pub fn set_workers(&mut self, n: usize, now: Instant) {
+    pub(crate) fn set_workers(&mut self, n: usize, now: Instant) {
         self.workers = n.min(self.slots.len() - 1);
         if self.phase == Phase::Sizing {
             self.phase = Phase::Running;
@@ -221,7 +227,7 @@ impl Lifecycle {
     }
 
     /// The process exited (or could not be spawned).
-    pub fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) {
+    pub(crate) fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) {
         let _ = how; // the shell logs how; the policy only needs when.
         let stopping = self.is_stopping();
         let Some(slot) = self.slots.get_mut(id.index()) else {
@@ -290,7 +296,7 @@ impl Lifecycle {
     /// Recycle a ready tx-worker (never the master: RECYCLE-6): no new requests, those it has
     /// may finish for up to `drain` (RECYCLE-2, RECYCLE-3), then it is stopped as on shutdown and
     /// started again at once (RECYCLE-4, RECYCLE-5). False when it can't be recycled now.
-    pub fn recycle(&mut self, id: ProcessId, drain: Duration, now: Instant) -> bool {
+    pub(crate) fn recycle(&mut self, id: ProcessId, drain: Duration, now: Instant) -> bool {
         if id.is_master() || self.phase != Phase::Running {
             return false;
         }
@@ -309,7 +315,7 @@ impl Lifecycle {
     }
 
     /// A draining worker has nothing left at work: stop it now.
-    pub fn drained(&mut self, id: ProcessId, now: Instant) {
+    pub(crate) fn drained(&mut self, id: ProcessId, now: Instant) {
         if let Some(slot) = self.slots.get_mut(id.index()) {
             if let State::Draining { restart, .. } = slot.state {
                 slot.state = State::Stopping {
@@ -323,7 +329,7 @@ impl Lifecycle {
     }
 
     /// Whether the process is being recycled (draining or stopping to be started again).
-    pub fn is_recycling(&self, id: ProcessId) -> bool {
+    pub(crate) fn is_recycling(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
             Some(State::Draining { restart: true, .. } | State::Stopping { restart: true, .. })
@@ -332,7 +338,7 @@ impl Lifecycle {
 
     /// Whether the process is draining (recycle, rolling restart or retirement): the shell calls
     /// `drained` once nothing is at work on it.
-    pub fn is_draining(&self, id: ProcessId) -> bool {
+    pub(crate) fn is_draining(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),
             Some(State::Draining { .. })
@@ -340,12 +346,12 @@ impl Lifecycle {
     }
 
     /// How many process slots the lifecycle has (the master and every worker it has known).
-    pub fn slot_count(&self) -> usize {
+    pub(crate) fn slot_count(&self) -> usize {
         self.slots.len()
     }
 
     /// Begin the orderly stop (after the proxy has drained). Idempotent.
-    pub fn stop(&mut self, now: Instant) {
+    pub(crate) fn stop(&mut self, now: Instant) {
         if self.is_stopping() {
             return;
         }
@@ -362,13 +368,13 @@ impl Lifecycle {
     }
 
     /// The shell has passed the workers' last counts to the master.
-    pub fn master_flushed(&mut self, now: Instant) {
+    pub(crate) fn master_flushed(&mut self, now: Instant) {
         if matches!(self.phase, Phase::Flushing { .. }) {
             self.stop_master(now);
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.slots.len() {
             let id = ProcessId(i as u16);
             match self.slots[i].state {

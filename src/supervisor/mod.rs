@@ -2,18 +2,20 @@
 //! and the shell that spawns children, reads their channels and stops them in order.
 
 mod api;
-pub mod child;
+pub(crate) mod child;
 pub mod lifecycle;
 mod mailbox;
-pub mod output;
-pub mod recycle;
+pub(crate) mod output;
+pub(crate) mod recycle;
 mod reload_shell;
-pub mod restart;
-pub mod shell;
-pub mod socket_watch;
-pub mod stderr_tail;
+pub(crate) mod restart;
+pub(crate) mod shell;
+pub(crate) mod socket_watch;
+pub(crate) mod stderr_tail;
 mod ticks;
 mod to_master;
 
-pub use api::{Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount};
-pub use shell::run;
+pub(crate) use api::{
+    Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,
+};
+pub(crate) use shell::run;

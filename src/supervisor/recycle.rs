@@ -90,9 +90,6 @@ pub struct RecycleDecision {
     pub warn: Vec<(ProcessId, String)>,
     /// Pass these to the next call.
     pub clocks: RecycleClocks,
-    /// The earliest moment a clock still running runs out, for the shell's timer (clocks
-    /// already out are looked at again on the next call).
-    pub next_due: Option<Instant>,
 }
 
 /// The threshold for a limit: `rejectFraction` × limit, in bytes (MEM-1).
@@ -118,11 +115,9 @@ pub fn decide(
             recycle: None,
             warn: Vec::new(),
             clocks: out,
-            next_due: None,
         };
     }
     let mut due: Vec<(&WorkerView, Judgement)> = Vec::new();
-    let mut next_due: Option<Instant> = None;
     for w in workers.iter().filter(|w| !w.id.is_master()) {
         let Some(over) = over_by(measure, w, policy.reject_fraction) else {
             continue;
@@ -135,8 +130,6 @@ pub fn decide(
         let deadline = since.later(policy.recycle_after);
         if now >= deadline {
             due.push((w, judge(measure, w, over)));
-        } else {
-            next_due = Some(next_due.map_or(deadline, |d| d.min(deadline)));
         }
     }
     let mut recycle = None;
@@ -167,7 +160,6 @@ pub fn decide(
         recycle,
         warn,
         clocks: out,
-        next_due,
     }
 }
 

@@ -44,10 +44,7 @@ impl RestartPolicy {
         self.ever_ready = true;
     }
 
-    pub fn ever_ready(&self) -> bool {
-        self.ever_ready
-    }
-
+    #[cfg(test)]
     pub fn failures(&self) -> u32 {
         self.failures
     }
@@ -81,12 +78,6 @@ impl RestartPolicy {
             after: backoff(self.failures),
             failing: true,
         }
-    }
-
-    /// A deliberate restart (a memory recycle, a rolling restart): at once, no backoff
-    /// (RECYCLE-5), and the run of failures is not touched.
-    pub fn recycled(&self) -> Duration {
-        Duration::ZERO
     }
 }
 
@@ -233,11 +224,5 @@ mod tests {
         for _ in 0..20 {
             assert!(matches!(p.exited(None, t0, None), Verdict::Restart { .. }));
         }
-    }
-
-    #[test]
-    fn a_recycle_starts_again_at_once() {
-        // spec: RECYCLE-5
-        assert_eq!(RestartPolicy::new().recycled(), Duration::ZERO);
     }
 }

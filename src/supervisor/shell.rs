@@ -357,7 +357,7 @@ impl Shell {
                 self.check_protocol(id, protocol.as_deref());
                 self.became_ready(id, port, "said so on its channel", memory_limit);
             }
-            ChildEvent::ListeningSeen { .. } => {
+            ChildEvent::ListeningSeen => {
                 let port = self.spec(id).port;
                 if self.spoke[id.index()] {
                     // LAUNCH-3, DEC-27: it speaks the protocol, so its `ready` says when.

@@ -34,6 +34,7 @@ impl StderrTail {
         self.lines.iter().map(String::as_str)
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }

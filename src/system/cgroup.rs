@@ -210,12 +210,7 @@ fn relative_to_mount(group: &str, mount_root: &str) -> Option<PathBuf> {
     Some(relative.to_path_buf())
 }
 
-/// Reads `/proc/self/cgroup` and `/proc/self/mountinfo` under `root` and locates `want`.
-pub fn find(root: &Path, want: Hierarchy<'_>) -> Result<CgroupChain, Unreadable> {
-    let (memberships, mounts) = read_self(root)?;
-    locate(&memberships, &mounts, root, want).map_err(|why| Unreadable::new("cgroup", why))
-}
-
+/// Reads `/proc/self/cgroup` and `/proc/self/mountinfo` under `root`, for [`locate`].
 pub(crate) fn read_self(root: &Path) -> Result<(Vec<Membership>, Vec<CgroupMount>), Unreadable> {
     let memberships = parse_proc_cgroup(&read_text(&root.join("proc/self/cgroup"))?);
     let mounts = parse_mountinfo(&read_text(&root.join("proc/self/mountinfo"))?);

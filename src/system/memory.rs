@@ -35,24 +35,6 @@ pub struct EnclosingLimit {
 }
 
 impl CgroupMemory {
-    /// The limit of the service's own cgroup (MEM-4), or why there is none (MEM-5, STATUS-24:
-    /// the sentence for `missing`).
-    pub fn service_limit(&self) -> Result<u64, String> {
-        match (self.own_limit, &self.enclosing_limit) {
-            (Some(limit), _) => Ok(limit),
-            (None, Some(enclosing)) => Err(format!(
-                "no memory limit on the service's own cgroup {}: the limit of {} bytes is only on the enclosing {}",
-                self.group.display(),
-                enclosing.bytes,
-                enclosing.group.display()
-            )),
-            (None, None) => Err(format!(
-                "no memory limit on the service's own cgroup {} or any enclosing one",
-                self.group.display()
-            )),
-        }
-    }
-
     /// The tightest limit that applies to the processes at all, own or enclosing.
     pub fn effective_limit(&self) -> Option<u64> {
         let enclosing = self.enclosing_limit.as_ref().map(|e| e.bytes);
@@ -199,7 +181,7 @@ mod tests {
         root.write("sys/fs/cgroup/system.slice/memory.max", "max\n");
         let memory = read_cgroup_memory(root.path()).unwrap();
         assert_eq!((memory.anon, memory.file), (1_048_576, 2_097_152));
-        assert_eq!(memory.service_limit(), Ok(17_179_869_184));
+        assert_eq!(memory.own_limit, Some(17_179_869_184));
         assert_eq!(memory.enclosing_limit, None);
     }
 
@@ -212,8 +194,10 @@ mod tests {
         root.write("sys/fs/cgroup/user.slice/memory.max", "8589934592\n");
         let memory = read_cgroup_memory(root.path()).unwrap();
         assert_eq!(memory.own_limit, None);
-        let why = memory.service_limit().unwrap_err();
-        assert!(why.contains("only on the enclosing"), "{why}");
+        assert_eq!(
+            memory.enclosing_limit.as_ref().map(|e| e.bytes),
+            Some(8_589_934_592)
+        );
         assert_eq!(memory.effective_limit(), Some(8_589_934_592));
     }
 
@@ -233,11 +217,8 @@ mod tests {
         let memory = read_cgroup_memory(root.path()).unwrap();
         assert_eq!(memory.version, CgroupVersion::V1);
         assert_eq!((memory.anon, memory.file), (4000, 3000));
+        assert_eq!((memory.own_limit, &memory.enclosing_limit), (None, &None));
         assert_eq!(memory.effective_limit(), None);
-        assert!(memory
-            .service_limit()
-            .unwrap_err()
-            .contains("or any enclosing"));
     }
 
     #[test]

@@ -18,9 +18,7 @@ pub mod unreadable;
 #[cfg(test)]
 pub(crate) mod fixture;
 
-pub use cgroup::CgroupVersion;
 pub use cpu::{read_cpus, CpuReading};
 pub use cpu_quota::{read_cpu_quota, CpuQuota};
-pub use memory::{read_cgroup_memory, CgroupMemory, EnclosingLimit};
-pub use proc_memory::{read_host_memory, read_process_memory, HostMemory, ProcessMemory};
-pub use unreadable::Unreadable;
+pub use memory::read_cgroup_memory;
+pub use proc_memory::{read_host_memory, read_process_memory};

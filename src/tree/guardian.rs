@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -80,26 +80,19 @@ fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, Child)> {
         .arg(std::process::id().to_string())
         .arg(kill_after.as_millis().min(u128::from(u64::MAX)).to_string())
         .arg(run)
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
         .stdin(Stdio::from(read))
         .stdout(Stdio::null())
         // Its own group: a Ctrl-C, or a signal to the launcher's group, doesn't reach it.
         .process_group(0);
+    for var in crate::ops::notify::NOTIFY_ENV {
+        cmd.env_remove(var);
+    }
     let child = subreaper::spawn_known(|| {
         let c = cmd.spawn()?;
         let pid = c.id();
         Ok((c, pid))
     })?;
     Ok((File::from(write), child))
-}
-
-/// The write end's fd, for an in-place upgrade to keep across `execve`; `None` without a
-/// guardian.
-pub fn fd() -> Option<RawFd> {
-    let g = GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner());
-    Some(g.pipe.as_raw_fd())
 }
 
 /// The guardian's pid (`None` without one).

@@ -21,7 +21,7 @@ use super::guardian::NAME;
 use super::members::{self, Mark, Wanted};
 use super::sweep;
 
-/// Runs the guardian when this process was started as one (`argv[0]` is [`NAME`]).
+/// Runs the guardian when this process was started as one (its `argv[0]` is `guardian::NAME`).
 pub fn run_if_asked() -> Option<ExitCode> {
     let mut args = std::env::args_os();
     let arg0 = args.next()?;
@@ -51,7 +51,7 @@ fn parse_args(args: &[String]) -> Option<(u32, Duration, String)> {
 }
 
 /// One line from the launcher: `+<pgid>` (watch it) or `-<pgid>` (it has ended).
-pub fn apply(line: &str, groups: &mut BTreeSet<u32>) {
+pub(crate) fn apply(line: &str, groups: &mut BTreeSet<u32>) {
     let line = line.trim();
     let (add, pgid) = match line.split_at_checked(1) {
         Some(("+", n)) => (true, n),

@@ -5,10 +5,10 @@
 //! `sweep`); and a guardian process ends them all should the launcher itself be killed
 //! (`guardian`, `guardian_main`). `run` ties these to one run of the launcher.
 
-pub mod ending;
-pub mod guardian;
+pub(crate) mod ending;
+pub(crate) mod guardian;
 pub mod guardian_main;
-pub mod members;
-pub mod run;
-pub mod subreaper;
-pub mod sweep;
+pub(crate) mod members;
+pub(crate) mod run;
+pub(crate) mod subreaper;
+pub(crate) mod sweep;

@@ -3,9 +3,6 @@
 //! launcher's output captured line by line, and a small HTTP/1.1 client on raw sockets (so tests
 //! control every byte and read every header exactly as sent).
 
-// Each test binary uses some of these helpers, not all.
-#![allow(dead_code, unused_imports)]
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,6 +28,7 @@ mod ports;
 mod procs;
 mod prometheus;
 mod reliability;
+mod sim;
 mod status;
 mod supervision;
 mod wait;
@@ -46,6 +44,7 @@ pub use ports::*;
 pub use procs::*;
 pub use prometheus::*;
 pub use reliability::*;
+pub use sim::*;
 pub use status::*;
 pub use supervision::*;
 pub use wait::*;

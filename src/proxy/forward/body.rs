@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 
 use super::error::ForwardError;
@@ -39,9 +39,10 @@ pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
         .boxed_unsync()
 }
 
-/// An empty body.
+/// An empty body (the tests' stand-in for a response body).
+#[cfg(test)]
 pub fn empty() -> ProxyBody {
-    Empty::<Bytes>::new()
+    http_body_util::Empty::<Bytes>::new()
         .map_err(|never| match never {})
         .boxed_unsync()
 }
@@ -295,6 +296,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::Empty;
     use std::sync::{Arc, Mutex};
 
     type Ends = Arc<Mutex<Vec<BodyEnd>>>;

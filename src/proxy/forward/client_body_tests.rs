@@ -197,7 +197,10 @@ async fn a_response_past_the_budget_is_streamed_after_what_was_read() {
         });
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(bytes.len(), 128 << 10, "all of it, in order");
-        assert_eq!(ended.recv().await, Some(super::super::EndKind::Complete));
+        assert_eq!(
+            ended.recv().await,
+            Some(super::super::body::EndKind::Complete)
+        );
         drop(bytes);
         assert_eq!(budget.used(), 0);
     }

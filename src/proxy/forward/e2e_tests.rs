@@ -18,6 +18,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::body::{empty, BodyEnd, EndKind, NotifyOnEnd};
 use super::test_support::*;
 use super::*;
 use crate::proxy::budget::Budget;

@@ -30,6 +30,7 @@ pub enum ForwardError {
 
 impl ForwardError {
     /// Nothing of the request reached the process, so another process may take it.
+    #[cfg(test)]
     pub fn nothing_sent(&self) -> bool {
         matches!(self, ForwardError::Connect(_) | ForwardError::NotSent(_))
     }

@@ -18,14 +18,12 @@ mod e2e_tests;
 #[cfg(test)]
 mod test_support;
 
-pub use body::{
-    buffered, empty, full, streamed, BodyEnd, Buffered, EndKind, NotifyOnEnd, Prefixed, ProxyBody,
-};
-pub use client_body::{AheadError, Arrival, ClientBody, AHEAD_AT_MOST};
+pub use body::{buffered, full, streamed, Buffered, ProxyBody};
+pub use client_body::{AheadError, Arrival, ClientBody};
 pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{check_host, prepare_request, prepare_response, Peer};
-pub use pool::{Upstream, DEFAULT_IDLE_TIMEOUT};
+pub use headers::{check_host, prepare_request, Peer};
+pub use pool::Upstream;
 pub use refuse::refuse_unsupported;
 pub use write_timeout::WriteTimeoutIo;
 

@@ -159,12 +159,9 @@ where
         }
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.inner.addr
-    }
-
     /// How many idle connections are held now and still usable (one the server has closed is
-    /// dropped at the next checkout and not counted).
+    /// dropped at the next checkout and not counted). For the pool's tests.
+    #[cfg(test)]
     pub fn idle_count(&self) -> usize {
         self.inner
             .lock()
@@ -185,16 +182,15 @@ where
         drop(old);
     }
 
-    /// Sends `req` (origin-form target, headers already prepared) and returns the response head
-    /// with its body unread. No timeout.
+    /// As [`Upstream::try_send`], without the request back on failure. For the tests.
+    #[cfg(test)]
     pub async fn send(&self, req: Request<B>) -> Result<Response<Incoming>, ForwardError> {
         self.try_send(req).await.map_err(ForwardError::from)
     }
 
-    /// As [`Upstream::send`], failing with [`ForwardError::Timeout`] when the response head has
-    /// not begun within `timeout` (zero: no timeout). The clock starts here, after any queueing
-    /// (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On timeout the
-    /// upstream connection is closed, which aborts the request on the process (TIMEOUT-3).
+    /// As [`Upstream::try_send_with_timeout`], without the request back on failure. For the
+    /// tests.
+    #[cfg(test)]
     pub async fn send_with_timeout(
         &self,
         req: Request<B>,
@@ -205,9 +201,11 @@ where
             .map_err(ForwardError::from)
     }
 
-    /// As [`Upstream::send_with_timeout`], but hands the request back when nothing of it was
-    /// sent (connect refused, connection closed before dispatch), so the caller can offer it to
-    /// another process. A timeout never hands it back.
+    /// As [`Upstream::try_send`], failing with [`ForwardError::Timeout`] when the response head
+    /// has not begun within `timeout` (zero: no timeout). The clock starts here, after any
+    /// queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
+    /// timeout the upstream connection is closed, which aborts the request on the process
+    /// (TIMEOUT-3). A timeout never hands the request back.
     pub async fn try_send_with_timeout(
         &self,
         req: Request<B>,
@@ -227,7 +225,10 @@ where
         }
     }
 
-    /// As [`Upstream::send`], handing the request back when nothing of it was sent.
+    /// Sends `req` (origin-form target, headers already prepared) and returns the response head
+    /// with its body unread; no timeout. Hands the request back when nothing of it was sent
+    /// (connect refused, connection closed before dispatch), so the caller can offer it to
+    /// another process.
     pub async fn try_send(
         &self,
         mut req: Request<B>,

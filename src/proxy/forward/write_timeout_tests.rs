@@ -15,8 +15,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
+use super::super::body::{BodyEnd, EndKind, NotifyOnEnd};
 use super::super::test_support::*;
-use super::super::{BodyEnd, EndKind, NotifyOnEnd, ProxyBody};
+use super::super::ProxyBody;
 use super::WriteTimeoutIo;
 
 const TIMEOUT: Duration = Duration::from_millis(300);

@@ -11,9 +11,9 @@ mod queue;
 mod slots;
 mod types;
 
-pub use config::SchedulerConfig;
-pub use machine::Scheduler;
-pub use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
+pub(crate) use config::SchedulerConfig;
+pub(crate) use machine::Scheduler;
+pub(crate) use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 
 #[cfg(test)]
 mod lane_cool_tests;

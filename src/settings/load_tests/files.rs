@@ -42,9 +42,9 @@ fn the_template_loads_to_the_defaults() {
 #[test]
 fn the_template_names_every_key_fhircluster_reads() {
     let text = include_str!("../../../config-template.json");
-    for key in crate::settings::CLUSTER_KEYS
+    for key in crate::settings::file::CLUSTER_KEYS
         .iter()
-        .chain(crate::settings::MEMORY_KEYS)
+        .chain(crate::settings::file::MEMORY_KEYS)
     {
         assert!(
             text.contains(&format!("\"{key}\":")),

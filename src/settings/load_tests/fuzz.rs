@@ -85,9 +85,9 @@ fn value() -> impl Strategy<Value = Value> {
 }
 
 fn key() -> impl Strategy<Value = String> {
-    let known: Vec<String> = crate::settings::CLUSTER_KEYS
+    let known: Vec<String> = crate::settings::file::CLUSTER_KEYS
         .iter()
-        .chain(crate::settings::MEMORY_KEYS)
+        .chain(crate::settings::file::MEMORY_KEYS)
         .chain(&[
             "server",
             "cluster",

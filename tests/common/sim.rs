@@ -1,9 +1,7 @@
-//! Helpers for the `fhirsmith-sim` integration tests: start the real binary on a free loopback
-//! port (with or without an IPC channel), and a tiny HTTP/1.1 client.
+//! The `fhirsmith-sim` tests' harness: the real binary alone (no launcher) on a free loopback
+//! port, with or without an IPC channel whose launcher end the test holds, and an async
+//! one-request client.
 
-#![allow(dead_code)]
-
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -14,12 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-pub type R<T> = Result<T, String>;
+use super::{free_port, read_response, Response, SIM};
 
-pub fn free_port() -> R<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
-}
+pub type R<T> = Result<T, String>;
 
 pub struct Sim {
     pub child: Child,
@@ -41,7 +36,7 @@ impl<'a> Start<'a> {
         Ok(Start {
             role: Some(role),
             code: Some(code),
-            port: free_port()?,
+            port: free_port(),
             data_dir,
             env: Vec::new(),
             channel: false,
@@ -65,7 +60,7 @@ impl<'a> Start<'a> {
 
     /// Spawns without waiting for anything.
     pub fn spawn(self) -> R<Sim> {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fhirsmith-sim"));
+        let mut cmd = Command::new(SIM);
         if let Some(r) = self.role {
             cmd.arg(format!("--role={r}"))
                 .arg(format!("--port={}", self.port));
@@ -165,35 +160,12 @@ impl Sim {
             .map_err(|e| e.to_string())
     }
 
-    pub async fn get(&self, path: &str) -> R<Resp> {
+    pub async fn get(&self, path: &str) -> R<Response> {
         http(self.port, "GET", path, &[], b"").await
     }
 
-    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> R<Resp> {
+    pub async fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> R<Response> {
         http(self.port, "POST", path, headers, body).await
-    }
-}
-
-#[derive(Debug)]
-pub struct Resp {
-    pub status: u16,
-    pub headers: HashMap<String, String>,
-    pub body: Vec<u8>,
-}
-
-impl Resp {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(&name.to_ascii_lowercase())
-            .map(String::as_str)
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_default()
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 
@@ -204,7 +176,7 @@ pub async fn http(
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> R<Resp> {
+) -> R<Response> {
     let fut = async {
         let mut s = TcpStream::connect(("127.0.0.1", port))
             .await
@@ -227,52 +199,9 @@ pub async fn http(
         s.write_all(body).await.map_err(|e| e.to_string())?;
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).await.map_err(|e| e.to_string())?;
-        parse(&raw)
+        read_response(&mut &raw[..]).ok_or_else(|| "no whole response".to_string())
     };
     tokio::time::timeout(Duration::from_secs(10), fut)
         .await
         .map_err(|_| format!("{method} {path}: no answer within 10 s"))?
-}
-
-fn parse(raw: &[u8]) -> R<Resp> {
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no header end")?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or("bad status line")?;
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[end + 4..].to_vec();
-    if headers
-        .get("transfer-encoding")
-        .is_some_and(|v| v.contains("chunked"))
-    {
-        body = dechunk(&body);
-    }
-    Ok(Resp {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..i]).trim(), 16).unwrap_or(0);
-        if size == 0 || b.len() < i + 2 + size {
-            break;
-        }
-        out.extend_from_slice(&b[i + 2..i + 2 + size]);
-        b = &b[(i + 4 + size).min(b.len())..];
-    }
-    out
 }

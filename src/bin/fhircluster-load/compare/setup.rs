@@ -47,7 +47,8 @@ impl Cluster {
 
 /// A running nginx or HAProxy.
 pub struct Proxy {
-    pub guard: Guard,
+    /// Held for its drop, which ends the proxy.
+    pub _guard: Guard,
     pub conf: ProxyConf,
     /// The process and its workers.
     pub procs: ProcSet,
@@ -281,7 +282,7 @@ impl<'a> Setup<'a> {
         let mut pids = vec![guard.pid()];
         pids.extend(descendants(guard.pid()));
         Ok(Proxy {
-            guard,
+            _guard: guard,
             conf,
             procs: ProcSet { pids },
         })

@@ -82,7 +82,7 @@ fn outcome_of(result: &Result<Answer, Failure>) -> Outcome {
     match result {
         Ok(a) => Outcome::Answered(a.status),
         Err(Failure::Timeout) => Outcome::Timeout,
-        Err(Failure::Error(_)) => Outcome::Error,
+        Err(Failure::Error) => Outcome::Error,
     }
 }
 
@@ -317,7 +317,7 @@ mod tests {
         };
         let config = SessionsConfig {
             base: "http://127.0.0.1:1".into(),
-            target: crate::load::target::parse_base("http://127.0.0.1:1")
+            target: crate::target::parse_base("http://127.0.0.1:1")
                 .unwrap_or_else(|e| panic!("{e}")),
             clients: 2,
             requests: 2,

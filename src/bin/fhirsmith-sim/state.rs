@@ -14,8 +14,8 @@ use super::cache_store::CacheStore;
 use super::config::SimConfig;
 use super::knobs::Knobs;
 use super::memory::Ballast;
-use crate::ipc::message::{RequestCounts, Sample};
-use crate::process::Role;
+use fhircluster::ipc::message::{RequestCounts, Sample};
+use fhircluster::process::Role;
 
 pub fn now_ms() -> u64 {
     SystemTime::now()

@@ -18,8 +18,8 @@ use super::setup::{log, note, Proxy, Setup, RAW_PATH};
 use super::table::Door;
 use super::wrk::WrkLoad;
 use super::Part;
-use crate::load::cli::{SessionsArgs, SurgeArgs};
-use crate::load::{sessions, surge};
+use crate::cli::{SessionsArgs, SurgeArgs};
+use crate::{sessions, surge};
 
 const HANG_PATH: &str = "/r4/ValueSet/$expand?url=http%3A%2F%2Fexample.org%2Fvs&_sim_hang=1";
 
@@ -225,7 +225,7 @@ pub fn one_round(s: &Setup, n: usize, idle: &[usize], waiting: &[usize]) -> anyh
 /// The scheduler's decisions per second over `requests`, in this process (the figure means
 /// something only in a release build).
 fn scheduler_bench(requests: u64) -> anyhow::Result<f64> {
-    let f = crate::proxy::scheduler::bench::admit_and_complete(requests);
+    let f = fhircluster::proxy::scheduler::bench::admit_and_complete(requests);
     if f.dispatched != f.requests || f.left_over != 0 {
         anyhow::bail!("unsound run: {f:?}");
     }

@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, Mutex};
 
 use super::state::Sim;
 use super::StopReason;
-use crate::ipc::channel::{ChannelSender, ChildChannel, Received};
-use crate::ipc::message::{same_major, FromChild, Status, ToChild, PROTOCOL_VERSION};
+use fhircluster::ipc::channel::{ChannelSender, ChildChannel, Received};
+use fhircluster::ipc::message::{same_major, FromChild, Status, ToChild, PROTOCOL_VERSION};
 
 pub type Sender = Arc<Mutex<ChannelSender<FromChild>>>;
 

@@ -20,7 +20,7 @@ use super::control;
 use super::cost;
 use super::path::{classify, Op};
 use super::state::Sim;
-use crate::outcome::{self, Outcome};
+use fhircluster::outcome::{self, Outcome};
 
 pub type Query = HashMap<String, String>;
 

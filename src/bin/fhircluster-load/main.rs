@@ -3,15 +3,20 @@
 //! refusals and timeouts (design.md, "Benchmarks"). Pure parts (schedule, percentiles, recovery,
 //! target parsing, reports) are apart from the shell that opens sockets and reads the clock.
 
-pub mod cli;
-pub mod client;
-pub mod compare;
-pub mod driver;
-pub mod latency;
-pub mod recovery;
-pub mod report;
-pub mod requests;
-pub mod schedule;
-pub mod sessions;
-pub mod surge;
-pub mod target;
+mod cli;
+mod client;
+mod compare;
+mod driver;
+mod latency;
+mod recovery;
+mod report;
+mod requests;
+mod schedule;
+mod sessions;
+mod surge;
+mod target;
+
+fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    cli::run(cli::Cli::parse())
+}

@@ -255,8 +255,8 @@ pub fn curve_table(points: &[CurvePoint], x_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::compare::measure::sample;
-    use crate::load::compare::memory::MemoryPoint;
+    use crate::compare::measure::sample;
+    use crate::compare::memory::MemoryPoint;
 
     fn at(door: Door, x: u32, rps: f64, p99: f64) -> CurvePoint {
         let cpu = (door != Door::Direct).then_some(30.0);

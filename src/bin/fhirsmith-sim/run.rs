@@ -19,10 +19,10 @@ use super::knobs::Knobs;
 use super::reporter;
 use super::state::{now_ms, Sim, SimInit};
 use super::{StopReason, USAGE};
-use crate::ipc;
-use crate::ipc::message::FromChild;
-use crate::process::Role;
-use crate::settings::jsonc;
+use fhircluster::ipc;
+use fhircluster::ipc::message::FromChild;
+use fhircluster::process::Role;
+use fhircluster::settings::jsonc;
 
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok()

@@ -5,7 +5,7 @@
 //! script name) is accepted and reported (SIM-2), never an error. Pure: the environment comes in
 //! as a lookup function.
 
-use crate::process::Role;
+use fhircluster::process::Role;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SimArgs {

@@ -18,10 +18,6 @@ impl SimBody {
     pub fn full(b: impl Into<Bytes>) -> SimBody {
         SimBody::Full(Some(b.into()))
     }
-
-    pub fn empty() -> SimBody {
-        SimBody::Full(None)
-    }
 }
 
 impl Body for SimBody {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::measure::Measured;
 use super::memory::MemoryPoint;
 use super::table::{group, median, Door, Row, Target};
-use crate::load::surge::SurgeReport;
+use crate::surge::SurgeReport;
 
 /// The surge doors, in the order `Round::surge` holds them.
 pub const SURGE_DOORS: [Door; 3] = [Door::Fhircluster, Door::Nginx, Door::Haproxy];
@@ -320,8 +320,8 @@ fn raw_cpu(m: Option<&Measured>, d: Door) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::compare::measure::sample;
-    use crate::load::compare::table::markdown;
+    use crate::compare::measure::sample;
+    use crate::compare::table::markdown;
 
     fn wrk(rps: f64, p99: f64) -> Option<Measured> {
         Some(sample(rps, p99, Some(30.0), 12.0))

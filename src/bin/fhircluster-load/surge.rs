@@ -301,7 +301,7 @@ pub fn text(r: &SurgeReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::target::parse_base;
+    use crate::target::parse_base;
 
     fn config() -> Option<SurgeConfig> {
         Some(SurgeConfig {

@@ -92,8 +92,8 @@ pub fn rows(rounds: &[FastRound]) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::compare::measure::sample;
-    use crate::load::compare::table::markdown;
+    use crate::compare::measure::sample;
+    use crate::compare::table::markdown;
 
     fn m(rps: f64, cpu: f64) -> Option<Measured> {
         let mut m = sample(rps, 2.0, Some(cpu), 10.0);

@@ -12,7 +12,7 @@ use super::body::{self, SimBody};
 use super::handler::{json_response, outcome_response, Query};
 use super::path::SimPath;
 use super::state::Sim;
-use crate::outcome::Outcome;
+use fhircluster::outcome::Outcome;
 
 /// Environment variables `/sim/info` reports.
 const REPORTED_ENV: &[&str] = &[

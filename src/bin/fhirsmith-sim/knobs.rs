@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use super::cost::Costs;
-use crate::ipc::message::{acknowledges_events, PROTOCOL_VERSION};
+use fhircluster::ipc::message::{acknowledges_events, PROTOCOL_VERSION};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Knobs {

@@ -7,21 +7,25 @@
 //! `cache_store`), routing checks (`path`), the IPC side (`reporter`) and the test knobs
 //! (`knobs`) each have their own file; `run` is the process's life from start to exit.
 
-pub mod args;
-pub mod body;
-pub mod cache_id;
-pub mod cache_store;
-pub mod config;
-pub mod control;
-pub mod cost;
-pub mod handler;
-pub mod knobs;
-pub mod memory;
-pub mod path;
-pub mod reporter;
-pub mod run;
-pub mod server;
-pub mod state;
+mod args;
+mod body;
+mod cache_id;
+mod cache_store;
+mod config;
+mod control;
+mod cost;
+mod handler;
+mod knobs;
+mod memory;
+mod path;
+mod reporter;
+mod run;
+mod server;
+mod state;
+
+fn main() -> std::process::ExitCode {
+    run::main()
+}
 
 /// Why the sim stops.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -83,7 +83,7 @@ impl OpenLoop {
                 let outcome = match pool.exchange(&spec, timeout).await {
                     Ok(answer) => Outcome::Answered(answer.status),
                     Err(Failure::Timeout) => Outcome::Timeout,
-                    Err(Failure::Error(_)) => Outcome::Error,
+                    Err(Failure::Error) => Outcome::Error,
                 };
                 let latency = Instant::now().saturating_duration_since(due);
                 let _ = tx.send((i, outcome, latency));
@@ -117,8 +117,8 @@ impl OpenLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::requests;
-    use crate::load::target::Target;
+    use crate::requests;
+    use crate::target::Target;
 
     fn open_loop(port: u16, max_in_flight: usize, timeout: Duration) -> OpenLoop {
         let target = Target {

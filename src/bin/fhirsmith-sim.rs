@@ -1,5 +1,0 @@
-//! `fhirsmith-sim`: the simulated FHIRsmith server (see `fhircluster::sim`).
-
-fn main() -> std::process::ExitCode {
-    fhircluster::sim::run::main()
-}

@@ -1,0 +1,55 @@
+//! The integration tests, one binary (as ripgrep does): each file in `tests/` is a module of
+//! it, so the build links one test program instead of one per file (Cargo.toml sets
+//! `autotests = false`: a new file is added here). The tests run the real binaries
+//! (`fhircluster`, `fhirsmith-sim`, `fhircluster-load`) as child processes; `common` is their
+//! shared harness. Run one file's tests with
+//! `cargo nextest run -E 'binary(integration) & test(/^ops_notify::/)'` or
+//! `cargo test --test integration ops_notify::`.
+
+mod common;
+
+mod anyserver;
+mod bench_compare;
+mod check;
+mod check_settings;
+mod front_counts;
+mod ipc_node;
+mod layout;
+mod load_smoke;
+mod memory_recycle;
+mod ops_admin;
+mod ops_demo;
+mod ops_listen;
+mod ops_logs;
+mod ops_metrics;
+mod ops_nginx;
+mod ops_notify;
+mod ops_signals;
+mod ops_status;
+mod ops_systemd;
+mod proxy_drain;
+mod proxy_edge;
+mod proxy_failures;
+mod proxy_lobby;
+mod proxy_park;
+mod proxy_queue;
+mod proxy_routing;
+mod proxy_saturation;
+mod proxy_slots;
+mod pure_core;
+mod readiness;
+mod reliability_clients;
+mod reliability_faults;
+mod reliability_orphans;
+mod reliability_resources;
+mod reload;
+mod shared_cache;
+mod sim_answers;
+mod sim_lifecycle;
+mod sizing;
+mod status_counts;
+mod status_events;
+mod status_history;
+mod status_snapshot;
+mod stop;
+mod supervise;
