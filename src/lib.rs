@@ -11,6 +11,7 @@
 //! `pub(crate)` or private, so the compiler reports what nothing uses.
 
 pub mod cli;
+mod clock;
 pub(crate) mod deadline;
 pub mod fatal;
 pub(crate) mod held_ports;

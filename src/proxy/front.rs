@@ -139,7 +139,7 @@ impl Front {
         self.upstream_timeout
             .store(nanos(upstream_timeout), Ordering::Relaxed);
         let mut inner = self.lock();
-        inner.sched.set_config(cfg, now());
+        inner.sched.set_config(cfg, crate::clock::now_std());
         self.pump(&mut inner);
     }
 
@@ -162,7 +162,7 @@ impl Front {
             p.store(false, Ordering::Release);
         }
         let mut inner = self.lock();
-        inner.sched.remove_process(id, now());
+        inner.sched.remove_process(id, crate::clock::now_std());
         self.pump(&mut inner);
     }
 
@@ -235,7 +235,7 @@ impl Front {
         {
             let mut inner = self.lock();
             inner.waiters.insert(id, tx);
-            inner.sched.submit(id, demand, now());
+            inner.sched.submit(id, demand, crate::clock::now_std());
             self.pump(&mut inner);
         }
         let ticket = Ticket {
@@ -288,7 +288,7 @@ impl Front {
                     tokio::select! {
                         _ = tokio::time::sleep_until(Instant::from_std(at)) => {
                             let mut inner = self.lock();
-                            inner.sched.handle_timeout(now());
+                            inner.sched.handle_timeout(crate::clock::now_std());
                             self.pump(&mut inner);
                         }
                         _ = self.timer.notified() => {}
@@ -301,7 +301,7 @@ impl Front {
 
     fn set_state(&self, id: ProcessId, state: ProcessState) {
         let mut inner = self.lock();
-        inner.sched.set_process(id, state, now());
+        inner.sched.set_process(id, state, crate::clock::now_std());
         self.pump(&mut inner);
     }
 
@@ -309,7 +309,7 @@ impl Front {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
         let mut inner = self.lock();
-        inner.sched.stop(now());
+        inner.sched.stop(crate::clock::now_std());
         self.pump(&mut inner);
     }
 
@@ -344,7 +344,9 @@ impl Front {
     /// The saturation watch's verdict about a process (`proxy::saturation`).
     pub fn set_saturated(&self, id: ProcessId, saturated: bool) {
         let mut inner = self.lock();
-        inner.sched.set_saturated(id, saturated, now());
+        inner
+            .sched
+            .set_saturated(id, saturated, crate::clock::now_std());
         self.pump(&mut inner);
     }
 
@@ -469,7 +471,7 @@ impl Ticket {
     pub fn finish(mut self, how: Finish) {
         self.ended = true;
         let mut inner = self.front.lock();
-        inner.sched.finish(self.id, how, now());
+        inner.sched.finish(self.id, how, crate::clock::now_std());
         self.front.pump(&mut inner);
     }
 
@@ -478,7 +480,9 @@ impl Ticket {
         let (tx, rx) = oneshot::channel();
         let mut inner = self.front.lock();
         inner.waiters.insert(self.id, tx);
-        inner.sched.finish(self.id, Finish::NotSent, now());
+        inner
+            .sched
+            .finish(self.id, Finish::NotSent, crate::clock::now_std());
         self.front.pump(&mut inner);
         rx
     }
@@ -494,7 +498,7 @@ impl Drop for Ticket {
         if !self.ended {
             let mut inner = self.front.lock();
             inner.waiters.remove(&self.id);
-            inner.sched.cancel(self.id, now());
+            inner.sched.cancel(self.id, crate::clock::now_std());
             self.front.pump(&mut inner);
         }
     }
@@ -502,10 +506,4 @@ impl Drop for Ticket {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The proxy's clock read, as a `std` instant for the pure core (tokio's clock, so tests on a
-/// paused runtime see simulated time).
-fn now() -> std::time::Instant {
-    Instant::now().into_std()
 }

@@ -36,7 +36,7 @@ pub async fn run(front: Arc<Front>) {
             continue;
         }
         tokio::time::sleep(INTERVAL).await;
-        let now = std::time::Instant::now();
+        let now = crate::clock::now_std();
         for (spec, (meter, seen)) in front.processes.iter().zip(&mut meters) {
             let pid = front.pid(spec.id).filter(|_| spec.serves_tx);
             if pid != *seen {

@@ -60,16 +60,10 @@ pub struct Keeper {
     pid: u32,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl Keeper {
     /// Opens the outbox under the data directory and records the launcher's start (EVENT-1).
     pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         let outbox = Outbox::open(&settings.data_dir);
         let sample = settings.stats.sample_period();
         let history = outbox
@@ -130,7 +124,7 @@ impl Keeper {
     }
 
     pub fn spawned(&mut self, id: ProcessId, pid: u32, now: Instant) {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         let role = self.role(id);
         if let Some(p) = self.processes.get_mut(id.index()) {
             p.pid = Some(pid);
@@ -149,7 +143,7 @@ impl Keeper {
     }
 
     pub fn ready(&mut self, id: ProcessId, memory_limit: Option<u64>, now: Instant) {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         let role = self.role(id);
         let Some(p) = self.processes.get_mut(id.index()) else {
             return;
@@ -180,7 +174,7 @@ impl Keeper {
 
     /// A process exited; `stopping` when the launcher is stopping (it is not started again).
     pub fn exited(&mut self, id: ProcessId, exit: Exit, stopping: bool) {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         let role = self.role(id);
         let Some(p) = self.processes.get_mut(id.index()) else {
             return;
@@ -220,7 +214,7 @@ impl Keeper {
 
     /// The recycle of a worker begins (EVENT-3, DEC-25).
     pub fn recycling(&mut self, id: ProcessId, reason: &str) {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         if let Some(n) = self.recycles.get_mut(id.index()) {
             *n += 1;
         }
@@ -244,7 +238,7 @@ impl Keeper {
             return;
         }
         if let FromChild::Sample(sample) = msg {
-            let ms = now_ms();
+            let ms = crate::clock::unix_ms();
             let role = self.role(id);
             let Some(p) = self.processes.get(id.index()) else {
                 return;
@@ -307,12 +301,12 @@ impl Keeper {
             },
             settings: self.settings,
         };
-        snapshot(&input, now, now_ms())
+        snapshot(&input, now, crate::clock::unix_ms())
     }
 
     /// EVENT-6..12, EVENT-14: what the front door counted since the last minute, as one event.
     pub fn minute(&mut self, tally: Tally) {
-        let ms = now_ms();
+        let ms = crate::clock::unix_ms();
         let last = std::mem::replace(&mut self.last_tally, tally);
         let codes: Vec<String> = self.processes.iter().map(|p| p.code.clone()).collect();
         let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
@@ -421,7 +415,7 @@ impl Keeper {
         self.history_updates.clear();
         self.outbox.resend();
         vec![ToChild::History {
-            history: self.history.to_json(now_ms()),
+            history: self.history.to_json(crate::clock::unix_ms()),
         }]
     }
 

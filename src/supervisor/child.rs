@@ -289,7 +289,7 @@ pub fn spawn(
                     first_time: true,
                 },
                 Received::Unknown { .. } => continue,
-                Received::Error(e) => match bad.note(std::time::Instant::now()) {
+                Received::Error(e) => match bad.note(crate::clock::now_std()) {
                     Some(0) => ChildEvent::BadLine(e.to_string()),
                     Some(n) => ChildEvent::BadLine(format!("{e} (and {n} more bad lines skipped)")),
                     None => continue,

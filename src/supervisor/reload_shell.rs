@@ -5,7 +5,8 @@
 use tracing::{info, warn};
 
 use super::api::{Reload, WorkerCount};
-use super::shell::{now_std, Shell};
+use super::shell::Shell;
+use crate::clock::now_std;
 use crate::process::ProcessId;
 
 impl Shell {

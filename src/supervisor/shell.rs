@@ -26,6 +26,7 @@ use super::lifecycle::{Action, Exit, Lifecycle};
 use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
 use super::ticks::Ticks;
+use crate::clock::now_std;
 use crate::ipc::message::{acknowledges_events, same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
@@ -150,12 +151,6 @@ async fn sleep_until(deadline: Option<Instant>) {
     if let Some(d) = deadline {
         tokio::time::sleep_until(d).await;
     }
-}
-
-/// The shell's one clock read, as a `std` instant for the pure core (tokio's clock, so tests on a
-/// paused runtime see simulated time).
-pub(super) fn now_std() -> std::time::Instant {
-    Instant::now().into_std()
 }
 
 impl Shell {

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::warn;
 
-use super::shell::{now_std, Shell};
+use super::shell::Shell;
+use crate::clock::now_std;
 use crate::deadline::Later;
 use crate::ipc::message::ToChild;
 use crate::process::ProcessId;

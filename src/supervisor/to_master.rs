@@ -6,7 +6,8 @@
 
 use tracing::{info, warn};
 
-use super::shell::{now_std, Shell};
+use super::shell::Shell;
+use crate::clock::now_std;
 use crate::ipc::message::ToChild;
 
 impl Shell {
