@@ -30,7 +30,8 @@ use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
-use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
+use crate::proxy::scheduler::Scheduler;
+use crate::reload::Live;
 use crate::settings::{self, Settings};
 use crate::sizing::CpuSizing;
 use crate::status::keeper::Keeper;
@@ -227,11 +228,13 @@ impl Launcher {
             .unwrap_or_else(|_| plan.processes.clone());
         let tx_processes: Vec<(ProcessId, bool)> =
             plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
-        let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
+        // What a reload may change, in the shape each part takes it (as `Reloader` gives it).
+        let live = Live::from(settings);
+        let sched = Scheduler::new(live.scheduler, &tx_processes);
         let routes = RouteTable::from_specs(settings, &all);
         let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
-        let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
-        front.budget.set_limit(c.buffer_max_mb << 20);
+        let front = Front::new(sched, routes, all.clone(), slots, live.upstream_timeout);
+        front.budget.set_limit(live.buffer_limit);
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::report::run(front.clone()));
@@ -278,9 +281,7 @@ impl Launcher {
             workers: plan.processes.len().saturating_sub(1),
             max_start_failures: c.max_start_failures,
             kill_after: c.kill_after,
-            status_seconds: c.status_interval.as_secs_f64(),
-            sample_seconds: settings.stats.sample_period().as_secs_f64(),
-            drain: c.drain,
+            settings: live.supervisor,
             idle_report: machine::idle_report(settings),
         };
         let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
@@ -353,16 +354,8 @@ impl Launcher {
             self.front.clone(),
             settings.tx.endpoints.clone(),
         ));
-        let c = &settings.cluster;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let live = LiveListenerSettings::new(ListenerSettings {
-            write_timeout: c.write_timeout,
-            header_read_timeout: c.header_timeout,
-            max_head: (c.header_max_kb as usize) << 10,
-            drain: c.drain,
-            queue: c.queue,
-            owner_queue: c.owner_queue,
-        });
+        let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
         let task = tokio::spawn(listener::serve_live(
             listener,
             self.front.clone(),

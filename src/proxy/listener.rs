@@ -16,8 +16,8 @@ use super::conn::{serve_client, ConnContext};
 use super::forward::Peer;
 use super::front::Front;
 
-/// Timeouts and limits of the client side.
-#[derive(Clone, Debug)]
+/// Timeouts and limits of the client side (from the settings: `reload::Live`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct ListenerSettings {
     /// `writeTimeoutSeconds`: a client that takes none of its response this long is cut off.
     pub write_timeout: Duration,

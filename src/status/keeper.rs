@@ -5,7 +5,7 @@
 //! `supervisor::recycle`) to the machine readers and the outbox.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 use tracing::warn;
@@ -106,9 +106,11 @@ impl Keeper {
         self.rss_at_ready.resize(n, None);
     }
 
-    /// `recycleSeconds` changed on reload.
-    pub fn set_recycle_after(&mut self, after: Duration) {
-        self.recycle.recycle_after = after;
+    /// The settings in force after a reload: the recycle policy (`recycleSeconds`,
+    /// `rejectFraction`) and what the snapshot reports (its staleness counts in `statusSeconds`).
+    pub fn reconfigure(&mut self, recycle: RecyclePolicy, settings: SnapshotSettings) {
+        self.recycle = recycle;
+        self.settings = settings;
     }
 
     fn role(&self, id: ProcessId) -> &'static str {

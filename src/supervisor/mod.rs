@@ -16,6 +16,7 @@ mod ticks;
 mod to_master;
 
 pub(crate) use api::{
-    Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,
+    Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSettings, SupervisorSetup,
+    WorkerCount,
 };
 pub(crate) use shell::run;

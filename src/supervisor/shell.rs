@@ -103,7 +103,7 @@ pub async fn run(
         master_end: None,
         gave_up: None,
     };
-    let mut ticks = Ticks::new(shell.setup.status_seconds);
+    let mut ticks = Ticks::new(shell.setup.settings.status_seconds);
     if let Some(master) = shell.setup.processes.first() {
         info!(
             "{}: starting the master (maxStartFailures {})",
@@ -130,7 +130,7 @@ pub async fn run(
                     let _ = reply.send(shell.keeper.report(now_std()));
                 }
                 Some(Control::Reload(r)) => {
-                    let status_seconds = r.status_seconds;
+                    let status_seconds = r.settings.status_seconds;
                     if shell.reload(r) {
                         ticks.set_status_seconds(status_seconds);
                     }
@@ -237,7 +237,7 @@ impl Shell {
                 Action::RollingStep { id, step, of } => info!(
                     "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
                     self.code(id),
-                    self.setup.drain.as_secs_f64()
+                    self.setup.settings.drain.as_secs_f64()
                 ),
                 Action::RollingDone => {
                     info!("rolling restart done: every process was started again");
@@ -270,8 +270,8 @@ impl Shell {
             protocol: PROTOCOL_VERSION.to_string(),
             role: spec.role.as_str().to_string(),
             code: spec.code.clone(),
-            status_seconds: self.setup.status_seconds,
-            sample_seconds: self.setup.sample_seconds,
+            status_seconds: self.setup.settings.status_seconds,
+            sample_seconds: self.setup.settings.sample_seconds,
         };
         match child::spawn(
             &spec,

@@ -94,7 +94,7 @@ impl Shell {
         let in_flight = move |id: ProcessId| hooks.in_flight(id);
         let busy = self.recycling.is_some() || self.life.is_rolling();
         if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
-            if self.life.recycle(choice.id, self.setup.drain, now) {
+            if self.life.recycle(choice.id, self.setup.settings.drain, now) {
                 warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
                 self.keeper.recycling(choice.id, &choice.reason);
                 self.recycling = Some(choice.id);
