@@ -37,11 +37,11 @@ const PURE: &[&str] = &[
     "src/status/history.rs",
     "src/status/snapshot.rs",
     "src/supervisor/lifecycle.rs",
-    "src/supervisor/lifecycle_actions.rs",
+    "src/supervisor/lifecycle/actions.rs",
+    "src/supervisor/lifecycle/rolling.rs",
     "src/supervisor/mailbox.rs",
     "src/supervisor/recycle.rs",
     "src/supervisor/restart.rs",
-    "src/supervisor/rolling.rs",
 ];
 
 /// What only the shell may do: read a clock, sleep, touch files, sockets, processes or the

@@ -312,5 +312,4 @@ fn signal_name(s: i32) -> String {
 }
 
 #[cfg(test)]
-#[path = "events_tests.rs"]
 mod tests;

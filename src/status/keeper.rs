@@ -481,5 +481,4 @@ fn read_cgroup() -> Result<CgroupReading, String> {
 }
 
 #[cfg(test)]
-#[path = "keeper_tests.rs"]
 mod tests;

@@ -457,5 +457,4 @@ impl Missing {
 }
 
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod tests;

@@ -14,7 +14,7 @@
 //!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
 //!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
 //!   request changes nothing: the order is kept.
-//! * Reload (`rolling.rs`): the worker count moves up or down while running (`resize`), and a
+//! * Reload (`lifecycle/rolling.rs`): the worker count moves up or down while running (`resize`), and a
 //!   rolling restart replaces every process one at a time, the master last (`rolling_restart`).
 
 use std::collections::VecDeque;
@@ -473,14 +473,10 @@ impl Lifecycle {
     }
 }
 
-#[path = "lifecycle_actions.rs"]
 mod actions;
-#[path = "rolling.rs"]
 mod rolling;
 
 #[cfg(test)]
-#[path = "lifecycle_test_support.rs"]
 mod test_support;
 #[cfg(test)]
-#[path = "lifecycle_tests.rs"]
 mod tests;

@@ -7,13 +7,10 @@ pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;
 pub(crate) mod recycle;
-mod reload_shell;
 pub(crate) mod restart;
 pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod stderr_tail;
-mod ticks;
-mod to_master;
 
 pub(crate) use api::{
     Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,

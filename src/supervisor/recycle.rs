@@ -263,5 +263,4 @@ fn mb(bytes: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "recycle_tests.rs"]
 mod tests;

@@ -8,9 +8,10 @@
 //! only on its `ready`; its listening socket (`socket_watch.rs`, after a grace with the channel
 //! silent) counts only for a process that never spoke.
 //!
-//! Its other parts, each an `impl Shell` of its own: what goes to the master (`to_master.rs`,
-//! with the master's mailbox in `mailbox.rs`), the status, upkeep and minute ticks (`ticks.rs`)
-//! and reload handling (`reload_shell.rs`); the types its callers see are in `api.rs`.
+//! Its other parts, each an `impl Shell` of its own in `shell/`: what goes to the master
+//! (`to_master.rs`, with the master's mailbox in `../mailbox.rs`), the status, upkeep and minute
+//! ticks (`ticks.rs`) and reload handling (`reload.rs`); the types its callers see are in
+//! `api.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,38 +26,41 @@ use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
 use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
-use super::ticks::Ticks;
 use crate::clock::now_std;
 use crate::ipc::message::{acknowledges_events, same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
+use ticks::Ticks;
 
-/// The shell's state; the fields its other parts (`ticks.rs`, `reload_shell.rs`) use are
-/// `pub(super)`.
-pub(super) struct Shell {
-    pub(super) setup: SupervisorSetup,
-    pub(super) hooks: Arc<dyn Hooks>,
-    pub(super) sizer: Sizer,
+mod reload;
+mod ticks;
+mod to_master;
+
+/// The shell's state (its other parts, in `shell/`, are child modules and see every field).
+struct Shell {
+    setup: SupervisorSetup,
+    hooks: Arc<dyn Hooks>,
+    sizer: Sizer,
     output: OutputSink,
-    pub(super) life: Lifecycle,
-    pub(super) children: Vec<Option<ChildHandle>>,
+    life: Lifecycle,
+    children: Vec<Option<ChildHandle>>,
     started: Vec<Option<Instant>>,
     /// Whether each process has sent anything valid on its channel in this run: if so, only its
     /// `ready` makes it ready, never its socket (LAUNCH-3, DEC-27).
     spoke: Vec<bool>,
     generation: u64,
     events_tx: mpsc::UnboundedSender<Tagged>,
-    pub(super) master_mailbox: MasterMailbox,
-    pub(super) master_up: bool,
+    master_mailbox: MasterMailbox,
+    master_up: bool,
     /// The master acknowledges the events it takes (`eventsReceived`, protocol 1.1 on); if not,
     /// its channel write counts as delivery.
-    pub(super) master_acks: bool,
+    master_acks: bool,
     /// The master's queue was found full: what is for it waits until it reads again.
-    pub(super) master_stalled: bool,
-    pub(super) flushing: bool,
-    pub(super) keeper: Keeper,
+    master_stalled: bool,
+    flushing: bool,
+    keeper: Keeper,
     /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
-    pub(super) recycling: Option<ProcessId>,
+    recycling: Option<ProcessId>,
     idle_reported: bool,
     /// How the master's last run ended ("exit code 3"), and the failures when it was given up:
     /// the give-up error names both.
@@ -158,7 +162,7 @@ impl Shell {
         &self.setup.processes[id.index()]
     }
 
-    pub(super) fn code(&self, id: ProcessId) -> &str {
+    fn code(&self, id: ProcessId) -> &str {
         &self.setup.processes[id.index()].code
     }
 
@@ -420,7 +424,7 @@ impl Shell {
 
     /// The status rows follow the processes in the cluster: the wanted ones and any still
     /// running on its way out.
-    pub(super) fn fit_rows(&mut self) {
+    fn fit_rows(&mut self) {
         let keep = (0..self.life.slot_count())
             .rev()
             .find(|&i| i <= self.life.workers() || self.life.is_running(ProcessId(i as u16)))

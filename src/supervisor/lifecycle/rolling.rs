@@ -198,5 +198,4 @@ impl Lifecycle {
 }
 
 #[cfg(test)]
-#[path = "rolling_tests.rs"]
 mod tests;

@@ -1,13 +1,13 @@
 //! The shell's side of a reload (SIGHUP, `Control::Reload`): it takes the new drain, status and
 //! recycle settings, moves the worker count within the processes it was given at start, and
-//! asks the lifecycle for the rolling restart (the pure side is `rolling.rs`).
+//! asks the lifecycle for the rolling restart (the pure side is `lifecycle/rolling.rs`).
 
 use tracing::{info, warn};
 
-use super::api::{Reload, WorkerCount};
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::process::ProcessId;
+use crate::supervisor::api::{Reload, WorkerCount};
 
 impl Shell {
     /// A reload: the new settings, the worker count, then the rolling restart. False when the

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::warn;
 
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::deadline::Later;
 use crate::ipc::message::ToChild;

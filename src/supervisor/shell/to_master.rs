@@ -6,7 +6,7 @@
 
 use tracing::{info, warn};
 
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::ipc::message::ToChild;
 
