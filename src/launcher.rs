@@ -281,6 +281,8 @@ impl Launcher {
             status_seconds: c.status_interval.as_secs_f64(),
             sample_seconds: settings.stats.sample_period().as_secs_f64(),
             drain: c.drain,
+            reject_fraction: settings.memory.reject_fraction,
+            recycle_after: c.recycle,
             idle_report: machine::idle_report(settings),
         };
         let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());

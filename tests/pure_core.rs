@@ -35,6 +35,7 @@ const PURE: &[&str] = &[
     "src/sizing/rule.rs",
     "src/status/events.rs",
     "src/status/history.rs",
+    "src/status/readings.rs",
     "src/status/snapshot.rs",
     "src/supervisor/lifecycle.rs",
     "src/supervisor/lifecycle/actions.rs",

@@ -54,6 +54,10 @@ pub struct SupervisorSetup {
     pub sample_seconds: f64,
     /// `drainSeconds`, for a recycle.
     pub drain: Duration,
+    /// `server.memory.rejectFraction`: the memory recycle's threshold.
+    pub reject_fraction: f64,
+    /// `recycleSeconds`: how long over the threshold before a recycle; zero: never.
+    pub recycle_after: Duration,
     pub idle_report: IdleReport,
 }
 

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use super::{Action, Lifecycle, Phase, Slot, State};
 use crate::deadline::Later;
 use crate::process::ProcessId;
-use crate::supervisor::restart::RestartPolicy;
 
 /// A rolling restart under way.
 #[derive(Clone, Debug)]
@@ -44,18 +43,14 @@ impl Lifecycle {
             return false;
         }
         while self.slots.len() <= n {
-            self.slots.push(Slot {
-                state: State::Idle,
-                policy: RestartPolicy::new(),
-                restarts: 0,
-            });
+            self.slots.push(Slot::new());
         }
         for i in 1..self.slots.len() {
             let keep = i <= n;
             let slot = &mut self.slots[i];
             match (&mut slot.state, keep) {
-                // Wanted again: a retired slot starts afresh in the start order.
-                (State::Stopped, true) => slot.state = State::Idle,
+                // Wanted again: a retired slot starts afresh in the start order, a new worker.
+                (State::Stopped, true) => *slot = Slot::new(),
                 // Wanted again while being retired: started again once it has stopped.
                 (State::Draining { restart, .. } | State::Stopping { restart, .. }, true) => {
                     *restart = true
@@ -80,10 +75,7 @@ impl Lifecycle {
                     self.actions
                         .push_back(Action::Terminate(ProcessId(i as u16)));
                 }
-                (State::Idle | State::Waiting { .. }, false) => {
-                    slot.state = State::Stopped;
-                    self.actions.push_back(Action::Retired(ProcessId(i as u16)));
-                }
+                (State::Idle | State::Waiting { .. }, false) => self.retire(ProcessId(i as u16)),
                 (State::Stopped, false) => {}
             }
         }
@@ -115,17 +107,6 @@ impl Lifecycle {
         });
         self.advance_rolling(now);
         true
-    }
-
-    /// Whether the process is on its way out for good (the worker count shrank).
-    pub fn is_leaving(&self, id: ProcessId) -> bool {
-        !self.is_stopping()
-            && matches!(
-                self.slots.get(id.index()).map(|s| &s.state),
-                Some(
-                    State::Draining { restart: false, .. } | State::Stopping { restart: false, .. }
-                )
-            )
     }
 
     /// Whether a rolling restart is under way.

@@ -29,14 +29,14 @@ impl Shell {
         }
         self.setup.drain = r.drain;
         self.setup.status_seconds = r.status_seconds;
-        self.keeper.set_recycle_after(r.recycle_after);
+        self.recycle.set_recycle_after(r.recycle_after);
         let current = self.life.workers();
         let wanted = match r.workers {
             WorkerCount::Keep => current,
             WorkerCount::Exactly(n) => n,
             WorkerCount::Size(mut sizer) => {
                 let n = match &self.children[0] {
-                    Some(master) if self.master_up => sizer(master.pid),
+                    Some(master) if self.life.is_up(ProcessId::MASTER) => sizer(master.pid),
                     _ => current,
                 };
                 self.sizer = sizer;
