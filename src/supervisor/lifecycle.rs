@@ -247,11 +247,19 @@ impl Lifecycle {
                 self.spawn(id, now);
                 return Aftermath::Restart { asked: true };
             }
-            // A worker beyond a lowered count: gone for good.
+            // A worker beyond a lowered count: gone for good, unless a later reload wants it
+            // again: then it starts afresh, in the start order.
             State::Stopping { restart: false, .. } | State::Draining { restart: false, .. }
                 if !stopping =>
             {
                 self.down(id);
+                if id.index() <= self.workers {
+                    self.slots[id.index()].state = State::Idle;
+                    self.slots[id.index()].restarts += 1;
+                    self.start_next_worker(now);
+                    self.advance_rolling(now);
+                    return Aftermath::Restart { asked: true };
+                }
                 self.retire(id);
                 self.advance_rolling(now);
                 return Aftermath::Gone { asked: true };
@@ -359,8 +367,12 @@ impl Lifecycle {
         self.rolling = None;
         self.recycling = None;
         // A master waiting out a backoff is not started again, and has nothing to flush to.
-        if matches!(self.slots[0].state, State::Idle | State::Waiting { .. }) {
-            self.slots[0].state = State::Stopped;
+        // One draining for a rolling restart is stopped last like any master (STOP-7): its
+        // drain's deadline must not stop it before the workers and their last counts.
+        match self.slots[0].state {
+            State::Idle | State::Waiting { .. } => self.slots[0].state = State::Stopped,
+            State::Draining { .. } => self.slots[0].state = State::Ready { since: now },
+            _ => {}
         }
         for i in 1..self.slots.len() {
             self.terminate_or_forget(ProcessId(i as u16), now);
@@ -474,6 +486,8 @@ mod actions;
 mod rolling;
 mod status;
 
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //!
 //! * `resize`: more workers get new slots (or retired ones back) and start one after another as
 //!   at launch; fewer: the workers above the count are drained (up to `drainSeconds`), stopped,
-//!   and not started again (`Action::Retired` once each is gone).
+//!   and not started again (`Action::Retired` once each is gone). One wanted again before it has
+//!   gone starts afresh once it has.
 //! * `rolling_restart`: every running worker, then the master, one at a time, each through the
 //!   recycle path: out of rotation and drained (DEC-15), SIGTERM, started again at once, and the
 //!   next one only once it is ready, so with a worker or more something serves tx at every
@@ -51,10 +52,8 @@ impl Lifecycle {
             match (&mut slot.state, keep) {
                 // Wanted again: a retired slot starts afresh in the start order, a new worker.
                 (State::Stopped, true) => *slot = Slot::new(),
-                // Wanted again while being retired: started again once it has stopped.
-                (State::Draining { restart, .. } | State::Stopping { restart, .. }, true) => {
-                    *restart = true
-                }
+                // Wanted again while being retired: it starts afresh once it has stopped
+                // (`exited`), in the start order, not as a restart (it was not out for one).
                 (_, true) => {}
                 (State::Ready { .. }, false) => {
                     slot.state = State::Draining {
