@@ -5,14 +5,13 @@
 //! logged as taking effect at the next start; the rest is the servers' own, and reaches them as
 //! the rolling restart that follows starts each again (they read `config.json` at start).
 //!
-//! `changes` and `apply_live` are pure; `read` reads the file and the machine.
+//! Pure: `changes` and `apply_live`. Reading the file and the machine again is the launcher's
+//! (`launcher/reloader.rs`).
 
 use std::fmt::Debug;
-use std::path::Path;
 use std::time::Duration;
 
-use crate::cli::Cli;
-use crate::settings::{self, Settings};
+use crate::settings::Settings;
 
 /// What a reload changes, one `name old → new` line each.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -289,17 +288,6 @@ pub fn apply_live(running: &Settings, new: &Settings) -> Settings {
     s.memory = new.memory.clone();
     s.stats = new.stats.clone();
     s
-}
-
-/// Reads and checks the settings again, as at start (the same flags; the environment as it is
-/// the launcher's own, unchanged): one line saying what is wrong, or the settings.
-pub fn read(cli: &Cli, cwd: &Path) -> Result<Settings, String> {
-    let s = settings::load(cli).map_err(|e| e.to_string())?;
-    settings::check_command(&s, cwd).map_err(|e| e.to_string())?;
-    // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).
-    let sizing = crate::machine::cpu_sizing(&s)?;
-    crate::plan::check_port_range(&s, sizing.planned()).map_err(|e| e.to_string())?;
-    Ok(s)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::path::Path;
 
 const PURE: &[&str] = &[
     "src/ipc/codec.rs",
-    "src/machine.rs",
     "src/ops/extend.rs",
     "src/ops/signals.rs",
     "src/ops/tx_usage.rs",

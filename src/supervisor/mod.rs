@@ -14,7 +14,5 @@ pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod stderr_tail;
 
-pub(crate) use api::{
-    Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,
-};
+pub(crate) use api::{Control, Ended, Hooks, Reload, SupervisorSetup, WorkerCount};
 pub(crate) use shell::run;
