@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::machine;
 use crate::ops::admin::{self, Admin};
 use crate::ops::child_log::ChildLines;
 use crate::ops::client_port;
@@ -33,6 +32,7 @@ use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::Scheduler;
 use crate::reload::Live;
 use crate::settings::{self, Settings};
+use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
@@ -62,7 +62,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     } else {
         None
     };
-    let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
+    let settings = settings::load(&cli)?;
     if let Some(crate::cli::Action::Status { json }) = cli.action {
         let Some(addr) = settings.cluster.admin_address else {
             eprintln!(
@@ -80,8 +80,8 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         journal,
     );
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    settings::check_command(&settings, &cwd).map_err(anyhow::Error::msg)?;
-    let (sizing, plan) = machine::plan_for_this_machine(&settings).map_err(anyhow::Error::msg)?;
+    settings::check_command(&settings, &cwd)?;
+    let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
         for w in &settings.warnings {
             println!("warning: {w}");
@@ -120,8 +120,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
 /// guardian (`tree`), so none outlives it.
 fn guard_processes(settings: &Settings, plan: &Plan) -> Result<()> {
     let needs = crate::held_ports::needs(settings, plan);
-    crate::held_ports::refuse_held(std::path::Path::new("/"), &needs)
-        .map_err(anyhow::Error::msg)?;
+    crate::held_ports::refuse_held(std::path::Path::new("/"), &needs)?;
     crate::tree::run::start(settings.cluster.kill_after);
     Ok(())
 }
@@ -282,10 +281,10 @@ impl Launcher {
             max_start_failures: c.max_start_failures,
             kill_after: c.kill_after,
             settings: live.supervisor,
-            idle_report: machine::idle_report(settings),
+            idle_report: Box::new(host::idle_report(settings)),
         };
         let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
-        let sizer = machine::sizer(settings, sizing.clone());
+        let sizer = Box::new(host::sizer(settings, sizing.clone()));
         let supervisor = tokio::spawn(supervisor::run(
             setup, keeper, hooks, sizer, control_rx, output,
         ));

@@ -17,7 +17,6 @@ pub mod fatal;
 pub(crate) mod held_ports;
 pub mod ipc;
 pub mod launcher;
-pub(crate) mod machine;
 pub mod ops;
 pub mod outcome;
 pub(crate) mod plan;

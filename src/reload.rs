@@ -6,12 +6,10 @@
 //! start); a `Launcher` one (ports, addresses, the command, the runtime ...) waits for the
 //! launcher's next start, and is logged so.
 //!
-//! `changes` and `apply_live` are pure; `read` reads the file and the machine.
+//! Pure: `changes` and `apply_live`. Reading the file and the machine again is the launcher's
+//! (`launcher/reloader.rs`).
 
-use std::path::Path;
-
-use crate::cli::Cli;
-use crate::settings::{self, Reload, Settings, TABLE};
+use crate::settings::{Reload, Settings, TABLE};
 
 mod live;
 
@@ -65,17 +63,6 @@ pub fn apply_live(running: &Settings, new: &Settings) -> Settings {
         s.sources.set(setting.path, new.sources.of(setting.path));
     }
     s
-}
-
-/// Reads and checks the settings again, as at start (the same flags; the environment as it is
-/// the launcher's own, unchanged): one line saying what is wrong, or the settings.
-pub fn read(cli: &Cli, cwd: &Path) -> Result<Settings, String> {
-    let s = settings::load(cli).map_err(|e| e.to_string())?;
-    settings::check_command(&s, cwd).map_err(|e| e.to_string())?;
-    // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).
-    let sizing = crate::machine::cpu_sizing(&s)?;
-    crate::plan::check_port_range(&s, sizing.planned()).map_err(|e| e.to_string())?;
-    Ok(s)
 }
 
 #[cfg(test)]

@@ -175,6 +175,38 @@ fn the_worker_count_moves_up_and_down_and_routing_follows() {
 }
 
 #[test]
+fn a_worker_retired_by_a_lower_count_is_unavailable_in_the_graphs_not_restarting() {
+    // spec: GRAPH-10, STATUS-17
+    // A worker the lower count retires is gone for good: its legend says unavailable, it is
+    // not counted as a restart and has no exit event of its own (it was stopped, not crashed).
+    let mut c = cluster().workers(2).start();
+    rewrite(&c, json!({ "server": { "cluster": { "workers": 1 } } }));
+    c.signal(SIGHUP);
+    c.wait_for("reload: workers 2 → 1", Duration::from_secs(10));
+    c.wait_for("tx2: stopped for good", Duration::from_secs(20));
+    c.wait_for("rolling restart done", Duration::from_secs(60));
+    let tx2 = poll(
+        "tx2's legend state at the master",
+        Duration::from_secs(10),
+        || {
+            let h = c.direct(0, "GET", "/sim/received").json()["history"].clone();
+            let series = h["processes"]
+                .as_array()?
+                .iter()
+                .find(|p| p["code"] == "tx2")?;
+            Some(series["state"].clone())
+        },
+    );
+    assert_eq!(tx2, json!("unavailable"));
+    assert!(
+        !c.log_lines()
+            .iter()
+            .any(|l| l.contains("tx2: starting again")),
+        "a retired worker is not restarted"
+    );
+}
+
+#[test]
 fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_master() {
     // spec: DEC-15, RESTART-6, RESTART-11
     // Expands of 50 ms keep requests at work on each process as it is taken out of rotation.

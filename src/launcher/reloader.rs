@@ -3,19 +3,19 @@
 //! to restart every process in turn. What changes, and what waits for which restart, is
 //! `reload.rs` (pure).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
-use crate::machine;
 use crate::ops::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
 use crate::reload::{self, Count, Live};
-use crate::settings::Settings;
+use crate::settings::{self, Settings};
+use crate::sizing::host;
 use crate::supervisor::{Control, Reload, WorkerCount};
 
 /// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
@@ -34,11 +34,11 @@ impl Reloader {
     /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
     /// over).
     pub(super) async fn reload(&mut self) -> Result<(), String> {
-        let new = match reload::read(&self.cli, &self.cwd) {
+        let new = match read(&self.cli, &self.cwd) {
             Ok(s) => s,
             Err(e) => {
-                error!("SIGHUP: the settings were refused, nothing changed: {e}");
-                return Err(e.to_string());
+                error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
+                return Err(format!("{e:#}"));
             }
         };
         for w in &new.warnings {
@@ -100,12 +100,23 @@ impl Reloader {
 fn worker_count(running: &Settings) -> WorkerCount {
     match Count::from(&running.cluster) {
         Count::Exactly(n) => WorkerCount::Exactly(n as usize),
-        Count::Sized { .. } => match machine::cpu_sizing(running) {
-            Ok(sizing) => WorkerCount::Size(machine::sizer(running, sizing)),
+        Count::Sized { .. } => match host::cpu_sizing(running) {
+            Ok(sizing) => WorkerCount::Size(Box::new(host::sizer(running, sizing))),
             Err(e) => {
-                warn!("reload: the worker count is kept: {e}");
+                warn!("reload: the worker count is kept: {e:#}");
                 WorkerCount::Keep
             }
         },
     }
+}
+
+/// Reads and checks the settings again, as at start (the same flags; the environment as it is
+/// the launcher's own, unchanged): the settings, or what is wrong, its causes kept.
+fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
+    let s = settings::load(cli)?;
+    settings::check_command(&s, cwd)?;
+    // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).
+    let sizing = host::cpu_sizing(&s)?;
+    crate::plan::check_port_range(&s, sizing.planned())?;
+    Ok(s)
 }

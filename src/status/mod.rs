@@ -7,5 +7,6 @@ pub mod history;
 pub mod keeper;
 pub mod outbox;
 pub mod pending;
+pub mod readings;
 pub mod snapshot;
 pub mod tally;

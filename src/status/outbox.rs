@@ -311,5 +311,4 @@ fn to_sql(id: u64) -> i64 {
 }
 
 #[cfg(test)]
-#[path = "outbox_tests.rs"]
 mod tests;

@@ -393,18 +393,6 @@ fn exit_of(status: std::process::ExitStatus) -> Exit {
     }
 }
 
-/// `code 1`, `signal SIGKILL`, `could not be started`.
-pub fn describe_exit(exit: Exit) -> String {
-    match exit {
-        Exit::Code(c) => format!("exit code {c}"),
-        Exit::Signal(s) => match Signal::try_from(s) {
-            Ok(sig) => format!("signal {}", sig.as_str()),
-            Err(_) => format!("signal {s}"),
-        },
-        Exit::SpawnFailed => "could not be started".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

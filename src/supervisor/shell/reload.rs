@@ -1,14 +1,14 @@
 //! The shell's side of a reload (SIGHUP, `Control::Reload`): it takes the new settings (the
 //! drain, the status and sample periods for each process's next `hello`, the recycle policy and
 //! what `/status` reports), moves the worker count within the processes it was given at start, and
-//! asks the lifecycle for the rolling restart (the pure side is `rolling.rs`).
+//! asks the lifecycle for the rolling restart (the pure side is `lifecycle/rolling.rs`).
 
 use tracing::{info, warn};
 
-use super::api::{Reload, SupervisorSettings, WorkerCount};
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::process::ProcessId;
+use crate::supervisor::api::{Reload, SupervisorSettings, WorkerCount};
 
 impl Shell {
     /// A reload: the new settings, the worker count, then the rolling restart. False when the
@@ -36,7 +36,8 @@ impl Shell {
             recycle,
             snapshot,
         } = r.settings.clone();
-        self.keeper.reconfigure(recycle, snapshot);
+        self.keeper.reconfigure(snapshot);
+        self.recycle.set_policy(recycle);
         self.setup.settings = SupervisorSettings {
             drain,
             status_seconds,
@@ -51,7 +52,7 @@ impl Shell {
             WorkerCount::Exactly(n) => n,
             WorkerCount::Size(mut sizer) => {
                 let n = match &self.children[0] {
-                    Some(master) if self.master_up => sizer(master.pid),
+                    Some(master) if self.life.is_up(ProcessId::MASTER) => sizer(master.pid),
                     _ => current,
                 };
                 self.sizer = sizer;
