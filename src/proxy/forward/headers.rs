@@ -10,8 +10,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TE, TRAILER,
-    TRANSFER_ENCODING, UPGRADE,
+    Entry, HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, TE,
+    TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use http::uri::{PathAndQuery, Uri};
 
@@ -27,8 +27,11 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 /// Bodies are not touched: a body the client sent chunked has no `Content-Length` and no exact
 /// size, so hyper sends it on chunked (EDGE-4); a body with a `Content-Length` keeps it.
 pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
-    strip_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(EXPECT);
+    let found = Found::look(&parts.headers);
+    strip_found(&mut parts.headers, &found);
+    if found.expect {
+        parts.headers.remove(EXPECT);
+    }
     append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
     if !is_loopback(peer.addr.ip()) {
         parts
@@ -89,7 +92,10 @@ pub fn prepare_response(parts: &mut http::response::Parts) {
 /// response, an HTTP/1.0 client's on every request): that costs the look and one removal, where
 /// removing all seven and collecting the named ones cost 2,600 instructions a response.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let found = Found::look(headers);
+    strip_found(headers, &Found::look(headers));
+}
+
+fn strip_found(headers: &mut HeaderMap, found: &Found) {
     if found.none() {
         return;
     }
@@ -115,6 +121,8 @@ struct Found {
     hop: u8,
     /// A header named `close` is there (`Connection: close` names it; there almost never is one).
     named_close: bool,
+    /// `Expect` is there (a request's, removed too).
+    expect: bool,
 }
 
 impl Found {
@@ -122,10 +130,13 @@ impl Found {
         let mut found = Found {
             hop: 0,
             named_close: false,
+            expect: false,
         };
         for name in headers.keys() {
             if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
                 found.hop |= 1 << i;
+            } else if name == EXPECT {
+                found.expect = true;
             } else if name.as_str() == "close" {
                 found.named_close = true;
             }
@@ -208,12 +219,16 @@ pub fn is_loopback(ip: IpAddr) -> bool {
 /// Joins every existing `X-Forwarded-For` value and appends `ip`, as nginx's
 /// `$proxy_add_x_forwarded_for` does: the chain is kept, never replaced.
 fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
-    if !headers.contains_key(&X_FORWARDED_FOR) {
-        headers.insert(X_FORWARDED_FOR, client.clone());
-        return;
-    }
+    // One hash: a client with none (the usual case) gets its entry where the look found room.
+    let mut chained = match headers.entry(X_FORWARDED_FOR) {
+        Entry::Vacant(v) => {
+            v.insert(client.clone());
+            return;
+        }
+        Entry::Occupied(o) => o,
+    };
     let mut chain: Vec<u8> = Vec::new();
-    for v in headers.get_all(&X_FORWARDED_FOR) {
+    for v in chained.iter() {
         let v = trim_ascii(v.as_bytes());
         if v.is_empty() {
             continue;
@@ -224,7 +239,7 @@ fn append_forwarded_for(headers: &mut HeaderMap, client: &HeaderValue) {
     chain.extend_from_slice(client.as_bytes());
     // Existing values were valid header bytes and so is the address, so this always parses.
     if let Ok(v) = HeaderValue::from_bytes(&chain) {
-        headers.insert(X_FORWARDED_FOR, v);
+        chained.insert(v);
     }
 }
 
