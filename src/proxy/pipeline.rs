@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 
 use super::forward::{
     buffered, check_host, compact_head, prepare_request, refuse_unsupported, streamed, AheadError,
-    Arrival, Buffered, ClientBody, Peer, ProxyBody, SendFailure,
+    Arrival, Buffered, ClientBody, Peer, ProxyBody, SendFailure, X_CACHE_ID,
 };
 use super::front::{Decision, Front, Ticket};
 use super::listener::ListenerSettings;
@@ -144,7 +144,7 @@ fn route_request(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    let cache_id = parts.headers.get("x-cache-id").cloned();
+    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
     let head = RequestHead {
         method: &parts.method,
         target: &target,
