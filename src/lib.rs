@@ -17,6 +17,7 @@ pub mod fatal;
 pub(crate) mod held_ports;
 pub mod ipc;
 pub mod launcher;
+pub(crate) mod log_throttle;
 pub(crate) mod machine;
 pub mod ops;
 pub mod outcome;

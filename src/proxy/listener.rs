@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use super::conn::{serve_client, ConnContext};
 use super::forward::Peer;
 use super::front::Front;
+use crate::log_throttle::LogThrottle;
 
 /// Timeouts and limits of the client side.
 #[derive(Clone, Debug)]
@@ -70,9 +71,9 @@ pub async fn serve_live(
     let trimming = tokio::spawn(trimmer.clone().run());
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
-    // Accept failures: when the last was logged, and how many since (a run of them can flap as
-    // descriptors come and go, so it is once a minute, not once a run).
-    let mut accept_errors: (Option<tokio::time::Instant>, u64) = (None, 0);
+    // Accept failures: a run of them can flap as descriptors come and go, so one line a
+    // minute, not one a run.
+    let mut accept_errors = LogThrottle::new(ACCEPT_LOG_EVERY);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -90,20 +91,13 @@ pub async fn serve_live(
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
                     // logging at most once a minute.
-                    let now = tokio::time::Instant::now();
-                    match accept_errors {
-                        (Some(at), ref mut since) if now.duration_since(at) < ACCEPT_LOG_EVERY => {
-                            *since += 1;
-                        }
-                        (_, since) => {
-                            let more = if since > 0 {
-                                format!(" ({since} more since the last line)")
-                            } else {
-                                String::new()
-                            };
-                            warn!("accepting connections failed: {e}; retrying{more}");
-                            accept_errors = (Some(now), 0);
-                        }
+                    if let Some(since) = accept_errors.event(crate::clock::now_std()) {
+                        let more = if since > 0 {
+                            format!(" ({since} more since the last line)")
+                        } else {
+                            String::new()
+                        };
+                        warn!("accepting connections failed: {e}; retrying{more}");
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

@@ -12,7 +12,7 @@ pub(crate) mod lobby;
 pub(crate) mod outcome;
 pub(crate) mod park;
 pub(crate) mod pipeline;
-pub(crate) mod report;
+pub(crate) mod refusal_log;
 pub(crate) mod route;
 pub(crate) mod saturation;
 pub(crate) mod saturation_watch;
