@@ -5,7 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::ops::metrics::Histogram;
+use super::histogram::Histogram;
+use super::master_paths::MasterPaths;
 use crate::process::ProcessId;
 use crate::status::keeper::Tally;
 
@@ -33,7 +34,7 @@ pub struct Counters {
     /// How long tx requests waited in the launcher before being sent.
     pub queue_wait: Histogram,
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
-    pub master_paths: crate::ops::tx_usage::MasterPaths,
+    pub master_paths: MasterPaths,
 }
 
 impl Counters {
