@@ -360,8 +360,6 @@ impl Launcher {
             header_read_timeout: c.header_timeout,
             max_head: (c.header_max_kb as usize) << 10,
             drain: c.drain,
-            queue: c.queue,
-            owner_queue: c.owner_queue,
         });
         let task = tokio::spawn(listener::serve_live(
             listener,

@@ -21,6 +21,7 @@ pub(crate) mod log_throttle;
 pub(crate) mod machine;
 pub mod ops;
 pub mod outcome;
+pub(crate) mod per_kind;
 pub(crate) mod plan;
 pub mod process;
 pub mod proxy;

@@ -64,8 +64,6 @@ impl Reloader {
         cfg.max_head = (c.header_max_kb as usize) << 10;
         self.front.budget.set_limit(c.buffer_max_mb << 20);
         cfg.drain = c.drain;
-        cfg.queue = c.queue;
-        cfg.owner_queue = c.owner_queue;
         self.listener.set(cfg);
         let workers = match (changes.workers, c.workers) {
             (false, _) => WorkerCount::Keep,

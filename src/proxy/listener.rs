@@ -4,7 +4,7 @@
 //! (STOP-1..4).
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -17,41 +17,8 @@ use super::forward::Peer;
 use super::front::Front;
 use crate::log_throttle::LogThrottle;
 
-/// Timeouts and limits of the client side.
-#[derive(Clone, Debug)]
-pub struct ListenerSettings {
-    /// `writeTimeoutSeconds`: a client that takes none of its response this long is cut off.
-    pub write_timeout: Duration,
-    /// How long a client may take to send a request's head (slow-header clients), and a body
-    /// of up to 64 KB read before admission.
-    pub header_read_timeout: Duration,
-    /// `headerMaxKB` in bytes: a request line and headers larger get `431`.
-    pub max_head: usize,
-    /// `drainSeconds`.
-    pub drain: Duration,
-    /// `queueSeconds` and `ownerQueueSeconds`, for the wording of a queue refusal.
-    pub queue: Duration,
-    pub owner_queue: Duration,
-}
-
-/// The listener's settings, changeable while it serves (reload): a connection takes those in
-/// force when it is accepted; the drain reads them when it begins.
-#[derive(Debug)]
-pub struct LiveListenerSettings(RwLock<ListenerSettings>);
-
-impl LiveListenerSettings {
-    pub fn new(cfg: ListenerSettings) -> Arc<LiveListenerSettings> {
-        Arc::new(LiveListenerSettings(RwLock::new(cfg)))
-    }
-
-    pub fn get(&self) -> ListenerSettings {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn set(&self, cfg: ListenerSettings) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = cfg;
-    }
-}
+/// How the launcher sets the listener up, and changes it on reload.
+pub use super::listener_settings::{ListenerSettings, LiveListenerSettings};
 
 /// At most one line per this long about failing accepts.
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(60);
