@@ -68,9 +68,22 @@ pub fn describe(need: &Need, others: &[Other]) -> String {
     format!("{} {port} is taken: {}", need.what, who.join("; "))
 }
 
-/// `Err` with one line naming each held port and its holder, or `Ok` when every port is free (or
+/// Ports the plan needs that are held: one `describe` line each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldPorts(pub Vec<String>);
+
+/// `server.port 8080 is taken: ...; nothing was started`: one line for them all.
+impl std::fmt::Display for HeldPorts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; nothing was started", self.0.join("; "))
+    }
+}
+
+impl std::error::Error for HeldPorts {}
+
+/// `Err` naming each held port and its holder, or `Ok` when every port is free (or
 /// `/proc/net/tcp` can't be read).
-pub fn refuse_held(root: &Path, needs: &[Need]) -> Result<(), String> {
+pub fn refuse_held(root: &Path, needs: &[Need]) -> Result<(), HeldPorts> {
     let mut held = Vec::new();
     for need in needs {
         match listen::held_by(root, need.addr) {
@@ -82,7 +95,7 @@ pub fn refuse_held(root: &Path, needs: &[Need]) -> Result<(), String> {
     if held.is_empty() {
         Ok(())
     } else {
-        Err(format!("{}; nothing was started", held.join("; ")))
+        Err(HeldPorts(held))
     }
 }
 
@@ -136,7 +149,9 @@ mod tests {
                 addr: free_addr,
             },
         ];
-        let err = refuse_held(Path::new("/"), &needs).expect_err("held");
+        let err = refuse_held(Path::new("/"), &needs)
+            .expect_err("held")
+            .to_string();
         let me = format!("pid {} (", std::process::id());
         assert!(
             err.starts_with(&format!("server.port {} is taken: ", taken.port())),

@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::machine;
 use crate::ops::admin::{self, Admin};
 use crate::ops::child_log::ChildLines;
 use crate::ops::client_port;
@@ -30,8 +29,10 @@ use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::route::RouteTable;
-use crate::proxy::scheduler::{Scheduler, SchedulerConfig};
+use crate::proxy::scheduler::Scheduler;
+use crate::reload::Live;
 use crate::settings::{self, Settings};
+use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
@@ -61,7 +62,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     } else {
         None
     };
-    let settings = settings::load(&cli).map_err(anyhow::Error::msg)?;
+    let settings = settings::load(&cli)?;
     if let Some(crate::cli::Action::Status { json }) = cli.action {
         let Some(addr) = settings.cluster.admin_address else {
             eprintln!(
@@ -79,8 +80,8 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         journal,
     );
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    settings::check_command(&settings, &cwd).map_err(anyhow::Error::msg)?;
-    let (sizing, plan) = machine::plan_for_this_machine(&settings).map_err(anyhow::Error::msg)?;
+    settings::check_command(&settings, &cwd)?;
+    let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
         for w in &settings.warnings {
             println!("warning: {w}");
@@ -119,8 +120,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
 /// guardian (`tree`), so none outlives it.
 fn guard_processes(settings: &Settings, plan: &Plan) -> Result<()> {
     let needs = crate::held_ports::needs(settings, plan);
-    crate::held_ports::refuse_held(std::path::Path::new("/"), &needs)
-        .map_err(anyhow::Error::msg)?;
+    crate::held_ports::refuse_held(std::path::Path::new("/"), &needs)?;
     crate::tree::run::start(settings.cluster.kill_after);
     Ok(())
 }
@@ -227,11 +227,13 @@ impl Launcher {
             .unwrap_or_else(|_| plan.processes.clone());
         let tx_processes: Vec<(ProcessId, bool)> =
             plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
-        let sched = Scheduler::new(SchedulerConfig::from(c), &tx_processes);
+        // What a reload may change, in the shape each part takes it (as `Reloader` gives it).
+        let live = Live::from(settings);
+        let sched = Scheduler::new(live.scheduler, &tx_processes);
         let routes = RouteTable::from_specs(settings, &all);
         let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
-        let front = Front::new(sched, routes, all.clone(), slots, c.upstream_timeout);
-        front.budget.set_limit(c.buffer_max_mb << 20);
+        let front = Front::new(sched, routes, all.clone(), slots, live.upstream_timeout);
+        front.budget.set_limit(live.buffer_limit);
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
@@ -278,13 +280,11 @@ impl Launcher {
             workers: plan.processes.len().saturating_sub(1),
             max_start_failures: c.max_start_failures,
             kill_after: c.kill_after,
-            status_seconds: c.status_interval.as_secs_f64(),
-            sample_seconds: settings.stats.sample_period().as_secs_f64(),
-            drain: c.drain,
-            idle_report: machine::idle_report(settings),
+            settings: live.supervisor,
+            idle_report: Box::new(host::idle_report(settings)),
         };
         let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
-        let sizer = machine::sizer(settings, sizing.clone());
+        let sizer = Box::new(host::sizer(settings, sizing.clone()));
         let supervisor = tokio::spawn(supervisor::run(
             setup, keeper, hooks, sizer, control_rx, output,
         ));
@@ -353,14 +353,8 @@ impl Launcher {
             self.front.clone(),
             settings.tx.endpoints.clone(),
         ));
-        let c = &settings.cluster;
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let live = LiveListenerSettings::new(ListenerSettings {
-            write_timeout: c.write_timeout,
-            header_read_timeout: c.header_timeout,
-            max_head: (c.header_max_kb as usize) << 10,
-            drain: c.drain,
-        });
+        let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
         let task = tokio::spawn(listener::serve_live(
             listener,
             self.front.clone(),

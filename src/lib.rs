@@ -18,7 +18,6 @@ pub(crate) mod held_ports;
 pub mod ipc;
 pub mod launcher;
 pub(crate) mod log_throttle;
-pub(crate) mod machine;
 pub mod ops;
 pub mod outcome;
 pub(crate) mod per_kind;

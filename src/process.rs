@@ -1,5 +1,5 @@
-//! Who is who in the cluster: the process table's identities, shared by the router, the
-//! scheduler, the supervisor and the status code.
+//! Who is who in the cluster: the process table's identities, and how a process ended, shared by
+//! the router, the scheduler, the supervisor and the status code.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -62,4 +62,64 @@ pub(crate) struct ProcessSpec {
     /// Whether ordinary tx requests may go to it (workers always; the master unless
     /// `masterServesTx` is false).
     pub serves_tx: bool,
+}
+
+/// How a process ended, as the supervisor's shell saw it. Below both the supervisor (whose
+/// lifecycle takes it) and the status (whose events report it), so neither imports the other
+/// for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// It could not be started at all (exec failed): counts as an exit before ready.
+    SpawnFailed,
+}
+
+impl Exit {
+    /// Its exit code, if it exited with one.
+    pub(crate) fn code(self) -> Option<i32> {
+        match self {
+            Exit::Code(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The signal's name (`SIGKILL`), or its number when it has none; None without a signal.
+    pub(crate) fn signal_name(self) -> Option<String> {
+        match self {
+            Exit::Signal(s) => Some(match nix::sys::signal::Signal::try_from(s) {
+                Ok(sig) => sig.as_str().to_string(),
+                Err(_) => s.to_string(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// `exit code 1`, `signal SIGKILL`, `could not be started`: how the log and the events say it.
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self, self.signal_name()) {
+            (Exit::Code(c), _) => write!(f, "exit code {c}"),
+            (Exit::Signal(_), Some(name)) => write!(f, "signal {name}"),
+            (Exit::Signal(s), None) => write!(f, "signal {s}"),
+            (Exit::SpawnFailed, _) => f.write_str("could not be started"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_is_said_with_its_code_or_its_signal_by_name() {
+        assert_eq!(Exit::Code(3).to_string(), "exit code 3");
+        assert_eq!(Exit::Signal(9).to_string(), "signal SIGKILL");
+        assert_eq!(Exit::Signal(200).to_string(), "signal 200");
+        assert_eq!(Exit::SpawnFailed.to_string(), "could not be started");
+        assert_eq!(Exit::Signal(15).signal_name().as_deref(), Some("SIGTERM"));
+        assert_eq!(Exit::Code(0).code(), Some(0));
+        assert_eq!(Exit::Code(0).signal_name(), None);
+    }
 }

@@ -97,7 +97,7 @@ fn a_request_still_running_after_drain_seconds_is_cut_short() {
 
 #[test]
 fn drain_seconds_0_cuts_a_request_in_progress_at_once_on_stop() {
-    // spec: CONF-11 (at the launcher's stop; before a recycle: lifecycle_tests.rs), STOP-4
+    // spec: CONF-11 (at the launcher's stop; before a recycle: supervisor/lifecycle/tests.rs), STOP-4
     // The test above is the control: with drainSeconds 1 the same request is cut after 1 s.
     let mut c = cluster()
         .workers(1)

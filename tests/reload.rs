@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,12 +116,12 @@ fn changed_queue_settings_take_effect_and_launcher_only_ones_wait_for_the_next_s
         "{lines}"
     );
     assert!(
-        lines.contains("reload: server.cluster.queueSeconds 1 s → 0.2 s"),
+        lines.contains("reload: server.cluster.queueSeconds 1 → 0.2"),
         "{lines}"
     );
     assert!(
         lines.contains(&format!(
-            "reload: server.port {} → {other_port} takes effect at the next start",
+            "reload: server.port {} → {other_port}: the launcher takes it at its next start",
             c.port
         )),
         "{lines}"
@@ -171,6 +172,38 @@ fn the_worker_count_moves_up_and_down_and_routing_follows() {
         r.served_by()
     );
     assert_eq!(c.child_pids().len(), 2, "the master and tx1 alone");
+}
+
+#[test]
+fn a_worker_retired_by_a_lower_count_is_unavailable_in_the_graphs_not_restarting() {
+    // spec: GRAPH-10, STATUS-17
+    // A worker the lower count retires is gone for good: its legend says unavailable, it is
+    // not counted as a restart and has no exit event of its own (it was stopped, not crashed).
+    let mut c = cluster().workers(2).start();
+    rewrite(&c, json!({ "server": { "cluster": { "workers": 1 } } }));
+    c.signal(SIGHUP);
+    c.wait_for("reload: workers 2 → 1", Duration::from_secs(10));
+    c.wait_for("tx2: stopped for good", Duration::from_secs(20));
+    c.wait_for("rolling restart done", Duration::from_secs(60));
+    let tx2 = poll(
+        "tx2's legend state at the master",
+        Duration::from_secs(10),
+        || {
+            let h = c.direct(0, "GET", "/sim/received").json()["history"].clone();
+            let series = h["processes"]
+                .as_array()?
+                .iter()
+                .find(|p| p["code"] == "tx2")?;
+            Some(series["state"].clone())
+        },
+    );
+    assert_eq!(tx2, json!("unavailable"));
+    assert!(
+        !c.log_lines()
+            .iter()
+            .any(|l| l.contains("tx2: starting again")),
+        "a retired worker is not restarted"
+    );
 }
 
 #[test]
@@ -245,5 +278,107 @@ fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_mas
     assert!(
         before.iter().all(|&p| !alive(p)),
         "the old processes are gone"
+    );
+}
+
+#[test]
+fn every_kind_of_change_is_applied_or_waits_for_the_restart_it_needs() {
+    // Issue 17: headerTimeoutSeconds and proxyThreads were ignored by a reload ("no setting
+    // changed"); statusSeconds reached the status ticks but not /status's staleness and
+    // interval; the processes restarted by the reload were told the start's sample period.
+    let admin = free_port();
+    let mut c = cluster()
+        .workers(1)
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .start();
+    rewrite(
+        &c,
+        json!({
+            "server": { "cluster": {
+                "headerTimeoutSeconds": 2, "proxyThreads": 2, "statusSeconds": 2
+            } },
+            "stats": { "sampleSeconds": 7 }
+        }),
+    );
+    c.signal(SIGHUP);
+    c.wait_for("rolling restart done", Duration::from_secs(60));
+    let mut wrong = Vec::new();
+
+    // headerTimeoutSeconds, at once: a connection accepted now has 2 s to send its head.
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    let accepted = Instant::now();
+    conn.stream
+        .write_all(b"GET /r4/metadata HTTP/1.1\r\nHost: x\r\n")
+        .expect("send");
+    let (_, ended) = conn.drain(Duration::from_secs(10));
+    let t = accepted.elapsed();
+    if !ended || t > Duration::from_secs(6) {
+        wrong.push(format!(
+            "a half-sent head was still open after {t:?} (cut off: {ended}); headerTimeoutSeconds is 2"
+        ));
+    }
+    // statusSeconds, at once: /status counts staleness in the new interval.
+    let interval = admin_get(admin, "/status").json()["intervalMs"].as_u64();
+    if interval != Some(2000) {
+        wrong.push(format!("/status intervalMs is {interval:?}, not 2000"));
+    }
+    // stats.sampleSeconds, as the servers restart: each was told the new period in its hello.
+    for i in 0..2 {
+        let hello = c.direct(i, "GET", "/sim/received").json()["hello"]["sampleSeconds"].as_f64();
+        if hello != Some(7.0) {
+            wrong.push(format!(
+                "process {i} was told sampleSeconds {hello:?}, not 7"
+            ));
+        }
+    }
+    let lines = c.log_lines().join("\n");
+    for needle in [
+        "reload: server.cluster.headerTimeoutSeconds 30 → 2\n",
+        "reload: server.cluster.statusSeconds 1 → 2\n",
+        "reload: server.cluster.proxyThreads 1 → 2: the launcher takes it at its next start",
+        "reload: stats.sampleSeconds (a minute, or intervalMinutes if shorter) → 7: the servers \
+         take it as they restart",
+    ] {
+        if !format!("{lines}\n").contains(needle) {
+            wrong.push(format!("no line {needle:?}"));
+        }
+    }
+    if lines.contains("no setting changed") {
+        wrong.push("\"no setting changed\" logged".into());
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}\n{lines}");
+}
+
+#[test]
+fn the_log_level_is_taken_at_once() {
+    // RUST_LOG empty counts as unset, so config.json's logLevel decides.
+    let c = cluster().workers(0).env("RUST_LOG", "").start();
+    rewrite(
+        &c,
+        json!({ "server": { "cluster": { "logLevel": "warn" } } }),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_count(
+        "reload: server.cluster.logLevel \"info\" → \"warn\"",
+        1,
+        Duration::from_secs(10),
+    );
+    // A second reload, with a change the launcher logs as a WARNING: its INFO lines are gone.
+    rewrite(
+        &c,
+        json!({ "server": { "cluster": { "logLevel": "warn", "hostPrefix": "h" } } }),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_count(
+        "reload: server.cluster.hostPrefix \"\" → \"h\": the launcher takes it at its next start",
+        1,
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        c.count_lines("SIGHUP: reloading the settings"),
+        1,
+        "the second reload's INFO line was written at logLevel warn:\n{}",
+        c.log_lines().join("\n")
     );
 }

@@ -1,20 +1,21 @@
-//! A reload (`SIGHUP`): `config.json` read again with the start's flags, checked as at start, the
-//! live settings applied, the rest logged, and the supervisor told to restart every process in
-//! turn. What changes and what waits for the next start is `reload.rs` (pure).
+//! A reload (`SIGHUP`): `config.json` read again with the start's flags, checked as at start, each
+//! change logged as the table classifies it, the live settings applied, and the supervisor told
+//! to restart every process in turn. What changes, and what waits for which restart, is
+//! `reload.rs` (pure).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
-use crate::machine;
+use crate::ops::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
-use crate::proxy::scheduler::SchedulerConfig;
-use crate::reload;
-use crate::settings::Settings;
+use crate::reload::{self, Count, Live};
+use crate::settings::{self, Settings};
+use crate::sizing::host;
 use crate::supervisor::{Control, Reload, WorkerCount};
 
 /// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
@@ -33,11 +34,11 @@ impl Reloader {
     /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
     /// over).
     pub(super) async fn reload(&mut self) -> Result<(), String> {
-        let new = match reload::read(&self.cli, &self.cwd) {
+        let new = match read(&self.cli, &self.cwd) {
             Ok(s) => s,
             Err(e) => {
-                error!("SIGHUP: the settings were refused, nothing changed: {e}");
-                return Err(e.to_string());
+                error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
+                return Err(format!("{e:#}"));
             }
         };
         for w in &new.warnings {
@@ -47,44 +48,75 @@ impl Reloader {
         for line in &changes.live {
             info!("reload: {line}");
         }
-        for line in &changes.next_start {
-            warn!("reload: {line} takes effect at the next start");
-        }
         for line in &changes.servers {
             info!("reload: {line}: the servers take it as they restart");
         }
-        if changes.live.is_empty() && changes.next_start.is_empty() && changes.servers.is_empty() {
+        for line in &changes.launcher {
+            warn!("reload: {line}: the launcher takes it at its next start");
+        }
+        if changes.is_empty() {
             info!("reload: no setting changed");
         }
-        let c = &new.cluster;
-        self.front
-            .reconfigure(SchedulerConfig::from(c), c.upstream_timeout);
-        let mut cfg = self.listener.get();
-        cfg.write_timeout = c.write_timeout;
-        cfg.max_head = (c.header_max_kb as usize) << 10;
-        self.front.budget.set_limit(c.buffer_max_mb << 20);
-        cfg.drain = c.drain;
-        self.listener.set(cfg);
-        let workers = match (changes.workers, c.workers) {
-            (false, _) => WorkerCount::Keep,
-            (true, Some(n)) => WorkerCount::Exactly(n as usize),
-            (true, None) => match machine::cpu_sizing(&new) {
-                Ok(sizing) => WorkerCount::Size(machine::sizer(&new, sizing)),
-                Err(e) => {
-                    warn!("reload: the worker count is kept: {e}");
-                    WorkerCount::Keep
-                }
-            },
+        let running = reload::apply_live(&self.running, &new);
+        let workers = if changes.workers {
+            worker_count(&running)
+        } else {
+            WorkerCount::Keep
         };
-        let r = Reload {
-            workers,
-            drain: c.drain,
-            status_seconds: c.status_interval.as_secs_f64(),
-            recycle_after: c.recycle,
-            rolling: true,
-        };
-        self.running = reload::apply_live(&self.running, &new);
-        let _ = self.control.send(Control::Reload(r)).await;
+        self.apply(Live::from(&running), workers).await;
+        self.running = running;
         Ok(())
     }
+
+    /// Gives each part of the launcher what it takes of the settings in force. Every field of
+    /// `Live` is taken (no `..`), so one added there must be applied here.
+    async fn apply(&self, live: Live, workers: WorkerCount) {
+        let Live {
+            scheduler,
+            listener,
+            upstream_timeout,
+            buffer_limit,
+            log_level,
+            supervisor,
+            workers: _, // as `workers`, sized on this machine
+        } = live;
+        self.front.reconfigure(scheduler, upstream_timeout);
+        self.front.budget.set_limit(buffer_limit);
+        // Connections accepted from now on take these; those open keep the ones they began with.
+        self.listener.set(listener);
+        if let Err(e) = logging::set_level(&log_level) {
+            warn!("reload: the log level is kept: {e}");
+        }
+        let r = Reload {
+            workers,
+            settings: supervisor,
+            rolling: true,
+        };
+        let _ = self.control.send(Control::Reload(r)).await;
+    }
+}
+
+/// The worker count the settings in force ask for: given, or sized again on the running master.
+fn worker_count(running: &Settings) -> WorkerCount {
+    match Count::from(&running.cluster) {
+        Count::Exactly(n) => WorkerCount::Exactly(n as usize),
+        Count::Sized { .. } => match host::cpu_sizing(running) {
+            Ok(sizing) => WorkerCount::Size(Box::new(host::sizer(running, sizing))),
+            Err(e) => {
+                warn!("reload: the worker count is kept: {e:#}");
+                WorkerCount::Keep
+            }
+        },
+    }
+}
+
+/// Reads and checks the settings again, as at start (the same flags; the environment as it is
+/// the launcher's own, unchanged): the settings, or what is wrong, its causes kept.
+fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
+    let s = settings::load(cli)?;
+    settings::check_command(&s, cwd)?;
+    // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).
+    let sizing = host::cpu_sizing(&s)?;
+    crate::plan::check_port_range(&s, sizing.planned())?;
+    Ok(s)
 }

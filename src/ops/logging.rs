@@ -1,39 +1,64 @@
-//! The launcher's own log lines: which are written (`logLevel` / `--log-level` / `RUST_LOG`), in
-//! what shape (text, or one JSON object per line with `message` at the top level), and where:
-//! every line goes into the one bounded log queue (`log_queue.rs`), so writing a log line never
-//! waits on a stuck stderr. Under the journal (`journald.rs`) each line starts with its syslog
-//! priority and carries no timestamp of its own.
+//! The launcher's own log lines: which are written (`logLevel` / `--log-level` / `RUST_LOG`,
+//! changeable on reload), in what shape (text, or one JSON object per line with `message` at the
+//! top level), and where: every line goes into the one bounded log queue (`log_queue.rs`), so
+//! writing a log line never waits on a stuck stderr. Under the journal (`journald.rs`) each line
+//! starts with its syslog priority and carries no timestamp of its own.
 
 use std::cell::RefCell;
 use std::io::Write;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use super::journald::{lines_with_priority, priority, Journal};
 use super::log_queue::{queue, started, Source, Target};
 use crate::settings::{LogFormat, LogLevel};
 
+/// The installed filter, for a reload to change (`set_level`).
+static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
+
 /// Installs the launcher's log subscriber. A second call (tests) changes nothing.
 pub(crate) fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
-    // The loader has already refused a filter that doesn't parse.
-    let filter = EnvFilter::try_new(level.filter()).unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, handle) = reload::Layer::new(env_filter(level));
     let writer = QueueWriter {
         journal: journal.stderr,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_target(false)
         .with_ansi(!journal.stderr && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer);
-    let _ = match (format, journal.stderr) {
-        (LogFormat::Json, true) => builder.json().flatten_event(true).without_time().try_init(),
-        (LogFormat::Json, false) => builder.json().flatten_event(true).try_init(),
-        (LogFormat::Text, true) => builder.without_time().try_init(),
-        (LogFormat::Text, false) => builder.try_init(),
+    let lines = match (format, journal.stderr) {
+        (LogFormat::Json, true) => lines.json().flatten_event(true).without_time().boxed(),
+        (LogFormat::Json, false) => lines.json().flatten_event(true).boxed(),
+        (LogFormat::Text, true) => lines.without_time().boxed(),
+        (LogFormat::Text, false) => lines.boxed(),
     };
+    if tracing_subscriber::registry()
+        .with(filter)
+        .with(lines)
+        .try_init()
+        .is_ok()
+    {
+        let _ = FILTER.set(handle);
+    }
+}
+
+/// Which lines are written from now on (`logLevel` changed on reload).
+pub(crate) fn set_level(level: &LogLevel) -> Result<(), String> {
+    let handle = FILTER
+        .get()
+        .ok_or("no log subscriber of the launcher's is installed")?;
+    handle.reload(env_filter(level)).map_err(|e| e.to_string())
+}
+
+fn env_filter(level: &LogLevel) -> EnvFilter {
+    // The loader has already refused a filter that doesn't parse.
+    EnvFilter::try_new(level.filter()).unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
 /// The last line of a launcher that could not start or run (`fhircluster: ...`), then the queue

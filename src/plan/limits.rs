@@ -3,34 +3,40 @@
 //! whether memory recycling is on (RECYCLE-15), in one line; and fhircluster's own
 //! `saturatedPercent`, which also decides how many requests a process gets.
 
-use crate::settings::Settings;
-use crate::sizing::memory_fit::plain;
+use crate::settings::{setting, Settings};
 
-fn seconds(d: std::time::Duration) -> String {
-    plain(d.as_secs_f64())
-}
+/// The settings the line shows, in its order: the spec's (LAUNCH-10), and `saturatedPercent`.
+const SHOWN: &[&str] = &[
+    "server.cluster.maxOutstanding",
+    "server.cluster.queueSeconds",
+    "server.cluster.ownerQueueSeconds",
+    "server.cluster.cooldownSeconds",
+    "server.cluster.upstreamTimeoutSeconds",
+    "server.cluster.writeTimeoutSeconds",
+    "server.cluster.fastLaneExtra",
+    "server.cluster.fastLaneMaxBytes",
+    "server.cluster.memoryHeadroomGB",
+    "server.cluster.normalMinSlots",
+    "server.cluster.saturatedPercent",
+    "server.cluster.drainSeconds",
+    "server.memory.trimAllocator",
+    "server.cluster.recycleSeconds",
+];
 
-/// The limits line logged at start (LAUNCH-10, DEC-1, CONF-25, RECYCLE-15).
+/// The limits line logged at start (LAUNCH-10, DEC-1, CONF-25, RECYCLE-15): each setting by
+/// its key, its value as the table shows it.
 pub fn limits_line(settings: &Settings) -> String {
-    let c = &settings.cluster;
-    let recycling = if c.recycle.is_zero() { "off" } else { "on" };
-    format!(
-        "limits: maxOutstanding {}, queueSeconds {}, ownerQueueSeconds {}, cooldownSeconds {}, upstreamTimeoutSeconds {}, writeTimeoutSeconds {}, fastLaneExtra {}, fastLaneMaxBytes {}, memoryHeadroomGB {}, normalMinSlots {}, saturatedPercent {}, drainSeconds {}, trimAllocator {}, recycleSeconds {} (recycling {recycling})",
-        c.max_outstanding,
-        seconds(c.queue),
-        seconds(c.owner_queue),
-        seconds(c.cooldown),
-        seconds(c.upstream_timeout),
-        seconds(c.write_timeout),
-        c.fast_lane_extra,
-        c.fast_lane_max_bytes,
-        plain(c.memory_headroom_gb),
-        c.normal_min_slots,
-        c.saturated_percent,
-        seconds(c.drain),
-        settings.memory.trim_allocator,
-        seconds(c.recycle),
-    )
+    let shown: Vec<String> = SHOWN
+        .iter()
+        .filter_map(|path| setting(path))
+        .map(|s| format!("{} {}", s.key(), s.shown(settings)))
+        .collect();
+    let recycling = if settings.cluster.recycle.is_zero() {
+        "off"
+    } else {
+        "on"
+    };
+    format!("limits: {} (recycling {recycling})", shown.join(", "))
 }
 
 #[cfg(test)]
@@ -59,5 +65,12 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("queueSeconds 0.5,"), "{line}");
+    }
+
+    #[test]
+    fn every_setting_it_shows_is_in_the_table() {
+        for path in SHOWN {
+            assert!(setting(path).is_some(), "{path} is no setting of the table");
+        }
     }
 }

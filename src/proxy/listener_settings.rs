@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Timeouts and limits of the client side.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ListenerSettings {
     /// `writeTimeoutSeconds`: a client that takes none of its response this long is cut off.
     pub write_timeout: Duration,

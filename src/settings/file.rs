@@ -10,60 +10,28 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::error::{SettingsError, Source};
+use super::table::keys_under;
 use super::value::{Raw, RawValue};
+use super::TABLE;
 
-/// Every key fhircluster reads under `server.cluster`.
-pub const CLUSTER_KEYS: &[&str] = &[
-    "workers",
-    "cores",
-    "workerRule",
-    "memoryHeadroomGB",
-    "masterServesTx",
-    "internalPort",
-    "bindAddress",
-    "drainSeconds",
-    "maxOutstanding",
-    "queueSeconds",
-    "ownerQueueSeconds",
-    "cooldownSeconds",
-    "upstreamTimeoutSeconds",
-    "writeTimeoutSeconds",
-    "headerTimeoutSeconds",
-    "headerMaxKB",
-    "bufferMaxMB",
-    "proxyThreads",
-    "maxStartFailures",
-    "recycleSeconds",
-    "fastLaneExtra",
-    "normalMinSlots",
-    "saturatedPercent",
-    "fastLaneMaxBytes",
-    "statusSeconds",
-    "sharedCache",
-    "cacheAffinity",
-    "sharedCacheMaxMB",
-    "sharedClosure",
-    "command",
-    "killSeconds",
-    "adminAddress",
-    "listenAddress",
-    "logFormat",
-    "logLevel",
-    "hostPrefix",
-];
+/// The sections whose every key is fhircluster's: a key the table doesn't know there is a
+/// warning. (Beside the rest, `modules.tx` and `stats`, FHIRsmith keeps settings of its own.)
+const OWN_SECTIONS: &[&str] = &["server.cluster", "server.memory"];
 
-/// Every key fhircluster reads under `server.memory`.
-pub const MEMORY_KEYS: &[&str] = &["rejectFraction", "abortFraction", "trimAllocator"];
-
-/// Objects on the way to a setting: each must be an object when present.
-const OBJECTS: &[&str] = &[
-    "server",
-    "server.cluster",
-    "server.memory",
-    "modules",
-    "modules.tx",
-    "stats",
-];
+/// The objects on the way to a setting (`server`, `server.cluster` ...): each must be an
+/// object when present.
+fn objects() -> Vec<&'static str> {
+    let mut objects: Vec<&'static str> = TABLE
+        .iter()
+        .flat_map(|s| {
+            let path = s.path;
+            path.match_indices('.').map(move |(i, _)| &path[..i])
+        })
+        .collect();
+    objects.sort_unstable();
+    objects.dedup();
+    objects
+}
 
 /// The parsed `config.json` and where it was read from.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +52,7 @@ impl<'a> ConfigFile<'a> {
                 "must be a JSON object",
             ));
         }
-        for path in OBJECTS {
+        for path in objects() {
             if let Some(v) = self.get(path) {
                 if !v.is_object() {
                     return Err(self.raw(path, v).invalid("must be an object"));
@@ -92,13 +60,11 @@ impl<'a> ConfigFile<'a> {
             }
         }
         let mut warnings = Vec::new();
-        for (section, known) in [
-            ("server.cluster", CLUSTER_KEYS),
-            ("server.memory", MEMORY_KEYS),
-        ] {
+        for &section in OWN_SECTIONS {
+            let known: Vec<&str> = keys_under(section).collect();
             if let Some(Value::Object(map)) = self.get(section) {
                 for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
-                    warnings.push(unknown_key_warning(self.path, section, key, known));
+                    warnings.push(unknown_key_warning(self.path, section, key, &known));
                 }
             }
         }

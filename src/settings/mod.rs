@@ -4,10 +4,13 @@
 //! Durations are stored as `Duration`; a zero duration means what the spec says 0 means for that
 //! setting (no wait, no limit, no timeout ...). Consumers test `is_zero()`.
 //!
-//! Theory of operation: `cli::Cli` holds the flags as raw text; `load::from_sources` asks the
-//! layers for each setting in turn (`load.rs`), turns the first value found into its type
-//! (`value.rs`, `file.rs` for config.json), then checks the rules between settings
-//! (`validate.rs`). Every failure is one `SettingsError` line naming the setting (`error.rs`).
+//! Theory of operation: every setting is one row of `table.rs` (its path, flag, environment
+//! variable, default, kind of value with its bound, and what a reload does with it; the row
+//! types are `setting.rs`). `cli::Cli` holds the flags as raw text; `load::from_sources` walks
+//! the table asking the layers for each setting in turn (`load.rs`), turns the first value found
+//! into its type (`value.rs`, `file.rs` for config.json), then checks the rules between
+//! settings (`validate.rs`). Every failure is one `SettingsError` line naming the setting
+//! (`error.rs`).
 
 pub(crate) mod bounds;
 mod command;
@@ -16,12 +19,18 @@ mod file;
 pub mod jsonc;
 mod load;
 mod node_flags;
+pub(crate) mod setting;
+mod table;
 mod validate;
 mod value;
 
 pub(crate) use command::check_command;
 pub(crate) use error::{SettingsError, Source, Sources};
+#[cfg(test)]
+pub(crate) use load::from_sources;
 pub(crate) use load::load;
+pub(crate) use setting::Reload;
+pub(crate) use table::{setting, TABLE};
 pub(crate) use validate::check_port_range;
 
 use std::path::PathBuf;
@@ -52,7 +61,9 @@ pub struct Settings {
     pub(crate) sources: Sources,
 }
 
-/// `server.cluster.*`
+/// `server.cluster.*`. Every field here and in the other sections is one row of `table.rs`: the
+/// defaults are written from the table as one struct literal, so a field without a row does not
+/// compile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterSettings {
     /// None: sized from the CPUs and memory. Some(0): the master alone.
@@ -214,91 +225,20 @@ impl StatsSettings {
     }
 }
 
-impl Default for ClusterSettings {
-    fn default() -> Self {
-        ClusterSettings {
-            workers: None,
-            cores: None,
-            worker_rule: "classic".to_string(),
-            memory_headroom_gb: 2.0,
-            master_serves_tx: true,
-            internal_port: 3001,
-            bind_address: "127.0.0.1".to_string(),
-            drain: Duration::from_secs(30),
-            max_outstanding: 16,
-            queue: Duration::from_secs(1),
-            owner_queue: Duration::from_secs(30),
-            cooldown: Duration::from_secs(2),
-            upstream_timeout: Duration::from_secs(60),
-            write_timeout: Duration::from_secs(60),
-            header_timeout: Duration::from_secs(30),
-            header_max_kb: 32,
-            buffer_max_mb: 256,
-            proxy_threads: 1,
-            max_start_failures: 6,
-            recycle: Duration::from_secs(30),
-            fast_lane_extra: 4,
-            normal_min_slots: 4,
-            saturated_percent: 90,
-            fast_lane_max_bytes: 1024,
-            status_interval: Duration::from_secs(15),
-            shared_cache: false,
-            cache_affinity: false,
-            shared_cache_max_mb: 256,
-            shared_closure: false,
-            kill_after: Duration::from_secs(30),
-            admin_address: None,
-            listen_address: None,
-            log_format: LogFormat::Text,
-            log_level: LogLevel::Info,
-            host_prefix: String::new(),
+/// The spec's defaults (and fhircluster's for its own settings), from the table: each section's
+/// default is the table's.
+macro_rules! section_default {
+    ($($section:ident: $Section:ident),*) => {$(
+        impl Default for $Section {
+            fn default() -> Self {
+                Settings::default().$section
+            }
         }
-    }
+    )*};
 }
-
-impl Default for MemorySettings {
-    fn default() -> Self {
-        MemorySettings {
-            reject_fraction: 0.85,
-            abort_fraction: 0.92,
-            trim_allocator: true,
-        }
-    }
-}
-
-impl Default for TxSettings {
-    fn default() -> Self {
-        TxSettings {
-            enabled: true,
-            instance_code: "m0".to_string(),
-            endpoints: Vec::new(),
-        }
-    }
-}
-
-impl Default for StatsSettings {
-    fn default() -> Self {
-        StatsSettings {
-            sample: None,
-            interval_minutes: 10.0,
-        }
-    }
-}
-
-impl Default for Settings {
-    /// The spec's defaults, for tests and as the base the loader fills in.
-    fn default() -> Self {
-        Settings {
-            data_dir: PathBuf::from("."),
-            port: 3000,
-            command: vec!["node".to_string(), "server.js".to_string()],
-            node_flags: Vec::new(),
-            cluster: ClusterSettings::default(),
-            memory: MemorySettings::default(),
-            tx: TxSettings::default(),
-            stats: StatsSettings::default(),
-            warnings: Vec::new(),
-            sources: Sources::default(),
-        }
-    }
-}
+section_default!(
+    cluster: ClusterSettings,
+    memory: MemorySettings,
+    tx: TxSettings,
+    stats: StatsSettings
+);

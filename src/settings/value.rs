@@ -47,7 +47,7 @@ impl Raw<'_> {
             .ok_or_else(|| self.invalid(expected))
     }
 
-    /// A whole number in `min..=max` (the bound is in `bounds.rs`). JSON `4.0` is whole (JSON
+    /// A whole number in `min..=max` (the bound is the table's, from `bounds.rs`). JSON `4.0` is whole (JSON
     /// has one number type); `4.5`, `-1` and `"x"` are not (CONF-5).
     pub fn whole(&self, min: u64, max: u64) -> Result<u64, SettingsError> {
         let expected = format!("must be a whole number from {min} to {max}");
@@ -68,12 +68,6 @@ impl Raw<'_> {
         };
         n.filter(|n| (min..=max).contains(n))
             .ok_or_else(|| self.invalid(expected))
-    }
-
-    /// A whole number in `min..=max`, as a `u32` (`max` fits one: every bound does).
-    pub fn whole_u32(&self, min: u32, max: u64) -> Result<u32, SettingsError> {
-        let n = self.whole(u64::from(min), max.min(u64::from(u32::MAX)))?;
-        u32::try_from(n).map_err(|_| self.invalid("must be a whole number"))
     }
 
     /// A TCP port, 1..=65535.
@@ -179,8 +173,8 @@ mod tests {
     #[test]
     fn workers_must_be_a_whole_number_from_any_layer() {
         // spec: CONF-5
-        assert_eq!(text("4").whole_u32(0, 65535), Ok(4));
-        assert_eq!(text("0").whole_u32(0, 65535), Ok(0));
+        assert_eq!(text("4").whole(0, 65535), Ok(4));
+        assert_eq!(text("0").whole(0, 65535), Ok(0));
         for bad in [
             "4.5",
             "-1",
@@ -192,13 +186,13 @@ mod tests {
             "99999999999",
             "65536",
         ] {
-            let e = text(bad).whole_u32(0, 65535).unwrap_err();
+            let e = text(bad).whole(0, 65535).unwrap_err();
             assert!(e.to_string().contains("server.cluster.workers"), "{e}");
             assert!(e.to_string().contains("whole number"), "{e}");
         }
-        assert_eq!(with_json(&json!(4.0)).whole_u32(0, 65535), Ok(4));
+        assert_eq!(with_json(&json!(4.0)).whole(0, 65535), Ok(4));
         for bad in [json!(4.5), json!(-1), json!("4"), json!(true), json!([])] {
-            assert!(with_json(&bad).whole_u32(0, 65535).is_err(), "{bad}");
+            assert!(with_json(&bad).whole(0, 65535).is_err(), "{bad}");
         }
     }
 

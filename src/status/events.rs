@@ -22,8 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::per_kind::Kind;
-use crate::supervisor::child::describe_exit;
-use crate::supervisor::lifecycle::Exit;
+use crate::process::Exit;
 
 /// One cluster event, as it goes to the master (`ToChild::Events`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -233,20 +232,15 @@ impl EventLog {
             since: now_ms,
             cause: "exit",
         });
-        let (exit_code, signal) = match exit {
-            Exit::Code(c) => (Some(c), None),
-            Exit::Signal(s) => (None, Some(signal_name(s))),
-            Exit::SpawnFailed => (None, None),
-        };
         Some(self.event(
             now_ms,
             EventBody::Exit {
                 code: code.to_string(),
                 role: role.to_string(),
                 pid,
-                exit_code,
-                signal,
-                how: describe_exit(exit),
+                exit_code: exit.code(),
+                signal: exit.signal_name(),
+                how: exit.to_string(),
             },
         ))
     }
@@ -327,13 +321,5 @@ impl EventLog {
     }
 }
 
-fn signal_name(s: i32) -> String {
-    match nix::sys::signal::Signal::try_from(s) {
-        Ok(sig) => sig.as_str().to_string(),
-        Err(_) => s.to_string(),
-    }
-}
-
 #[cfg(test)]
-#[path = "events_tests.rs"]
 mod tests;

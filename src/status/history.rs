@@ -431,5 +431,4 @@ fn push_gap(s: &mut Series, at: u64) -> Vec<Point> {
 }
 
 #[cfg(test)]
-#[path = "history_tests.rs"]
 mod tests;

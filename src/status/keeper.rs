@@ -1,31 +1,26 @@
-//! The launcher's record of the cluster, kept by the supervisor's shell: what each process is
-//! doing and has sent, read together with what the launcher reads itself (`/proc`, the cgroup)
-//! into the snapshot, the graph history and the cluster events the master shows and reports, and
-//! the memory recycle decision. It joins the pure parts (`snapshot`, `history`, `events`,
-//! `supervisor::recycle`) to the machine readers and the outbox.
+//! The launcher's record of the cluster, kept for the supervisor's shell: what each process has
+//! sent and what happened to it, turned into the snapshot, the graph history and the cluster
+//! events the master shows and reports. Status only: each process's state comes from the
+//! supervisor's lifecycle at each use (`Life`, never copied here), what an exit meant is the
+//! lifecycle's decision (`ExitFate`), and the machine is read through `Readings`. It joins the
+//! pure parts (`snapshot`, `history`, `events`) to the outbox.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
-use tracing::warn;
 
 use super::events::{Event, EventLog};
 use super::history::{memory_total, History};
 use super::outbox::Outbox;
+use super::readings::{NotRead, Readings};
 use super::snapshot::{
-    snapshot, CgroupLimit, CgroupReading, HostMemory, LauncherFigures, ProcMemory, ProcessInput,
-    ProcessState, SnapshotInput, SnapshotSettings, StatusFigures,
+    snapshot, CgroupLimit, LauncherFigures, Life, ProcessInput, SnapshotInput, SnapshotSettings,
+    StatusFigures,
 };
 pub use super::tally::Tally;
 use crate::ipc::message::{FromChild, ToChild};
-use crate::process::{ProcessId, ProcessSpec};
+use crate::process::{Exit, ProcessId, ProcessSpec, Role};
 use crate::settings::Settings;
-use crate::supervisor::lifecycle::Exit;
-use crate::supervisor::recycle::{
-    decide, Measure, RecycleChoice, RecycleClocks, RecyclePolicy, WorkerView,
-};
-use crate::system;
 
 /// Events in one `events` message at most, and about this many bytes of them (a line on the
 /// channel is at most 1 MiB).
@@ -41,15 +36,56 @@ pub struct Report {
     pub recycles: Vec<(String, u64)>,
 }
 
+/// What an exit meant, as the supervisor's lifecycle decided it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitFate {
+    /// It starts again, after a backoff or at once (a recycle, a rolling restart): a gap and
+    /// `restarting` in the graphs (GRAPH-4), and an exit event (EVENT-2; a recycle's exit is
+    /// part of the recycle).
+    Restarting,
+    /// The launcher stopped it for good, with itself or retired by a lower worker count:
+    /// `unavailable` in the graphs (GRAPH-10), and no exit event: it did not end on its own.
+    Stopped,
+    /// It ended on its own and is not started again (the master given up): an exit event,
+    /// and `unavailable`.
+    Died,
+}
+
+/// What the status keeps of one process: what it has sent and what was said of it. Never its
+/// state: that is the lifecycle's.
+#[derive(Clone, Debug)]
+struct Row {
+    code: String,
+    role: Role,
+    /// Why it was last restarted (an exit, or a recycle's reason), if it was (DEC-25).
+    last_restart: Option<String>,
+    /// Its last `Status` and when it arrived.
+    status: Option<(StatusFigures, Instant)>,
+    /// The limit its memory guard reported (`ready`'s `memoryLimit`).
+    guard_limit: Option<u64>,
+    /// Memory recycles since the launcher started.
+    recycles: u64,
+    /// Why it is being recycled, until the exit that ends the recycle (DEC-25).
+    recycle_reason: Option<String>,
+}
+
+impl Row {
+    fn new(p: &ProcessSpec) -> Row {
+        Row {
+            code: p.code.clone(),
+            role: p.role,
+            last_restart: None,
+            status: None,
+            guard_limit: None,
+            recycles: 0,
+            recycle_reason: None,
+        }
+    }
+}
+
 pub struct Keeper {
-    processes: Vec<ProcessInput>,
-    recycles: Vec<u64>,
-    /// Why each worker is being recycled, until the exit that ends it (DEC-25).
-    recycle_reason: Vec<Option<String>>,
-    rss_at_ready: Vec<Option<u64>>,
+    rows: Vec<Row>,
     settings: SnapshotSettings,
-    recycle: RecyclePolicy,
-    clocks: RecycleClocks,
     history: History,
     events: EventLog,
     outbox: Outbox,
@@ -64,24 +100,15 @@ impl Keeper {
     /// Opens the outbox under the data directory and records the launcher's start (EVENT-1).
     pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
         let ms = crate::clock::unix_ms();
-        let outbox = Outbox::open(&settings.data_dir);
+        let mut outbox = Outbox::open(&settings.data_dir);
         let sample = settings.stats.sample_period();
         let history = outbox
-            .saved_history()
-            .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))
+            .take_saved_history()
+            .and_then(|h| History::restore(&h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
-        let processes = specs.iter().map(row).collect();
         let mut k = Keeper {
-            recycles: vec![0; specs.len()],
-            recycle_reason: vec![None; specs.len()],
-            rss_at_ready: vec![None; specs.len()],
-            processes,
+            rows: specs.iter().map(Row::new).collect(),
             settings: SnapshotSettings::from_settings(settings),
-            recycle: RecyclePolicy {
-                reject_fraction: settings.memory.reject_fraction,
-                recycle_after: settings.cluster.recycle,
-            },
-            clocks: RecycleClocks::default(),
             history,
             events: EventLog::new(outbox.last_id(), ms),
             outbox,
@@ -96,25 +123,22 @@ impl Keeper {
     }
 
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
-    /// beyond `specs` go, new ones start as not started yet; the others keep their record.
+    /// beyond `specs` go, new ones start afresh; the others keep their record.
     pub fn resize_rows(&mut self, specs: &[ProcessSpec]) {
-        let n = specs.len();
-        self.processes.truncate(n);
-        self.processes
-            .extend(specs[self.processes.len()..].iter().map(row));
-        self.recycles.resize(n, 0);
-        self.rss_at_ready.resize(n, None);
+        self.rows.truncate(specs.len());
+        let have = self.rows.len();
+        self.rows.extend(specs[have..].iter().map(Row::new));
     }
 
-    /// `recycleSeconds` changed on reload.
-    pub fn set_recycle_after(&mut self, after: Duration) {
-        self.recycle.recycle_after = after;
+    /// The settings in force after a reload: what the snapshot reports (its staleness counts in
+    /// `statusSeconds`).
+    pub fn reconfigure(&mut self, settings: SnapshotSettings) {
+        self.settings = settings;
     }
 
-    fn role(&self, id: ProcessId) -> &'static str {
-        self.processes
-            .get(id.index())
-            .map_or("tx-worker", |p| p.role.as_str())
+    /// How many processes the status shows: give as many `Life`s.
+    pub fn rows(&self) -> usize {
+        self.rows.len()
     }
 
     fn hold(&mut self, ev: Option<Event>) {
@@ -123,90 +147,71 @@ impl Keeper {
         }
     }
 
-    pub fn spawned(&mut self, id: ProcessId, pid: u32, now: Instant) {
-        let ms = crate::clock::unix_ms();
-        let role = self.role(id);
-        if let Some(p) = self.processes.get_mut(id.index()) {
-            p.pid = Some(pid);
-            p.state = if p.restarts > 0 || p.ready_at.is_some() {
-                ProcessState::Restarting
-            } else {
-                ProcessState::Starting
-            };
-            p.started_at = Some(now);
-            p.ready_at = None;
-            p.status = None;
-            let code = p.code.clone();
-            let u = self.history.process_starting(&code, role, ms);
-            self.history_updates.push(u);
-        }
-    }
-
-    pub fn ready(&mut self, id: ProcessId, memory_limit: Option<u64>, now: Instant) {
-        let ms = crate::clock::unix_ms();
-        let role = self.role(id);
-        let Some(p) = self.processes.get_mut(id.index()) else {
+    /// The history's change for a process's new legend state, queued for the master.
+    fn legend(&mut self, id: ProcessId, change: fn(&mut History, &str, &str, u64) -> Value) {
+        let Some(row) = self.rows.get(id.index()) else {
             return;
         };
-        p.state = ProcessState::Ready;
-        p.ready_at = Some(now);
-        p.guard_limit = memory_limit;
-        let code = p.code.clone();
-        let rss = p
-            .pid
-            .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
-            .map(|m| m.rss_anon);
-        self.rss_at_ready[id.index()] = rss;
-        self.clocks.forget(id);
-        let u = self.history.process_ready(&code, role, ms);
+        let (code, role) = (row.code.clone(), row.role.as_str());
+        let u = change(&mut self.history, &code, role, crate::clock::unix_ms());
         self.history_updates.push(u);
-        let ev = self.events.ready(&code, ms);
-        self.hold(ev);
     }
 
-    /// The limit a process's memory guard measures against, when it says so after it was
-    /// already found ready by its socket.
-    pub fn guard_limit(&mut self, id: ProcessId, limit: Option<u64>) {
-        if let Some(p) = self.processes.get_mut(id.index()) {
-            p.guard_limit = limit;
+    /// A process was started: nothing it said before counts any more (STATUS-22).
+    pub fn started(&mut self, id: ProcessId) {
+        if let Some(row) = self.rows.get_mut(id.index()) {
+            row.status = None;
+            row.guard_limit = None;
+        }
+        self.legend(id, History::process_starting);
+    }
+
+    /// A process is ready (the lifecycle's `Up`): live in the graphs, and if it had been down,
+    /// how long (EVENT-4, EVENT-5).
+    pub fn ready(&mut self, id: ProcessId) {
+        self.legend(id, History::process_ready);
+        if let Some(row) = self.rows.get(id.index()) {
+            let code = row.code.clone();
+            let ev = self.events.ready(&code, crate::clock::unix_ms());
+            self.hold(ev);
         }
     }
 
-    /// A process exited; `stopping` when the launcher is stopping (it is not started again).
-    pub fn exited(&mut self, id: ProcessId, exit: Exit, stopping: bool) {
+    /// The limit a process's memory guard measures against, from its `ready` message.
+    pub fn guard_limit(&mut self, id: ProcessId, limit: Option<u64>) {
+        if let Some(row) = self.rows.get_mut(id.index()) {
+            row.guard_limit = limit;
+        }
+    }
+
+    /// The limit the process's memory guard reported, if it did.
+    pub fn reported_limit(&self, id: ProcessId) -> Option<u64> {
+        self.rows.get(id.index()).and_then(|r| r.guard_limit)
+    }
+
+    /// A process exited (`pid` was its pid), and what that meant (`fate`, the lifecycle's).
+    pub fn exited(&mut self, id: ProcessId, exit: Exit, pid: Option<u32>, fate: ExitFate) {
         let ms = crate::clock::unix_ms();
-        let role = self.role(id);
-        let Some(p) = self.processes.get_mut(id.index()) else {
+        let Some(row) = self.rows.get_mut(id.index()) else {
             return;
         };
-        let code = p.code.clone();
-        let pid = p.pid;
-        p.state = if stopping {
-            ProcessState::Stopping
-        } else {
-            ProcessState::Restarting
-        };
-        p.status = None;
-        let recycled = self
-            .recycle_reason
-            .get_mut(id.index())
-            .and_then(Option::take);
-        if !stopping {
-            p.restarts += 1;
+        row.status = None;
+        let recycled = row.recycle_reason.take();
+        let (code, role) = (row.code.clone(), row.role.as_str());
+        if fate == ExitFate::Restarting {
             // DEC-25: the exit that ends a recycle keeps the recycle's reason.
-            p.last_restart = Some(match recycled {
+            row.last_restart = Some(match recycled {
                 Some(reason) => format!("recycled: {reason}"),
-                None => crate::supervisor::child::describe_exit(exit),
+                None => exit.to_string(),
             });
         }
-        // GRAPH-10: stopped with the launcher, it is not coming back: unavailable.
-        let u = if stopping {
-            self.history.process_unavailable(&code, role, ms)
-        } else {
-            self.history.process_restarting(&code, role, ms)
+        // GRAPH-10: not coming back (stopped, retired, given up): unavailable.
+        let u = match fate {
+            ExitFate::Restarting => self.history.process_restarting(&code, role, ms),
+            ExitFate::Stopped | ExitFate::Died => self.history.process_unavailable(&code, role, ms),
         };
         self.history_updates.push(u);
-        if !stopping {
+        if fate != ExitFate::Stopped {
             let ev = self.events.exited(&code, role, pid, exit, ms);
             self.hold(ev);
         }
@@ -215,87 +220,95 @@ impl Keeper {
     /// The recycle of a worker begins (EVENT-3, DEC-25).
     pub fn recycling(&mut self, id: ProcessId, reason: &str) {
         let ms = crate::clock::unix_ms();
-        if let Some(n) = self.recycles.get_mut(id.index()) {
-            *n += 1;
-        }
-        if let Some(slot) = self.recycle_reason.get_mut(id.index()) {
-            *slot = Some(reason.to_string());
-        }
-        if let Some(p) = self.processes.get_mut(id.index()) {
-            p.last_restart = Some(format!("recycled: {reason}"));
-            let code = p.code.clone();
-            let ev = self.events.recycling(&code, reason, ms);
-            self.outbox.hold(ev);
-        }
+        let Some(row) = self.rows.get_mut(id.index()) else {
+            return;
+        };
+        row.recycles += 1;
+        row.recycle_reason = Some(reason.to_string());
+        row.last_restart = Some(format!("recycled: {reason}"));
+        let code = row.code.clone();
+        let ev = self.events.recycling(&code, reason, ms);
+        self.outbox.hold(ev);
     }
 
-    /// A status or sample message from a process.
-    pub fn message(&mut self, id: ProcessId, msg: &FromChild, now: Instant) {
+    /// A status or sample message from a process. A sample is recorded with the process's
+    /// `RssAnon` read now, and the master's with the memory Total (GRAPH-9).
+    pub fn message(
+        &mut self,
+        id: ProcessId,
+        msg: &FromChild,
+        lives: &[Life],
+        readings: &dyn Readings,
+        now: Instant,
+    ) {
         if let Some(figures) = StatusFigures::from_message(msg) {
-            if let Some(p) = self.processes.get_mut(id.index()) {
-                p.status = Some((figures, now));
+            if let Some(row) = self.rows.get_mut(id.index()) {
+                row.status = Some((figures, now));
             }
             return;
         }
-        if let FromChild::Sample(sample) = msg {
-            let ms = crate::clock::unix_ms();
-            let role = self.role(id);
-            let Some(p) = self.processes.get(id.index()) else {
-                return;
+        let FromChild::Sample(sample) = msg else {
+            return;
+        };
+        let ms = crate::clock::unix_ms();
+        let Some(row) = self.rows.get(id.index()) else {
+            return;
+        };
+        let (code, role) = (row.code.clone(), row.role.as_str());
+        let rss_of = |life: &Life| {
+            life.running_pid()
+                .and_then(|pid| readings.process(pid).ok())
+                .map(|m| m.rss_anon)
+        };
+        let rss = lives.get(id.index()).and_then(rss_of);
+        let u = self.history.record_sample(&code, role, sample, rss, ms);
+        self.history_updates.push(u);
+        if id.is_master() {
+            let own = match readings.cgroup() {
+                Ok(c) if matches!(c.limit, CgroupLimit::Own(_)) => Some(c.anon),
+                _ => None,
             };
-            let code = p.code.clone();
-            let rss = p
-                .pid
-                .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
-                .map(|m| m.rss_anon);
-            let u = self.history.record_sample(&code, role, sample, rss, ms);
+            let every: Vec<Option<u64>> = lives.iter().map(rss_of).collect();
+            let total = memory_total(own, &every);
+            let u = self.history.record_memory_total(sample.at, total, ms);
             self.history_updates.push(u);
-            // GRAPH-9: the memory Total, read as the master's sample arrives.
-            if id.is_master() {
-                let total = self.memory_total();
-                let u = self.history.record_memory_total(sample.at, total, ms);
-                self.history_updates.push(u);
-            }
         }
     }
 
-    fn memory_total(&self) -> Option<u64> {
-        let own = match read_cgroup() {
-            Ok(c) if matches!(c.limit, CgroupLimit::Own(_)) => Some(c.anon),
-            _ => None,
-        };
-        let rss: Vec<Option<u64>> = self
-            .processes
+    /// The cluster snapshot for the master (STATUS-5): `lives` (one per row, master first) as
+    /// the lifecycle has them, the machine read now.
+    pub fn snapshot(&self, lives: &[Life], readings: &dyn Readings, now: Instant) -> Value {
+        let processes: Vec<ProcessInput> = self
+            .rows
             .iter()
-            .map(|p| {
-                p.pid
-                    .and_then(|pid| system::read_process_memory(Path::new("/"), pid).ok())
-                    .map(|m| m.rss_anon)
+            .enumerate()
+            .map(|(i, row)| {
+                let life = lives.get(i).copied().unwrap_or(Life::NOT_STARTED);
+                ProcessInput {
+                    code: row.code.clone(),
+                    role: row.role,
+                    pid: life.pid,
+                    state: life.state,
+                    started_at: life.started_at,
+                    ready_at: life.ready_at,
+                    restarts: life.restarts,
+                    last_restart: row.last_restart.clone(),
+                    status: row.status.clone(),
+                    memory: life
+                        .running_pid()
+                        .ok_or(NotRead::NotRunning)
+                        .and_then(|pid| readings.process(pid)),
+                    guard_limit: row.guard_limit,
+                }
             })
             .collect();
-        memory_total(own, &rss)
-    }
-
-    /// The cluster snapshot for the master (STATUS-5), reading `/proc` and the cgroup now.
-    pub fn snapshot(&mut self, now: Instant) -> Value {
-        for p in &mut self.processes {
-            p.memory = match (p.state, p.pid) {
-                (ProcessState::Ready | ProcessState::Starting, Some(pid)) => read_proc_memory(pid),
-                _ => Err("not running".to_string()),
-            };
-        }
         let input = SnapshotInput {
-            processes: &self.processes,
-            cgroup: read_cgroup(),
-            host: system::read_host_memory(Path::new("/"))
-                .map(|h| HostMemory {
-                    total: h.total,
-                    available: h.available,
-                })
-                .map_err(|e| e.to_string()),
+            processes: &processes,
+            cgroup: readings.cgroup(),
+            host: readings.host(),
             launcher: LauncherFigures {
                 pid: self.pid,
-                memory: read_proc_memory(self.pid),
+                memory: readings.process(self.pid),
                 uptime: now.saturating_duration_since(self.started),
                 in_flight: None,
             },
@@ -308,62 +321,10 @@ impl Keeper {
     pub fn minute(&mut self, tally: Tally) {
         let ms = crate::clock::unix_ms();
         let last = std::mem::replace(&mut self.last_tally, tally);
-        let codes: Vec<String> = self.processes.iter().map(|p| p.code.clone()).collect();
+        let codes: Vec<String> = self.rows.iter().map(|r| r.code.clone()).collect();
         let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
         self.hold(ev);
-        self.outbox.save_history(&self.history.to_json(ms));
-    }
-
-    /// The worker to recycle now, if any (RECYCLE-1, 6..12); WARNING lines are logged here.
-    /// `in_flight` gives each process's requests at work; `in_progress` is true while a recycle
-    /// is under way (one at a time, DEC-6).
-    pub fn recycle_due(
-        &mut self,
-        in_flight: &dyn Fn(ProcessId) -> u32,
-        in_progress: bool,
-        now: Instant,
-    ) -> Option<RecycleChoice> {
-        if self.recycle.recycle_after.is_zero() {
-            return None;
-        }
-        let measure = match read_cgroup() {
-            Ok(CgroupReading {
-                anon,
-                limit: CgroupLimit::Own(limit),
-                ..
-            }) => Measure::Cgroup { anon, limit },
-            _ => Measure::PerProcess,
-        };
-        let workers: Vec<WorkerView> = self
-            .processes
-            .iter()
-            .enumerate()
-            .map(|(i, p)| WorkerView {
-                id: ProcessId(i as u16),
-                code: p.code.clone(),
-                rss_anon: p
-                    .pid
-                    .and_then(|pid| read_proc_memory(pid).ok())
-                    .map(|m| m.rss_anon),
-                rss_anon_at_ready: self.rss_at_ready[i],
-                in_flight: in_flight(ProcessId(i as u16)),
-                ready: p.state == ProcessState::Ready,
-                guard_limit: p.guard_limit,
-            })
-            .collect();
-        let d = decide(
-            &self.recycle,
-            measure,
-            &workers,
-            in_progress,
-            &self.clocks,
-            now,
-        );
-        for (_, line) in &d.warn {
-            warn!("{line}");
-        }
-        self.clocks = d.clocks;
-        d.recycle
+        self.outbox.save_history(&self.history, ms);
     }
 
     /// The graph history's changes for the master, now that it is up.
@@ -426,60 +387,18 @@ impl Keeper {
         self.outbox.resend();
     }
 
-    pub fn report(&mut self, now: Instant) -> Report {
+    /// The launcher's view for its own endpoints (`/status`, `/metrics`).
+    pub fn report(&self, lives: &[Life], readings: &dyn Readings, now: Instant) -> Report {
         Report {
-            snapshot: self.snapshot(now),
+            snapshot: self.snapshot(lives, readings, now),
             recycles: self
-                .processes
+                .rows
                 .iter()
-                .zip(&self.recycles)
-                .map(|(p, n)| (p.code.clone(), *n))
+                .map(|r| (r.code.clone(), r.recycles))
                 .collect(),
         }
     }
 }
 
-/// A process's row before it has started.
-fn row(p: &ProcessSpec) -> ProcessInput {
-    ProcessInput {
-        code: p.code.clone(),
-        role: p.role,
-        pid: None,
-        state: ProcessState::Starting,
-        started_at: None,
-        ready_at: None,
-        restarts: 0,
-        last_restart: None,
-        status: None,
-        memory: Err("not started yet".to_string()),
-        guard_limit: None,
-    }
-}
-
-fn read_proc_memory(pid: u32) -> Result<ProcMemory, String> {
-    system::read_process_memory(Path::new("/"), pid)
-        .map(|m| ProcMemory {
-            rss_anon: m.rss_anon,
-            rss_file: m.rss_file,
-        })
-        .map_err(|e| e.to_string())
-}
-
-fn read_cgroup() -> Result<CgroupReading, String> {
-    let c = system::read_cgroup_memory(Path::new("/")).map_err(|e| e.to_string())?;
-    let limit = match (c.own_limit, &c.enclosing_limit) {
-        (Some(l), _) => CgroupLimit::Own(l),
-        (None, Some(e)) => CgroupLimit::Enclosing(e.bytes),
-        (None, None) => CgroupLimit::None,
-    };
-    Ok(CgroupReading {
-        anon: c.anon,
-        file: c.file,
-        limit,
-        group: c.group.display().to_string(),
-    })
-}
-
 #[cfg(test)]
-#[path = "keeper_tests.rs"]
 mod tests;

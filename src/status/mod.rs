@@ -4,8 +4,10 @@
 
 pub mod events;
 pub mod history;
+mod history_saver;
 pub mod keeper;
 pub mod outbox;
 pub mod pending;
+pub mod readings;
 pub mod snapshot;
 pub mod tally;

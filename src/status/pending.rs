@@ -256,5 +256,4 @@ impl Pending {
 }
 
 #[cfg(test)]
-#[path = "pending_tests.rs"]
 mod tests;

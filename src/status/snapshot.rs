@@ -25,8 +25,7 @@ use serde_json::{json, Value};
 use crate::process::Role;
 use crate::settings::Settings;
 
-/// A reading the launcher took itself, or why it couldn't.
-pub type Reading<T> = Result<T, String>;
+pub use super::readings::Reading;
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +34,39 @@ pub enum ProcessState {
     Ready,
     Restarting,
     Stopping,
+}
+
+/// A process as the supervisor's lifecycle has it now (its projection, `Lifecycle::status`,
+/// with the shell's pid): the status takes it at each use and keeps no copy of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Life {
+    pub state: ProcessState,
+    pub pid: Option<u32>,
+    /// When the current process was started (spawned).
+    pub started_at: Option<Instant>,
+    /// When the current process became ready.
+    pub ready_at: Option<Instant>,
+    /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
+    pub restarts: u32,
+}
+
+impl Life {
+    /// A process not started yet.
+    pub const NOT_STARTED: Life = Life {
+        state: ProcessState::Starting,
+        pid: None,
+        started_at: None,
+        ready_at: None,
+        restarts: 0,
+    };
+
+    /// Whether it has a live process whose memory can be read.
+    pub fn running_pid(&self) -> Option<u32> {
+        match self.state {
+            ProcessState::Ready | ProcessState::Starting => self.pid,
+            ProcessState::Restarting | ProcessState::Stopping => None,
+        }
+    }
 }
 
 /// The figures of one `status` message: the message's own type.
@@ -192,7 +224,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             match &p.memory {
                 Ok(m) => Some(*m),
                 Err(why) => {
-                    missing.add(why, &p.code);
+                    missing.add(&why.to_string(), &p.code);
                     None
                 }
             }
@@ -235,7 +267,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
     let launcher_memory = match &input.launcher.memory {
         Ok(m) => Some(*m),
         Err(why) => {
-            missing.add(why, "launcher");
+            missing.add(&why.to_string(), "launcher");
             None
         }
     };
@@ -269,7 +301,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
     let host = match &input.host {
         Ok(h) => json!({"total": h.total, "available": h.available}),
         Err(why) => {
-            missing.add_what("host memory", why);
+            missing.add_what("host memory", &why.to_string());
             json!({"total": null, "available": null})
         }
     };
@@ -343,7 +375,7 @@ fn memory_section(
             }
         }
         Err(why) => {
-            missing.add_what("cgroup memory", why);
+            missing.add_what("cgroup memory", &why.to_string());
             (Value::Null, None, None)
         }
     };
@@ -457,5 +489,4 @@ impl Missing {
 }
 
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod tests;

@@ -5,9 +5,12 @@
 
 use std::time::Duration;
 
+use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
 use crate::process::{ProcessId, ProcessSpec};
+use crate::settings::Settings;
 use crate::status::keeper::Tally;
+use crate::status::snapshot::SnapshotSettings;
 
 /// What the rest of the launcher hears from the supervisor.
 pub trait Hooks: Send + Sync + 'static {
@@ -50,11 +53,41 @@ pub struct SupervisorSetup {
     pub workers: usize,
     pub max_start_failures: u32,
     pub kill_after: Duration,
-    pub status_seconds: f64,
-    pub sample_seconds: f64,
-    /// `drainSeconds`, for a recycle.
-    pub drain: Duration,
+    /// What a reload may change (`Reload`).
+    pub settings: SupervisorSettings,
     pub idle_report: IdleReport,
+}
+
+/// What the supervisor takes of the settings: at start, and again on every reload from the
+/// settings then in force (`reload::Live` carries it), so none it takes is left as it was.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SupervisorSettings {
+    /// `drainSeconds`, for a recycle and each step of a rolling restart.
+    pub drain: Duration,
+    /// `statusSeconds`: the status ticks, and the period the processes are told in `hello`.
+    pub status_seconds: f64,
+    /// The sample period the processes are told in `hello` (`stats.sampleSeconds`, or a minute
+    /// or `stats.intervalMinutes` if shorter).
+    pub sample_seconds: f64,
+    /// `recycleSeconds` and `rejectFraction`, for the recycle decision.
+    pub recycle: RecyclePolicy,
+    /// The settings `/status` reports and counts staleness by.
+    pub snapshot: SnapshotSettings,
+}
+
+impl From<&Settings> for SupervisorSettings {
+    fn from(s: &Settings) -> Self {
+        SupervisorSettings {
+            drain: s.cluster.drain,
+            status_seconds: s.cluster.status_interval.as_secs_f64(),
+            sample_seconds: s.stats.sample_period().as_secs_f64(),
+            recycle: RecyclePolicy {
+                reject_fraction: s.memory.reject_fraction,
+                recycle_after: s.cluster.recycle,
+            },
+            snapshot: SnapshotSettings::from_settings(s),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -70,12 +103,7 @@ pub enum Control {
 /// What a reload changes in the supervisor.
 pub struct Reload {
     pub workers: WorkerCount,
-    /// `drainSeconds`.
-    pub drain: Duration,
-    /// `statusSeconds`.
-    pub status_seconds: f64,
-    /// `recycleSeconds`.
-    pub recycle_after: Duration,
+    pub settings: SupervisorSettings,
     /// Restart every process, one at a time, the master last.
     pub rolling: bool,
 }
@@ -83,7 +111,7 @@ pub struct Reload {
 impl std::fmt::Debug for Reload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reload")
-            .field("drain", &self.drain)
+            .field("settings", &self.settings)
             .field("rolling", &self.rolling)
             .finish_non_exhaustive()
     }

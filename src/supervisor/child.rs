@@ -360,15 +360,3 @@ fn exit_of(status: std::process::ExitStatus) -> Exit {
         (None, None) => Exit::Code(-1),
     }
 }
-
-/// `code 1`, `signal SIGKILL`, `could not be started`.
-pub fn describe_exit(exit: Exit) -> String {
-    match exit {
-        Exit::Code(c) => format!("exit code {c}"),
-        Exit::Signal(s) => match Signal::try_from(s) {
-            Ok(sig) => format!("signal {}", sig.as_str()),
-            Err(_) => format!("signal {s}"),
-        },
-        Exit::SpawnFailed => "could not be started".to_string(),
-    }
-}

@@ -14,8 +14,14 @@
 //!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
 //!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
 //!   request changes nothing: the order is kept.
-//! * Reload (`rolling.rs`): the worker count moves up or down while running (`resize`), and a
-//!   rolling restart replaces every process one at a time, the master last (`rolling_restart`).
+//! * Reload (`lifecycle/rolling.rs`): the worker count moves up or down while running
+//!   (`resize`), and a rolling restart replaces every process one at a time, the master last
+//!   (`rolling_restart`).
+//! * What the rest of the launcher sees: `status(id)`, the state without its deadlines (the
+//!   status keeper takes it at each use, it keeps no copy), and what each exit meant
+//!   (`exited` returns an `Aftermath`: started again or gone, asked for or not). The proxy hears
+//!   `Up` and `Down` in pairs; `AllReady` comes once. One restart at a time (DEC-6): no recycle
+//!   begins while another, or a rolling restart, is under way (`restart_under_way`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -24,7 +30,7 @@ use super::restart::{RestartPolicy, Verdict};
 use crate::deadline::Later;
 use crate::process::ProcessId;
 
-pub(crate) use actions::{Action, Exit};
+pub(crate) use actions::{Action, Aftermath, Exit, Status};
 
 /// How long the workers' last request counts may take to reach the master (STOP-7). Public for
 /// `tests/ops_systemd.rs`, which checks README's `TimeoutStopSec` against the longest stop.
@@ -66,7 +72,24 @@ enum State {
 struct Slot {
     state: State,
     policy: RestartPolicy,
+    /// Restarts decided since the launcher started, recycles and rolling restarts included.
     restarts: u32,
+    /// When its current (or last) process was started.
+    started: Option<Instant>,
+    /// The shell was told `Up` and not yet `Down`: the proxy routes to it.
+    up: bool,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            state: State::Idle,
+            policy: RestartPolicy::new(),
+            restarts: 0,
+            started: None,
+            up: false,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,10 +116,15 @@ pub(crate) struct Lifecycle {
     phase: Phase,
     max_start_failures: u32,
     kill_after: Duration,
-    gave_up: bool,
+    /// The master's failures in a row when it was given up.
+    gave_up: Option<u32>,
     actions: VecDeque<Action>,
     /// The rolling restart under way, if any.
     rolling: Option<rolling::Rolling>,
+    /// The memory recycle under way, until its replacement is ready (one at a time, DEC-6).
+    recycling: Option<ProcessId>,
+    /// `AllReady` has been said (it is said once).
+    all_ready_said: bool,
 }
 
 impl Lifecycle {
@@ -106,20 +134,17 @@ impl Lifecycle {
         max_start_failures: u32,
         kill_after: Duration,
     ) -> Lifecycle {
-        let slot = Slot {
-            state: State::Idle,
-            policy: RestartPolicy::new(),
-            restarts: 0,
-        };
         Lifecycle {
-            slots: vec![slot; planned_workers + 1],
+            slots: vec![Slot::new(); planned_workers + 1],
             workers: planned_workers,
             phase: Phase::StartingMaster,
             max_start_failures,
             kill_after,
-            gave_up: false,
+            gave_up: None,
             actions: VecDeque::new(),
             rolling: None,
+            recycling: None,
+            all_ready_said: false,
         }
     }
 
@@ -128,11 +153,15 @@ impl Lifecycle {
         self.spawn(ProcessId::MASTER, now);
     }
 
+    /// The next thing the shell must do; call until None after every event.
+    #[must_use]
     pub(crate) fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
-    /// The next time `handle_timeout` has something to do.
+    /// The next time `handle_timeout` has something to do. It changes only with an event (an
+    /// exit, a ready, a stop, a reload, a recycle, `drained`) or `handle_timeout` itself.
+    #[must_use]
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let slots = self.slots.iter().filter_map(|s| match s.state {
             State::Waiting { until } => Some(until),
@@ -151,52 +180,6 @@ impl Lifecycle {
         slots.chain(phase).min()
     }
 
-    /// Restarts made since the launcher started, per process (STATUS-17).
-    #[cfg(test)]
-    pub(crate) fn restarts(&self, id: ProcessId) -> u32 {
-        self.slots.get(id.index()).map_or(0, |s| s.restarts)
-    }
-
-    pub(crate) fn is_ready(&self, id: ProcessId) -> bool {
-        matches!(
-            self.slots.get(id.index()).map(|s| &s.state),
-            Some(State::Ready { .. })
-        )
-    }
-
-    /// Whether the process should have a live child (starting, ready or stopping).
-    pub(crate) fn is_running(&self, id: ProcessId) -> bool {
-        matches!(
-            self.slots.get(id.index()).map(|s| &s.state),
-            Some(
-                State::Starting { .. }
-                    | State::Ready { .. }
-                    | State::Draining { .. }
-                    | State::Stopping { .. }
-            )
-        )
-    }
-
-    pub(crate) fn workers(&self) -> usize {
-        self.workers
-    }
-
-    pub(crate) fn gave_up(&self) -> bool {
-        self.gave_up
-    }
-
-    /// Waiting for the master to take its last messages before it is stopped (STOP-7).
-    pub(crate) fn is_flushing(&self) -> bool {
-        matches!(self.phase, Phase::Flushing { .. })
-    }
-
-    pub(crate) fn is_stopping(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::StoppingWorkers | Phase::Flushing { .. } | Phase::StoppingMaster | Phase::Done
-        )
-    }
-
     /// The process said on its channel that it is ready (LAUNCH-3).
     pub(crate) fn ready(&mut self, id: ProcessId, now: Instant) {
         let Some(slot) = self.slots.get_mut(id.index()) else {
@@ -207,7 +190,11 @@ impl Lifecycle {
         }
         slot.state = State::Ready { since: now };
         slot.policy.ready();
+        slot.up = true;
         self.actions.push_back(Action::Up(id));
+        if self.recycling == Some(id) {
+            self.recycling = None;
+        }
         if id.is_master() && self.phase == Phase::StartingMaster {
             self.phase = Phase::Sizing;
             self.actions.push_back(Action::SizeWorkers);
@@ -215,6 +202,18 @@ impl Lifecycle {
             self.start_next_worker(now);
         }
         self.advance_rolling(now);
+        self.all_ready_once();
+    }
+
+    /// `AllReady`, the first time every wanted process is ready once the count is known.
+    fn all_ready_once(&mut self) {
+        if self.all_ready_said || self.phase != Phase::Running {
+            return;
+        }
+        if (0..=self.workers).all(|i| matches!(self.slots[i].state, State::Ready { .. })) {
+            self.all_ready_said = true;
+            self.actions.push_back(Action::AllReady);
+        }
     }
 
     /// The shell's answer to `SizeWorkers`: run this many workers (at most the planned number).
@@ -223,15 +222,17 @@ impl Lifecycle {
         if self.phase == Phase::Sizing {
             self.phase = Phase::Running;
             self.start_next_worker(now);
+            self.all_ready_once();
         }
     }
 
-    /// The process exited (or could not be spawned).
-    pub(crate) fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) {
+    /// The process exited (or could not be spawned). Returns what that meant: started again,
+    /// gone for good, and whether the launcher had asked for it.
+    pub(crate) fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) -> Aftermath {
         let _ = how; // the shell logs how; the policy only needs when.
         let stopping = self.is_stopping();
-        let Some(slot) = self.slots.get_mut(id.index()) else {
-            return;
+        let Some(slot) = self.slots.get(id.index()) else {
+            return Aftermath::NotRunning;
         };
         let ready_at = match slot.state {
             State::Starting { .. } => None,
@@ -241,41 +242,50 @@ impl Lifecycle {
             State::Stopping { restart: true, .. } | State::Draining { restart: true, .. }
                 if !stopping =>
             {
-                slot.restarts += 1;
-                self.actions.push_back(Action::Down(id));
+                self.down(id);
+                self.slots[id.index()].restarts += 1;
                 self.spawn(id, now);
-                return;
+                return Aftermath::Restart { asked: true };
             }
-            // A worker beyond a lowered count: gone for good.
+            // A worker beyond a lowered count: gone for good, unless a later reload wants it
+            // again: then it starts afresh, in the start order.
             State::Stopping { restart: false, .. } | State::Draining { restart: false, .. }
                 if !stopping =>
             {
-                slot.state = State::Stopped;
-                self.actions.push_back(Action::Down(id));
-                self.actions.push_back(Action::Retired(id));
+                self.down(id);
+                if id.index() <= self.workers {
+                    self.slots[id.index()].state = State::Idle;
+                    self.slots[id.index()].restarts += 1;
+                    self.start_next_worker(now);
+                    self.advance_rolling(now);
+                    return Aftermath::Restart { asked: true };
+                }
+                self.retire(id);
                 self.advance_rolling(now);
-                return;
+                return Aftermath::Gone { asked: true };
             }
             State::Stopping { .. } | State::Draining { .. } => {
-                slot.state = State::Stopped;
+                self.slots[id.index()].state = State::Stopped;
+                self.down(id);
                 self.advance_stop(now);
-                return;
+                return Aftermath::Gone { asked: true };
             }
-            State::Idle | State::Waiting { .. } | State::Stopped => return,
+            State::Idle | State::Waiting { .. } | State::Stopped => return Aftermath::NotRunning,
         };
         let was_ready = ready_at.is_some();
-        if was_ready {
-            self.actions.push_back(Action::Down(id));
-        }
+        self.down(id);
         if stopping {
-            slot.state = State::Stopped;
+            // The launcher is stopping: its end is part of the stop.
+            self.slots[id.index()].state = State::Stopped;
             self.advance_stop(now);
-            return;
+            return Aftermath::Gone { asked: true };
         }
         let give_up_after = id.is_master().then_some(self.max_start_failures);
+        let slot = &mut self.slots[id.index()];
         match slot.policy.exited(ready_at, now, give_up_after) {
             Verdict::Restart { after, failing } => {
                 slot.state = State::Waiting { until: now + after };
+                slot.restarts += 1;
                 self.rolling_failed(id, was_ready);
                 self.actions
                     .push_back(Action::RestartScheduled { id, after, failing });
@@ -283,13 +293,32 @@ impl Lifecycle {
                 if !id.is_master() && !was_ready && self.phase == Phase::Running {
                     self.start_next_worker(now);
                 }
+                Aftermath::Restart { asked: false }
             }
             Verdict::GiveUp { failures } => {
                 slot.state = State::Stopped;
-                self.gave_up = true;
+                self.gave_up = Some(failures);
                 self.actions.push_back(Action::GiveUp { failures });
                 self.stop(now);
+                Aftermath::Gone { asked: false }
             }
+        }
+    }
+
+    /// The process is no longer routed to: `Down`, once, if it was `Up`.
+    fn down(&mut self, id: ProcessId) {
+        let slot = &mut self.slots[id.index()];
+        if std::mem::replace(&mut slot.up, false) {
+            self.actions.push_back(Action::Down(id));
+        }
+    }
+
+    /// A worker beyond the (lowered) count is gone for good.
+    fn retire(&mut self, id: ProcessId) {
+        self.slots[id.index()].state = State::Stopped;
+        self.actions.push_back(Action::Retired(id));
+        if self.recycling == Some(id) {
+            self.recycling = None;
         }
     }
 
@@ -297,7 +326,7 @@ impl Lifecycle {
     /// may finish for up to `drain` (RECYCLE-2, RECYCLE-3), then it is stopped as on shutdown and
     /// started again at once (RECYCLE-4, RECYCLE-5). False when it can't be recycled now.
     pub(crate) fn recycle(&mut self, id: ProcessId, drain: Duration, now: Instant) -> bool {
-        if id.is_master() || self.phase != Phase::Running {
+        if id.is_master() || self.phase != Phase::Running || self.restart_under_way() {
             return false;
         }
         let Some(slot) = self.slots.get_mut(id.index()) else {
@@ -310,6 +339,7 @@ impl Lifecycle {
             until: now.later(drain),
             restart: true,
         };
+        self.recycling = Some(id);
         self.actions.push_back(Action::Drain(id));
         true
     }
@@ -328,28 +358,6 @@ impl Lifecycle {
         }
     }
 
-    /// Whether the process is being recycled (draining or stopping to be started again).
-    pub(crate) fn is_recycling(&self, id: ProcessId) -> bool {
-        matches!(
-            self.slots.get(id.index()).map(|s| &s.state),
-            Some(State::Draining { restart: true, .. } | State::Stopping { restart: true, .. })
-        )
-    }
-
-    /// Whether the process is draining (recycle, rolling restart or retirement): the shell calls
-    /// `drained` once nothing is at work on it.
-    pub(crate) fn is_draining(&self, id: ProcessId) -> bool {
-        matches!(
-            self.slots.get(id.index()).map(|s| &s.state),
-            Some(State::Draining { .. })
-        )
-    }
-
-    /// How many process slots the lifecycle has (the master and every worker it has known).
-    pub(crate) fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Begin the orderly stop (after the proxy has drained). Idempotent.
     pub(crate) fn stop(&mut self, now: Instant) {
         if self.is_stopping() {
@@ -357,9 +365,14 @@ impl Lifecycle {
         }
         self.phase = Phase::StoppingWorkers;
         self.rolling = None;
+        self.recycling = None;
         // A master waiting out a backoff is not started again, and has nothing to flush to.
-        if matches!(self.slots[0].state, State::Idle | State::Waiting { .. }) {
-            self.slots[0].state = State::Stopped;
+        // One draining for a rolling restart is stopped last like any master (STOP-7): its
+        // drain's deadline must not stop it before the workers and their last counts.
+        match self.slots[0].state {
+            State::Idle | State::Waiting { .. } => self.slots[0].state = State::Stopped,
+            State::Draining { .. } => self.slots[0].state = State::Ready { since: now },
+            _ => {}
         }
         for i in 1..self.slots.len() {
             self.terminate_or_forget(ProcessId(i as u16), now);
@@ -378,10 +391,7 @@ impl Lifecycle {
         for i in 0..self.slots.len() {
             let id = ProcessId(i as u16);
             match self.slots[i].state {
-                State::Waiting { until } if until <= now => {
-                    self.slots[i].restarts += 1;
-                    self.spawn(id, now);
-                }
+                State::Waiting { until } if until <= now => self.spawn(id, now),
                 State::Stopping {
                     kill_at,
                     killed: false,
@@ -408,6 +418,7 @@ impl Lifecycle {
 
     fn spawn(&mut self, id: ProcessId, now: Instant) {
         self.slots[id.index()].state = State::Starting { since: now };
+        self.slots[id.index()].started = Some(now);
         self.actions.push_back(Action::Spawn(id));
     }
 
@@ -430,14 +441,12 @@ impl Lifecycle {
         let slot = &mut self.slots[id.index()];
         match slot.state {
             State::Starting { .. } | State::Ready { .. } | State::Draining { .. } => {
-                if matches!(slot.state, State::Ready { .. } | State::Draining { .. }) {
-                    self.actions.push_back(Action::Down(id));
-                }
                 slot.state = State::Stopping {
                     kill_at: now.later(self.kill_after),
                     killed: false,
                     restart: false,
                 };
+                self.down(id);
                 self.actions.push_back(Action::Terminate(id));
             }
             State::Idle | State::Waiting { .. } => slot.state = State::Stopped,
@@ -451,7 +460,7 @@ impl Lifecycle {
                 .iter()
                 .any(|s| matches!(s.state, State::Stopping { .. }));
             if !workers_left {
-                if self.slots[0].state == State::Stopped || self.gave_up {
+                if self.slots[0].state == State::Stopped || self.gave_up.is_some() {
                     self.stop_master(now);
                 } else {
                     self.phase = Phase::Flushing {
@@ -473,14 +482,13 @@ impl Lifecycle {
     }
 }
 
-#[path = "lifecycle_actions.rs"]
 mod actions;
-#[path = "rolling.rs"]
 mod rolling;
+mod status;
 
 #[cfg(test)]
-#[path = "lifecycle_test_support.rs"]
+mod proptests;
+#[cfg(test)]
 mod test_support;
 #[cfg(test)]
-#[path = "lifecycle_tests.rs"]
 mod tests;

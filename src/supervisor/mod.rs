@@ -6,16 +6,15 @@ pub(crate) mod child;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;
+mod readings;
 pub(crate) mod recycle;
-mod reload_shell;
+mod recycle_watch;
 pub(crate) mod restart;
 pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod stderr_tail;
-mod ticks;
-mod to_master;
 
 pub(crate) use api::{
-    Control, Ended, Hooks, IdleReport, Reload, Sizer, SupervisorSetup, WorkerCount,
+    Control, Ended, Hooks, Reload, SupervisorSettings, SupervisorSetup, WorkerCount,
 };
 pub(crate) use shell::run;

@@ -2,7 +2,7 @@
 //! any, to restart because the memory guard's measure has stayed over its refusal threshold with
 //! nothing at work on it.
 //!
-//! Theory of operation: the shell calls [`decide`] on every reading (each status tick), with the
+//! Theory of operation: the shell calls [`decide`] every upkeep tick (each second), with the
 //! launcher's own measure, every worker's figures and the clocks returned last time. Pure: no
 //! I/O, time comes in as `now`.
 //!
@@ -263,5 +263,4 @@ fn mb(bytes: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "recycle_tests.rs"]
 mod tests;

@@ -8,12 +8,17 @@
 //! only on its `ready`; its listening socket (`socket_watch.rs`, after a grace with the channel
 //! silent) counts only for a process that never spoke.
 //!
-//! Its other parts, each an `impl Shell` of its own: what goes to the master (`to_master.rs`,
-//! with the master's mailbox in `mailbox.rs`), the status, upkeep and minute ticks (`ticks.rs`)
-//! and reload handling (`reload_shell.rs`); the types its callers see are in `api.rs`.
+//! The lifecycle holds every process's state; the shell keeps only what is the channel's (who
+//! has spoken, whether the master acknowledges, a flush awaited). The status keeper is told what
+//! happened and takes each state from the lifecycle (`shell/keeping.rs`).
+//!
+//! Its other parts, each an `impl Shell` of its own in `shell/`: what goes to the master
+//! (`to_master.rs`, with the master's mailbox in `../mailbox.rs`), the status, upkeep and minute
+//! ticks (`ticks.rs`, the memory recycle's reading in `../recycle_watch.rs`), reload handling
+//! (`reload.rs`), the keeper's feed (`keeping.rs`) and the give-up line (`give_up.rs`); the
+//! types its callers see are in `api.rs`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
@@ -21,47 +26,52 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use super::api::{Control, Ended, Hooks, Sizer, SupervisorSetup};
-use super::child::{self, describe_exit, ChildEvent, ChildHandle, Tagged};
+use super::child::{self, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
 use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
-use super::ticks::Ticks;
+use super::readings::SystemReadings;
+use super::recycle_watch::RecycleWatch;
 use crate::clock::now_std;
 use crate::ipc::message::{acknowledges_events, same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
+use ticks::Ticks;
 
-/// The shell's state; the fields its other parts (`ticks.rs`, `reload_shell.rs`) use are
-/// `pub(super)`.
-pub(super) struct Shell {
-    pub(super) setup: SupervisorSetup,
-    pub(super) hooks: Arc<dyn Hooks>,
-    pub(super) sizer: Sizer,
+mod give_up;
+mod keeping;
+mod reload;
+mod ticks;
+mod to_master;
+
+/// The shell's state (its other parts, in `shell/`, are child modules and see every field).
+struct Shell {
+    setup: SupervisorSetup,
+    hooks: Arc<dyn Hooks>,
+    sizer: Sizer,
     output: OutputSink,
-    pub(super) life: Lifecycle,
-    pub(super) children: Vec<Option<ChildHandle>>,
-    started: Vec<Option<Instant>>,
+    /// Every decision about the processes, and their state: the flags below are the channel's
+    /// and the master's, never a copy of the lifecycle's.
+    life: Lifecycle,
+    children: Vec<Option<ChildHandle>>,
     /// Whether each process has sent anything valid on its channel in this run: if so, only its
     /// `ready` makes it ready, never its socket (LAUNCH-3, DEC-27).
     spoke: Vec<bool>,
     generation: u64,
     events_tx: mpsc::UnboundedSender<Tagged>,
-    pub(super) master_mailbox: MasterMailbox,
-    pub(super) master_up: bool,
+    master_mailbox: MasterMailbox,
     /// The master acknowledges the events it takes (`eventsReceived`, protocol 1.1 on); if not,
     /// its channel write counts as delivery.
-    pub(super) master_acks: bool,
+    master_acks: bool,
     /// The master's queue was found full: what is for it waits until it reads again.
-    pub(super) master_stalled: bool,
-    pub(super) flushing: bool,
-    pub(super) keeper: Keeper,
-    /// The worker being recycled, until its replacement is ready (one at a time, DEC-6).
-    pub(super) recycling: Option<ProcessId>,
-    idle_reported: bool,
-    /// How the master's last run ended ("exit code 3"), and the failures when it was given up:
-    /// the give-up error names both.
+    master_stalled: bool,
+    /// The master's channel was asked to flush (the stop's counts): waiting for `Flushed`.
+    flushing: bool,
+    keeper: Keeper,
+    recycle: RecycleWatch,
+    readings: SystemReadings,
+    /// How the master's last run ended ("exit code 3"): the give-up error names it.
     master_end: Option<String>,
-    gave_up: Option<u32>,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -82,28 +92,25 @@ pub async fn run(
         setup.kill_after,
     );
     let mut shell = Shell {
+        recycle: RecycleWatch::new(setup.settings.recycle),
         setup,
         hooks,
         sizer,
         output,
         life,
         children: (0..n).map(|_| None).collect(),
-        started: vec![None; n],
         spoke: vec![false; n],
         generation: 0,
         events_tx,
         master_mailbox: MasterMailbox::default(),
-        master_up: false,
         master_acks: false,
         master_stalled: false,
         flushing: false,
         keeper,
-        recycling: None,
-        idle_reported: false,
+        readings: SystemReadings::new(),
         master_end: None,
-        gave_up: None,
     };
-    let mut ticks = Ticks::new(shell.setup.status_seconds);
+    let mut ticks = Ticks::new(shell.setup.settings.status_seconds);
     if let Some(master) = shell.setup.processes.first() {
         info!(
             "{}: starting the master (maxStartFailures {})",
@@ -114,23 +121,27 @@ pub async fn run(
     let mut control_open = true;
     loop {
         if let Some(ended) = shell.carry_out() {
-            if let Some(failures) = shell.gave_up {
+            if let Some(failures) = shell.life.gave_up() {
                 let code = shell.code(ProcessId::MASTER).to_string();
                 let (max, end) = (shell.setup.max_start_failures, shell.master_end.take());
-                log_give_up(shell.output.clone(), code, failures, max, end).await;
+                give_up::log(shell.output.clone(), code, failures, max, end).await;
             }
             return ended;
         }
+        // After the actions: what the lifecycle says (the master up or not) is what the shell
+        // has carried out.
+        shell.retry_master();
+        shell.deliver_keeper();
         let deadline = shell.life.poll_timeout().map(Instant::from_std);
         tokio::select! {
             Some(ev) = events.recv() => shell.on_event(ev),
             c = control.recv(), if control_open => match c {
                 Some(Control::Stop) => shell.life.stop(now_std()),
                 Some(Control::Report(reply)) => {
-                    let _ = reply.send(shell.keeper.report(now_std()));
+                    let _ = reply.send(shell.report());
                 }
                 Some(Control::Reload(r)) => {
-                    let status_seconds = r.status_seconds;
+                    let status_seconds = r.settings.status_seconds;
                     if shell.reload(r) {
                         ticks.set_status_seconds(status_seconds);
                     }
@@ -142,8 +153,6 @@ pub async fn run(
             _ = ticks.upkeep.tick() => shell.upkeep(),
             _ = ticks.minute.tick() => shell.minute(),
         }
-        shell.retry_master();
-        shell.deliver_keeper();
     }
 }
 
@@ -158,7 +167,7 @@ impl Shell {
         &self.setup.processes[id.index()]
     }
 
-    pub(super) fn code(&self, id: ProcessId) -> &str {
+    fn code(&self, id: ProcessId) -> &str {
         &self.setup.processes[id.index()].code
     }
 
@@ -180,25 +189,25 @@ impl Shell {
                     self.signal(id, Signal::SIGKILL);
                 }
                 Action::Up(id) => {
-                    let pid = self.children[id.index()].as_ref().map_or(0, |c| c.pid);
-                    self.hooks.up(id, pid);
-                    if self.recycling == Some(id) {
-                        self.recycling = None;
-                    }
+                    let pid = self.pid(id);
+                    self.hooks.up(id, pid.unwrap_or(0));
+                    self.keeper.ready(id);
+                    self.recycle.ready(id, pid, &self.readings);
                     if id.is_master() {
-                        self.master_up = true;
                         let hello_again = self.keeper.master_ready();
                         self.master_mailbox.append(hello_again);
                         self.deliver_to_master();
                     }
-                    self.report_idle_once();
                 }
                 Action::Down(id) => {
                     self.hooks.down(id);
                     if id.is_master() {
-                        self.master_up = false;
                         self.keeper.master_down();
                     }
+                }
+                Action::AllReady => {
+                    let pids: Vec<u32> = self.children.iter().flatten().map(|c| c.pid).collect();
+                    (self.setup.idle_report)(&pids);
                 }
                 Action::Drain(id) => self.hooks.draining(id),
                 Action::SizeWorkers => {
@@ -213,7 +222,7 @@ impl Shell {
                 }
                 Action::FlushMaster => self.flush_master(),
                 // Logged once the run has ended (`log_give_up`), with the master's last words.
-                Action::GiveUp { failures } => self.gave_up = Some(failures),
+                Action::GiveUp { .. } => {}
                 Action::RestartScheduled { id, after, failing } => {
                     let why = if failing {
                         "failing"
@@ -237,7 +246,7 @@ impl Shell {
                 Action::RollingStep { id, step, of } => info!(
                     "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
                     self.code(id),
-                    self.setup.drain.as_secs_f64()
+                    self.setup.settings.drain.as_secs_f64()
                 ),
                 Action::RollingDone => {
                     info!("rolling restart done: every process was started again");
@@ -252,7 +261,7 @@ impl Shell {
                     self.hooks.reload_finished();
                 }
                 Action::Finished => {
-                    return Some(if self.life.gave_up() {
+                    return Some(if self.life.gave_up().is_some() {
                         Ended::GaveUp
                     } else {
                         Ended::Stopped
@@ -270,8 +279,8 @@ impl Shell {
             protocol: PROTOCOL_VERSION.to_string(),
             role: spec.role.as_str().to_string(),
             code: spec.code.clone(),
-            status_seconds: self.setup.status_seconds,
-            sample_seconds: self.setup.sample_seconds,
+            status_seconds: self.setup.settings.status_seconds,
+            sample_seconds: self.setup.settings.sample_seconds,
         };
         match child::spawn(
             &spec,
@@ -286,7 +295,7 @@ impl Shell {
                     "{}: started {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
-                self.keeper.spawned(id, handle.pid, now_std());
+                self.keeper.started(id);
                 self.spoke[id.index()] = false;
                 if id.is_master() {
                     self.master_acks = false;
@@ -294,7 +303,6 @@ impl Shell {
                 }
                 self.hooks.started(id, handle.pid);
                 self.children[id.index()] = Some(handle);
-                self.started[id.index()] = Some(Instant::now());
             }
             Err(e) => {
                 error!(
@@ -303,9 +311,9 @@ impl Shell {
                     spec.argv.first().map(String::as_str).unwrap_or("")
                 );
                 if id.is_master() {
-                    self.master_end = Some(format!("{}: {e}", describe_exit(Exit::SpawnFailed)));
+                    self.master_end = Some(format!("{}: {e}", Exit::SpawnFailed));
                 }
-                self.life.exited(id, Exit::SpawnFailed, now_std());
+                self.exited(id, Exit::SpawnFailed, None);
             }
         }
     }
@@ -369,7 +377,9 @@ impl Shell {
                 }
             }
             ChildEvent::Message(msg) => {
-                self.keeper.message(id, &msg, now_std());
+                let lives = self.lives();
+                self.keeper
+                    .message(id, &msg, &lives, &self.readings, now_std());
                 self.hooks.message(id, &msg);
             }
             ChildEvent::Unknown {
@@ -390,37 +400,17 @@ impl Shell {
                 }
             }
             ChildEvent::Exited(exit) => {
-                let ran = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
-                let stopping = self.life.is_stopping();
-                let line = format!(
-                    "{code}: exited ({}) after {:.1} s",
-                    describe_exit(exit),
-                    ran.unwrap_or(0.0)
-                );
-                // A recycle's, a rolling restart's or a retired worker's exit was asked for.
-                if stopping
-                    || self.life.is_draining(id)
-                    || self.life.is_recycling(id)
-                    || self.life.is_leaving(id)
-                {
-                    info!("{line}");
-                } else {
-                    warn!("{line}");
-                }
-                if id.is_master() {
-                    self.master_end = Some(describe_exit(exit));
-                }
+                let pid = self.pid(id);
                 self.children[id.index()] = None;
                 self.hooks.exited(id);
-                self.keeper.exited(id, exit, stopping);
-                self.life.exited(id, exit, now_std());
+                self.exited(id, exit, pid);
             }
         }
     }
 
     /// The status rows follow the processes in the cluster: the wanted ones and any still
     /// running on its way out.
-    pub(super) fn fit_rows(&mut self) {
+    fn fit_rows(&mut self) {
         let keep = (0..self.life.slot_count())
             .rev()
             .find(|&i| i <= self.life.workers() || self.life.is_running(ProcessId(i as u16)))
@@ -429,37 +419,23 @@ impl Shell {
         self.keeper.resize_rows(&self.setup.processes[..keep]);
     }
 
-    /// Once every wanted worker is ready the first time: what they all use idle.
-    fn report_idle_once(&mut self) {
-        if self.idle_reported {
-            return;
-        }
-        let all = (0..=self.life.workers()).all(|i| self.life.is_ready(ProcessId(i as u16)));
-        if all {
-            self.idle_reported = true;
-            let pids: Vec<u32> = self.children.iter().flatten().map(|c| c.pid).collect();
-            (self.setup.idle_report)(&pids);
-        }
-    }
-
     /// The first of the two signs (its `ready` message, its own listening socket) makes a
     /// starting process ready; the log says which. A later sign changes nothing.
     fn became_ready(&mut self, id: ProcessId, port: u16, how: &str, memory_limit: Option<u64>) {
         let was = self.life.is_ready(id);
         self.life.ready(id, now_std());
+        if memory_limit.is_some() || (!was && self.life.is_ready(id)) {
+            self.keeper.guard_limit(id, memory_limit);
+        }
         if was || !self.life.is_ready(id) {
             debug!("{}: {how} (not starting any more)", self.code(id));
-            if memory_limit.is_some() {
-                self.keeper.guard_limit(id, memory_limit);
-            }
             return;
         }
-        self.keeper.ready(id, memory_limit, now_std());
-        let took = self.started[id.index()].map(|s| s.elapsed().as_secs_f64());
+        let took = self.ran_for(id);
         info!(
             "{}: ready on port {port} after {:.1} s ({how})",
             self.code(id),
-            took.unwrap_or(0.0)
+            took
         );
     }
 
@@ -489,84 +465,5 @@ impl Shell {
         if id.is_master() {
             self.master_acks = acknowledges_events(v);
         }
-    }
-}
-
-/// The master was given up (RESTART-7): one ERROR naming the rule, how its last run ended and
-/// the last lines it wrote on its stderr (read to their end first, for up to a second).
-async fn log_give_up(
-    output: OutputSink,
-    code: String,
-    failures: u32,
-    max: u32,
-    end: Option<String>,
-) {
-    let tail = output.stderr_tail(&code, Duration::from_secs(1)).await;
-    let line = give_up_line(&code, failures, max, end.as_deref(), tail.lines());
-    error!("{line}");
-}
-
-/// `m0: the master exited 6 times in a row without getting ready (server.cluster.maxStartFailures
-/// 6); giving up. Its last run ended with exit code 3; its last lines on stderr: a | b`. One line,
-/// whatever the process wrote (DEC-12).
-fn give_up_line<'a>(
-    code: &str,
-    failures: u32,
-    max: u32,
-    end: Option<&str>,
-    stderr: impl Iterator<Item = &'a str>,
-) -> String {
-    let times = if failures == 1 { "time" } else { "times" };
-    let mut line = format!(
-        "{code}: the master exited {failures} {times} in a row without getting ready \
-         (server.cluster.maxStartFailures {max}); giving up"
-    );
-    if let Some(end) = end {
-        line.push_str(&format!(". Its last run ended with {end}"));
-    }
-    let said: Vec<String> = stderr
-        .map(|l| l.trim().replace(['\n', '\r'], " "))
-        .filter(|l| !l.is_empty())
-        .collect();
-    if said.is_empty() {
-        line.push_str("; it wrote nothing on stderr");
-    } else {
-        line.push_str("; its last lines on stderr: ");
-        line.push_str(&said.join(" | "));
-    }
-    line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_give_up_line_names_the_rule_the_last_exit_and_the_last_stderr_lines() {
-        let line = give_up_line(
-            "m0",
-            6,
-            6,
-            Some("exit code 3"),
-            [
-                "Error: Cannot find module 'x'",
-                "",
-                "    at load (node:internal)",
-            ]
-            .into_iter(),
-        );
-        assert_eq!(
-            line,
-            "m0: the master exited 6 times in a row without getting ready \
-             (server.cluster.maxStartFailures 6); giving up. Its last run ended with exit code 3; \
-             its last lines on stderr: Error: Cannot find module 'x' | at load (node:internal)"
-        );
-        let line = give_up_line("m0", 1, 1, Some("signal SIGSEGV"), std::iter::empty());
-        assert!(line.contains("exited 1 time in a row"), "{line}");
-        assert!(
-            line.ends_with("ended with signal SIGSEGV; it wrote nothing on stderr"),
-            "{line}"
-        );
-        assert!(!line.contains('\n'));
     }
 }

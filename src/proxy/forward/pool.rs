@@ -34,6 +34,15 @@ use super::BoxError;
 /// server may close it.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// The largest read from a process's connection (hyper's default is about 400 KB). Each frame of
+/// a response is a slice of one read, and a slice waiting for a client that doesn't read keeps
+/// that whole read alive: a streamed response held one to three of them. hyper reads that much
+/// only when the launcher falls behind (under CPU load), so 24 clients that never read cost
+/// 14 MB more on an idle machine and up to 48 MB more on a busy one, outside `bufferMaxMB`.
+/// 64 KB reads cost a large response no measurable speed; the cap is also the largest response
+/// head a process may send.
+const UPSTREAM_READ_AT_MOST: usize = 64 << 10;
+
 /// The keep-alive connections to one process at `addr`. Cheap to clone (shared state).
 ///
 /// `B` is the request body type: the listener forwards `hyper::body::Incoming` bodies unread.
@@ -310,6 +319,7 @@ where
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
         let (sender, connection) = http1::Builder::new()
+            .max_buf_size(UPSTREAM_READ_AT_MOST)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(ForwardError::NotSent)?;

@@ -85,27 +85,15 @@ fn value() -> impl Strategy<Value = Value> {
 }
 
 fn key() -> impl Strategy<Value = String> {
-    let known: Vec<String> = crate::settings::file::CLUSTER_KEYS
+    // Every part of every setting's path (`server`, `cluster`, `workers` ...), and `path`.
+    let mut known: Vec<String> = TABLE
         .iter()
-        .chain(crate::settings::file::MEMORY_KEYS)
-        .chain(&[
-            "server",
-            "cluster",
-            "memory",
-            "port",
-            "modules",
-            "tx",
-            "endpoints",
-            "path",
-            "instanceCode",
-            "enabled",
-            "stats",
-            "sampleSeconds",
-            "intervalMinutes",
-            "command",
-        ])
-        .map(|s| s.to_string())
+        .flat_map(|s| s.path.split('.'))
+        .chain(["path"])
+        .map(str::to_string)
         .collect();
+    known.sort();
+    known.dedup();
     prop_oneof![prop::sample::select(known), "\\PC{0,8}"]
 }
 
@@ -185,36 +173,13 @@ fn regression_a_tiny_negative_float() {
 }
 
 /// Every numeric setting, for the run-time property.
-const NUMERIC: &[&str] = &[
-    "server.port",
-    "server.cluster.workers",
-    "server.cluster.cores",
-    "server.cluster.memoryHeadroomGB",
-    "server.cluster.internalPort",
-    "server.cluster.drainSeconds",
-    "server.cluster.maxOutstanding",
-    "server.cluster.queueSeconds",
-    "server.cluster.ownerQueueSeconds",
-    "server.cluster.cooldownSeconds",
-    "server.cluster.upstreamTimeoutSeconds",
-    "server.cluster.writeTimeoutSeconds",
-    "server.cluster.headerTimeoutSeconds",
-    "server.cluster.headerMaxKB",
-    "server.cluster.bufferMaxMB",
-    "server.cluster.proxyThreads",
-    "server.cluster.maxStartFailures",
-    "server.cluster.recycleSeconds",
-    "server.cluster.fastLaneExtra",
-    "server.cluster.normalMinSlots",
-    "server.cluster.saturatedPercent",
-    "server.cluster.fastLaneMaxBytes",
-    "server.cluster.statusSeconds",
-    "server.cluster.sharedCacheMaxMB",
-    "server.cluster.killSeconds",
-    "server.cluster.adminAddress",
-    "stats.sampleSeconds",
-    "stats.intervalMinutes",
-];
+fn numeric() -> Vec<&'static str> {
+    TABLE
+        .iter()
+        .filter(|s| s.kind.numeric())
+        .map(|s| s.path)
+        .collect()
+}
 
 /// Numbers at and around every bound, and the ones that broke the launcher before.
 fn extreme() -> impl Strategy<Value = f64> {
@@ -340,7 +305,7 @@ proptest! {
 
     #[test]
     fn extreme_numbers_never_panic_at_run_time(
-        values in prop::collection::vec((prop::sample::select(NUMERIC), extreme()), 1..8),
+        values in prop::collection::vec((prop::sample::select(numeric()), extreme()), 1..8),
     ) {
         let mut root = json!({});
         for (path, n) in &values {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::settings::{LogFormat, LogLevel, Sources, TABLE};
 
 mod admin;
 mod bounds;

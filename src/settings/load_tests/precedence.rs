@@ -10,7 +10,8 @@ use super::*;
 fn nothing_given_is_the_defaults() {
     for file in [None, Some(json!({}))] {
         let s = ok(&[], &[], file);
-        // spec: ROUTE-2b. No tx endpoint is not an error, but workers that get nothing are said.
+        // No tx endpoint is not an error, but workers that get nothing are said (ROUTE-2b:
+        // proxy/route_tests.rs).
         assert_eq!(s.warnings.len(), 1, "{:?}", s.warnings);
         assert!(s.warnings[0].starts_with("modules.tx.endpoints is not set"));
         assert_eq!(
@@ -38,7 +39,7 @@ fn port_precedence_is_flag_env_file_default() {
 
 #[test]
 fn workers_precedence_is_flag_env_file_default() {
-    // spec: DEC-13, CONF-3, CONF-6
+    // spec: DEC-13, CONF-3
     let file = cluster(json!({"workers": 2}));
     let env = [("FHIRSMITH_WORKERS", "3")];
     assert_eq!(

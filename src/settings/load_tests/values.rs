@@ -1,4 +1,6 @@
-//! Each setting's values from config.json: types, ranges, zero, fractions, rules between them.
+//! Each setting's values from config.json, as read: types, ranges, zero, fractions, rules
+//! between them. Reading only: what a value then does is proved where it acts, and those tests
+//! name the spec's IDs (`// spec: CONF-13` in the scheduler's tests, ...).
 
 use std::time::Duration;
 
@@ -150,9 +152,15 @@ fn seconds_may_be_fractional() {
 }
 
 #[test]
-fn zero_keeps_its_spec_meaning() {
-    // spec: CONF-6, CONF-11, CONF-12, CONF-13, CONF-14, CONF-15, CONF-16, CONF-17, CONF-18,
-    // CONF-19, CONF-20, CONF-21, CONF-23
+fn zero_is_read_as_zero_wherever_the_spec_gives_it_a_meaning() {
+    // Reading only. What each zero means is proved where it acts: workers 0 in
+    // supervisor/lifecycle_tests.rs and tests/supervise.rs (CONF-6); drainSeconds in
+    // lifecycle_tests.rs and tests/proxy_drain.rs (CONF-11); maxOutstanding, queueSeconds,
+    // ownerQueueSeconds, cooldownSeconds, fastLaneExtra and normalMinSlots in proxy/scheduler's
+    // tests (CONF-12..15, CONF-20, CONF-21); upstreamTimeoutSeconds in tests/proxy_slots.rs
+    // (CONF-16); writeTimeoutSeconds in tests/proxy_failures.rs (CONF-17); maxStartFailures in
+    // supervisor/restart.rs (CONF-18); recycleSeconds in supervisor/recycle_tests.rs (CONF-19);
+    // fastLaneMaxBytes in proxy/lane.rs and route_tests.rs (CONF-23).
     let s = ok(
         &[],
         &[],
@@ -233,8 +241,9 @@ fn normal_min_slots_is_bounded_by_max_outstanding_from_the_file() {
 }
 
 #[test]
-fn memory_fractions_and_trim_allocator() {
-    // spec: MEM-1, MEM-2, CONF-25
+fn memory_fractions_and_trim_allocator_are_read() {
+    // Reading only: the thresholds are proved in supervisor/recycle_tests.rs and
+    // tests/status_snapshot.rs (MEM-1, MEM-2), the limits line in plan/limits.rs (CONF-25).
     let mem = |v: Value| Some(json!({"server": {"memory": v}}));
     let s = ok(
         &[],
@@ -287,7 +296,7 @@ fn the_port_range_is_checked_when_workers_are_given() {
 
 #[test]
 fn instance_code_rule_and_bind_address() {
-    // spec: DEC-20, DEC-23, ROLE-2
+    // spec: DEC-20, DEC-23 (the master's code itself: ROLE-2 in plan/plan_tests.rs)
     let tx = |v: Value| Some(json!({"modules": {"tx": v}}));
     assert_eq!(
         ok(&[], &[], tx(json!({"instanceCode": "main7"})))
@@ -363,7 +372,7 @@ fn listen_address_from_flag_env_or_file_and_checked() {
 
 #[test]
 fn endpoints_are_normalised_and_checked() {
-    // spec: DEC-14, ROUTE-2b
+    // spec: DEC-14 (their routing: ROUTE-2b in proxy/route_tests.rs)
     let tx = |v: Value| Some(json!({"modules": {"tx": v}}));
     let s = ok(
         &[],
@@ -470,8 +479,8 @@ fn a_master_alone_that_serves_no_tx_is_a_warning() {
 }
 
 #[test]
-fn node_flags_are_passed_or_refused() {
-    // spec: LAUNCH-12, LAUNCH-13, LAUNCH-14, DEC-19
+fn node_flags_are_read_or_refused() {
+    // spec: DEC-19 (passing them on: LAUNCH-12..14 in plan/plan_tests.rs)
     assert_eq!(
         ok(&["--", "--max-old-space-size=8192"], &[], None).node_flags,
         vec!["--max-old-space-size=8192"]

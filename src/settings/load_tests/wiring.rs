@@ -1,5 +1,5 @@
 //! Every key of config.json reaches its own field of `Settings` (CONF-1, OPT-1): one file that
-//! sets them all, each to a value of its own.
+//! sets them all (every row of the table), each to a value of its own.
 
 use std::time::Duration;
 
@@ -23,13 +23,25 @@ fn every_setting_in_the_file_reaches_its_own_field() {
                 "fastLaneExtra": 20, "normalMinSlots": 3, "fastLaneMaxBytes": 2048,
                 "statusSeconds": 21, "sharedCache": true, "cacheAffinity": false,
                 "sharedCacheMaxMB": 512, "sharedClosure": true,
-                "command": ["/usr/bin/node", "--x", "server.js"], "killSeconds": 22
+                "command": ["/usr/bin/node", "--x", "server.js"], "killSeconds": 22,
+                "headerTimeoutSeconds": 25, "headerMaxKB": 64, "bufferMaxMB": 128,
+                "proxyThreads": 2, "saturatedPercent": 75, "adminAddress": 9100,
+                "listenAddress": "127.0.0.1", "logFormat": "json", "logLevel": "debug",
+                "hostPrefix": "h"
             },
             "memory": {"rejectFraction": 0.5, "abortFraction": 0.6, "trimAllocator": false}
         },
         "modules": {"tx": {"enabled": true, "instanceCode": "main", "endpoints": [{"path": "/r5"}]}},
         "stats": {"sampleSeconds": 23, "intervalMinutes": 24}
     });
+    // The file sets every setting of the table, so a new one must be added here.
+    for setting in TABLE {
+        let mut at = Some(&json);
+        for part in setting.path.split('.') {
+            at = at.and_then(|v| v.get(part));
+        }
+        assert!(at.is_some(), "{} is not in this test's file", setting.path);
+    }
     let s = ok(&[], &[], Some(json));
     let secs = Duration::from_secs;
     let c = &s.cluster;
@@ -66,6 +78,22 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (true, false, true)
     );
     assert_eq!(c.shared_cache_max_mb, 512);
+    assert_eq!(
+        (c.header_timeout, c.header_max_kb, c.buffer_max_mb),
+        (secs(25), 64, 128)
+    );
+    assert_eq!((c.proxy_threads, c.saturated_percent), (2, 75));
+    assert_eq!(
+        (c.admin_address, c.listen_address),
+        (
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9100))),
+            Some(std::net::IpAddr::from([127, 0, 0, 1]))
+        )
+    );
+    assert_eq!(
+        (c.log_format, &c.log_level, c.host_prefix.as_str()),
+        (LogFormat::Json, &LogLevel::Debug, "h")
+    );
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),
         (0.5, 0.6)

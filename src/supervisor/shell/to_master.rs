@@ -6,9 +6,10 @@
 
 use tracing::{info, warn};
 
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::ipc::message::ToChild;
+use crate::process::ProcessId;
 
 impl Shell {
     /// Passes what the keeper has for the master (history changes, events) while it is up.
@@ -16,7 +17,7 @@ impl Shell {
         // The master's exit is seen a step before its `Down`: with no master to write to, the
         // events stay in the outbox (taken out, they would count as delivered and be lost with
         // the launcher).
-        if !self.master_up || self.children[0].is_none() {
+        if !self.life.is_up(ProcessId::MASTER) || self.children[0].is_none() {
             return;
         }
         let history = self.keeper.history_for_master();
@@ -40,7 +41,7 @@ impl Shell {
     /// Passes a message to the master, or holds it while the master is down.
     pub(super) fn mail_master(&mut self, msg: ToChild) {
         self.master_mailbox.post(msg);
-        if self.master_up {
+        if self.life.is_up(ProcessId::MASTER) {
             self.deliver_to_master();
         }
     }
@@ -99,7 +100,9 @@ impl Shell {
         self.deliver_keeper();
         self.deliver_to_master();
         match &self.children[0] {
-            Some(master) if self.master_up && master.flush() => self.flushing = true,
+            Some(master) if self.life.is_up(ProcessId::MASTER) && master.flush() => {
+                self.flushing = true
+            }
             _ => self.life.master_flushed(now_std()),
         }
     }
@@ -107,7 +110,7 @@ impl Shell {
     /// Called each turn of the loop: what waits for an up master (held counts, events) is
     /// retried, so a master that reads again gets it without waiting for something new.
     pub(super) fn retry_master(&mut self) {
-        if self.master_up && !self.master_mailbox.is_empty() {
+        if self.life.is_up(ProcessId::MASTER) && !self.master_mailbox.is_empty() {
             self.deliver_to_master();
         }
     }

@@ -1,13 +1,14 @@
-//! The shell's side of a reload (SIGHUP, `Control::Reload`): it takes the new drain, status and
-//! recycle settings, moves the worker count within the processes it was given at start, and
-//! asks the lifecycle for the rolling restart (the pure side is `rolling.rs`).
+//! The shell's side of a reload (SIGHUP, `Control::Reload`): it takes the new settings (the
+//! drain, the status and sample periods for each process's next `hello`, the recycle policy and
+//! what `/status` reports), moves the worker count within the processes it was given at start, and
+//! asks the lifecycle for the rolling restart (the pure side is `lifecycle/rolling.rs`).
 
 use tracing::{info, warn};
 
-use super::api::{Reload, WorkerCount};
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::process::ProcessId;
+use crate::supervisor::api::{Reload, SupervisorSettings, WorkerCount};
 
 impl Shell {
     /// A reload: the new settings, the worker count, then the rolling restart. False when the
@@ -27,16 +28,31 @@ impl Shell {
         if self.life.is_stopping() {
             return false;
         }
-        self.setup.drain = r.drain;
-        self.setup.status_seconds = r.status_seconds;
-        self.keeper.set_recycle_after(r.recycle_after);
+        // Every field taken (no `..`): one added to `SupervisorSettings` is applied here too.
+        let SupervisorSettings {
+            drain,
+            status_seconds,
+            sample_seconds,
+            recycle,
+            snapshot,
+        } = r.settings.clone();
+        self.keeper.reconfigure(snapshot);
+        self.recycle.set_policy(recycle);
+        self.setup.settings = SupervisorSettings {
+            drain,
+            status_seconds,
+            sample_seconds,
+            recycle,
+            snapshot,
+        };
+        let drain = self.setup.settings.drain;
         let current = self.life.workers();
         let wanted = match r.workers {
             WorkerCount::Keep => current,
             WorkerCount::Exactly(n) => n,
             WorkerCount::Size(mut sizer) => {
                 let n = match &self.children[0] {
-                    Some(master) if self.master_up => sizer(master.pid),
+                    Some(master) if self.life.is_up(ProcessId::MASTER) => sizer(master.pid),
                     _ => current,
                 };
                 self.sizer = sizer;
@@ -54,7 +70,7 @@ impl Shell {
             wanted
         };
         if n != current {
-            if !self.life.resize(n, r.drain, now) {
+            if !self.life.resize(n, drain, now) {
                 warn!("reload: the worker count can't change while the cluster starts; kept at {current}");
                 return false;
             }
@@ -65,7 +81,7 @@ impl Shell {
             self.fit_rows();
         }
         if r.rolling {
-            if self.life.rolling_restart(r.drain, now) {
+            if self.life.rolling_restart(drain, now) {
                 if self.life.workers() == 0 {
                     warn!(
                         "rolling restart with no worker: tx requests and the master's \

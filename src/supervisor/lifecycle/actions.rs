@@ -1,9 +1,10 @@
 //! The lifecycle's vocabulary with the shell: the actions it asks for and the exits it is told
-//! of. Apart from the state machine so the contract between the pure core and the shell reads on
+//! of (`Exit`, defined in `process.rs` as the status reports it too). Apart from the state machine so the contract between the pure core and the shell reads on
 //! its own.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+pub(crate) use crate::process::Exit;
 use crate::process::ProcessId;
 
 /// What the shell must do.
@@ -51,13 +52,45 @@ pub enum Action {
     /// The rolling restart stopped because the process it restarted exited before it was ready;
     /// the processes after it keep running as they are.
     RollingAborted(ProcessId),
+    /// Every wanted process is ready, the first time since the count was known: the shell logs
+    /// what they use idle (MEM-12, MEM-13). Said once.
+    AllReady,
 }
 
-/// How a process ended, as the shell saw it.
+/// Where a process is, as the rest of the launcher sees it (`Lifecycle::status`): the
+/// lifecycle's state without its deadlines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-    /// It could not be started at all (exec failed): counts as an exit before ready.
-    SpawnFailed,
+pub enum Status {
+    /// Not started: its turn in the start order has not come, or it is beyond the worker count.
+    NotStarted,
+    /// Started, not ready yet; `again` for a replacement (it was restarted before).
+    Starting {
+        again: bool,
+    },
+    Ready {
+        since: Instant,
+    },
+    /// Out of rotation to be started again (a recycle, a rolling restart): draining or stopping.
+    Replacing,
+    /// Out of rotation on its way out for good (the worker count was lowered).
+    Leaving,
+    /// Being stopped with the launcher.
+    Stopping,
+    /// Exited; starts again once its backoff is over.
+    Restarting,
+    /// Exited for good: stopped with the launcher, retired, or given up.
+    Gone,
+}
+
+/// What an exit meant, as the lifecycle decided it (`Lifecycle::exited`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aftermath {
+    /// It starts again: after a backoff (it ended on its own), or at once (`asked`: a recycle
+    /// or a rolling restart stopped it).
+    Restart { asked: bool },
+    /// Gone for good: stopped with the launcher or retired by a lower worker count (`asked`),
+    /// or the master given up (it ended on its own).
+    Gone { asked: bool },
+    /// Nothing was running there: nothing changed.
+    NotRunning,
 }

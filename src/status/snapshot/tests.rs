@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::ipc::message::FromChild;
+use crate::status::readings::NotRead;
+use crate::system::unreadable::Unreadable;
 use serde_json::json;
 
 const MB: u64 = 1 << 20;
@@ -52,6 +54,11 @@ fn process(now: Instant, n: u16) -> ProcessInput {
         }),
         guard_limit: Some(8 * GB),
     }
+}
+
+/// What a missing file gives: `<path>: No such file or directory`.
+fn unreadable(path: &str) -> NotRead {
+    NotRead::Unreadable(Unreadable::new(path, "No such file or directory"))
 }
 
 fn launcher() -> LauncherFigures {
@@ -183,7 +190,7 @@ fn shared_cache_counts_the_store_once() {
     let input = SnapshotInput {
         processes: &ps,
         cgroup: own_cgroup(),
-        host: Err("no /proc/meminfo".into()),
+        host: Err(unreadable("/proc/meminfo")),
         launcher: launcher(),
         settings: SnapshotSettings {
             shared_cache: true,
@@ -268,14 +275,14 @@ fn without_proc_the_memory_figures_are_null_and_missing_says_why() {
     let now = Instant::now();
     let mut ps = vec![process(now, 0), process(now, 1)];
     for p in &mut ps {
-        p.memory = Err("no /proc on this system".into());
+        p.memory = Err(unreadable("/proc"));
     }
     let input = SnapshotInput {
         processes: &ps,
-        cgroup: Err("no cgroup filesystem".into()),
-        host: Err("no /proc/meminfo".into()),
+        cgroup: Err(unreadable("/proc/self/cgroup")),
+        host: Err(unreadable("/proc/meminfo")),
         launcher: LauncherFigures {
-            memory: Err("no /proc on this system".into()),
+            memory: Err(unreadable("/proc")),
             ..launcher()
         },
         settings: settings(),
@@ -288,10 +295,14 @@ fn without_proc_the_memory_figures_are_null_and_missing_says_why() {
     let missing = v["missing"].as_array().cloned().unwrap_or_default();
     assert!(missing.contains(&json!({
         "what": "private and mapped memory of m0, tx1, launcher",
-        "why": "no /proc on this system",
+        "why": "/proc: No such file or directory",
     })));
-    assert!(missing.contains(&json!({"what": "cgroup memory", "why": "no cgroup filesystem"})));
-    assert!(missing.contains(&json!({"what": "host memory", "why": "no /proc/meminfo"})));
+    assert!(missing.contains(
+        &json!({"what": "cgroup memory", "why": "/proc/self/cgroup: No such file or directory"})
+    ));
+    assert!(missing.contains(
+        &json!({"what": "host memory", "why": "/proc/meminfo: No such file or directory"})
+    ));
 }
 
 #[test]
@@ -326,7 +337,7 @@ fn without_a_limit_of_its_own_the_meter_is_the_processes_against_their_guards() 
     for p in &mut ps {
         p.guard_limit = None;
     }
-    let v = run(&ps, Err("not Linux".into()), now);
+    let v = run(&ps, Err(unreadable("/proc/self/cgroup")), now);
     assert_eq!(v["memory"]["limit"], Value::Null);
     assert_eq!(v["memory"]["rejectAt"], Value::Null);
     assert_eq!(v["memory"]["limitSource"], Value::Null);

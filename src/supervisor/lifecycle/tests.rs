@@ -17,7 +17,13 @@ fn master_first_then_workers_one_at_a_time() {
     l.ready(T1, t);
     assert_eq!(drain(&mut l), vec![Action::Up(T1), Action::Spawn(T2)]);
     l.ready(T2, t);
-    assert_eq!(drain(&mut l), vec![Action::Up(T2)]);
+    assert_eq!(drain(&mut l), vec![Action::Up(T2), Action::AllReady]);
+    // Said once: a worker restarted and ready again is not "every worker ready" again.
+    l.exited(T1, Exit::Code(1), t + secs(100));
+    l.handle_timeout(t + secs(200));
+    l.ready(T1, t + secs(201));
+    let acts = drain(&mut l);
+    assert!(!acts.contains(&Action::AllReady), "{acts:?}");
 }
 
 #[test]
@@ -44,7 +50,12 @@ fn zero_workers_is_the_master_alone() {
     l.set_workers(0, t);
     assert_eq!(
         drain(&mut l),
-        vec![Action::Spawn(M), Action::Up(M), Action::SizeWorkers]
+        vec![
+            Action::Spawn(M),
+            Action::Up(M),
+            Action::SizeWorkers,
+            Action::AllReady
+        ]
     );
 }
 
@@ -114,7 +125,7 @@ fn the_master_that_never_gets_ready_is_given_up_after_max_start_failures() {
         drain(&mut l),
         vec![Action::GiveUp { failures: 3 }, Action::Finished]
     );
-    assert!(l.gave_up());
+    assert_eq!(l.gave_up(), Some(3));
     assert_eq!(l.poll_timeout(), None);
 }
 
@@ -242,7 +253,7 @@ fn a_recycle_drains_then_stops_then_starts_again_at_once() {
     let mut l = running(2, t);
     assert!(l.recycle(T1, secs(30), t));
     assert_eq!(drain(&mut l), vec![Action::Drain(T1)]);
-    assert!(l.is_recycling(T1));
+    assert_eq!(l.status(T1), Status::Replacing);
     l.drained(T1, t + secs(1));
     assert_eq!(drain(&mut l), vec![Action::Terminate(T1)]);
     l.exited(T1, Exit::Code(0), t + secs(2));
@@ -250,7 +261,7 @@ fn a_recycle_drains_then_stops_then_starts_again_at_once() {
     assert_eq!(l.restarts(T1), 1);
     l.ready(T1, t + secs(3));
     assert_eq!(drain(&mut l), vec![Action::Up(T1)]);
-    assert!(!l.is_recycling(T1));
+    assert_eq!(l.status(T1), Status::Ready { since: t + secs(3) });
 }
 
 #[test]
@@ -296,4 +307,88 @@ fn stop_during_a_recycle_keeps_the_order_and_does_not_restart() {
     let acts = drain(&mut l);
     assert!(!acts.contains(&Action::Spawn(T1)), "{acts:?}");
     assert!(acts.contains(&Action::FlushMaster), "{acts:?}");
+}
+
+#[test]
+fn each_exit_says_what_it_meant() {
+    // spec: RESTART-1, RECYCLE-5, RESTART-7, STOP-5
+    let t = Instant::now();
+    let mut l = running(2, t);
+    // A crash: started again after a backoff, not asked for.
+    assert_eq!(
+        l.exited(T1, Exit::Signal(9), t),
+        Aftermath::Restart { asked: false }
+    );
+    assert_eq!(l.status(T1), Status::Restarting);
+    assert_eq!(l.restarts(T1), 1, "counted when the exit is seen");
+    l.handle_timeout(t + secs(1));
+    assert_eq!(l.status(T1), Status::Starting { again: true });
+    l.ready(T1, t + secs(1));
+    // A recycle: asked for, started again at once.
+    assert!(l.recycle(T2, secs(30), t + secs(2)));
+    assert_eq!(l.status(T2), Status::Replacing);
+    assert_eq!(
+        l.exited(T2, Exit::Code(0), t + secs(3)),
+        Aftermath::Restart { asked: true }
+    );
+    l.ready(T2, t + secs(4));
+    // Retired by a lower count: asked for, gone.
+    assert!(l.resize(1, secs(30), t + secs(5)));
+    assert_eq!(l.status(T2), Status::Leaving);
+    assert_eq!(
+        l.exited(T2, Exit::Code(0), t + secs(6)),
+        Aftermath::Gone { asked: true }
+    );
+    assert_eq!(l.status(T2), Status::Gone);
+    assert_eq!(l.restarts(T2), 1, "the retirement is no restart");
+    // Stopped with the launcher: asked for, gone; an exit from nothing running changes nothing.
+    l.stop(t + secs(7));
+    assert_eq!(l.status(T1), Status::Stopping);
+    assert_eq!(
+        l.exited(T1, Exit::Code(0), t + secs(8)),
+        Aftermath::Gone { asked: true }
+    );
+    assert_eq!(
+        l.exited(T2, Exit::Code(0), t + secs(8)),
+        Aftermath::NotRunning
+    );
+    drain(&mut l);
+    // The master given up: gone, not asked for.
+    let mut l = Lifecycle::new(1, 1, secs(30));
+    l.start(t);
+    assert_eq!(
+        l.exited(M, Exit::Code(3), t),
+        Aftermath::Gone { asked: false }
+    );
+    assert_eq!(l.gave_up(), Some(1));
+}
+
+#[test]
+fn one_restart_at_a_time_and_the_proxy_hears_up_and_down_in_pairs() {
+    // spec: DEC-6, RECYCLE-9
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.recycle(T1, secs(30), t));
+    assert!(l.restart_under_way());
+    assert!(!l.recycle(T2, secs(30), t), "one recycle at a time");
+    l.drained(T1, t);
+    l.exited(T1, Exit::Code(0), t);
+    assert!(l.restart_under_way(), "until the replacement is ready");
+    assert!(!l.is_up(T1));
+    l.ready(T1, t);
+    assert!(!l.restart_under_way() && l.is_up(T1));
+    assert!(l.rolling_restart(secs(30), t));
+    assert!(!l.recycle(T2, secs(30), t), "not during a rolling restart");
+    // A recycled worker stopped by the launcher's stop still gets its `Down`, once.
+    let mut l = running(2, t);
+    l.recycle(T1, secs(30), t);
+    l.drained(T1, t);
+    drain(&mut l);
+    l.stop(t);
+    l.exited(T1, Exit::Code(0), t);
+    let downs = drain(&mut l)
+        .into_iter()
+        .filter(|a| *a == Action::Down(T1))
+        .count();
+    assert_eq!(downs, 1);
 }

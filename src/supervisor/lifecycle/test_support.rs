@@ -1,4 +1,4 @@
-//! What the lifecycle's unit tests (`lifecycle_tests.rs`, `rolling_tests.rs`) share: the
+//! What the lifecycle's unit tests (`tests.rs`, `rolling/tests.rs`) share: the
 //! processes' ids, and a cluster brought to running with its start-up actions taken.
 
 use std::time::{Duration, Instant};

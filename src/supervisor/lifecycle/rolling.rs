@@ -3,7 +3,8 @@
 //!
 //! * `resize`: more workers get new slots (or retired ones back) and start one after another as
 //!   at launch; fewer: the workers above the count are drained (up to `drainSeconds`), stopped,
-//!   and not started again (`Action::Retired` once each is gone).
+//!   and not started again (`Action::Retired` once each is gone). One wanted again before it has
+//!   gone starts afresh once it has.
 //! * `rolling_restart`: every running worker, then the master, one at a time, each through the
 //!   recycle path: out of rotation and drained (DEC-15), SIGTERM, started again at once, and the
 //!   next one only once it is ready, so with a worker or more something serves tx at every
@@ -21,7 +22,6 @@ use std::time::{Duration, Instant};
 use super::{Action, Lifecycle, Phase, Slot, State};
 use crate::deadline::Later;
 use crate::process::ProcessId;
-use crate::supervisor::restart::RestartPolicy;
 
 /// A rolling restart under way.
 #[derive(Clone, Debug)]
@@ -44,22 +44,16 @@ impl Lifecycle {
             return false;
         }
         while self.slots.len() <= n {
-            self.slots.push(Slot {
-                state: State::Idle,
-                policy: RestartPolicy::new(),
-                restarts: 0,
-            });
+            self.slots.push(Slot::new());
         }
         for i in 1..self.slots.len() {
             let keep = i <= n;
             let slot = &mut self.slots[i];
             match (&mut slot.state, keep) {
-                // Wanted again: a retired slot starts afresh in the start order.
-                (State::Stopped, true) => slot.state = State::Idle,
-                // Wanted again while being retired: started again once it has stopped.
-                (State::Draining { restart, .. } | State::Stopping { restart, .. }, true) => {
-                    *restart = true
-                }
+                // Wanted again: a retired slot starts afresh in the start order, a new worker.
+                (State::Stopped, true) => *slot = Slot::new(),
+                // Wanted again while being retired: it starts afresh once it has stopped
+                // (`exited`), in the start order, not as a restart (it was not out for one).
                 (_, true) => {}
                 (State::Ready { .. }, false) => {
                     slot.state = State::Draining {
@@ -80,10 +74,7 @@ impl Lifecycle {
                     self.actions
                         .push_back(Action::Terminate(ProcessId(i as u16)));
                 }
-                (State::Idle | State::Waiting { .. }, false) => {
-                    slot.state = State::Stopped;
-                    self.actions.push_back(Action::Retired(ProcessId(i as u16)));
-                }
+                (State::Idle | State::Waiting { .. }, false) => self.retire(ProcessId(i as u16)),
                 (State::Stopped, false) => {}
             }
         }
@@ -115,17 +106,6 @@ impl Lifecycle {
         });
         self.advance_rolling(now);
         true
-    }
-
-    /// Whether the process is on its way out for good (the worker count shrank).
-    pub fn is_leaving(&self, id: ProcessId) -> bool {
-        !self.is_stopping()
-            && matches!(
-                self.slots.get(id.index()).map(|s| &s.state),
-                Some(
-                    State::Draining { restart: false, .. } | State::Stopping { restart: false, .. }
-                )
-            )
     }
 
     /// Whether a rolling restart is under way.
@@ -198,5 +178,4 @@ impl Lifecycle {
 }
 
 #[cfg(test)]
-#[path = "rolling_tests.rs"]
 mod tests;

@@ -1,43 +1,81 @@
-//! The launcher's sizing on this machine: the system readers joined to the pure sizing rules.
-//! The CPU sizing before anything starts (for the plan and `--check`), and the memory fit once
-//! the master is loaded (the supervisor's `Sizer`).
+//! The launcher's sizing on this host: the system readers joined to the pure sizing rules.
+//! The CPU sizing before anything starts (for the plan, `--check` and a reload), and the memory
+//! fit once the master is loaded (the supervisor's sizer). Reads the machine: not in the pure
+//! core, unlike the rest of `sizing/`.
 
+use std::fmt;
 use std::path::Path;
 
 use tracing::{info, warn};
 
-use crate::plan::{self, Plan, PlanError};
-use crate::settings::Settings;
-use crate::sizing::{
+use super::{
     decision_line, idle_use, memory_fit, refuse_threshold, size_for, CpuInputs, CpuSizing,
     MemoryFacts,
 };
-use crate::supervisor::{IdleReport, Sizer};
+use crate::plan::{self, Plan, PlanError};
+use crate::settings::Settings;
+use crate::sizing::rule::UnknownRule;
+use crate::system::unreadable::Unreadable;
 use crate::system::{read_cgroup_memory, read_cpu_quota, read_cpus, read_process_memory};
 
-/// The CPU sizing of this machine for these settings.
-pub fn cpu_sizing(settings: &Settings) -> Result<CpuSizing, String> {
+/// Why this host could not be sized for the settings.
+#[derive(Debug)]
+pub(crate) enum SizingError {
+    /// Its CPUs could not be read.
+    Cpus(Unreadable),
+    /// `server.cluster.workerRule` names no known rule (DEC-23).
+    Rule(UnknownRule),
+    /// The plan can't be made (ports, command, bind address, data directory).
+    Plan(PlanError),
+}
+
+impl fmt::Display for SizingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizingError::Cpus(_) => f.write_str("reading this host's CPUs"),
+            // The settings' own one-line errors, as they are.
+            SizingError::Rule(e) => e.fmt(f),
+            SizingError::Plan(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SizingError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SizingError::Cpus(e) => Some(e),
+            SizingError::Rule(e) => e.source(),
+            SizingError::Plan(e) => e.source(),
+        }
+    }
+}
+
+/// The CPU sizing of this host for these settings.
+pub(crate) fn cpu_sizing(settings: &Settings) -> Result<CpuSizing, SizingError> {
     let root = Path::new("/");
-    let reading = read_cpus(root).map_err(|e| e.to_string())?;
+    let reading = read_cpus(root).map_err(SizingError::Cpus)?;
     // An unreadable quota is no quota: the decision line says `quota none`.
     let quota = read_cpu_quota(root).ok().flatten();
     let inputs = CpuInputs::from_reading(&reading, quota);
-    size_for(settings, &inputs).map_err(|e| e.to_string())
+    size_for(settings, &inputs).map_err(SizingError::Rule)
 }
 
 /// The plan before the master is loaded: what `--check` prints and what the launcher starts with.
-pub fn plan_for_this_machine(settings: &Settings) -> Result<(CpuSizing, Plan), String> {
+pub(crate) fn plan_for_this_host(settings: &Settings) -> Result<(CpuSizing, Plan), SizingError> {
     let sizing = cpu_sizing(settings)?;
-    let plan = plan::plan(settings, &sizing, None).map_err(|e: PlanError| e.to_string())?;
+    let plan = plan::plan(settings, &sizing, None).map_err(SizingError::Plan)?;
     Ok((sizing, plan))
 }
 
 /// The memory fit, run once the master is ready: its private memory stands for each worker's
 /// (MEM-7); logs the decision line with the fit and any WARNING (SIZE-2, MEM-10, MEM-11).
-pub fn sizer(settings: &Settings, sizing: CpuSizing) -> Sizer {
+pub(crate) fn sizer(
+    settings: &Settings,
+    sizing: CpuSizing,
+) -> impl FnMut(u32) -> usize + Send + 'static {
     let reject_fraction = settings.memory.reject_fraction;
     let headroom = settings.cluster.memory_headroom_gb;
-    Box::new(move |master_pid| {
+    move |master_pid| {
         let root = Path::new("/");
         let master = match read_process_memory(root, master_pid) {
             Ok(m) => m.rss_anon,
@@ -60,15 +98,15 @@ pub fn sizer(settings: &Settings, sizing: CpuSizing) -> Sizer {
             warn!("{w}");
         }
         fit.workers as usize
-    })
+    }
 }
 
 /// Once every worker is ready: what they all use idle, with a WARNING when less than the
 /// headroom is left under the refusal threshold (MEM-12, MEM-13).
-pub fn idle_report(settings: &Settings) -> IdleReport {
+pub(crate) fn idle_report(settings: &Settings) -> impl FnMut(&[u32]) + Send + 'static {
     let reject_fraction = settings.memory.reject_fraction;
     let headroom = settings.cluster.memory_headroom_gb;
-    Box::new(move |pids| {
+    move |pids: &[u32]| {
         let root = Path::new("/");
         let summed: u64 = pids
             .iter()
@@ -89,5 +127,5 @@ pub fn idle_report(settings: &Settings) -> IdleReport {
         } else {
             info!("{}", idle.line);
         }
-    })
+    }
 }

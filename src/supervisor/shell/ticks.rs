@@ -8,11 +8,12 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tracing::warn;
 
-use super::shell::Shell;
+use super::Shell;
 use crate::clock::now_std;
 use crate::deadline::Later;
 use crate::ipc::message::ToChild;
 use crate::process::ProcessId;
+use crate::supervisor::recycle_watch::Worker;
 
 /// How often the shell looks after draining workers and the recycle decision.
 const UPKEEP: Duration = Duration::from_secs(1);
@@ -64,10 +65,12 @@ impl Shell {
     /// Every `statusSeconds`: the cluster snapshot to the master (STATUS-5); not held while
     /// the master is down (a newer one follows).
     pub(super) fn send_snapshot(&mut self) {
-        if !self.master_up {
+        if !self.life.is_up(ProcessId::MASTER) {
             return;
         }
-        let status = self.keeper.snapshot(now_std());
+        let status = self
+            .keeper
+            .snapshot(&self.lives(), &self.readings, now_std());
         if let Some(master) = &self.children[0] {
             master.send(ToChild::Snapshot { status });
         }
@@ -90,14 +93,21 @@ impl Shell {
                 self.life.drained(id, now);
             }
         }
-        let hooks = self.hooks.clone();
-        let in_flight = move |id: ProcessId| hooks.in_flight(id);
-        let busy = self.recycling.is_some() || self.life.is_rolling();
-        if let Some(choice) = self.keeper.recycle_due(&in_flight, busy, now) {
-            if self.life.recycle(choice.id, self.setup.drain, now) {
+        let (specs, children) = (&self.setup.processes, &self.children);
+        let (hooks, keeper) = (&self.hooks, &self.keeper);
+        let worker = |id: ProcessId| Worker {
+            code: specs.get(id.index()).map_or("", |p| p.code.as_str()),
+            pid: children
+                .get(id.index())
+                .and_then(|c| c.as_ref().map(|c| c.pid)),
+            in_flight: hooks.in_flight(id),
+            guard_limit: keeper.reported_limit(id),
+        };
+        let choice = self.recycle.due(&self.life, &worker, &self.readings, now);
+        if let Some(choice) = choice {
+            if self.life.recycle(choice.id, self.setup.settings.drain, now) {
                 warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
                 self.keeper.recycling(choice.id, &choice.reason);
-                self.recycling = Some(choice.id);
             }
         }
     }

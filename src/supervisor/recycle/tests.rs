@@ -89,7 +89,7 @@ fn over_and_idle_for_recycle_seconds_is_recycled() {
 
 #[test]
 fn recycle_seconds_zero_never_recycles() {
-    // spec: RECYCLE-15 (recycling off)
+    // spec: CONF-19, RECYCLE-15 (recycling off)
     let p = RecyclePolicy {
         recycle_after: Duration::ZERO,
         ..policy()

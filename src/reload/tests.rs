@@ -1,0 +1,231 @@
+//! The reload's comparison and what it takes, over every row of the settings table.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::settings::setting::Setting;
+use crate::settings::Source;
+
+#[test]
+fn live_settings_are_applied_and_the_rest_wait_for_the_launchers_next_start() {
+    let old = Settings::default();
+    let mut new = old.clone();
+    new.cluster.max_outstanding = 4;
+    new.cluster.queue = Duration::from_millis(500);
+    new.cluster.workers = Some(3);
+    new.port = 8080;
+    new.memory.reject_fraction = 0.8;
+    let c = changes(&old, &new);
+    assert_eq!(
+        c.live,
+        vec![
+            "server.cluster.workers (from the CPUs and memory) → 3",
+            "server.cluster.maxOutstanding 16 → 4",
+            "server.cluster.queueSeconds 1 → 0.5",
+        ]
+    );
+    assert!(c.workers);
+    assert_eq!(c.launcher, vec!["server.port 3000 → 8080"]);
+    assert_eq!(c.servers, vec!["server.memory.rejectFraction 0.85 → 0.8"]);
+
+    let running = apply_live(&old, &new);
+    assert_eq!(running.cluster.max_outstanding, 4);
+    assert_eq!(running.port, 3000, "the port stays until the next start");
+    let again = changes(&running, &new);
+    assert!(
+        again.live.is_empty() && again.servers.is_empty(),
+        "{again:?}"
+    );
+    assert_eq!(again.launcher, vec!["server.port 3000 → 8080"]);
+}
+
+#[test]
+fn the_settings_taken_keep_the_layer_that_gave_them() {
+    // A message after the reload names the layer of the value in force.
+    let old = Settings::default();
+    let mut new = old.clone();
+    new.cluster.queue = Duration::from_secs(2);
+    let file = Source::File("/d/config.json".into());
+    new.sources.set("server.cluster.queueSeconds", file.clone());
+    new.port = 8080;
+    new.sources.set("server.port", Source::Env("PORT"));
+    let running = apply_live(&old, &new);
+    assert_eq!(running.sources.of("server.cluster.queueSeconds"), file);
+    assert_eq!(running.sources.of("server.port"), Source::Default);
+}
+
+#[test]
+fn nothing_changed_is_nothing_to_say() {
+    let s = Settings::default();
+    assert_eq!(changes(&s, &s), Changes::default());
+    assert!(changes(&s, &s).is_empty());
+}
+
+#[test]
+fn what_sizes_the_count_resizes_only_without_a_given_count() {
+    let mut old = Settings::default();
+    old.cluster.workers = Some(2);
+    let mut new = old.clone();
+    new.cluster.cores = Some(8);
+    let c = changes(&old, &new);
+    assert_eq!(c.live, vec!["server.cluster.cores (detected) → 8"]);
+    assert!(!c.workers, "the given count stays");
+    new.cluster.workers = None;
+    let c = changes(&old, &new);
+    assert!(c.workers);
+    assert_eq!(
+        c.live,
+        vec![
+            "server.cluster.workers 2 → (from the CPUs and memory)",
+            "server.cluster.cores (detected) → 8"
+        ]
+    );
+}
+
+/// A value other than the default for every setting (as config.json would hold it), and what
+/// else config.json needs for it to be valid. `workerRule` has no other valid value yet.
+fn example(path: &str) -> Option<(Value, Value)> {
+    let alone = json!({"server": {"cluster": {"workers": 0}}});
+    let value = match path {
+        "server.port" => json!(4000),
+        "server.cluster.command" => json!(["bun", "server.js"]),
+        "server.cluster.workers" => json!(3),
+        "server.cluster.cores" => json!(8),
+        "server.cluster.workerRule" => return None,
+        "server.cluster.memoryHeadroomGB" => json!(3),
+        "server.cluster.masterServesTx" => json!(false),
+        "server.cluster.internalPort" => json!(5000),
+        "server.cluster.bindAddress" => json!("0.0.0.0"),
+        "server.cluster.drainSeconds" => json!(10),
+        "server.cluster.maxOutstanding" => json!(8),
+        "server.cluster.queueSeconds" => json!(2),
+        "server.cluster.ownerQueueSeconds" => json!(10),
+        "server.cluster.cooldownSeconds" => json!(5),
+        "server.cluster.upstreamTimeoutSeconds" => json!(30),
+        "server.cluster.writeTimeoutSeconds" => json!(20),
+        "server.cluster.headerTimeoutSeconds" => json!(2),
+        "server.cluster.headerMaxKB" => json!(64),
+        "server.cluster.bufferMaxMB" => json!(128),
+        "server.cluster.proxyThreads" => json!(2),
+        "server.cluster.maxStartFailures" => json!(3),
+        "server.cluster.recycleSeconds" => json!(40),
+        "server.cluster.fastLaneExtra" => json!(2),
+        "server.cluster.normalMinSlots" => json!(2),
+        "server.cluster.saturatedPercent" => json!(75),
+        "server.cluster.fastLaneMaxBytes" => json!(2048),
+        "server.cluster.statusSeconds" => json!(5),
+        "server.cluster.sharedCache" => json!(true),
+        "server.cluster.cacheAffinity" => json!(true),
+        "server.cluster.sharedCacheMaxMB" => json!(512),
+        "server.cluster.sharedClosure" => json!(true),
+        "server.cluster.killSeconds" => json!(5),
+        "server.cluster.adminAddress" => json!(9100),
+        "server.cluster.listenAddress" => json!("127.0.0.1"),
+        "server.cluster.logFormat" => json!("json"),
+        "server.cluster.logLevel" => json!("debug"),
+        "server.cluster.hostPrefix" => json!("h"),
+        "server.memory.rejectFraction" => json!(0.8),
+        "server.memory.abortFraction" => json!(0.95),
+        "server.memory.trimAllocator" => json!(false),
+        // FHIRsmith's tx module off: only the master may run.
+        "modules.tx.enabled" => return Some((json!(false), alone)),
+        "modules.tx.instanceCode" => json!("main"),
+        "modules.tx.endpoints" => json!([{"path": "/r5"}]),
+        "stats.sampleSeconds" => json!(7),
+        "stats.intervalMinutes" => json!(0.5),
+        _ => panic!("{path}: give this test an example value other than its default"),
+    };
+    Some((value, json!({})))
+}
+
+/// The settings from a config.json, as a reload reads them.
+fn read(config: &Value) -> Settings {
+    let cli = crate::cli::Cli::default();
+    let path = Path::new("/d/config.json");
+    match crate::settings::from_sources(&cli, &|_| None, Some((path, config))) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Puts `value` at the dotted `path`.
+fn with(mut config: Value, path: &str, value: Value) -> Value {
+    let (parents, last) = path.rsplit_once('.').unwrap_or(("", path));
+    let mut at = &mut config;
+    for part in parents.split('.').filter(|p| !p.is_empty()) {
+        if !at.get(part).is_some_and(Value::is_object) {
+            at[part] = json!({});
+        }
+        at = &mut at[part];
+    }
+    at[last] = value;
+    config
+}
+
+/// The lines of `changes` about `setting`, in each list.
+fn lines_about(c: &Changes, setting: &Setting) -> [usize; 3] {
+    let about = |list: &Vec<String>| {
+        list.iter()
+            .filter(|l| l.starts_with(&format!("{} ", setting.path)))
+            .count()
+    };
+    [about(&c.live), about(&c.servers), about(&c.launcher)]
+}
+
+#[test]
+fn every_setting_changed_by_a_reload_is_applied_or_waits_for_the_restart_it_needs() {
+    // Issue 17: headerTimeoutSeconds and proxyThreads were in no list ("no setting changed").
+    for setting in TABLE {
+        let Some((value, base)) = example(setting.path) else {
+            // No other value is valid: the day one is, this asks for an example.
+            let bad = with(json!({}), setting.path, json!("another"));
+            let cli = crate::cli::Cli::default();
+            let path = Path::new("/d/config.json");
+            assert!(
+                crate::settings::from_sources(&cli, &|_| None, Some((path, &bad))).is_err(),
+                "{}: give this test an example value",
+                setting.path
+            );
+            continue;
+        };
+        let old = read(&base);
+        let new = read(&with(base, setting.path, value));
+        let path = setting.path;
+        assert_ne!(
+            setting.shown(&old),
+            setting.shown(&new),
+            "{path}: the example is the default"
+        );
+
+        let c = changes(&old, &new);
+        let expected = match setting.reload {
+            Reload::Live => [1, 0, 0],
+            Reload::Servers => [0, 1, 0],
+            Reload::Launcher => [0, 0, 1],
+        };
+        assert_eq!(lines_about(&c, setting), expected, "{path}: {c:?}");
+
+        let running = apply_live(&old, &new);
+        if setting.reload == Reload::Live {
+            // Applied: some part of the running launcher takes the new value (the reloader
+            // gives each part its share of `Live`).
+            assert_ne!(
+                Live::from(&old),
+                Live::from(&running),
+                "{path} is live but no part takes it"
+            );
+        }
+        // Once taken it is no more a change; a change the launcher takes at its next start is
+        // reported again on the next reload.
+        let again = lines_about(&changes(&running, &new), setting);
+        let left = if setting.reload == Reload::Launcher {
+            [0, 0, 1]
+        } else {
+            [0, 0, 0]
+        };
+        assert_eq!(again, left, "{path} after the reload");
+    }
+}

@@ -1,0 +1,143 @@
+//! The keeper's unit tests: what it passes on to the master's graphs and events as processes
+//! come and go, with each exit's meaning given (the lifecycle's), and the snapshot taking each
+//! process's state from the `Life` it is handed.
+
+use super::*;
+use crate::plan::replan;
+use crate::status::readings::Reading;
+use crate::status::snapshot::{CgroupReading, HostMemory, ProcMemory, ProcessState};
+use crate::system::unreadable::Unreadable;
+
+/// A machine where every process uses 1 GiB and nothing else can be read.
+struct Fixed;
+
+impl Readings for Fixed {
+    fn process(&self, pid: u32) -> Reading<ProcMemory> {
+        Ok(ProcMemory {
+            rss_anon: (1 << 30) + u64::from(pid % 2),
+            rss_file: 0,
+        })
+    }
+    fn cgroup(&self) -> Reading<CgroupReading> {
+        Err(Unreadable::new("/proc/self/cgroup", "not here").into())
+    }
+    fn host(&self) -> Reading<HostMemory> {
+        Err(Unreadable::new("/proc/meminfo", "not here").into())
+    }
+}
+
+/// A keeper for a master and one worker, in its own data directory.
+fn keeper(dir: &tempfile::TempDir) -> (Keeper, ProcessId) {
+    let s = Settings {
+        data_dir: dir.path().to_path_buf(),
+        ..Settings::default()
+    };
+    let plan = replan(&s, 1, String::new()).expect("a plan with one worker");
+    let worker = plan.processes[1].id;
+    (Keeper::new(&s, &plan.processes, Instant::now()), worker)
+}
+
+/// The legend state in each history change queued for the master, oldest first.
+fn states(k: &mut Keeper) -> Vec<String> {
+    k.history_for_master()
+        .into_iter()
+        .filter_map(|m| match m {
+            ToChild::History { history } => {
+                Some(history["processes"][0]["state"].as_str()?.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The kinds of the events waiting for the master, oldest first.
+fn event_kinds(k: &Keeper) -> Vec<String> {
+    match k.events_to_send() {
+        Some((ToChild::Events { events }, _)) => events
+            .iter()
+            .filter_map(|e| e["kind"].as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn a_worker_that_exits_is_restarting_and_one_stopped_with_the_launcher_is_unavailable() {
+    // spec: GRAPH-10, GRAPH-4, EVENT-2
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    k.started(worker);
+    k.exited(worker, Exit::Code(1), Some(7), ExitFate::Restarting);
+    k.started(worker);
+    k.exited(worker, Exit::Code(0), Some(8), ExitFate::Stopped);
+    assert_eq!(
+        states(&mut k),
+        ["starting", "restarting", "starting", "unavailable"]
+    );
+    assert_eq!(event_kinds(&k), ["launcherStarted", "exit"]);
+}
+
+#[test]
+fn a_retired_worker_is_unavailable_with_no_exit_event_and_no_restart_reason() {
+    // spec: GRAPH-10, STATUS-17
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    k.started(worker);
+    k.ready(worker);
+    k.exited(worker, Exit::Signal(15), Some(7), ExitFate::Stopped);
+    assert_eq!(states(&mut k), ["starting", "live", "unavailable"]);
+    assert_eq!(event_kinds(&k), ["launcherStarted"]);
+    let lives = [Life::NOT_STARTED; 2];
+    let v = k.snapshot(&lives, &Fixed, Instant::now());
+    assert_eq!(v["processes"][1]["lastRestart"], Value::Null);
+}
+
+#[test]
+fn a_master_given_up_is_unavailable_and_its_exit_is_an_event() {
+    // spec: EVENT-2, GRAPH-10
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, _) = keeper(&dir);
+    k.started(ProcessId::MASTER);
+    k.exited(ProcessId::MASTER, Exit::Code(3), Some(9), ExitFate::Died);
+    assert_eq!(states(&mut k), ["starting", "unavailable"]);
+    assert_eq!(event_kinds(&k), ["launcherStarted", "exit"]);
+}
+
+#[test]
+fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
+    // spec: STATUS-17, STATUS-22
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    let now = Instant::now();
+    k.started(worker);
+    k.exited(worker, Exit::Signal(9), Some(7), ExitFate::Restarting);
+    let lives = [
+        Life {
+            state: ProcessState::Ready,
+            pid: Some(100),
+            started_at: Some(now),
+            ready_at: Some(now),
+            restarts: 0,
+        },
+        Life {
+            state: ProcessState::Restarting,
+            pid: None,
+            started_at: Some(now),
+            ready_at: None,
+            restarts: 2,
+        },
+    ];
+    let v = k.snapshot(&lives, &Fixed, now);
+    let (m0, tx1) = (&v["processes"][0], &v["processes"][1]);
+    assert_eq!(m0["status"], "ready");
+    assert_eq!(m0["rssAnon"], 1u64 << 30);
+    assert_eq!(tx1["status"], "restarting");
+    assert_eq!(tx1["restarts"], 2, "the lifecycle's count");
+    assert_eq!(tx1["lastRestart"], "signal SIGKILL");
+    assert_eq!(
+        tx1["rssAnon"],
+        Value::Null,
+        "nothing read of a process not running"
+    );
+    assert_eq!(v["totals"]["restarts"], 2);
+}

@@ -1,0 +1,90 @@
+//! What the shell tells the keeper (`status::keeper`), and how: each process's state is the
+//! lifecycle's, projected at each use (`lives`), never a copy kept beside it; what an exit meant
+//! is the lifecycle's decision (`Aftermath`), passed on as the keeper's `ExitFate`; the machine
+//! is read through `SystemReadings`.
+
+use tracing::{info, warn};
+
+use super::Shell;
+use crate::clock::now_std;
+use crate::process::{Exit, ProcessId};
+use crate::status::keeper::{ExitFate, Report};
+use crate::status::snapshot::{Life, ProcessState};
+use crate::supervisor::lifecycle::{Aftermath, Status};
+
+impl Shell {
+    /// The pid of the process's live child, if it has one.
+    pub(super) fn pid(&self, id: ProcessId) -> Option<u32> {
+        self.children.get(id.index())?.as_ref().map(|c| c.pid)
+    }
+
+    /// Seconds since the process's current run was started (0 if it never was).
+    pub(super) fn ran_for(&self, id: ProcessId) -> f64 {
+        self.life.started(id).map_or(0.0, |s| {
+            now_std().saturating_duration_since(s).as_secs_f64()
+        })
+    }
+
+    /// Every status row's process as the lifecycle has it now, master first.
+    pub(super) fn lives(&self) -> Vec<Life> {
+        (0..self.keeper.rows())
+            .map(|i| self.life_of(ProcessId(i as u16)))
+            .collect()
+    }
+
+    /// One process's `Life`: the lifecycle's status in the status's words (STATUS-22: a
+    /// replacement not ready yet is `restarting`; one drained for a recycle or leaving serves
+    /// until it has exited).
+    fn life_of(&self, id: ProcessId) -> Life {
+        let status = self.life.status(id);
+        let state = match status {
+            Status::NotStarted | Status::Starting { again: false } => ProcessState::Starting,
+            Status::Starting { again: true } | Status::Restarting => ProcessState::Restarting,
+            Status::Ready { .. } | Status::Replacing | Status::Leaving => ProcessState::Ready,
+            Status::Stopping | Status::Gone => ProcessState::Stopping,
+        };
+        Life {
+            state,
+            pid: self.pid(id),
+            started_at: self.life.started(id),
+            ready_at: match status {
+                Status::Ready { since } => Some(since),
+                _ => None,
+            },
+            restarts: self.life.restarts(id),
+        }
+    }
+
+    /// A process exited (or could not be started; `pid` was its pid): the lifecycle decides
+    /// what it means, the log says it (a WARNING unless the launcher asked for it: a stop, a
+    /// recycle, a rolling restart, a retirement), and the keeper records it.
+    pub(super) fn exited(&mut self, id: ProcessId, exit: Exit, pid: Option<u32>) {
+        let ran = self.ran_for(id);
+        let after = self.life.exited(id, exit, now_std());
+        let fate = match after {
+            Aftermath::Restart { .. } => ExitFate::Restarting,
+            Aftermath::Gone { asked: true } => ExitFate::Stopped,
+            Aftermath::Gone { asked: false } => ExitFate::Died,
+            Aftermath::NotRunning => return,
+        };
+        // A process that could not be started was never there: its error is logged at the
+        // spawn, and the status has nothing to record.
+        if exit == Exit::SpawnFailed {
+            return;
+        }
+        let line = format!("{}: exited ({exit}) after {ran:.1} s", self.code(id));
+        match after {
+            Aftermath::Restart { asked: true } | Aftermath::Gone { asked: true } => info!("{line}"),
+            _ => warn!("{line}"),
+        }
+        if id.is_master() {
+            self.master_end = Some(exit.to_string());
+        }
+        self.keeper.exited(id, exit, pid, fate);
+    }
+
+    /// The launcher's view for its own endpoints, the machine read now.
+    pub(super) fn report(&self) -> Report {
+        self.keeper.report(&self.lives(), &self.readings, now_std())
+    }
+}
