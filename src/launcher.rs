@@ -6,7 +6,6 @@
 //! What each signal means in each phase is `ops::signals`; this file only acts on it.
 
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -28,6 +27,7 @@ use crate::plan::Plan;
 use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
+use crate::proxy::roster::RosterNews;
 use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::Scheduler;
 use crate::reload::Live;
@@ -36,15 +36,13 @@ use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
-use crate::supervisor::{self, Control, Ended, SupervisorSetup};
+use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
 
 mod demo;
-mod hooks;
 mod reloader;
 mod tx_usage_watch;
 
 use demo::prepare_demo;
-use hooks::LauncherHooks;
 use reloader::Reloader;
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
@@ -187,8 +185,10 @@ struct Launcher {
     supervisor: tokio::task::JoinHandle<Ended>,
     notifier: Arc<Notifier>,
     state: watch::Sender<notify::State>,
-    master_ready: watch::Receiver<bool>,
-    reloads_finished: watch::Receiver<u64>,
+    /// The roster's news: the master ready, reloads finished.
+    news: watch::Receiver<RosterNews>,
+    /// Reloads finished when the last one began.
+    reloads_seen: u64,
 }
 
 /// The client listener's task and how to stop it.
@@ -238,15 +238,9 @@ impl Launcher {
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
 
-        let (ready_tx, master_ready) = watch::channel(false);
-        let (finished_tx, reloads_finished) = watch::channel(0);
-        let master_alive = Arc::new(AtomicBool::new(false));
-        let hooks = Arc::new(LauncherHooks {
-            front: front.clone(),
-            master_ready: ready_tx,
-            master_alive: master_alive.clone(),
-            reloads_finished: finished_tx,
-        });
+        // The supervisor's news goes to the front door; the launcher follows the roster's.
+        let hooks: Arc<dyn Hooks> = front.clone();
+        let news = front.roster.news();
         let (control, control_rx) = mpsc::channel(16);
         // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
         if let Some(addr) = c.admin_address {
@@ -265,7 +259,10 @@ impl Launcher {
         tokio::spawn(notify::keep_informed(
             notifier.clone(),
             state_rx,
-            master_alive,
+            {
+                let news = news.clone();
+                move || news.borrow().master_alive
+            },
             move |s, alive| match s {
                 notify::State::Starting if alive => "starting: the master is loading".to_string(),
                 notify::State::Starting => "starting: the master is not running".to_string(),
@@ -294,8 +291,8 @@ impl Launcher {
             supervisor,
             notifier,
             state,
-            master_ready,
-            reloads_finished,
+            news,
+            reloads_seen: 0,
         })
     }
 
@@ -303,11 +300,10 @@ impl Launcher {
     /// done, with this exit status (stopped by a signal, or the master given up on).
     async fn wait_for_master(&mut self, signals: &mut Signals) -> Option<ExitCode> {
         loop {
-            // `wait_for` also ends with an error when the supervisor has given up and dropped
-            // its hooks: that is no ready, so only `Ok` opens the port, and the supervisor's end
-            // is then taken by its own branch.
+            // A master given up on is never ready: the supervisor's end is taken by its own
+            // branch.
             let sig = tokio::select! {
-                Ok(_) = self.master_ready.wait_for(|r| *r) => return None,
+                Ok(_) = self.news.wait_for(|n| n.master_ready) => return None,
                 ended = &mut self.supervisor => return Some(exit_code(ended.ok())),
                 sig = signals.next() => sig,
             };
@@ -389,8 +385,8 @@ impl Launcher {
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
-                        // Marked seen before the supervisor is told, so its answer is not missed.
-                        self.reloads_finished.borrow_and_update();
+                        // Read before the supervisor is told, so its answer is not missed.
+                        self.reloads_seen = self.news.borrow_and_update().reloads_finished;
                         self.notifier.reloading();
                         self.state.send_replace(notify::State::Reloading);
                         if let Err(why) = reloader.reload().await {
@@ -402,8 +398,10 @@ impl Launcher {
                     }
                     m => log_signal(sig, &m),
                 },
-                Ok(()) = self.reloads_finished.changed() => {
-                    if *self.state.borrow() == notify::State::Reloading {
+                Ok(()) = self.news.changed() => {
+                    let finished = self.news.borrow_and_update().reloads_finished;
+                    let over = finished != std::mem::replace(&mut self.reloads_seen, finished);
+                    if over && *self.state.borrow() == notify::State::Reloading {
                         self.notifier.ready(&cluster_status(&self.front));
                         self.state.send_replace(notify::State::Serving);
                     }

@@ -253,7 +253,8 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             ("head_too_large", c.heads_too_large.load(Relaxed)),
         ],
         upstream_errors: front
-            .processes
+            .roster
+            .all()
             .iter()
             .zip(&t.lost)
             .filter(|(p, _)| front.is_present(p.id))

@@ -10,7 +10,6 @@
 //! (`STATUS=`, `EXTEND_TIMEOUT_USEC=`, `WATCHDOG=1`) by `keep_informed`.
 
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,7 +116,7 @@ pub(crate) enum State {
 pub(crate) async fn keep_informed(
     notifier: Arc<Notifier>,
     state: watch::Receiver<State>,
-    master_alive: Arc<AtomicBool>,
+    master_alive: impl Fn() -> bool + Send + 'static,
     status: impl Fn(State, bool) -> String + Send + 'static,
 ) {
     if !notifier.enabled() {
@@ -143,7 +142,7 @@ pub(crate) async fn keep_informed(
             was = s;
         }
         // Read once, so the extension and the status line agree.
-        let alive = master_alive.load(Ordering::Acquire);
+        let alive = master_alive();
         let wanted = match s {
             State::Starting => alive,
             State::Reloading => true,

@@ -60,7 +60,7 @@ pub(crate) fn fail(front: &Front, failure: Failure<'_>) -> Answer {
 
 /// The answer, and the process it is counted against; logs what is worth a line.
 fn answer(front: &Front, failure: Failure<'_>) -> (Answer, Option<ProcessId>) {
-    let code = |p: ProcessId| front.code(p).to_string();
+    let code = |p: ProcessId| front.roster.code(p).to_string();
     match failure {
         Failure::Unsupported => (Answer::Unsupported, None),
         Failure::BadHost { why, from } => {

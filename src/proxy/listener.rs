@@ -75,7 +75,7 @@ pub async fn serve_live(
         }
     }
     drop(listener);
-    front.stop();
+    front.admission.stop();
     let cfg = live.get();
     info!(
         "draining: no new connections; requests in progress have up to {} s",

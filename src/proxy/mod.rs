@@ -1,6 +1,7 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub(crate) mod admission;
 pub(crate) mod answer;
 pub(crate) mod budget;
 pub(crate) mod conn;
@@ -15,6 +16,7 @@ pub(crate) mod listener_settings;
 pub(crate) mod master_paths;
 pub(crate) mod pipeline;
 pub(crate) mod refusal_log;
+pub(crate) mod roster;
 pub(crate) mod route;
 pub(crate) mod saturation;
 pub(crate) mod saturation_watch;

@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::admission::{Decision, Early, Ticket};
 use super::answer::Answer;
 use super::counters::RouteKind;
 use super::failure::{fail, Failure};
@@ -36,7 +37,7 @@ use super::forward::{
     buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
     Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
 };
-use super::front::{Decision, Early, Front, Ticket};
+use super::front::Front;
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
@@ -242,7 +243,7 @@ async fn to_master(
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
     front.counters.master_paths.observe(req.uri().path());
-    if !front.master_ready() {
+    if !front.roster.master_ready() {
         return fail(front, Failure::MasterNotReady).respond();
     }
     let master = ProcessId::MASTER;
@@ -286,9 +287,11 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
                 return fail(front, failure).respond();
             }
         };
-        ticket.dispatched();
+        if let Some(waited) = ticket.dispatched() {
+            front.counters.queue_wait.record(waited);
+        }
         let upstream = &front.upstreams[process.index()];
-        let downs = front.downs(process);
+        let downs = front.roster.downs(process);
         // Forward. Boxed, as the reading of the response: what a request holds while it waits
         // in the queue is the size of this future, and sending is by far its largest state.
         let error =
@@ -324,7 +327,7 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
                 }) => {
                     debug!(
                         "{}: not sent ({error}); trying another process",
-                        front.code(process)
+                        front.roster.code(process)
                     );
                     req = Box::new(back);
                     decision = ticket.retry();
@@ -346,7 +349,14 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
         } else {
             Finish::Failed
         });
-        if on_issuer && Box::pin(front.went_down_since(process, downs, OWNER_EXIT_GRACE)).await {
+        if on_issuer
+            && Box::pin(
+                front
+                    .roster
+                    .went_down_since(process, downs, OWNER_EXIT_GRACE),
+            )
+            .await
+        {
             // The issuer died under the request (killed a moment before, its socket reset
             // before the supervisor heard): its caches are gone (ROUTE-3b).
             let gone = Failure::IssuerGone {

@@ -17,13 +17,14 @@ use crate::system::schedstat::read_main_thread_busy_ns;
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
 pub async fn run(front: Arc<Front>) {
-    let mut meters: Vec<(LoopMeter, Option<u32>)> = vec![Default::default(); front.processes.len()];
+    let (roster, admission) = (&front.roster, &front.admission);
+    let mut meters: Vec<(LoopMeter, Option<u32>)> = vec![Default::default(); roster.all().len()];
     loop {
-        let (percent, busy) = front.saturation_watch_state();
+        let (percent, busy) = admission.saturation_watch_state();
         if !busy || percent == 0 {
-            for (spec, (meter, _)) in front.processes.iter().zip(&mut meters) {
+            for (spec, (meter, _)) in roster.all().iter().zip(&mut meters) {
                 if meter.saturated() {
-                    front.set_saturated(spec.id, false);
+                    admission.set_saturated(spec.id, false);
                 }
                 meter.reset();
             }
@@ -31,14 +32,14 @@ pub async fn run(front: Arc<Front>) {
                 // Off: a reload may turn it on; look again now and then.
                 tokio::time::sleep(INTERVAL * 10).await;
             } else {
-                front.until_busy().await;
+                admission.until_busy().await;
             }
             continue;
         }
         tokio::time::sleep(INTERVAL).await;
         let now = crate::clock::now_std();
-        for (spec, (meter, seen)) in front.processes.iter().zip(&mut meters) {
-            let pid = front.pid(spec.id).filter(|_| spec.serves_tx);
+        for (spec, (meter, seen)) in roster.all().iter().zip(&mut meters) {
+            let pid = roster.pid(spec.id).filter(|_| spec.serves_tx);
             if pid != *seen {
                 // Another process in this place (or none): what was measured was the old one's.
                 *seen = pid;
@@ -59,7 +60,7 @@ pub async fn run(front: Arc<Front>) {
             }
             // Every time, not only on a change: the scheduler drops the mark when a process
             // stops being ready, and the meter may still see the same process saturated after.
-            front.set_saturated(spec.id, meter.saturated());
+            admission.set_saturated(spec.id, meter.saturated());
         }
     }
 }

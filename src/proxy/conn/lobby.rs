@@ -34,7 +34,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::proxy::front::{Early, Front};
+use crate::proxy::admission::Early;
+use crate::proxy::front::Front;
 use crate::proxy::route::{RequestHead, Route};
 
 /// Bytes read ahead for hyper at most; a request with a larger body is left to hyper.

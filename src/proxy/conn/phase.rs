@@ -23,10 +23,11 @@ use super::lobby::{self, Leave};
 use super::park::{Activity, Quiet};
 use super::served::serve_until_idle;
 use crate::deadline::Later;
+use crate::proxy::admission::Early;
 use crate::proxy::answer::Answer;
 use crate::proxy::failure::{fail, Failure};
 use crate::proxy::forward::{Peer, WriteTimeoutIo};
-use crate::proxy::front::{Early, Front};
+use crate::proxy::front::Front;
 use crate::proxy::listener_settings::ListenerSettings;
 use crate::proxy::trim::Trimmer;
 

@@ -19,7 +19,7 @@ use tracing::debug;
 
 use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
 use super::phase::{ClientIo, ConnContext};
-use crate::proxy::front::Early;
+use crate::proxy::admission::Early;
 use crate::proxy::pipeline::handle;
 
 /// Counts a connection as served by hyper while it lives.

@@ -411,6 +411,11 @@ impl Scheduler {
         }
     }
 
+    /// Whether any request is in flight on any process.
+    pub fn busy(&self) -> bool {
+        self.procs.iter().any(|p| p.slots.in_flight > 0)
+    }
+
     /// Requests waiting in the launcher.
     pub fn queued(&self) -> usize {
         let own: usize = self

@@ -1,0 +1,281 @@
+//! Admission: the shell around the pure scheduler (in the manner of quinn's connection driver).
+//! The scheduler sits behind one short lock with a waiter per request for its decision; every
+//! call feeds it and then carries its actions out (`pump`); a timer task wakes it at its next
+//! deadline (queue waits, cooldowns).
+//!
+//! A request's life here: `admit` registers its waiter and submits it; whoever holds the lock
+//! when the decision is made (this request, another one finishing, the timer) sends it; a
+//! [`Ticket`] guarantees the scheduler hears how the request ended exactly once, and a client
+//! that goes away while it waits cancels it (dropped from the queue, never sent).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+
+use super::route::TxDemand;
+use super::scheduler::{
+    Action, Finish, Load, ProcessState, Refusal, RequestId, Scheduler, SchedulerConfig,
+};
+use crate::process::ProcessId;
+
+/// The scheduler's decision about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Go(ProcessId),
+    Refused(Refusal),
+    /// Not sent to this process and nowhere else could take it: `502`.
+    Fail(ProcessId),
+}
+
+struct Inner {
+    sched: Scheduler,
+    waiters: HashMap<RequestId, oneshot::Sender<Decision>>,
+    /// The deadline the timer task sleeps until (`None`: until it is woken), so it is woken
+    /// only when an earlier one comes, not on every decision.
+    timer_at: Option<std::time::Instant>,
+}
+
+/// The scheduler and the requests waiting for its decisions.
+pub struct Admission {
+    inner: Mutex<Inner>,
+    /// Wakes the timer task when the next deadline may have moved.
+    timer: Notify,
+    next_id: AtomicU64,
+    stopping: AtomicBool,
+    /// The saturation watch sleeps (nothing was in flight) until the next dispatch wakes it.
+    watch_idle: AtomicBool,
+    watch_wake: Notify,
+}
+
+impl Admission {
+    pub fn new(sched: Scheduler) -> Arc<Admission> {
+        Arc::new(Admission {
+            inner: Mutex::new(Inner {
+                sched,
+                waiters: HashMap::new(),
+                timer_at: None,
+            }),
+            timer: Notify::new(),
+            next_id: AtomicU64::new(1),
+            stopping: AtomicBool::new(false),
+            watch_idle: AtomicBool::new(false),
+            watch_wake: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock would be a bug in the pure core; the state is still the
+        // best there is, so carry on with it rather than take the whole front door down.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Feeds the scheduler one event at the shell's `now`, then carries its actions out.
+    fn with_sched(&self, event: impl FnOnce(&mut Scheduler, std::time::Instant)) {
+        let mut inner = self.lock();
+        event(&mut inner.sched, crate::clock::now_std());
+        self.pump(&mut inner);
+    }
+
+    /// Submits a tx request; the decision arrives on the returned receiver.
+    pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
+        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            inner.waiters.insert(id, tx);
+            inner.sched.submit(id, demand, crate::clock::now_std());
+            self.pump(&mut inner);
+        }
+        let ticket = Ticket {
+            admission: self.clone(),
+            id,
+            ended: false,
+            admitted: Instant::now(),
+            waited: false,
+        };
+        (ticket, rx)
+    }
+
+    /// Carries the scheduler's actions out: each decision to its waiter.
+    fn pump(&self, inner: &mut Inner) {
+        while let Some(action) = inner.sched.poll_action() {
+            let (id, decision) = match action {
+                Action::Dispatch { id, process } => {
+                    if self.watch_idle.load(Ordering::Relaxed)
+                        && self.watch_idle.swap(false, Ordering::AcqRel)
+                    {
+                        self.watch_wake.notify_one();
+                    }
+                    (id, Decision::Go(process))
+                }
+                Action::Refuse { id, reason } => (id, Decision::Refused(reason)),
+                Action::Fail { id, process } => (id, Decision::Fail(process)),
+            };
+            if let Some(w) = inner.waiters.remove(&id) {
+                // The receiver may be gone (the client left): its ticket cancels the request.
+                let _ = w.send(decision);
+            }
+        }
+        let next = inner.sched.poll_timeout();
+        if next.is_some_and(|n| inner.timer_at.is_none_or(|at| n < at)) {
+            inner.timer_at = next;
+            self.timer.notify_one();
+        }
+    }
+
+    /// The timer task: wakes the scheduler at each deadline (queue waits, cooldowns).
+    pub async fn run_timer(self: Arc<Self>) {
+        loop {
+            let next = {
+                let mut inner = self.lock();
+                inner.timer_at = inner.sched.poll_timeout();
+                inner.timer_at
+            };
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(Instant::from_std(at)) => {
+                            self.with_sched(|s, now| s.handle_timeout(now));
+                        }
+                        _ = self.timer.notified() => {}
+                    }
+                }
+                None => self.timer.notified().await,
+            }
+        }
+    }
+
+    /// Reload: the scheduler's settings, for the next decisions.
+    pub fn reconfigure(&self, cfg: SchedulerConfig) {
+        self.with_sched(|s, now| s.set_config(cfg, now));
+    }
+
+    /// A process joins the cluster (the worker count grew); down until it is ready.
+    pub fn add_process(&self, id: ProcessId, serves_tx: bool) {
+        self.with_sched(|s, _| s.add_process(id, serves_tx));
+    }
+
+    /// A process leaves the cluster (the worker count shrank and it has stopped).
+    pub fn remove_process(&self, id: ProcessId) {
+        self.with_sched(|s, now| s.remove_process(id, now));
+    }
+
+    /// What the supervisor says about a process.
+    pub fn set_state(&self, id: ProcessId, state: ProcessState) {
+        self.with_sched(|s, now| s.set_process(id, state, now));
+    }
+
+    /// The saturation watch's verdict about a process (`proxy::saturation`).
+    pub fn set_saturated(&self, id: ProcessId, saturated: bool) {
+        self.with_sched(|s, now| s.set_saturated(id, saturated, now));
+    }
+
+    /// The launcher is stopping: nothing waits any more (QUEUE-15).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.with_sched(|s, now| s.stop(now));
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// `saturatedPercent` now, and whether any tx request is in flight anywhere.
+    pub fn saturation_watch_state(&self) -> (u32, bool) {
+        let inner = self.lock();
+        (inner.sched.config().saturated_percent, inner.sched.busy())
+    }
+
+    /// Waits until the next dispatch, unless one is in flight already when asked.
+    pub async fn until_busy(&self) {
+        let wake = self.watch_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        self.watch_idle.store(true, Ordering::Release);
+        if self.saturation_watch_state().1 {
+            self.watch_idle.store(false, Ordering::Release);
+            return;
+        }
+        wake.await;
+    }
+
+    /// Total requests waiting in the launcher.
+    pub fn queued(&self) -> usize {
+        self.lock().sched.queued()
+    }
+
+    pub fn load(&self, id: ProcessId) -> Load {
+        self.lock().sched.load(id)
+    }
+}
+
+/// A tx request admitted before hyper read it (in the connection's lobby, `conn::lobby`), for
+/// its service to take up.
+pub struct Early {
+    pub demand: TxDemand,
+    pub ticket: Ticket,
+    /// Already decided (the value is there to be received), or left to come if the scheduler
+    /// had not decided yet when hyper was given the connection.
+    pub decision: oneshot::Receiver<Decision>,
+}
+
+/// One admitted request's hold on the scheduler: reports its end exactly once, and cancels it
+/// if dropped first (the client went away while it waited or while it was served).
+pub struct Ticket {
+    admission: Arc<Admission>,
+    id: RequestId,
+    ended: bool,
+    admitted: Instant,
+    waited: bool,
+}
+
+impl Ticket {
+    /// The request is about to be sent: how long it waited, the first time (a retry elsewhere
+    /// is the same wait).
+    pub fn dispatched(&mut self) -> Option<Duration> {
+        (!std::mem::replace(&mut self.waited, true)).then(|| self.admitted.elapsed())
+    }
+
+    /// The request ended with this outcome; its slot is freed.
+    pub fn finish(mut self, how: Finish) {
+        self.ended = true;
+        self.admission
+            .with_sched(|s, now| s.finish(self.id, how, now));
+    }
+
+    /// Nothing was sent to the process: offer the request to another (the scheduler decides).
+    pub fn retry(&mut self) -> oneshot::Receiver<Decision> {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.admission.lock();
+        inner.waiters.insert(self.id, tx);
+        inner
+            .sched
+            .finish(self.id, Finish::NotSent, crate::clock::now_std());
+        self.admission.pump(&mut inner);
+        rx
+    }
+
+    /// The scheduler already ended it (refused or failed): nothing to report.
+    pub fn settled(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.ended {
+            let mut inner = self.admission.lock();
+            inner.waiters.remove(&self.id);
+            inner.sched.cancel(self.id, crate::clock::now_std());
+            self.admission.pump(&mut inner);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;
