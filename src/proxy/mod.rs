@@ -22,3 +22,4 @@ pub(crate) mod saturation;
 pub(crate) mod saturation_watch;
 pub mod scheduler;
 pub mod trim;
+pub(crate) mod verdict;
