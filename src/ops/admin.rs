@@ -190,6 +190,8 @@ fn loads(front: &Front) -> Vec<ProcessLoad> {
                 slots: l.slots,
                 queued: l.queued,
                 saturated: l.saturated,
+                ready: front.is_ready(p.id),
+                cooling: l.cooling,
             }
         })
         .collect()
@@ -273,6 +275,8 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .iter()
             .map(|&s| (s.label(), queue().dropped(s)))
             .collect(),
+        observed: &c.observed,
+        started_ms: super::process_self::start_time_ms().unwrap_or(0),
     };
     render(&input)
 }

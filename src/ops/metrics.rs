@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Upper bounds of the queue-wait histogram's buckets, in seconds.
-pub const WAIT_BUCKETS: [f64; 12] = [
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
+use super::build_info;
+use super::observed::Observed;
+
+/// Upper bounds of the histograms' buckets (queue waits, request durations), in seconds.
+pub const WAIT_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
 /// A histogram of durations that many threads record into without a lock.
@@ -33,16 +36,29 @@ impl Histogram {
     }
 
     fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        family(out, name, "histogram", help);
+        self.write_series(out, name, "");
+    }
+
+    /// Its samples alone, with `labels` (`a="x",b="y"`, or empty) on each.
+    pub fn write_series(&self, out: &mut String, name: &str, labels: &str) {
+        let (open, sep, close) = if labels.is_empty() {
+            ("", "", "")
+        } else {
+            ("{", ",", "}")
+        };
         let mut cumulative = 0;
         for (b, c) in WAIT_BUCKETS.iter().zip(&self.buckets) {
             cumulative += c.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
         }
         let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let _ = writeln!(
+            out,
+            "{name}_sum{open}{labels}{close} {sum}\n{name}_count{open}{labels}{close} {count}"
+        );
     }
 }
 
@@ -55,6 +71,10 @@ pub struct ProcessLoad {
     pub queued: usize,
     /// Its event loop is saturated: other requests held to `normalMinSlots`.
     pub saturated: bool,
+    /// The front door sends it requests (ready, not draining).
+    pub ready: bool,
+    /// In a cooldown after failures.
+    pub cooling: bool,
 }
 
 /// The budget for bodies held for clients (`proxy::budget`).
@@ -89,14 +109,18 @@ pub struct MetricsInput<'a> {
     pub recycles: Vec<(String, u64)>,
     /// (source "launcher"/"children", log lines dropped because the output was stuck)
     pub log_lines_dropped: Vec<(&'static str, u64)>,
+    /// Request durations, retries, connections, reloads.
+    pub observed: &'a Observed,
+    /// When the launcher started, in Unix milliseconds.
+    pub started_ms: u64,
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 /// Label values are escaped as the text format requires.
-fn esc(v: &str) -> String {
+pub(crate) fn esc(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -284,6 +308,22 @@ pub fn render(m: &MetricsInput) -> String {
     if let Some(s) = m.snapshot {
         write_snapshot(&mut out, s);
     }
+    super::process_series::write(&mut out, &m.processes, m.snapshot);
+    m.observed.write(&mut out, m.started_ms);
+    family(
+        &mut out,
+        "fhircluster_build_info",
+        "gauge",
+        "1, labelled with the version, the git commit and the compiler the launcher was built with.",
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_build_info{{version=\"{}\",commit=\"{}\",rustc=\"{}\"}} 1",
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(build_info::COMMIT),
+        esc(build_info::RUSTC)
+    );
+    super::process_self::write(&mut out);
     out
 }
 
@@ -335,19 +375,27 @@ fn write_snapshot(out: &mut String, s: &Value) {
             );
         }
     }
-    family(
-        out,
-        "fhircluster_memory_limit_bytes",
-        "gauge",
-        "The memory limit the meter measures against, and its refuse and abort thresholds.",
-    );
-    for (kind, field) in [
-        ("limit", "limit"),
-        ("refuse", "rejectAt"),
-        ("abort", "abortAt"),
+    // Three quantities, three names: a limit and the two thresholds derived from it.
+    for (name, field, help) in [
+        (
+            "fhircluster_memory_limit_bytes",
+            "limit",
+            "The memory limit the meter measures against (the cgroup's, or the guard's).",
+        ),
+        (
+            "fhircluster_memory_refuse_threshold_bytes",
+            "rejectAt",
+            "The memory at which processes refuse requests (rejectFraction of the limit).",
+        ),
+        (
+            "fhircluster_memory_abort_threshold_bytes",
+            "abortAt",
+            "The memory at which processes abort (abortFraction of the limit).",
+        ),
     ] {
+        family(out, name, "gauge", help);
         if let Some(v) = mem[field].as_u64() {
-            let _ = writeln!(out, "fhircluster_memory_limit_bytes{{kind=\"{kind}\"}} {v}");
+            let _ = writeln!(out, "{name} {v}");
         }
     }
 }
@@ -385,10 +433,14 @@ mod tests {
                 slots: Some(20),
                 queued: 0,
                 saturated: true,
+                ready: true,
+                cooling: false,
             }],
             snapshot: Some(&snap),
             recycles: vec![("tx1".into(), 1)],
             log_lines_dropped: vec![("launcher", 0), ("children", 12)],
+            observed: &Observed::default(),
+            started_ms: 0,
         });
         assert!(text.contains("fhircluster_log_lines_dropped_total{source=\"children\"} 12"));
         assert!(text.contains("# TYPE fhircluster_requests_total counter"));
@@ -403,5 +455,20 @@ mod tests {
             .contains("fhircluster_process_memory_bytes{process=\"launcher\",kind=\"private\"} 5"));
         assert!(text.contains("fhircluster_slots{process=\"tx1\"} 20"));
         assert!(text.contains("fhircluster_saturated{process=\"tx1\"} 1"));
+        assert!(text.contains("\nfhircluster_build_info{version=\""));
+    }
+
+    #[test]
+    fn the_memory_limit_and_its_thresholds_are_series_of_their_own() {
+        let mut out = String::new();
+        let snap = json!({"memory": {"limit": 100, "rejectAt": 85, "abortAt": 92}});
+        write_snapshot(&mut out, &snap);
+        assert!(
+            out.contains("\nfhircluster_memory_limit_bytes 100\n"),
+            "{out}"
+        );
+        assert!(out.contains("\nfhircluster_memory_refuse_threshold_bytes 85\n"));
+        assert!(out.contains("\nfhircluster_memory_abort_threshold_bytes 92\n"));
+        assert!(!out.contains("kind=\"limit\""));
     }
 }

@@ -6,6 +6,7 @@ use http::{Response, StatusCode};
 
 use super::forward::{full, ProxyBody};
 use super::route::BadTarget;
+use super::served::Served;
 use crate::outcome::{printable, Outcome, CONTENT_TYPE as FHIR_JSON};
 
 /// Why the launcher answers a request itself.
@@ -134,6 +135,15 @@ impl Answer {
         if self.closes() {
             h.insert(CONNECTION, HeaderValue::from_static("close"));
         }
+        // A process's failure (`502`, `504`) is no refusal; the pipeline names the process.
+        let refused = !matches!(
+            self,
+            Answer::BadGateway { .. } | Answer::GatewayTimeout { .. }
+        );
+        resp.extensions_mut().insert(Served {
+            process: None,
+            refused,
+        });
         resp
     }
 

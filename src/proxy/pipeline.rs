@@ -30,6 +30,8 @@ use super::lobby::Early;
 use super::outcome::Answer;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
+use super::served;
+use crate::ops::observed::RouteClass;
 use crate::process::ProcessId;
 
 /// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
@@ -50,29 +52,41 @@ pub(super) fn handle<B>(
     early: Option<Early>,
     wrap: impl FnOnce(ProxyBody) -> B,
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
+    let started = Instant::now();
     let (parts, body) = req.into_parts();
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route_request(&front, &peer, parts, body, early);
+    let class = routed.class();
     async move {
-        let tx = match routed {
-            Routed::Answer(resp) => return Ok(answer(resp, arrival.as_ref()).map(wrap)),
+        let resp = match routed {
+            Routed::Answer(resp) => resp,
             Routed::Master(req) => {
                 let resp = to_master(&front, req, arrival.as_ref()).await;
                 front.counters.answered(false, resp.status().as_u16());
-                return Ok(answer(resp, arrival.as_ref()).map(wrap));
+                resp
             }
-            Routed::Tx(tx) => tx,
+            Routed::Tx(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
             // Boxed: the reading exists only until the request is admitted, and a queued
             // request's future would otherwise keep room for it.
             Routed::ReadFirst(r) => match Box::pin(read_first(&front, &cfg, *r)).await {
-                Ok(tx) => tx,
-                Err(resp) => return Ok(answer(resp, arrival.as_ref()).map(wrap)),
+                Ok(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
+                Err(resp) => resp,
             },
         };
-        let resp = to_tx(&front, &cfg, tx, arrival.as_ref()).await;
-        front.counters.answered(true, resp.status().as_u16());
+        let resp = served::finish(&front, class, started, resp);
         Ok(answer(resp, arrival.as_ref()).map(wrap))
     }
+}
+
+async fn tx_answer(
+    front: &Arc<Front>,
+    cfg: &ListenerSettings,
+    tx: Admitted,
+    arrival: Option<&Arrival>,
+) -> Response<ProxyBody> {
+    let resp = to_tx(front, cfg, tx, arrival).await;
+    front.counters.answered(true, resp.status().as_u16());
+    resp
 }
 
 /// The answer as the client gets it: `Connection: close` when its body was not read to the end.
@@ -92,6 +106,18 @@ enum Routed {
     Tx(Admitted),
     /// A tx request whose body is to be read before it is admitted.
     ReadFirst(Box<Unread>),
+}
+
+impl Routed {
+    /// How it is counted in the request duration histogram.
+    fn class(&self) -> RouteClass {
+        match self {
+            Routed::Answer(_) => RouteClass::Other,
+            Routed::Master(_) => RouteClass::Master,
+            Routed::Tx(a) => served::tx_class(&a.demand),
+            Routed::ReadFirst(u) => served::tx_class(&u.demand),
+        }
+    }
 }
 
 /// A tx request submitted to the scheduler, its decision to come.
@@ -262,7 +288,7 @@ async fn to_master(
     )
     .await
     {
-        Ok(resp) => streamed(resp, |_| {}),
+        Ok(resp) => served::by(streamed(resp, |_| {}), master),
         Err(failure) if body_late(&failure.error, arrival) => client_late(front),
         Err(failure) => upstream_failed(front, master, &failure.error),
     }
@@ -311,10 +337,8 @@ async fn to_tx(
                 ticket.settled();
                 front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
                 front.counters.lose(p, 1);
-                return Answer::BadGateway {
-                    code: front.code(p).to_string(),
-                }
-                .respond();
+                let code = front.code(p).to_string();
+                return served::by(Answer::BadGateway { code }.respond(), p);
             }
         };
         ticket.dispatched();
@@ -325,7 +349,7 @@ async fn to_tx(
         match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                return match Box::pin(buffered(resp, &front.budget)).await {
+                let resp = match Box::pin(buffered(resp, &front.budget)).await {
                     Ok(Buffered::Whole(resp)) => {
                         ticket.finish(Finish::Responded { status });
                         resp
@@ -339,6 +363,7 @@ async fn to_tx(
                         upstream_failed(front, process, &e)
                     }
                 };
+                return served::by(resp, process);
             }
             Err(SendFailure {
                 request: Some(back),
@@ -348,6 +373,11 @@ async fn to_tx(
                     "{}: not sent ({error}); trying another process",
                     front.code(process)
                 );
+                front
+                    .counters
+                    .observed
+                    .retries
+                    .fetch_add(1, Ordering::Relaxed);
                 req = Box::new(back);
                 decision = ticket.retry();
             }
@@ -397,7 +427,16 @@ fn client_late(front: &Front) -> Response<ProxyBody> {
     Answer::RequestTimeout.respond()
 }
 
+/// The launcher's answer for a process that failed, naming it.
 fn upstream_failed(
+    front: &Front,
+    process: ProcessId,
+    error: &super::forward::ForwardError,
+) -> Response<ProxyBody> {
+    served::by(failed_answer(front, process, error), process)
+}
+
+fn failed_answer(
     front: &Front,
     process: ProcessId,
     error: &super::forward::ForwardError,
@@ -432,7 +471,7 @@ fn upstream_failed(
 fn lost_to_restart(front: &Front, owner: ProcessId, cache_id: String) -> Response<ProxyBody> {
     front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
     front.counters.lose(owner, 2);
-    Answer::CacheIdLost { cache_id }.respond()
+    served::by(Answer::CacheIdLost { cache_id }.respond(), owner)
 }
 
 fn refused(
