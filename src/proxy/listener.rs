@@ -30,6 +30,8 @@ pub struct ListenerSettings {
     /// `queueSeconds` and `ownerQueueSeconds`, for the wording of a queue refusal.
     pub queue: Duration,
     pub owner_queue: Duration,
+    /// `servedByHeader`: the response header naming the process that answered; None: off.
+    pub served_by: Option<http::HeaderName>,
 }
 
 /// The listener's settings, changeable while it serves (reload): a connection takes those in

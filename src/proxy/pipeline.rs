@@ -73,7 +73,7 @@ pub(super) fn handle<B>(
                 Err(resp) => resp,
             },
         };
-        let resp = served::finish(&front, class, started, resp);
+        let resp = served::finish(&front, &cfg, class, started, resp);
         Ok(answer(resp, arrival.as_ref()).map(wrap))
     }
 }

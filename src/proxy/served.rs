@@ -2,13 +2,15 @@
 //! served it, or that the launcher's own answer concerns (a `504` naming tx1, the `404` for
 //! tx1's cache-ids while it restarts), and whether the answer is the launcher's own refusal.
 //! At the end of the pipeline, one step reads it: the request's duration goes into its class's
-//! histogram.
+//! histogram, and `servedByHeader` names the process. The launcher's own refusals name none,
+//! unless they concern one (a `504`, a `502`, the `404` for a cache-id whose issuer restarts).
 
-use http::Response;
+use http::{HeaderValue, Response};
 use tokio::time::Instant;
 
 use super::forward::ProxyBody;
 use super::front::Front;
+use super::listener::ListenerSettings;
 use super::route::{Target, TxDemand};
 use crate::ops::observed::{OutcomeClass, RouteClass};
 use crate::process::ProcessId;
@@ -47,14 +49,22 @@ pub fn tx_class(demand: &TxDemand) -> RouteClass {
     }
 }
 
-/// The request's last step before its answer goes out: its duration recorded by class.
+/// The request's last step before its answer goes out: its duration recorded by class, and the
+/// process that answered (or that the launcher's answer concerns) named in `servedByHeader`.
 pub fn finish(
     front: &Front,
+    cfg: &ListenerSettings,
     class: RouteClass,
     started: Instant,
-    resp: Response<ProxyBody>,
+    mut resp: Response<ProxyBody>,
 ) -> Response<ProxyBody> {
-    let refused = resp.extensions().get::<Served>().is_some_and(|s| s.refused);
+    let served = resp.extensions().get::<Served>().copied();
+    let refused = served.is_some_and(|s| s.refused);
+    if let (Some(name), Some(p)) = (&cfg.served_by, served.and_then(|s| s.process)) {
+        if let Ok(v) = HeaderValue::from_str(front.code(p)) {
+            resp.headers_mut().insert(name.clone(), v);
+        }
+    }
     let outcome = OutcomeClass::of(resp.status().as_u16(), refused);
     front
         .counters

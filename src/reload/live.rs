@@ -50,6 +50,8 @@ impl From<&ClusterSettings> for ListenerSettings {
             drain: c.drain,
             queue: c.queue,
             owner_queue: c.owner_queue,
+            // Checked when the settings were read: a name that is none is off.
+            served_by: http::HeaderName::from_bytes(c.served_by_header.as_bytes()).ok(),
         }
     }
 }

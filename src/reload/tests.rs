@@ -127,6 +127,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.logFormat" => json!("json"),
         "server.cluster.logLevel" => json!("debug"),
         "server.cluster.hostPrefix" => json!("h"),
+        "server.cluster.servedByHeader" => json!("X-Served-By"),
         "server.memory.rejectFraction" => json!(0.8),
         "server.memory.abortFraction" => json!(0.95),
         "server.memory.trimAllocator" => json!(false),

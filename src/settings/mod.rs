@@ -134,6 +134,9 @@ pub struct ClusterSettings {
     /// cache-id names its host as well as its process when nginx fronts several hosts
     /// (`a` → `am0`, `atx1`). Empty: none.
     pub(crate) host_prefix: String,
+    /// `server.cluster.servedByHeader` (fhircluster's own): the response header that names the
+    /// process that answered (`X-Served-By`). Empty: off.
+    pub(crate) served_by_header: String,
 }
 
 /// How the launcher writes its log lines.

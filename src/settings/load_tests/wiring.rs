@@ -27,7 +27,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
                 "headerTimeoutSeconds": 25, "headerMaxKB": 64, "bufferMaxMB": 128,
                 "proxyThreads": 2, "saturatedPercent": 75, "adminAddress": 9100,
                 "listenAddress": "127.0.0.1", "logFormat": "json", "logLevel": "debug",
-                "hostPrefix": "h"
+                "hostPrefix": "h", "servedByHeader": "X-Served-By"
             },
             "memory": {"rejectFraction": 0.5, "abortFraction": 0.6, "trimAllocator": false}
         },
@@ -94,6 +94,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (c.log_format, &c.log_level, c.host_prefix.as_str()),
         (LogFormat::Json, &LogLevel::Debug, "h")
     );
+    assert_eq!(c.served_by_header, "X-Served-By");
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),
         (0.5, 0.6)
