@@ -276,6 +276,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .map(|&s| (s.label(), queue().dropped(s)))
             .collect(),
         observed: &c.observed,
+        access_log_dropped: super::access_log::dropped(),
         started_ms: super::process_self::start_time_ms().unwrap_or(0),
     };
     render(&input)

@@ -111,6 +111,8 @@ pub struct MetricsInput<'a> {
     pub log_lines_dropped: Vec<(&'static str, u64)>,
     /// Request durations, retries, connections, reloads.
     pub observed: &'a Observed,
+    /// Access log lines dropped because its queue was full.
+    pub access_log_dropped: u64,
     /// When the launcher started, in Unix milliseconds.
     pub started_ms: u64,
 }
@@ -309,6 +311,17 @@ pub fn render(m: &MetricsInput) -> String {
         write_snapshot(&mut out, s);
     }
     super::process_series::write(&mut out, &m.processes, m.snapshot);
+    family(
+        &mut out,
+        "fhircluster_access_log_lines_dropped_total",
+        "counter",
+        "Access log lines dropped because its queue was full (its file or stderr too slow).",
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_access_log_lines_dropped_total {}",
+        m.access_log_dropped
+    );
     m.observed.write(&mut out, m.started_ms);
     family(
         &mut out,
@@ -440,6 +453,7 @@ mod tests {
             recycles: vec![("tx1".into(), 1)],
             log_lines_dropped: vec![("launcher", 0), ("children", 12)],
             observed: &Observed::default(),
+            access_log_dropped: 0,
             started_ms: 0,
         });
         assert!(text.contains("fhircluster_log_lines_dropped_total{source=\"children\"} 12"));

@@ -2,6 +2,7 @@
 //! protocol, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and the
 //! `fhircluster status` table.
 
+pub(crate) mod access_log;
 pub(crate) mod admin;
 pub mod build_info;
 pub(crate) mod child_log;

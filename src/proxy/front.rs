@@ -456,15 +456,15 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The request is about to be sent: how long it waited goes into the histogram (once).
-    pub fn dispatched(&mut self) {
+    /// The request is about to be sent: how long it waited goes into the histogram (once),
+    /// and is returned (for the access log).
+    pub fn dispatched(&mut self) -> Duration {
+        let waited = self.admitted.elapsed();
         if !self.waited {
             self.waited = true;
-            self.front
-                .counters
-                .queue_wait
-                .record(self.admitted.elapsed());
+            self.front.counters.queue_wait.record(waited);
         }
+        waited
     }
 
     /// The request ended with this outcome; its slot is freed.

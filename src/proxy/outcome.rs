@@ -65,6 +65,24 @@ impl Answer {
         }
     }
 
+    /// Why the launcher answered itself, as `/metrics` and the access log name it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Answer::BadTarget(_) => "bad_target",
+            Answer::MasterNotReady => "master_not_ready",
+            Answer::NoProcessReady => "no_process_ready",
+            Answer::QueueTimeout { .. } => "queue_wait",
+            Answer::Stopping => "stopping",
+            Answer::CacheIdLost { .. } => "cache_id_lost",
+            Answer::BadRequestBody => "bad_request_body",
+            Answer::BadHost(_) => "bad_host",
+            Answer::RequestTimeout => "request_timeout",
+            Answer::HeadTooLarge { .. } => "head_too_large",
+            Answer::BadGateway { .. } => "bad_gateway",
+            Answer::GatewayTimeout { .. } => "gateway_timeout",
+        }
+    }
+
     pub fn outcome(&self) -> Outcome {
         match self {
             Answer::BadTarget(why) => Outcome::error("invalid", format!("Bad request: {why}")),
@@ -141,8 +159,9 @@ impl Answer {
             Answer::BadGateway { .. } | Answer::GatewayTimeout { .. }
         );
         resp.extensions_mut().insert(Served {
-            process: None,
             refused,
+            own: Some(self.reason()),
+            ..Served::default()
         });
         resp
     }

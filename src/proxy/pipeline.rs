@@ -54,6 +54,7 @@ pub(super) fn handle<B>(
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
+    let access = served::access(&parts, &peer);
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route_request(&front, &peer, parts, body, early);
     let class = routed.class();
@@ -73,7 +74,7 @@ pub(super) fn handle<B>(
                 Err(resp) => resp,
             },
         };
-        let resp = served::finish(&front, &cfg, class, started, resp);
+        let resp = served::finish(&front, &cfg, class, started, access, resp);
         Ok(answer(resp, arrival.as_ref()).map(wrap))
     }
 }
@@ -282,13 +283,14 @@ async fn to_master(
         return Answer::MasterNotReady.respond();
     }
     let master = ProcessId::MASTER;
+    let sent = Instant::now();
     // Boxed: see `to_tx`.
     match Box::pin(
         front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
     )
     .await
     {
-        Ok(resp) => served::by(streamed(resp, |_| {}), master),
+        Ok(resp) => served::answered(streamed(resp, |_| {}), master, None, sent.elapsed()),
         Err(failure) if body_late(&failure.error, arrival) => client_late(front),
         Err(failure) => upstream_failed(front, master, &failure.error),
     }
@@ -341,13 +343,15 @@ async fn to_tx(
                 return served::by(Answer::BadGateway { code }.respond(), p);
             }
         };
-        ticket.dispatched();
+        let queued = ticket.dispatched();
+        let sent = Instant::now();
         let upstream = &front.upstreams[process.index()];
         let downs = front.downs(process);
         // Boxed, as the reading of the response: what a request holds while it waits in the
         // queue is the size of this future, and sending is by far its largest state.
         match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
             Ok(resp) => {
+                let first_byte = sent.elapsed();
                 let status = resp.status().as_u16();
                 let resp = match Box::pin(buffered(resp, &front.budget)).await {
                     Ok(Buffered::Whole(resp)) => {
@@ -363,7 +367,7 @@ async fn to_tx(
                         upstream_failed(front, process, &e)
                     }
                 };
-                return served::by(resp, process);
+                return served::answered(resp, process, Some(queued), first_byte);
             }
             Err(SendFailure {
                 request: Some(back),

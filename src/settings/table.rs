@@ -91,6 +91,10 @@ settings_table! {
         host_prefix ["server.cluster.hostPrefix", String::new(), text, Launcher, unset "none"]
         served_by_header ["server.cluster.servedByHeader", String::new(), header_name, Live,
             unset "off"]
+        access_log ["server.cluster.accessLog", "off".into(), access_log, Launcher]
+        access_log_path ["server.cluster.accessLogPath", String::new(), text, Launcher,
+            unset "stderr"]
+        access_log_query ["server.cluster.accessLogQuery", false, boolean, Launcher]
     }
     memory: MemorySettings {
         reject_fraction ["server.memory.rejectFraction", 0.85, fraction, Servers]
@@ -199,6 +203,15 @@ pub(super) fn header_name(r: &Raw<'_>) -> Result<String, SettingsError> {
         }
         Ok(_) => Ok(text),
         Err(_) => Err(r.invalid("must be a header name, e.g. \"X-Served-By\", or \"\" (off)")),
+    }
+}
+
+/// `accessLog`: `off`, `text` or `json`.
+pub(super) fn access_log(r: &Raw<'_>) -> Result<String, SettingsError> {
+    let text = r.string()?;
+    match text.as_str() {
+        "off" | "text" | "json" => Ok(text),
+        _ => Err(r.invalid("must be \"off\", \"text\" or \"json\"")),
     }
 }
 

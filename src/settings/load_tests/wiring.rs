@@ -11,7 +11,7 @@ use super::*;
 fn every_setting_in_the_file_reaches_its_own_field() {
     // spec: CONF-1, OPT-1. Each value differs from its default and from its neighbours', so a
     // key wired to the wrong field fails here.
-    let json = json!({
+    let mut json = json!({
         "server": {
             "port": 4000,
             "cluster": {
@@ -34,6 +34,14 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         "modules": {"tx": {"enabled": true, "instanceCode": "main", "endpoints": [{"path": "/r5"}]}},
         "stats": {"sampleSeconds": 23, "intervalMinutes": 24}
     });
+    // Beyond what one `json!` can nest.
+    for (k, v) in [
+        ("accessLog", json!("json")),
+        ("accessLogPath", json!("access.log")),
+        ("accessLogQuery", json!(true)),
+    ] {
+        json["server"]["cluster"][k] = v;
+    }
     // The file sets every setting of the table, so a new one must be added here.
     for setting in TABLE {
         let mut at = Some(&json);
@@ -95,6 +103,14 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (LogFormat::Json, &LogLevel::Debug, "h")
     );
     assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        (
+            c.access_log.as_str(),
+            c.access_log_path.as_str(),
+            c.access_log_query
+        ),
+        ("json", "access.log", true)
+    );
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),
         (0.5, 0.6)
