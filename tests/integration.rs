@@ -17,6 +17,7 @@ mod ipc_node;
 mod layout;
 mod load_smoke;
 mod memory_recycle;
+mod monitoring;
 mod ops_access_log;
 mod ops_admin;
 mod ops_demo;

@@ -58,6 +58,23 @@ pub fn write(out: &mut String, loads: &[ProcessLoad], snapshot: Option<&Value>) 
     };
     family(
         out,
+        "fhircluster_process_info",
+        "gauge",
+        "1 per process, labelled with its role (master, tx-worker): for joins \
+         (`and on(process) fhircluster_process_info{role=\"master\"}`).",
+    );
+    for p in loads {
+        if let Some(role) = row(&p.code).and_then(|r| r["role"].as_str()) {
+            let _ = writeln!(
+                out,
+                "fhircluster_process_info{{process=\"{}\",role=\"{}\"}} 1",
+                esc(&p.code),
+                esc(role)
+            );
+        }
+    }
+    family(
+        out,
         "fhircluster_process_up",
         "gauge",
         "1 while the process runs (starting, ready or stopping; not while it restarts), by process.",
@@ -153,7 +170,7 @@ mod tests {
     #[test]
     fn each_process_is_in_one_state_and_up_only_while_it_runs() {
         let snap = json!({"sampledAt": 10_000, "refusing": ["tx2"], "processes": [
-            {"code": "m0", "pid": 10, "status": "ready", "uptimeMs": 4_000},
+            {"code": "m0", "role": "master", "pid": 10, "status": "ready", "uptimeMs": 4_000},
             {"code": "tx1", "pid": null, "status": "restarting", "uptimeMs": null},
             {"code": "tx2", "pid": 12, "status": "stale", "uptimeMs": 1_000},
         ]});
@@ -166,6 +183,7 @@ mod tests {
         write(&mut out, &loads, Some(&snap));
         for line in [
             "fhircluster_process_up{process=\"m0\"} 1",
+            "fhircluster_process_info{process=\"m0\",role=\"master\"} 1",
             "fhircluster_process_up{process=\"tx1\"} 0",
             "fhircluster_process_ready{process=\"tx1\"} 0",
             "fhircluster_process_state{process=\"tx1\",state=\"restarting\"} 1",
