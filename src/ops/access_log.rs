@@ -20,7 +20,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::json;
 
 use super::journald::{lines_with_priority, priority, Journal};
 use super::log_queue::{queue, Source, Target};
@@ -58,44 +57,132 @@ pub struct Record<'a> {
     pub refusal: Option<&'static str>,
 }
 
-/// A line's text without its time: `key=value` pairs, the path quoted.
-pub fn render_text(r: &Record<'_>) -> String {
-    let secs =
-        |d: Option<Duration>| d.map_or("-".to_string(), |d| format!("{:.6}", d.as_secs_f64()));
-    let mut s = String::with_capacity(200);
+/// Seconds with six decimals, written as integers (cheaper than a float's formatting).
+fn secs(s: &mut String, d: Option<Duration>) {
+    match d {
+        Some(d) => {
+            let _ = write!(s, "{}.{:06}", d.as_secs(), d.subsec_micros());
+        }
+        None => s.push('-'),
+    }
+}
+
+/// A line's text without its time, appended to `s`: `key=value` pairs, the path quoted.
+pub fn render_text(s: &mut String, r: &Record<'_>) {
+    let _ = write!(s, "client={} method={} path=\"", r.client, r.method);
+    if r.target.contains(['"', '\\']) {
+        s.push_str(&r.target.replace('\\', "\\\\").replace('"', "\\\""));
+    } else {
+        s.push_str(r.target);
+    }
     let _ = write!(
         s,
-        "client={} method={} path=\"{}\" status={} bytes={} process={} queued={} first_byte={} \
-         total={:.6} refusal={}",
-        r.client,
-        r.method,
-        r.target.replace('\\', "\\\\").replace('"', "\\\""),
+        "\" status={} bytes={} process={} queued=",
         r.status,
         r.bytes,
-        r.process.unwrap_or("-"),
-        secs(r.queued),
-        secs(r.first_byte),
-        r.total.as_secs_f64(),
-        r.refusal.unwrap_or("-"),
+        r.process.unwrap_or("-")
     );
+    secs(s, r.queued);
+    s.push_str(" first_byte=");
+    secs(s, r.first_byte);
+    s.push_str(" total=");
+    secs(s, Some(r.total));
+    s.push_str(" refusal=");
+    s.push_str(r.refusal.unwrap_or("-"));
+}
+
+/// `since_epoch` as RFC 3339 in UTC with microseconds (`2026-01-02T03:04:05.678901Z`), as the
+/// launcher's own lines write it, without a date library's cost per line.
+pub fn timestamp(s: &mut String, since_epoch: Duration) {
+    let secs = since_epoch.as_secs();
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let _ = write!(
+        s,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since_epoch.subsec_micros()
+    );
+}
+
+/// A line's buffer, starting with the time now.
+fn now_text() -> String {
+    let mut s = String::with_capacity(256);
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    timestamp(&mut s, since);
     s
 }
 
-/// A line as a JSON object (no time or level: the sink adds what it needs).
-pub fn render_json(r: &Record<'_>) -> serde_json::Value {
-    let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
-    json!({
-        "client": r.client,
-        "method": r.method,
-        "path": r.target,
-        "status": r.status,
-        "bytes": r.bytes,
-        "process": r.process,
-        "queuedSeconds": secs(r.queued),
-        "firstByteSeconds": secs(r.first_byte),
-        "totalSeconds": r.total.as_secs_f64(),
-        "refusal": r.refusal,
-    })
+/// A JSON string, escaped as RFC 8259 requires.
+fn json_str(s: &mut String, v: &str) {
+    s.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", u32::from(c));
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+}
+
+fn json_opt_str(s: &mut String, v: Option<&str>) {
+    match v {
+        Some(v) => json_str(s, v),
+        None => s.push_str("null"),
+    }
+}
+
+/// A line as one JSON object, appended to `s`; `head`: the members that go first (the time,
+/// the level), already written with their commas.
+pub fn render_json(s: &mut String, head: &str, r: &Record<'_>) {
+    s.push('{');
+    s.push_str(head);
+    s.push_str("\"client\":");
+    json_str(s, r.client);
+    s.push_str(",\"method\":");
+    json_str(s, r.method);
+    s.push_str(",\"path\":");
+    json_str(s, r.target);
+    let _ = write!(
+        s,
+        ",\"status\":{},\"bytes\":{},\"process\":",
+        r.status, r.bytes
+    );
+    json_opt_str(s, r.process);
+    s.push_str(",\"queuedSeconds\":");
+    json_secs(s, r.queued);
+    s.push_str(",\"firstByteSeconds\":");
+    json_secs(s, r.first_byte);
+    s.push_str(",\"totalSeconds\":");
+    json_secs(s, Some(r.total));
+    s.push_str(",\"refusal\":");
+    json_opt_str(s, r.refusal);
+    s.push('}');
+}
+
+fn json_secs(s: &mut String, d: Option<Duration>) {
+    match d {
+        Some(_) => secs(s, d),
+        None => s.push_str("null"),
+    }
 }
 
 enum Sink {
@@ -237,20 +324,34 @@ impl AccessLog {
 
     /// Writes one request's line, never waiting: dropped and counted if the queue is full.
     pub fn write(&self, r: &Record<'_>) {
-        let time = super::child_log::now();
         let line = match &self.sink {
             Sink::Stderr { journal } => {
                 let text = match self.format {
-                    Format::Text if *journal => format!("INFO access: {}", render_text(r)),
-                    Format::Text => format!("{time}  INFO access: {}", render_text(r)),
+                    Format::Text => {
+                        let mut s = if *journal {
+                            String::with_capacity(256)
+                        } else {
+                            now_text()
+                        };
+                        s.push_str(if *journal {
+                            "INFO access: "
+                        } else {
+                            "  INFO access: "
+                        });
+                        render_text(&mut s, r);
+                        s
+                    }
                     Format::Json => {
-                        let mut v = render_json(r);
-                        v["level"] = json!("INFO");
-                        v["message"] = json!("access");
+                        let mut head = String::with_capacity(64);
                         if !journal {
-                            v["timestamp"] = json!(time);
+                            head.push_str("\"timestamp\":\"");
+                            head.push_str(&now_text());
+                            head.push_str("\",");
                         }
-                        v.to_string()
+                        head.push_str("\"level\":\"INFO\",\"message\":\"access\",");
+                        let mut s = String::with_capacity(320);
+                        render_json(&mut s, &head, r);
+                        s
                     }
                 };
                 let level = tracing::Level::INFO;
@@ -261,11 +362,19 @@ impl AccessLog {
                 return;
             }
             Sink::File { .. } => match self.format {
-                Format::Text => format!("{time} {}\n", render_text(r)),
+                Format::Text => {
+                    let mut s = now_text();
+                    s.push(' ');
+                    render_text(&mut s, r);
+                    s.push('\n');
+                    s
+                }
                 Format::Json => {
-                    let mut v = render_json(r);
-                    v["timestamp"] = json!(time);
-                    format!("{v}\n")
+                    let head = format!("\"timestamp\":\"{}\",", now_text());
+                    let mut s = String::with_capacity(320);
+                    render_json(&mut s, &head, r);
+                    s.push('\n');
+                    s
                 }
             },
         };
@@ -298,12 +407,28 @@ mod tests {
 
     #[test]
     fn a_text_line_says_every_field_and_a_json_line_is_one_object() {
+        let text = |r: &Record<'_>| {
+            let mut s = String::new();
+            render_text(&mut s, r);
+            s
+        };
         assert_eq!(
-            render_text(&record()),
+            text(&record()),
             "client=203.0.113.7 method=GET path=\"/r4/CodeSystem/$lookup\" status=404 bytes=321 \
              process=tx1 queued=0.001500 first_byte=- total=0.002000 refusal=cache_id_lost"
         );
-        let v = render_json(&record());
+        let mut json = String::new();
+        render_json(
+            &mut json,
+            "\"level\":\"INFO\",",
+            &Record {
+                target: "/a\"\n",
+                ..record()
+            },
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+        assert_eq!(v["path"], "/a\"\n");
+        assert_eq!(v["level"], "INFO");
         assert_eq!(v["process"], "tx1");
         assert_eq!(v["firstByteSeconds"], serde_json::Value::Null);
         assert_eq!(v["queuedSeconds"], 0.0015);
@@ -312,7 +437,20 @@ mod tests {
             target: "/a\"b",
             ..record()
         };
-        assert!(render_text(&quoted).contains("path=\"/a\\\"b\""));
+        assert!(text(&quoted).contains("path=\"/a\\\"b\""));
+    }
+
+    #[test]
+    fn the_time_is_rfc_3339_in_utc_as_the_launchers_own_lines_write_it() {
+        let t = |secs: u64, micros: u32| {
+            let mut s = String::new();
+            timestamp(&mut s, Duration::new(secs, micros * 1000));
+            s
+        };
+        assert_eq!(t(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(t(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
+        assert_eq!(t(1_796_081_220, 370_001), "2026-11-30T23:27:00.370001Z");
+        assert_eq!(t(4_102_444_799, 999_999), "2099-12-31T23:59:59.999999Z");
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl ChildLines {
 }
 
 /// The time as the launcher's own JSON lines show it (RFC 3339, UTC).
-pub(crate) fn now() -> String {
+fn now() -> String {
     let mut s = String::new();
     let _ = SystemTime.format_time(&mut Writer::new(&mut s));
     s

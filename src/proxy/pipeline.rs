@@ -62,7 +62,7 @@ pub(super) fn handle<B>(
         let resp = match routed {
             Routed::Answer(resp) => resp,
             Routed::Master(req) => {
-                let resp = to_master(&front, req, arrival.as_ref()).await;
+                let resp = to_master(&front, &cfg, req, arrival.as_ref()).await;
                 front.counters.answered(false, resp.status().as_u16());
                 resp
             }
@@ -271,6 +271,7 @@ async fn read_first(
 /// as the client takes it (STREAM-3).
 async fn to_master(
     front: &Arc<Front>,
+    cfg: &ListenerSettings,
     req: Request<ClientBody>,
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
@@ -290,7 +291,10 @@ async fn to_master(
     )
     .await
     {
-        Ok(resp) => served::answered(streamed(resp, |_| {}), master, None, sent.elapsed()),
+        Ok(resp) => {
+            let resp = streamed(resp, |_| {});
+            served::answered(cfg, resp, master, None, sent.elapsed())
+        }
         Err(failure) if body_late(&failure.error, arrival) => client_late(front),
         Err(failure) => upstream_failed(front, master, &failure.error),
     }
@@ -367,7 +371,7 @@ async fn to_tx(
                         upstream_failed(front, process, &e)
                     }
                 };
-                return served::answered(resp, process, Some(queued), first_byte);
+                return served::answered(cfg, resp, process, Some(queued), first_byte);
             }
             Err(SendFailure {
                 request: Some(back),

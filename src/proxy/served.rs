@@ -44,13 +44,18 @@ pub fn by(resp: Response<ProxyBody>, process: ProcessId) -> Response<ProxyBody> 
 }
 
 /// Marks `resp` as the answer of `process`, which began `first_byte` after it was sent, the
-/// request having waited `queued` for it.
+/// request having waited `queued` for it: only when the header or the access log will say so
+/// (the mark is an allocation, which a forwarded answer otherwise does without).
 pub fn answered(
+    cfg: &ListenerSettings,
     resp: Response<ProxyBody>,
     process: ProcessId,
     queued: Option<Duration>,
     first_byte: Duration,
 ) -> Response<ProxyBody> {
+    if cfg.served_by.is_none() && access_log::get().is_none() {
+        return resp;
+    }
     mark(resp, |s| {
         s.process = Some(process);
         s.queued = queued;
