@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::metrics::{family, Histogram};
+use super::metrics::{family, histogram_series};
+use crate::proxy::histogram::Histogram;
 
 /// How a request was routed, as the duration histogram labels it (`route`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +171,12 @@ impl Observed {
                     route.label(),
                     outcome.label()
                 );
-                self.durations[route as usize][outcome as usize].write_series(out, name, &labels);
+                histogram_series(
+                    out,
+                    name,
+                    &labels,
+                    &self.durations[route as usize][outcome as usize],
+                );
             }
         }
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);

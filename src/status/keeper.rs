@@ -100,11 +100,11 @@ impl Keeper {
     /// Opens the outbox under the data directory and records the launcher's start (EVENT-1).
     pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
         let ms = crate::clock::unix_ms();
-        let outbox = Outbox::open(&settings.data_dir);
+        let mut outbox = Outbox::open(&settings.data_dir);
         let sample = settings.stats.sample_period();
         let history = outbox
-            .saved_history()
-            .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))
+            .take_saved_history()
+            .and_then(|h| History::restore(&h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
         let mut k = Keeper {
             rows: specs.iter().map(Row::new).collect(),
@@ -324,7 +324,7 @@ impl Keeper {
         let codes: Vec<String> = self.rows.iter().map(|r| r.code.clone()).collect();
         let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
         self.hold(ev);
-        self.outbox.save_history(&self.history.to_json(ms));
+        self.outbox.save_history(&self.history, ms);
     }
 
     /// The graph history's changes for the master, now that it is up.
