@@ -9,6 +9,19 @@ use crate::common;
 use common::*;
 use serde_json::json;
 
+/// A cluster of the master and one worker with `cluster` settings and the launcher's own
+/// endpoint, and that endpoint's port.
+fn with_admin(cluster_settings: serde_json::Value) -> (Cluster, u16) {
+    let admin = free_port();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": cluster_settings } }))
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .start();
+    (c, admin)
+}
+
 #[test]
 fn the_parser_rejects_what_prometheus_would() {
     // Every test must be able to fail: the parser and the conventions catch each of these.
@@ -121,16 +134,10 @@ fn metrics_are_well_formed_and_count_the_requests_sent() {
 #[test]
 fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened() {
     // spec: QUEUE-17 (the launcher's 503s), TIMEOUT-1 (504 naming the process)
-    let admin = free_port();
-    let c = cluster()
-        .workers(1)
-        .config(json!({ "server": { "cluster": {
-            "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
-            "upstreamTimeoutSeconds": 1
-        } } }))
-        .arg("--admin-address")
-        .arg(&admin.to_string())
-        .start();
+    let (c, admin) = with_admin(json!({
+        "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+        "upstreamTimeoutSeconds": 1
+    }));
     let addr = c.addr();
 
     // A surge of 8 requests that each hold their slot for 1 s (a response that begins at once,
@@ -213,16 +220,10 @@ fn tx_durations(m: &Exposition, outcome: &str) -> f64 {
 #[test]
 fn the_series_operators_page_on_follow_traffic_a_killed_worker_and_reloads() {
     // spec: QUEUE-4 (a queued request's wait), ROUTE-3b (the owner's cache-ids while it restarts)
-    let admin = free_port();
-    let c = cluster()
-        .workers(1)
-        .config(json!({ "server": { "cluster": {
-            "queueSeconds": 10, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
-            "headerTimeoutSeconds": 1
-        } } }))
-        .arg("--admin-address")
-        .arg(&admin.to_string())
-        .start();
+    let (c, admin) = with_admin(json!({
+        "queueSeconds": 10, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+        "headerTimeoutSeconds": 1
+    }));
     let addr = c.addr();
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
