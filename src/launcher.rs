@@ -88,6 +88,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         println!("configuration ok");
         return Ok(ExitCode::SUCCESS);
     }
+    crate::ops::access_log::init(&settings, journal)?;
     guard_processes(&settings, &plan)?;
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
@@ -466,6 +467,13 @@ fn log_signal(sig: Sig, m: &Meaning) {
     match m {
         Meaning::Ignored(why) if sig == Sig::Hup => warn!("{sig}: ignored: {why}"),
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
+        Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
+            Some(path) => info!("{sig}: reopening the access log {}", path.display()),
+            None => info!(
+                "{sig}: ignored: nothing to reopen (no server.cluster.accessLogPath: the \
+                 launcher logs to stderr)"
+            ),
+        },
         other => debug!("{sig}: {other:?}"),
     }
 }

@@ -34,7 +34,10 @@ impl Reloader {
     /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
     /// over).
     pub(super) async fn reload(&mut self) -> Result<(), String> {
-        let new = match read(&self.cli, &self.cwd) {
+        let read = read(&self.cli, &self.cwd);
+        let observed = &self.front.counters.observed;
+        observed.reloaded(read.is_ok(), crate::clock::unix_ms());
+        let new = match read {
             Ok(s) => s,
             Err(e) => {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");

@@ -192,6 +192,8 @@ fn loads(front: &Front) -> Vec<ProcessLoad> {
                 slots: l.slots,
                 queued: l.queued,
                 saturated: l.saturated,
+                ready: front.is_ready(p.id),
+                cooling: l.cooling,
             }
         })
         .collect()
@@ -279,6 +281,9 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .iter()
             .map(|&s| (s.label(), queue().dropped(s)))
             .collect(),
+        observed: &c.observed,
+        access_log_dropped: super::access_log::dropped(),
+        started_ms: super::process_self::start_time_ms().unwrap_or(0),
     };
     render(&input)
 }

@@ -99,6 +99,8 @@ pub(crate) enum Meaning {
     /// A second stop signal during the drain: the drain is cut short, then the processes are
     /// stopped (`SIGTERM`, `SIGKILL` after `killSeconds`).
     StopNow,
+    /// Reopen the access log's file (logrotate's convention); without one, logged and ignored.
+    ReopenAccessLog,
     /// Logged and otherwise ignored, with the reason.
     Ignored(&'static str),
 }
@@ -117,7 +119,7 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
             "the master is not ready yet; send it again once it is (nothing would be reloaded)",
         ),
         (Sig::Hup, _) => Meaning::Ignored("stopping"),
-        (Sig::Usr1, _) => Meaning::Ignored("nothing to reopen (the launcher logs to stderr)"),
+        (Sig::Usr1, _) => Meaning::ReopenAccessLog,
         (Sig::Usr2, _) => Meaning::Ignored("reserved for the in-place upgrade of fhircluster"),
         (Sig::Winch, _) => Meaning::Ignored("nothing to resize"),
         (Sig::Alrm, _) => Meaning::Ignored("no timer of the launcher's uses it"),
@@ -142,7 +144,10 @@ pub const TABLE: &[(&str, &str)] = &[
         "a 2nd TERM/INT/QUIT",
         "during the drain: stop now (the drain is cut short; then SIGTERM, SIGKILL after killSeconds)",
     ),
-    ("USR1", "ignored, logged (kept for reopening an access log)"),
+    (
+        "USR1",
+        "reopen the access log file (accessLogPath), as logrotate expects; without one, ignored, logged",
+    ),
     (
         "USR2",
         "ignored, logged (reserved for the in-place upgrade of fhircluster)",
@@ -195,7 +200,7 @@ mod tests {
 
     #[test]
     fn the_others_are_ignored_in_every_phase_with_a_reason() {
-        for s in [Sig::Usr1, Sig::Usr2, Sig::Winch, Sig::Alrm] {
+        for s in [Sig::Usr2, Sig::Winch, Sig::Alrm] {
             for p in [
                 Phase::Starting,
                 Phase::Serving,
@@ -208,6 +213,10 @@ mod tests {
                 );
             }
         }
+        assert_eq!(
+            meaning(Sig::Usr1, Phase::Draining),
+            Meaning::ReopenAccessLog
+        );
         assert!(matches!(
             meaning(Sig::Usr2, Phase::Serving),
             Meaning::Ignored(why) if why.contains("in-place upgrade")

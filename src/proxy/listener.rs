@@ -3,7 +3,6 @@
 //! keep-alive connections closed, requests in progress given `drainSeconds` to finish
 //! (STOP-1..4).
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ pub async fn serve_live(
     // Turned true when the drain begins: every connection, served or parked, hears it.
     let (drain_tx, drain_rx) = watch::channel(false);
     // Connections served by hyper (not parked): a crowd of them is parked sooner.
-    let served = Arc::new(AtomicUsize::new(0));
+    let served = front.counters.observed.connections_served.clone();
     let trimmer = Arc::new(super::trim::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run());
     // Every connection's task, so those still running when the drain is over can be ended.
@@ -53,7 +52,12 @@ pub async fn serve_live(
                         served: served.clone(),
                         trimmer: trimmer.clone(),
                     };
-                    conns.spawn(serve_client(stream, ctx, drain_rx.clone()));
+                    let open = front.counters.observed.accepted();
+                    let drain = drain_rx.clone();
+                    conns.spawn(async move {
+                        let _open = open;
+                        serve_client(stream, ctx, drain).await;
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
