@@ -39,13 +39,13 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Sets up `cmd` so the child gets `child_end` as fd 3, the Node channel environment, and
-/// SIGTERM when the launcher dies. For a `tokio::process::Command` pass `cmd.as_std_mut()`.
+/// SIGTERM when the launcher dies.
 ///
 /// `child_end` moves into `cmd` and stays open in the launcher until `cmd` is dropped: drop the
 /// command right after spawning, or the launcher never sees EOF when the child dies.
 ///
 /// `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, so spawn from a
-/// thread that lives as long as the launcher (a runtime worker or the main thread, not a
+/// thread that lives as long as the launcher (`supervisor::spawner`; not a
 /// `spawn_blocking` thread).
 pub fn prepare_child(cmd: &mut std::process::Command, child_end: OwnedFd) {
     cmd.env("NODE_CHANNEL_FD", CHILD_FD.to_string());

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
@@ -26,6 +29,7 @@ use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{OutputSink, Stream};
 use crate::supervisor::socket_watch::{self, Place, Settled};
+use crate::supervisor::{exit_watch, spawner};
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
 use crate::tree::{guardian, subreaper, sweep};
 
@@ -184,9 +188,10 @@ impl ChildHandle {
     }
 }
 
-/// Starts `spec`'s process. Must be called from a thread that lives as long as the launcher
-/// (a runtime worker, never `spawn_blocking`): `PR_SET_PDEATHSIG` is tied to the spawning thread.
-/// `kill_after` (`killSeconds`) bounds how long what outlives the child may take to stop.
+/// Starts `spec`'s process, forked from the spawner thread (`spawner`: the thread its
+/// `PR_SET_PDEATHSIG` is tied to lives as long as the launcher, across an in-place upgrade).
+/// Call inside the runtime. `kill_after` (`killSeconds`) bounds how long what outlives the
+/// child may take to stop.
 pub fn spawn(
     spec: &ProcessSpec,
     generation: u64,
@@ -200,13 +205,12 @@ pub fn spawn(
         .argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = std::process::Command::new(program);
     cmd.args(&spec.argv[1..])
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(false)
         // Its own process group: a Ctrl-C in a terminal (SIGINT to the foreground group) reaches
         // the launcher alone, which then stops the processes in order. Under systemd
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
@@ -219,26 +223,30 @@ pub fn spawn(
     if let Some(m) = &mark {
         cmd.env(TREE_VAR, m);
     }
-    channel::prepare_child(cmd.as_std_mut(), theirs);
+    channel::prepare_child(&mut cmd, theirs);
     static REAPING: std::sync::Once = std::sync::Once::new();
     REAPING.call_once(subreaper::reap_on_sigchld);
-    let spawned = subreaper::spawn_known(|| {
-        let child = cmd.spawn()?;
-        let pid = child.id().unwrap_or(0);
-        Ok((child, pid))
-    });
-    // The child's end must close in the launcher now, or its exit would never show as EOF.
-    drop(cmd);
-    let mut child = spawned?;
-    let pid = child.id().unwrap_or(0);
+    // The child's end closes in the launcher as the spawner drops `cmd`, or the child's exit
+    // would never show as EOF.
+    let mut child = spawner::spawn(cmd, |cmd| {
+        subreaper::spawn_known(|| {
+            let child = cmd.spawn()?;
+            let pid = child.id();
+            Ok((child, pid))
+        })
+    })?;
+    let pid = child.id();
     guardian::watch(pid);
+    let stdout = child.stdout.take().map(OwnedFd::from);
+    let stderr = child.stderr.take().map(OwnedFd::from);
+    // Waited for by pid (`exit_watch`), like a child taken over in an upgrade.
+    drop(child);
 
     let code: Arc<str> = Arc::from(spec.code.as_str());
-    if let Some(out) = child.stdout.take() {
-        tokio::spawn(output.clone().forward(code.clone(), Stream::Stdout, out));
-    }
-    if let Some(err) = child.stderr.take() {
-        tokio::spawn(output.clone().forward(code.clone(), Stream::Stderr, err));
+    for (fd, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+        if let Some(pipe) = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok()) {
+            tokio::spawn(output.clone().forward(code.clone(), stream, pipe));
+        }
     }
 
     let id = spec.id;
@@ -322,10 +330,7 @@ pub fn spawn(
     let shared = signalled.clone();
     let left_code = code.clone();
     tokio::spawn(async move {
-        let exit = match child.wait().await {
-            Ok(status) => exit_of(status),
-            Err(_) => Exit::Code(-1),
-        };
+        let exit = exit_watch::exited(pid).await;
         shared.reaped.store(true, Ordering::Release);
         subreaper::forget(pid);
         exited.set();
@@ -381,15 +386,6 @@ fn end_what_it_left(
             "{code}: still running after SIGKILL, given up: {}",
             members::describe(root, &swept.left, 8)
         );
-    }
-}
-
-fn exit_of(status: std::process::ExitStatus) -> Exit {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Exit::Code(code),
-        (None, Some(sig)) => Exit::Signal(sig),
-        (None, None) => Exit::Code(-1),
     }
 }
 
