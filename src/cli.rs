@@ -91,6 +91,11 @@ pub struct Cli {
     #[arg(long)]
     pub(crate) demo: bool,
 
+    /// Print the in-place upgrade's state formats this binary reads, and exit (asked by the
+    /// launcher it is to replace)
+    #[arg(long, hide = true)]
+    pub(crate) upgrade_formats: bool,
+
     /// What to do instead of running the cluster
     #[command(subcommand)]
     pub(crate) action: Option<Action>,

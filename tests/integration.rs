@@ -53,3 +53,4 @@ mod status_history;
 mod status_snapshot;
 mod stop;
 mod supervise;
+mod upgrade;

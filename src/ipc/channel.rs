@@ -152,6 +152,40 @@ pub fn launcher(fd: OwnedFd) -> io::Result<LauncherChannel> {
     Channel::from_fd(fd)
 }
 
+/// The launcher's side over an end taken over in an in-place upgrade: `unread` (read by the
+/// old program, not yet parsed) comes first.
+pub(crate) fn launcher_resumed(fd: OwnedFd, unread: &[u8]) -> io::Result<LauncherChannel> {
+    let mut c = Channel::from_fd(fd)?;
+    let mut out = Vec::new();
+    c.receiver.decoder.feed(unread, &mut out);
+    c.receiver.ready.extend(out);
+    Ok(c)
+}
+
+/// The two halves back as one fd, and what was read and not yet parsed, for an in-place
+/// upgrade. Call between receives (a receive hands out every parsed item before it reads).
+pub(crate) fn launcher_handed_over(
+    receiver: ChannelReceiver<FromChild>,
+    sender: ChannelSender<ToChild>,
+) -> io::Result<(OwnedFd, Vec<u8>)> {
+    let mut receiver = receiver;
+    let mut unread = Vec::new();
+    // Parsed and not yet handed out (none between receives): written back as lines.
+    for item in receiver.ready.drain(..).flatten() {
+        if let Ok(line) = serde_json::to_vec(&item.value) {
+            unread.extend_from_slice(&line);
+            unread.push(b'\n');
+        }
+    }
+    unread.extend(receiver.decoder.take_partial());
+    let stream = receiver
+        .read
+        .reunite(sender.write)
+        .map_err(|_| io::Error::other("the channel's halves are not one socket's"))?;
+    let std = stream.into_std()?;
+    Ok((OwnedFd::from(std), unread))
+}
+
 /// The child's side: the fd named by `NODE_CHANNEL_FD`, or `None` when it isn't set (started by
 /// hand: the process runs without a channel). Call once, inside a tokio runtime.
 pub fn from_env() -> io::Result<Option<ChildChannel>> {

@@ -20,14 +20,14 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::net::unix::pipe;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
-use crate::ipc::channel::{self, Received};
+use crate::ipc::channel::{self, ChannelReceiver, ChannelSender, Received};
 use crate::ipc::message::{FromChild, ToChild};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
-use crate::supervisor::output::{OutputSink, Stream};
+use crate::supervisor::output::{until_set, OutputSink, Stream};
 use crate::supervisor::socket_watch::{self, Place, Settled};
 use crate::supervisor::{exit_watch, spawner};
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
@@ -126,6 +126,9 @@ pub struct ChildHandle {
     code: Arc<str>,
     place: Place,
     signalled: Arc<Signalled>,
+    /// Turned true to take the child's fds back from its tasks (`hand_over`).
+    handover: watch::Sender<bool>,
+    returns: Returns,
 }
 
 /// What the exit task and the signals share.
@@ -224,8 +227,6 @@ pub fn spawn(
         cmd.env(TREE_VAR, m);
     }
     channel::prepare_child(&mut cmd, theirs);
-    static REAPING: std::sync::Once = std::sync::Once::new();
-    REAPING.call_once(subreaper::reap_on_sigchld);
     // The child's end closes in the launcher as the spawner drops `cmd`, or the child's exit
     // would never show as EOF.
     let mut child = spawner::spawn(cmd, |cmd| {
@@ -241,13 +242,81 @@ pub fn spawn(
     let stderr = child.stderr.take().map(OwnedFd::from);
     // Waited for by pid (`exit_watch`), like a child taken over in an upgrade.
     drop(child);
+    let attach = Attach {
+        pid,
+        generation,
+        channel: ours,
+        unread: Vec::new(),
+        stdout: stdout.map(|fd| (fd, Vec::new())),
+        stderr: stderr.map(|fd| (fd, Vec::new())),
+        queued: vec![first_message],
+        watch_socket: true,
+    };
+    attach_to(spec, attach, events, output, kill_after)
+}
 
+/// A running child's fds and what was under way on them: a fresh child's, or one taken over in
+/// an in-place upgrade (then with what the old program had read and not used, and queued and
+/// not written).
+pub(crate) struct Attach {
+    pub pid: u32,
+    pub generation: u64,
+    pub channel: OwnedFd,
+    /// Read from the channel, not yet parsed.
+    pub unread: Vec<u8>,
+    /// Its stdout and stderr pipes, each with a line begun and not yet ended.
+    pub stdout: Option<(OwnedFd, Vec<u8>)>,
+    pub stderr: Option<(OwnedFd, Vec<u8>)>,
+    /// To be written to it first, in order.
+    pub queued: Vec<ToChild>,
+    /// Look for its listening socket (a child not yet ready).
+    pub watch_socket: bool,
+}
+
+/// An output pipe given back, with the line it had begun.
+type PipeBack = oneshot::Receiver<Option<(pipe::Receiver, Vec<u8>)>>;
+
+/// What a child's tasks give back when asked ([`ChildHandle::hand_over`]).
+struct Returns {
+    writer: oneshot::Receiver<(ChannelSender<ToChild>, Vec<ToChild>)>,
+    reader: oneshot::Receiver<ChannelReceiver<FromChild>>,
+    stdout: Option<PipeBack>,
+    stderr: Option<PipeBack>,
+}
+
+/// Takes over a child (or starts on a fresh one): its output forwarded, its channel read and
+/// written, its exit watched by pid.
+pub(crate) fn attach_to(
+    spec: &ProcessSpec,
+    a: Attach,
+    events: mpsc::UnboundedSender<Tagged>,
+    output: &OutputSink,
+    kill_after: Duration,
+) -> io::Result<ChildHandle> {
+    let Attach {
+        pid, generation, ..
+    } = a;
+    static REAPING: std::sync::Once = std::sync::Once::new();
+    REAPING.call_once(subreaper::reap_on_sigchld);
+    // Its exit is this program's to reap, never the subreaper's (a no-op for a fresh child).
+    subreaper::known(pid);
+    let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
+    let (handover, stop) = watch::channel(false);
     let code: Arc<str> = Arc::from(spec.code.as_str());
-    for (fd, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
-        if let Some(pipe) = fd.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok()) {
-            tokio::spawn(output.clone().forward(code.clone(), stream, pipe));
-        }
-    }
+    let forward = |piped: Option<(OwnedFd, Vec<u8>)>, stream| {
+        let (fd, carried) = piped?;
+        let pipe = pipe::Receiver::from_owned_fd(fd).ok()?;
+        let (tx, rx) = oneshot::channel();
+        let task = output
+            .clone()
+            .forward_until(code.clone(), stream, pipe, carried, stop.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(task.await);
+        });
+        Some(rx)
+    };
+    let stdout = forward(a.stdout, Stream::Stdout);
+    let stderr = forward(a.stderr, Stream::Stderr);
 
     let id = spec.id;
     let tag = move |event| Tagged {
@@ -255,15 +324,36 @@ pub fn spawn(
         generation,
         event,
     };
-    let (mut receiver, mut sender) = channel::launcher(ours)?.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(SEND_QUEUE);
-    let _ = out_tx.try_send(Outgoing::Msg(first_message));
+    let (mut receiver, mut sender) = channel::launcher_resumed(a.channel, &a.unread)?.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(SEND_QUEUE.max(a.queued.len()));
+    for m in a.queued {
+        let _ = out_tx.try_send(Outgoing::Msg(m));
+    }
 
-    // Writer: a child that stops reading stalls only this task.
+    // Writer: a child that stops reading stalls only this task. A message is never cut by a
+    // handover: the stop is heard only between writes.
     let ev = events.clone();
+    let mut writer_stop = stop.clone();
+    let (writer_tx, writer_rx) = oneshot::channel();
     tokio::spawn(async move {
         let mut broken = false;
-        while let Some(item) = out_rx.recv().await {
+        loop {
+            let item = tokio::select! {
+                item = out_rx.recv() => item,
+                () = until_set(&mut writer_stop) => {
+                    let mut left = Vec::new();
+                    while let Ok(item) = out_rx.try_recv() {
+                        // A tracked write's receipt is not carried: the events stay in the
+                        // outbox until the master confirms them.
+                        if let Outgoing::Msg(m) | Outgoing::Tracked(m, _) = item {
+                            left.push(m);
+                        }
+                    }
+                    let _ = writer_tx.send((sender, left));
+                    return;
+                }
+            };
+            let Some(item) = item else { return };
             match item {
                 Outgoing::Msg(m) if !broken => broken = sender.send(&m).await.is_err(),
                 Outgoing::Tracked(m, receipt) if !broken => {
@@ -283,10 +373,19 @@ pub fn spawn(
     // Reader: every message, then the channel's end.
     let (eof_tx, eof_rx) = oneshot::channel::<()>();
     let ev = events.clone();
+    let mut reader_stop = stop.clone();
+    let (reader_tx, reader_rx) = oneshot::channel();
     tokio::spawn(async move {
         let mut bad = BadLineLimiter::new(BAD_LINE_REPORT_EVERY);
         loop {
-            let event = match receiver.recv().await {
+            let received = tokio::select! {
+                r = receiver.recv() => r,
+                () = until_set(&mut reader_stop) => {
+                    let _ = reader_tx.send(receiver);
+                    return;
+                }
+            };
+            let event = match received {
                 Received::Message(m) => ChildEvent::Message(m),
                 // Only the first of each unknown type is logged, so the rest need not be queued.
                 Received::Unknown {
@@ -318,19 +417,27 @@ pub fn spawn(
         bind: spec.bind_address.parse().ok(),
         wanted: spec.connect_addr,
     };
-    let ev = events.clone();
-    socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
-        let _ = ev.send(tag(ChildEvent::ListeningSeen));
-    });
+    if a.watch_socket {
+        let ev = events.clone();
+        socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
+            let _ = ev.send(tag(ChildEvent::ListeningSeen));
+        });
+    } else {
+        watching.set();
+    }
 
     // Exit: reported once what it left behind has ended, and after the channel's last words,
-    // so a worker's final counts come first.
+    // so a worker's final counts come first. A handover stops the watch before the reap only.
     let exited = watching.clone();
     let signalled = Arc::new(Signalled::default());
     let shared = signalled.clone();
     let left_code = code.clone();
+    let mut exit_stop = stop;
     tokio::spawn(async move {
-        let exit = exit_watch::exited(pid).await;
+        let exit = tokio::select! {
+            exit = exit_watch::exited(pid) => exit,
+            () = until_set(&mut exit_stop) => return,
+        };
         shared.reaped.store(true, Ordering::Release);
         subreaper::forget(pid);
         exited.set();
@@ -352,7 +459,63 @@ pub fn spawn(
         code,
         place,
         signalled,
+        handover,
+        returns: Returns {
+            writer: writer_rx,
+            reader: reader_rx,
+            stdout,
+            stderr,
+        },
     })
+}
+
+/// A child's fds and what was under way on them, taken back from its tasks.
+#[derive(Debug)]
+pub(crate) struct Carried {
+    pub pid: u32,
+    pub generation: u64,
+    pub channel: OwnedFd,
+    pub unread: Vec<u8>,
+    pub stdout: Option<(OwnedFd, Vec<u8>)>,
+    pub stderr: Option<(OwnedFd, Vec<u8>)>,
+    pub queued: Vec<ToChild>,
+}
+
+impl ChildHandle {
+    /// Stops the child's tasks between reads and writes and takes its fds back, with what was
+    /// read and not used and what was queued and not written (an in-place upgrade). The child
+    /// itself is not touched. Its exit, if it came first, is found again by the program that
+    /// takes it over (its wait then reports an unknown end).
+    pub(crate) async fn hand_over(self) -> io::Result<Carried> {
+        let _ = self.handover.send(true);
+        let lost =
+            |what: &str| io::Error::other(format!("{}: its {what} task has ended", self.code));
+        let (sender, queued) = self.returns.writer.await.map_err(|_| lost("writer"))?;
+        let receiver = self.returns.reader.await.map_err(|_| lost("reader"))?;
+        let (channel, unread) = channel::launcher_handed_over(receiver, sender)?;
+        let pipe_back = |(pipe, partial): (pipe::Receiver, Vec<u8>)| {
+            pipe.into_nonblocking_fd().ok().map(|fd| (fd, partial))
+        };
+        let mut out = [None, None];
+        for (slot, rx) in out
+            .iter_mut()
+            .zip([self.returns.stdout, self.returns.stderr])
+        {
+            if let Some(rx) = rx {
+                *slot = rx.await.ok().flatten().and_then(pipe_back);
+            }
+        }
+        let [stdout, stderr] = out;
+        Ok(Carried {
+            pid: self.pid,
+            generation: self.generation,
+            channel,
+            unread,
+            stdout,
+            stderr,
+            queued,
+        })
+    }
 }
 
 /// Ends what child `pid` left running: its process group and what carries its `mark`.

@@ -19,4 +19,4 @@ pub(crate) mod stderr_tail;
 pub(crate) use api::{
     Control, Ended, Hooks, Reload, SupervisorSettings, SupervisorSetup, WorkerCount,
 };
-pub(crate) use shell::run;
+pub(crate) use shell::{resume, run, HandedChild, ShellHandover};

@@ -1,10 +1,13 @@
 //! The one thread every FHIRsmith process is started from. A child's `PR_SET_PDEATHSIG`
 //! (`ipc::channel::prepare_child`) fires when the *thread* that forked it exits, not the
 //! process: a child forked from a runtime worker would get `SIGTERM` should that worker end,
-//! and `execve` ends every thread but its caller. So every fork happens here, on a plain thread
-//! that lives as long as the launcher and does nothing else; the in-place upgrade's `execve`
-//! is run here too ([`on_spawner`]), so the thread the children are tied to is the one that
-//! carries on as the new program.
+//! and `execve` ends every thread but its caller. So every fork happens on one thread that
+//! lives as long as the launcher, and the in-place upgrade's `execve` is run there too
+//! ([`on_spawner`]): the thread the children are tied to is the one that carries on as the
+//! new program. That thread is the process's main thread ([`serve_here`]: the launcher runs its
+//! runtime on another), because `execve` makes its caller the main thread of the new program:
+//! the children of every program, before and after any number of upgrades, are tied to it.
+//! (Without `serve_here`, as in unit tests, a thread of its own is started on first use.)
 //!
 //! A spawn is a round trip to this thread and back, as long as the fork and exec it waits for
 //! (the same wait as forking on the caller's thread).
@@ -41,6 +44,36 @@ fn sender() -> io::Result<Sender<Job>> {
         .get()
         .ok_or_else(|| io::Error::other("no spawner thread"))?;
     Ok(s.lock().unwrap_or_else(|e| e.into_inner()).clone())
+}
+
+/// Makes the calling thread (the main thread) the spawner while `work` runs on a thread of its
+/// own; returns `work`'s result. Call once, before anything is spawned.
+pub(crate) fn serve_here<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<T> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    if SPAWNER.set(Mutex::new(tx.clone())).is_err() {
+        return Ok(work());
+    }
+    let (done_tx, done_rx) = sync_channel(1);
+    std::thread::Builder::new()
+        .name("fhircluster".into())
+        // As much stack as a main thread has.
+        .stack_size(8 << 20)
+        .spawn(move || {
+            let _ = done_tx.send(work());
+            // Wakes the loop below to see it is done.
+            let _ = tx.send(Box::new(|| {}));
+        })?;
+    loop {
+        let job = rx
+            .recv()
+            .map_err(|_| io::Error::other("the spawner's queue has gone"))?;
+        job();
+        if let Ok(out) = done_rx.try_recv() {
+            return Ok(out);
+        }
+    }
 }
 
 /// Runs `job` on the spawner thread and gives its result. Blocks the caller until it is done:
