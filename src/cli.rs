@@ -117,6 +117,10 @@ pub(crate) enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Upgrade the running launcher in place (as `kill -USR2` does: the binary now at its path,
+    /// same pid, same processes), through its own endpoint, and wait for the outcome. Exit
+    /// status: 0 upgraded, 1 refused or failed (the reason is printed), 2 no launcher answers.
+    Upgrade,
 }
 
 const STATUS_HELP: &str = "\

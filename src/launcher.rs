@@ -69,15 +69,22 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         None
     };
     let settings = settings::load(&cli)?;
-    if let Some(crate::cli::Action::Status { json }) = cli.action {
+    if let Some(action) = &cli.action {
+        let (name, action) = match action {
+            crate::cli::Action::Status { json } => ("status", Some(*json)),
+            crate::cli::Action::Upgrade => ("upgrade", None),
+        };
         let Some(addr) = settings.cluster.admin_address else {
             eprintln!(
-                "fhircluster status needs the launcher's own endpoint: give --admin-address or \
+                "fhircluster {name} needs the launcher's own endpoint: give --admin-address or \
                  set server.cluster.adminAddress in config.json"
             );
             return Ok(ExitCode::from(crate::ops::status_table::UNREACHABLE));
         };
-        return Ok(crate::ops::status_table::run(addr, json));
+        return Ok(match action {
+            Some(json) => crate::ops::status_table::run(addr, json),
+            None => crate::ops::upgrade_cmd::run(addr),
+        });
     }
     let journal = Journal::detect();
     logging::init(
@@ -198,7 +205,7 @@ async fn run(
     if let Some(r) = &resume {
         let mono_now = crate::ops::notify::monotonic_usec() / 1000;
         info!(
-            "upgraded in place: pid {} kept, serving again {} ms after the processes were handed              over",
+            "upgraded in place: pid {} kept, serving again {} ms after the handover",
             std::process::id(),
             mono_now.saturating_sub(r.handover.captured_monotonic_ms)
         );
@@ -212,7 +219,7 @@ async fn run(
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => match l.upgrade(serving, &mut signals).await {
+            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
                 Outcome::Serving(s) => serving = s,
                 Outcome::Stop => {
                     let code = l.stop_processes(&mut signals).await;
@@ -241,6 +248,9 @@ struct Launcher {
     /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
     /// over while the endpoint serves on until the `execve`).
     admin_fd: Option<std::os::fd::OwnedFd>,
+    /// `POST /upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade not done ended.
+    desk: crate::ops::upgrade_desk::UpgradeDesk,
+    upgrade_asks: mpsc::Receiver<()>,
     control: mpsc::Sender<Control>,
     supervisor: tokio::task::JoinHandle<Ended>,
     notifier: Arc<Notifier>,
@@ -309,6 +319,7 @@ impl Launcher {
         let (control, control_rx) = mpsc::channel(16);
         // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
         let mut admin_fd = None;
+        let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
         if let Some(addr) = c.admin_address {
             let inherited = resume
                 .and_then(Resume::admin_listener)
@@ -327,7 +338,7 @@ impl Launcher {
             info!(
                 "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
             );
-            let admin = Arc::new(Admin::new(front.clone(), control.clone()));
+            let admin = Arc::new(Admin::new(front.clone(), control.clone(), desk.clone()));
             tokio::spawn(admin::serve(l, admin));
         }
         let notifier = Arc::new(Notifier::from_env());
@@ -379,6 +390,8 @@ impl Launcher {
         Ok(Launcher {
             front,
             admin_fd,
+            desk,
+            upgrade_asks,
             control,
             supervisor,
             notifier,
@@ -519,6 +532,10 @@ impl Launcher {
                         self.notifier.ready(&cluster_status(&self.front));
                         self.state.send_replace(notify::State::Serving);
                     }
+                }
+                Some(()) = self.upgrade_asks.recv() => {
+                    info!("upgrade asked for on the launcher's own endpoint: upgrading in place");
+                    return Until::Upgrade;
                 }
                 ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }

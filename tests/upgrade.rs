@@ -6,7 +6,8 @@
 //! failed or was refused, every cache-id session still reaches its issuer; ten upgrades in a row
 //! leak no fd, no memory and no child. With `proxyThreads` 2 (children would die of
 //! `PR_SET_PDEATHSIG` had a runtime worker forked them). The refusals leave the old program
-//! serving: a missing binary, one whose `--check` fails, one that doesn't read the state format.
+//! serving: a missing binary, one whose `--check` fails, one that doesn't read the state format,
+//! a config.json moving the processes (`internalPort`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -311,7 +312,7 @@ fn refused(bin: &Bin, c: &Cluster, needle: &str) {
 }
 
 #[test]
-fn a_missing_binary_a_failing_check_and_an_unknown_format_are_refused_and_it_serves_on() {
+fn a_missing_binary_a_failing_check_an_unknown_format_and_moved_processes_are_refused() {
     let bin = Bin::new();
     let c = cluster().workers(1).start_wrapped(&bin.wrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -332,6 +333,17 @@ fn a_missing_binary_a_failing_check_and_an_unknown_format_are_refused_and_it_ser
     ));
     refused(&bin, &c, "does not read state format 1");
 
+    // A setting that says where the processes run: the upgrade could not take them over.
+    bin.replace_with(Path::new(LAUNCHER));
+    let mut moved = c.config.clone();
+    let internal = moved["server"]["cluster"]["internalPort"]
+        .as_u64()
+        .expect("port");
+    moved["server"]["cluster"]["internalPort"] = serde_json::json!(internal + 100);
+    write_config(c.dir.path(), &moved);
+    refused(&bin, &c, "server.cluster.internalPort");
+    write_config(c.dir.path(), &c.config);
+
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().expect("load thread");
@@ -342,4 +354,41 @@ fn a_missing_binary_a_failing_check_and_an_unknown_format_are_refused_and_it_ser
     // Still the old program: its file is gone (replaced).
     let exe = exe_of(c.child.id() as i32);
     assert!(exe.ends_with("(deleted)"), "{exe}");
+}
+
+/// `fhircluster upgrade --admin-address PORT`, from a directory without config.json.
+fn upgrade_cmd(admin: std::net::SocketAddr) -> RunOutput {
+    let cwd = tempfile::tempdir().expect("cwd");
+    let mut cmd = std::process::Command::new(LAUNCHER);
+    cmd.args(["upgrade", "--admin-address", &admin.port().to_string()])
+        .current_dir(cwd.path())
+        .env_remove("FHIRSMITH_DATA_DIR");
+    run_bounded(&mut cmd, secs(120))
+}
+
+#[test]
+fn fhircluster_upgrade_waits_for_the_outcome_and_says_it() {
+    let bin = Bin::new();
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(1)
+        .config(serde_json::json!({"server": {"cluster": {"adminAddress": admin.to_string()}}}))
+        .start_wrapped(&bin.wrap());
+    let launcher = c.child.id() as i32;
+    let children = sorted(c.child_pids());
+
+    bin.replace_with(Path::new(LAUNCHER));
+    let out = upgrade_cmd(admin);
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
+    assert!(out.stdout.contains("upgraded in place"), "{out:?}");
+    assert_eq!(sorted(c.child_pids()), children);
+    assert_eq!(exe_of(launcher), bin.path().display().to_string());
+
+    // A refusal: exit 1, the reason printed, the same program serving.
+    std::fs::remove_file(bin.path()).expect("remove the binary");
+    let out = upgrade_cmd(admin);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("No such file"), "{out:?}");
+    assert_eq!(c.get(LOOKUP).status, 200);
+    assert_eq!(sorted(c.child_pids()), children);
 }

@@ -15,6 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
+use super::reloader::Reloader;
 use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::{meaning, Meaning, Phase};
@@ -32,12 +33,70 @@ pub(super) enum Outcome {
     Stop,
 }
 
+/// Settings that say where the running processes are and what they are called: the new
+/// program could not take them over under other values, so a change refuses the upgrade.
+const WHERE_THEY_RUN: &[&str] = &[
+    "server.cluster.internalPort",
+    "server.cluster.bindAddress",
+    "server.cluster.hostPrefix",
+    "modules.tx.instanceCode",
+    "modules.tx.enabled",
+];
+
+/// Settings the processes were started with: they keep them until a rolling restart.
+const THEIR_START: &[&str] = &["server.cluster.command"];
+
+/// What config.json now says, as the new program will take it: one line per change (applied by
+/// the new program, or waiting for a rolling restart), or why the upgrade is refused.
+fn settings_for_upgrade(reloader: &Reloader) -> Result<(), String> {
+    let new = super::reloader::read(&reloader.cli, &reloader.cwd)
+        .map_err(|e| format!("config.json is refused: {e:#}"))?;
+    let changes = crate::reload::changes(&reloader.running, &new);
+    let named = |line: &String, names: &[&str]| {
+        names
+            .iter()
+            .any(|n| line.split_whitespace().next() == Some(n))
+    };
+    if let Some(line) = changes.launcher.iter().find(|l| named(l, WHERE_THEY_RUN)) {
+        return Err(format!(
+            "{line}: the processes run where they were started; revert it for the upgrade (it \
+             takes effect at the launcher's next start)"
+        ));
+    }
+    for line in &changes.live {
+        info!("upgrade: {line}: applied by the new program");
+    }
+    for line in &changes.launcher {
+        if named(line, THEIR_START) {
+            warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP)");
+        } else {
+            info!("upgrade: {line}: applied by the new program");
+        }
+    }
+    for line in &changes.servers {
+        warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP): the servers take it as they restart");
+    }
+    if changes.workers {
+        warn!("upgrade: the worker count changed: waiting for a SIGHUP (the processes are kept as they are)");
+    }
+    Ok(())
+}
+
 impl Launcher {
-    pub(super) async fn upgrade(&mut self, serving: Serving, signals: &mut Signals) -> Outcome {
+    pub(super) async fn upgrade(
+        &mut self,
+        serving: Serving,
+        signals: &mut Signals,
+        reloader: &Reloader,
+    ) -> Outcome {
         let Some(program) = exec::program_path() else {
-            warn!("upgrade refused: the launcher's own path is not known; serving on");
+            self.refused("the launcher's own path is not known");
             return Outcome::Serving(serving);
         };
+        if let Err(why) = settings_for_upgrade(reloader) {
+            self.refused(&why);
+            return Outcome::Serving(serving);
+        }
         info!("upgrade: checking {}", program.display());
         let checked = {
             let program = program.clone();
@@ -46,11 +105,11 @@ impl Launcher {
         match checked {
             Ok(Ok(())) => {}
             Ok(Err(why)) => {
-                warn!("upgrade refused: {why}; serving on as before");
+                self.refused(&why);
                 return Outcome::Serving(serving);
             }
             Err(e) => {
-                warn!("upgrade refused: the check did not finish ({e}); serving on as before");
+                self.refused(&format!("the check did not finish ({e})"));
                 return Outcome::Serving(serving);
             }
         }
@@ -70,8 +129,11 @@ impl Launcher {
         let handed = match answer.await {
             Ok(Ok(h)) => h,
             Ok(Err(why)) => {
-                warn!("upgrade refused: {why}; serving on as before");
-                return Outcome::Serving(self.serve_again(listener, live));
+                self.refused(&why);
+                let serving = self.serve_again(listener, live);
+                self.notifier
+                    .ready(&format!("upgrade refused, running as before: {why}"));
+                return Outcome::Serving(serving);
             }
             Err(_) => {
                 error!("upgrade: the supervisor has ended; stopping");
@@ -93,10 +155,20 @@ impl Launcher {
             program.display()
         );
         let _ = give_back.send(handed);
+        self.desk.ended(
+            "failed",
+            &format!("cannot execute {}: {e}", program.display()),
+        );
         self.notifier
             .ready(&format!("upgrade failed, running as before: {e}"));
         self.state.send_replace(crate::ops::notify::State::Serving);
         Outcome::Serving(self.serve_again(listener, live))
+    }
+
+    /// One line, and the reason for `fhircluster upgrade`; nothing was changed.
+    fn refused(&self, why: &str) {
+        warn!("upgrade refused: {why}; serving on as before");
+        self.desk.ended("refused", why);
     }
 
     /// The drain with the port kept: `None` when a stop signal came meanwhile (the drain then

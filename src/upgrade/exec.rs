@@ -17,10 +17,19 @@ use super::state::{self, Handover};
 pub(crate) const STATE_VAR: &str = "FHIRCLUSTER_UPGRADE_STATE";
 
 static PROGRAM: OnceLock<Option<PathBuf>> = OnceLock::new();
+static STARTED_MS: OnceLock<u64> = OnceLock::new();
 
-/// Records the program's path; call first thing (before the file can have been replaced).
+/// Records the program's path (and when this program started); call first thing (before the
+/// file can have been replaced).
 pub fn record_path() {
     PROGRAM.get_or_init(|| std::env::current_exe().ok());
+    STARTED_MS.get_or_init(crate::clock::unix_ms);
+}
+
+/// When this program (not the process: an upgrade starts a new program) started, ms since the
+/// Unix epoch.
+pub(crate) fn program_started_ms() -> u64 {
+    *STARTED_MS.get_or_init(crate::clock::unix_ms)
 }
 
 /// The path the launcher was started from (what an upgrade executes).

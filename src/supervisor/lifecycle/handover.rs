@@ -141,6 +141,12 @@ fn duration_ms(d: Duration) -> u64 {
 }
 
 impl Lifecycle {
+    /// The limits of the settings in force (a new program's, after an upgrade).
+    pub(crate) fn set_limits(&mut self, max_start_failures: u32, kill_after: Duration) {
+        self.max_start_failures = max_start_failures;
+        self.kill_after = kill_after;
+    }
+
     /// The lifecycle as data, its times from `at`. Refused while actions wait to be carried out
     /// (the shell carries every one out before it waits, so it never captures then).
     pub(crate) fn capture(&self, at: Instant) -> Result<LifecycleState, HandoverError> {

@@ -111,6 +111,10 @@ impl Shell {
     pub(super) fn resume(&mut self, h: ShellHandover, fresh: bool) -> Result<(), String> {
         self.life = crate::supervisor::lifecycle::Lifecycle::resume(&h.lifecycle, h.at)
             .map_err(|e| e.to_string())?;
+        if fresh {
+            self.life
+                .set_limits(self.setup.max_start_failures, self.setup.kill_after);
+        }
         self.generation = h.shell.generation;
         self.master_acks = h.shell.master_acks;
         self.master_stalled = h.shell.master_stalled;
