@@ -46,6 +46,13 @@ fn program(pid: i32) -> String {
 }
 
 /// Kills whatever of `pids` is still alive (this test's own leftovers) and says which.
+/// Those of `pids` still alive once all are gone or `within` has passed (each then killed, so
+/// nothing outlives the test).
+fn left_after(pids: &[i32], within: Duration) -> Vec<(i32, String)> {
+    let _ = eventually(within, || !pids.iter().any(|&p| alive(p)));
+    kill_left(pids)
+}
+
 fn kill_left(pids: &[i32]) -> Vec<(i32, String)> {
     let left: Vec<(i32, String)> = pids
         .iter()
@@ -124,11 +131,7 @@ fn a_server_under_a_wrapper_without_exec_ends_with_a_killed_launcher_and_the_nex
     c.signal(SIGKILL);
     c.wait_exit(secs(5));
     // killSeconds is 5: a server that ignored SIGTERM would get SIGKILL by then.
-    let deadline = Instant::now() + secs(15);
-    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let left = kill_left(&all);
+    let left = left_after(&all, secs(15));
     assert!(
         left.is_empty(),
         "still running 15 s after the launcher's SIGKILL: {left:?} (guardian {guardian:?})"
@@ -302,11 +305,7 @@ fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
     let all: Vec<i32> = descendants(c.child.id() as i32);
     c.signal(SIGKILL);
     c.wait_exit(secs(5));
-    let deadline = Instant::now() + secs(15);
-    while all.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let left = kill_left(&all);
+    let left = left_after(&all, secs(15));
     assert!(
         left.is_empty(),
         "still running after the launcher's SIGKILL: {left:?}"

@@ -108,11 +108,11 @@ impl Keeper {
     /// The keeper over the outbox, with no event of its own yet.
     fn open(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
         let ms = crate::clock::unix_ms();
-        let outbox = Outbox::open(&settings.data_dir);
+        let mut outbox = Outbox::open(&settings.data_dir);
         let sample = settings.stats.sample_period();
         let history = outbox
-            .saved_history()
-            .and_then(|h| History::restore(h, settings.cluster.shared_cache, ms))
+            .take_saved_history()
+            .and_then(|h| History::restore(&h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
         Keeper {
             rows: specs.iter().map(Row::new).collect(),
@@ -329,7 +329,7 @@ impl Keeper {
         let codes: Vec<String> = self.rows.iter().map(|r| r.code.clone()).collect();
         let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
         self.hold(ev);
-        self.outbox.save_history(&self.history.to_json(ms));
+        self.outbox.save_history(&self.history, ms);
     }
 
     /// The graph history's changes for the master, now that it is up.

@@ -4,6 +4,7 @@
 
 pub mod events;
 pub mod history;
+mod history_saver;
 pub mod keeper;
 pub mod outbox;
 pub mod pending;

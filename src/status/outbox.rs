@@ -24,6 +24,8 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::events::Event;
+use super::history::History;
+use super::history_saver::HistorySaver;
 use super::pending::{Pending, MAX_HELD};
 
 /// The database's file name under `<data dir>/databases/`.
@@ -39,7 +41,10 @@ pub struct Outbox {
     db: Option<Connection>,
     path: PathBuf,
     last_id: u64,
+    /// The history kept by the run before, until the keeper takes it.
     history: Option<Value>,
+    /// Writes the history on a thread of its own (`history_saver.rs`); with the database.
+    saver: Option<HistorySaver>,
 }
 
 impl Outbox {
@@ -62,6 +67,7 @@ impl Outbox {
                 outbox.last_id = last_id.max(outbox.pending.last_id().unwrap_or(0));
                 outbox.history = history;
                 outbox.db = Some(db);
+                outbox.saver = HistorySaver::start(path.to_path_buf());
             }
             Err(e) => warn!(
                 "cluster events and graph history are kept in memory only: can't open {}: {e:#}",
@@ -79,6 +85,7 @@ impl Outbox {
             path: PathBuf::new(),
             last_id: 0,
             history: None,
+            saver: None,
         }
     }
 
@@ -197,22 +204,17 @@ impl Outbox {
         }
     }
 
-    /// Keeps the graph history (`History::to_json`), replacing the last one kept.
-    pub fn save_history(&mut self, history: &Value) {
-        self.history = Some(history.clone());
-        let text = history.to_string();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('history', ?1)",
-                params![text],
-            )?;
-            Ok(())
-        });
+    /// Keeps the graph history, replacing the last one kept. Returns at once: the history is
+    /// turned into JSON and written on the saver's thread (`history_saver.rs` says why).
+    pub fn save_history(&mut self, history: &History, now_ms: u64) {
+        if let Some(saver) = &self.saver {
+            saver.save(history, now_ms);
+        }
     }
 
-    /// The history kept last (by this run, or the run before, for `History::restore`).
-    pub fn saved_history(&self) -> Option<&Value> {
-        self.history.as_ref()
+    /// The history the run before kept (for `History::restore`), once.
+    pub fn take_saved_history(&mut self) -> Option<Value> {
+        self.history.take()
     }
 
     /// Runs `f` in a transaction; on failure, logs once and goes on in memory.
@@ -240,6 +242,7 @@ impl Outbox {
         let Some(db) = self.db.take() else {
             return;
         };
+        self.saver = None;
         let (_, after) = self.pending.room();
         let rescued = read_events(&db, after, usize::MAX).unwrap_or_default();
         let missing = self.pending.stop_spilling();
@@ -269,7 +272,8 @@ fn load(path: &Path) -> anyhow::Result<Loaded> {
         std::fs::create_dir_all(dir)?;
     }
     let db = Connection::open(path)?;
-    db.busy_timeout(std::time::Duration::from_millis(200))?;
+    // The history saver's write (a few pages) may hold the lock as an event is written.
+    db.busy_timeout(std::time::Duration::from_secs(1))?;
     let mode: String = db.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         anyhow::bail!("WAL mode not available (journal mode {mode})");

@@ -18,6 +18,16 @@ fn replace(l: &mut Lifecycle, id: ProcessId, t: Instant) -> Vec<Action> {
     acts
 }
 
+/// The actions end with the rolling restart's next step: `id`, `step` of `of`, drained.
+#[track_caller]
+fn assert_next_step(acts: &[Action], id: ProcessId, step: usize, of: usize) {
+    let step = Action::RollingStep { id, step, of };
+    assert_eq!(
+        acts[acts.len().saturating_sub(2)..],
+        [step, Action::Drain(id)]
+    );
+}
+
 #[test]
 fn a_rolling_restart_takes_one_process_at_a_time_the_master_last() {
     // spec: DEC-15, RESTART-6, RESTART-11
@@ -60,17 +70,7 @@ fn a_rolling_restart_takes_one_process_at_a_time_the_master_last() {
         ]
     );
     let acts = replace(&mut l, T2, t);
-    assert_eq!(
-        acts[acts.len() - 2..],
-        [
-            Action::RollingStep {
-                id: M,
-                step: 3,
-                of: 3
-            },
-            Action::Drain(M)
-        ]
-    );
+    assert_next_step(&acts, M, 3, 3);
     let acts = replace(&mut l, M, t);
     assert_eq!(
         acts,
@@ -131,17 +131,7 @@ fn a_second_request_begins_again_after_the_process_at_hand() {
     assert!(l.rolling_restart(secs(30), t));
     assert_eq!(drain(&mut l), vec![], "nothing starts beside tx2");
     let acts = replace(&mut l, T2, t);
-    assert_eq!(
-        acts[acts.len() - 2..],
-        [
-            Action::RollingStep {
-                id: T1,
-                step: 1,
-                of: 3
-            },
-            Action::Drain(T1)
-        ]
-    );
+    assert_next_step(&acts, T1, 1, 3);
     let order: Vec<ProcessId> = [T1, T2, M]
         .into_iter()
         .flat_map(|id| replace(&mut l, id, t))
@@ -177,17 +167,7 @@ fn workers_not_ready_when_their_turn_comes_are_skipped() {
     l.rolling_restart(secs(30), t);
     drain(&mut l);
     let acts = replace(&mut l, T1, t);
-    assert_eq!(
-        acts[acts.len() - 2..],
-        [
-            Action::RollingStep {
-                id: M,
-                step: 3,
-                of: 3
-            },
-            Action::Drain(M)
-        ]
-    );
+    assert_next_step(&acts, M, 3, 3);
 }
 
 #[test]
