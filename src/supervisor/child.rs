@@ -242,7 +242,7 @@ pub fn spawn(
     let stderr = child.stderr.take().map(OwnedFd::from);
     // Waited for by pid (`exit_watch`), like a child taken over in an upgrade.
     drop(child);
-    let attach = Attach {
+    let fresh = Carried {
         pid,
         generation,
         channel: ours,
@@ -250,27 +250,8 @@ pub fn spawn(
         stdout: stdout.map(|fd| (fd, Vec::new())),
         stderr: stderr.map(|fd| (fd, Vec::new())),
         queued: vec![first_message],
-        watch_socket: true,
     };
-    attach_to(spec, attach, events, output, kill_after)
-}
-
-/// A running child's fds and what was under way on them: a fresh child's, or one taken over in
-/// an in-place upgrade (then with what the old program had read and not used, and queued and
-/// not written).
-pub(crate) struct Attach {
-    pub pid: u32,
-    pub generation: u64,
-    pub channel: OwnedFd,
-    /// Read from the channel, not yet parsed.
-    pub unread: Vec<u8>,
-    /// Its stdout and stderr pipes, each with a line begun and not yet ended.
-    pub stdout: Option<(OwnedFd, Vec<u8>)>,
-    pub stderr: Option<(OwnedFd, Vec<u8>)>,
-    /// To be written to it first, in order.
-    pub queued: Vec<ToChild>,
-    /// Look for its listening socket (a child not yet ready).
-    pub watch_socket: bool,
+    attach_to(spec, fresh, true, events, output, kill_after)
 }
 
 /// An output pipe given back, with the line it had begun.
@@ -285,15 +266,17 @@ struct Returns {
 }
 
 /// Takes over a child (or starts on a fresh one): its output forwarded, its channel read and
-/// written, its exit watched by pid.
+/// written, its exit watched by pid; `watch_socket` for a child not yet ready (its listening
+/// socket may say it is).
 pub(crate) fn attach_to(
     spec: &ProcessSpec,
-    a: Attach,
+    a: Carried,
+    watch_socket: bool,
     events: mpsc::UnboundedSender<Tagged>,
     output: &OutputSink,
     kill_after: Duration,
 ) -> io::Result<ChildHandle> {
-    let Attach {
+    let Carried {
         pid, generation, ..
     } = a;
     static REAPING: std::sync::Once = std::sync::Once::new();
@@ -417,7 +400,7 @@ pub(crate) fn attach_to(
         bind: spec.bind_address.parse().ok(),
         wanted: spec.connect_addr,
     };
-    if a.watch_socket {
+    if watch_socket {
         let ev = events.clone();
         socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
             let _ = ev.send(tag(ChildEvent::ListeningSeen));
@@ -469,15 +452,20 @@ pub(crate) fn attach_to(
     })
 }
 
-/// A child's fds and what was under way on them, taken back from its tasks.
+/// A running child's fds and what was under way on them: a fresh child's, or one taken back
+/// from its tasks for an in-place upgrade (then with what was read and not used, and queued
+/// and not written).
 #[derive(Debug)]
 pub(crate) struct Carried {
     pub pid: u32,
     pub generation: u64,
     pub channel: OwnedFd,
+    /// Read from the channel, not yet parsed.
     pub unread: Vec<u8>,
+    /// Its stdout and stderr pipes, each with a line begun and not yet ended.
     pub stdout: Option<(OwnedFd, Vec<u8>)>,
     pub stderr: Option<(OwnedFd, Vec<u8>)>,
+    /// To be written to it first, in order.
     pub queued: Vec<ToChild>,
 }
 

@@ -14,7 +14,7 @@ use super::Shell;
 use crate::ipc::message::ToChild;
 use crate::process::ProcessId;
 use crate::status::keeper::KeeperState;
-use crate::supervisor::child::{self, Attach, Carried};
+use crate::supervisor::child::{self, Carried};
 use crate::supervisor::lifecycle::{LifecycleState, Status};
 use crate::supervisor::mailbox::MasterMailbox;
 use crate::upgrade::state::ShellState;
@@ -134,19 +134,10 @@ impl Shell {
             }
             let spec = self.setup.processes[i].clone();
             let pid = c.carried.pid;
-            let attach = Attach {
-                pid,
-                generation: c.carried.generation,
-                channel: c.carried.channel,
-                unread: c.carried.unread,
-                stdout: c.carried.stdout,
-                stderr: c.carried.stderr,
-                queued: c.carried.queued,
-                watch_socket: false,
-            };
             let handle = child::attach_to(
                 &spec,
-                attach,
+                c.carried,
+                false,
                 self.events_tx.clone(),
                 &self.output,
                 self.setup.kill_after,
