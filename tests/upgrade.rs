@@ -278,8 +278,23 @@ fn ten_upgrades_under_load_keep_every_pid_and_fail_no_request() {
         rss_after < rss_before + 64 * 1024,
         "RSS {rss_before} kB -> {rss_after} kB after 10 upgrades"
     );
-    // The upgrade is not a start.
+    // The upgrade is not a start: one launcherStarted at the master, and no event twice (the
+    // counts of each upgrade's minute, closed at the handover, are each an event of their own).
     assert_eq!(log.matches("guardian pid").count(), 1, "{log}");
+    let events = c.direct(0, "GET", "/sim/received").json()["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let started = events
+        .iter()
+        .filter(|e| e["kind"] == "launcherStarted")
+        .count();
+    assert_eq!(started, 1, "{events:?}");
+    let mut ids: Vec<u64> = events.iter().filter_map(|e| e["id"].as_u64()).collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an event arrived twice: {events:?}");
     assert_eq!(c.child_pids().len(), 3);
     let ok = seen.ok.load(Ordering::Relaxed);
     let longest = seen.longest_ms.load(Ordering::Relaxed);
