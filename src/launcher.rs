@@ -305,7 +305,7 @@ impl Launcher {
         front.budget.set_limit(live.buffer_limit);
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
-        tokio::spawn(crate::proxy::report::run(front.clone()));
+        tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
 
         let (ready_tx, master_ready) = watch::channel(false);
         let (finished_tx, reloads_finished) = watch::channel(0);

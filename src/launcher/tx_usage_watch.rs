@@ -31,7 +31,7 @@ pub(super) async fn run(front: Arc<Front>, endpoints: Vec<String>) {
         f.counters
             .lanes
             .iter()
-            .map(|l| l.load(Ordering::Relaxed))
+            .map(|(_, n)| n.load(Ordering::Relaxed))
             .sum()
     };
     let mut rule = TxUsage::new(

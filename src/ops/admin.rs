@@ -24,8 +24,10 @@ use super::log_queue::{queue, Source};
 use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
 use super::upgrade_desk::UpgradeDesk;
 use crate::process::ProcessId;
+use crate::proxy::counters::CLASSES;
 use crate::proxy::forward::{full, ProxyBody};
 use crate::proxy::front::Front;
+use crate::status::events::{LostKind, RefusalKind};
 use crate::status::keeper::Report;
 use crate::supervisor::Control;
 
@@ -57,7 +59,7 @@ impl Admin {
 
     fn refusals_total(&self) -> u64 {
         let t = self.front.counters.tally();
-        t.refused.iter().sum()
+        t.refused.iter().map(|(_, n)| n).sum()
     }
 
     /// Refusals in about the last minute.
@@ -235,9 +237,9 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
         "draining": front.is_stopping(),
         "ready": readiness(front).is_ok(),
         "refusals": {
-            "queueWait": t.refused[0],
-            "noProcessReady": t.refused[1],
-            "stopping": t.refused[2],
+            "queueWait": t.refused[RefusalKind::QueueWait],
+            "noProcessReady": t.refused[RefusalKind::NoProcessReady],
+            "stopping": t.refused[RefusalKind::Stopping],
         },
         "writeTimeoutCloses": t.write_timeout_closes,
     });
@@ -247,24 +249,24 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
 pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &front.counters;
-    let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
     let mut requests = Vec::new();
-    for (r, route) in ["master", "tx"].into_iter().enumerate() {
-        for (k, class) in classes.into_iter().enumerate() {
-            requests.push((route, class, c.answered[r][k].load(Relaxed)));
+    for (route, by_class) in c.answered.iter() {
+        for (class, n) in CLASSES.into_iter().zip(by_class) {
+            requests.push((route.label(), class, n.load(Relaxed)));
         }
     }
     let t = c.tally();
     let input = MetricsInput {
         requests,
-        lanes: vec![
-            ("fast", c.lanes[0].load(Relaxed)),
-            ("normal", c.lanes[1].load(Relaxed)),
-        ],
+        lanes: c
+            .lanes
+            .iter()
+            .map(|(lane, n)| (lane.label(), n.load(Relaxed)))
+            .collect(),
         refusals: vec![
-            ("queue_wait", t.refused[0]),
+            ("queue_wait", t.refused[RefusalKind::QueueWait]),
             ("no_process_ready", c.refused_no_process.load(Relaxed)),
-            ("stopping", t.refused[2]),
+            ("stopping", t.refused[RefusalKind::Stopping]),
             ("master_not_ready", c.refused_master_down.load(Relaxed)),
             ("cache_id_lost", c.cache_id_lost.load(Relaxed)),
             ("request_timeout", c.request_timeouts.load(Relaxed)),
@@ -275,7 +277,10 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .iter()
             .zip(&t.lost)
             .filter(|(p, _)| front.is_present(p.id))
-            .map(|(p, l)| (p.code.clone(), l[1], l[0]))
+            .map(|(p, l)| {
+                let (b502, t504) = (l[LostKind::BadGateway502], l[LostKind::Timeout504]);
+                (p.code.clone(), b502, t504)
+            })
             .collect(),
         write_timeout_closes: t.write_timeout_closes,
         buffer: BufferFigures {

@@ -19,6 +19,8 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::log_throttle::LogThrottle;
+
 /// Lines waiting for the writer before further lines are dropped.
 pub const QUEUE_LINES: usize = 10_000;
 /// Bytes waiting for the writer before further lines are dropped: children's lines may be up to
@@ -220,10 +222,19 @@ fn log_report([launcher, children]: [u64; 2]) {
 
 /// When dropped lines are reported: after a line got through, once the queue is empty again (the
 /// output caught up), or at most every `REPORT_EVERY` while lines keep being dropped.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DropReport {
     reported: [u64; 2],
-    last: Option<Instant>,
+    throttle: LogThrottle,
+}
+
+impl Default for DropReport {
+    fn default() -> DropReport {
+        DropReport {
+            reported: [0, 0],
+            throttle: LogThrottle::new(REPORT_EVERY),
+        }
+    }
 }
 
 impl DropReport {
@@ -234,22 +245,17 @@ impl DropReport {
         queue_empty: bool,
         now: Instant,
     ) -> Option<[u64; 2]> {
+        let total = dropped[0].saturating_add(dropped[1]);
+        if queue_empty {
+            self.throttle.total_now(total, now)?;
+        } else {
+            self.throttle.total(total, now)?;
+        }
         let new = [
             dropped[0].saturating_sub(self.reported[0]),
             dropped[1].saturating_sub(self.reported[1]),
         ];
-        if new == [0, 0] {
-            return None;
-        }
-        let due = queue_empty
-            || self
-                .last
-                .is_none_or(|t| now.saturating_duration_since(t) >= REPORT_EVERY);
-        if !due {
-            return None;
-        }
         self.reported = dropped;
-        self.last = Some(now);
         Some(new)
     }
 }

@@ -3,48 +3,10 @@
 //! Prometheus conventions (`fhircluster_..._total`, `_seconds`, `_bytes`).
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use serde_json::Value;
 
-/// Upper bounds of the queue-wait histogram's buckets, in seconds.
-pub const WAIT_BUCKETS: [f64; 12] = [
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
-];
-
-/// A histogram of durations that many threads record into without a lock.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; WAIT_BUCKETS.len()],
-    count: AtomicU64,
-    sum_micros: AtomicU64,
-}
-
-impl Histogram {
-    pub fn record(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        if let Some(i) = WAIT_BUCKETS.iter().position(|&b| secs <= b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
-    }
-
-    fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (b, c) in WAIT_BUCKETS.iter().zip(&self.buckets) {
-            cumulative += c.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-    }
-}
+use crate::proxy::histogram::Histogram;
 
 /// One process's live figures from the front door.
 pub struct ProcessLoad {
@@ -89,6 +51,16 @@ pub struct MetricsInput<'a> {
     pub recycles: Vec<(String, u64)>,
     /// (source "launcher"/"children", log lines dropped because the output was stuck)
     pub log_lines_dropped: Vec<(&'static str, u64)>,
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    family(out, name, "histogram", help);
+    for (b, cumulative) in h.cumulative() {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+    }
+    let count = h.count();
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum {}\n{name}_count {count}", h.sum_secs());
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -198,10 +170,11 @@ pub fn render(m: &MetricsInput) -> String {
         "Tx requests waiting in the launcher for a slot.",
     );
     let _ = writeln!(out, "fhircluster_queue_length {}", m.queued);
-    m.queue_wait.write(
+    histogram(
         &mut out,
         "fhircluster_queue_wait_seconds",
         "Time tx requests waited in the launcher before being sent.",
+        m.queue_wait,
     );
     family(
         &mut out,
@@ -356,6 +329,7 @@ fn write_snapshot(out: &mut String, s: &Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn the_text_format_has_help_type_and_samples() {

@@ -4,43 +4,18 @@
 //! paths are outside `modules.tx.endpoints` (a server whose base is `/4_0_0`, say), the workers
 //! sit idle and the master does everything. One WARNING says so, naming the most common path
 //! prefix and the endpoints configured. Pure: the front door records master paths
-//! (`MasterPaths`), the shell asks `TxUsage::check` with `now` and the tx count every so often.
+//! (`proxy::master_paths`), the shell asks `TxUsage::check` with `now` and the tx count every
+//! so often.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::proxy::master_paths::Counts;
 
 /// The window the rule looks at.
 pub const WINDOW: Duration = Duration::from_secs(600);
 /// Fewer tx-capable requests than this to the master in a window are not worth a warning (a
 /// health check on `/metadata`, say).
 pub const MIN_REQUESTS: u64 = 10;
-/// At most this many different prefixes are counted; more (a scan) count in the total only.
-const MAX_PREFIXES: usize = 64;
-
-/// The path segments that make a request one a tx process could answer, and where the FHIR
-/// base ends: the prefix is what comes before the first of them.
-fn is_fhir_segment(seg: &str) -> bool {
-    let op = seg
-        .strip_prefix('$')
-        .or_else(|| seg.strip_prefix("%24"))
-        .unwrap_or("");
-    matches!(
-        op,
-        "lookup" | "validate-code" | "expand" | "subsumes" | "translate"
-    ) || matches!(
-        seg,
-        "metadata" | "CodeSystem" | "ValueSet" | "ConceptMap" | "NamingSystem"
-    )
-}
-
-/// The FHIR base of a tx-capable path (`/4_0_0/CodeSystem/$lookup` → `/4_0_0`, `/metadata` →
-/// `/`); `None` for any other path. The query is not part of `path`.
-pub fn tx_capable_prefix(path: &str) -> Option<String> {
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let at = segs.iter().position(|s| is_fhir_segment(s))?;
-    Some(format!("/{}", segs[..at].join("/")))
-}
 
 /// Whether `prefix` is one of the endpoints or under one (those requests went to the master by
 /// rule 1, `$closure` and the like, not for being outside).
@@ -51,37 +26,6 @@ fn inside(prefix: &str, endpoints: &[String]) -> bool {
                 .strip_prefix(e.as_str())
                 .is_some_and(|r| r.starts_with('/'))
     })
-}
-
-/// Tx-capable requests the master got, by prefix, since they were last taken.
-#[derive(Debug, Default)]
-pub struct MasterPaths(Mutex<Counts>);
-
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Counts {
-    pub by_prefix: BTreeMap<String, u64>,
-    pub total: u64,
-}
-
-impl MasterPaths {
-    /// A request routed to the master: counted if tx-capable. Cheap for any other path (no lock).
-    pub fn observe(&self, path: &str) {
-        let Some(prefix) = tx_capable_prefix(path) else {
-            return;
-        };
-        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        c.total += 1;
-        if let Some(n) = c.by_prefix.get_mut(&prefix) {
-            *n += 1;
-        } else if c.by_prefix.len() < MAX_PREFIXES {
-            c.by_prefix.insert(prefix, 1);
-        }
-    }
-
-    /// What was counted, and a fresh start.
-    pub fn take(&self) -> Counts {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
-    }
 }
 
 /// The rule, one window after another.
@@ -163,6 +107,7 @@ fn minutes(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::master_paths::MasterPaths;
 
     fn counts(pairs: &[(&str, u64)]) -> Counts {
         let mp = MasterPaths::default();
@@ -176,24 +121,6 @@ mod tests {
 
     fn r4() -> Vec<String> {
         vec!["/r4".to_string()]
-    }
-
-    #[test]
-    fn tx_capable_paths_and_their_prefix() {
-        for (path, prefix) in [
-            ("/4_0_0/CodeSystem/$lookup", Some("/4_0_0")),
-            ("/fhir/r4/ValueSet/$expand", Some("/fhir/r4")),
-            ("/4_0_0/$validate-code", Some("/4_0_0")),
-            ("/x/%24lookup", Some("/x")),
-            ("/metadata", Some("/")),
-            ("/r4/ConceptMap/$translate", Some("/r4")),
-            ("/dashboard", None),
-            ("/r4/$closure", None),
-            ("/", None),
-            ("", None),
-        ] {
-            assert_eq!(tx_capable_prefix(path).as_deref(), prefix, "{path}");
-        }
     }
 
     #[test]
@@ -263,16 +190,5 @@ mod tests {
         let mut u = TxUsage::new(r4(), WINDOW, t0, 0);
         let m = counts(&[("/r4/info/ValueSet", 30), ("/r4x/CodeSystem/$lookup", 3)]);
         assert_eq!(u.check(t0 + WINDOW, m, 0, 2), None, "only 3 outside");
-    }
-
-    #[test]
-    fn a_scan_of_many_prefixes_is_bounded() {
-        let mp = MasterPaths::default();
-        for i in 0..1000 {
-            mp.observe(&format!("/p{i}/metadata"));
-        }
-        let c = mp.take();
-        assert_eq!(c.total, 1000);
-        assert_eq!(c.by_prefix.len(), MAX_PREFIXES);
     }
 }

@@ -1,13 +1,46 @@
 //! What the front door counted of its own doing, for logs, events, metrics and the status: its
-//! answers by route and class, refusals, losses per process, lanes and queue waits. Atomics, so
-//! a request counts without taking the scheduler's lock.
+//! answers by route and class, its own answers by reason, losses per process, lanes and queue
+//! waits. Atomics, so a request counts without taking the scheduler's lock. Indexed by the enums
+//! the status keeper reads them by (`per_kind`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::ops::metrics::Histogram;
+use super::answer::Answer;
+use super::histogram::Histogram;
+use super::lane::Lane;
+use super::master_paths::MasterPaths;
+use crate::per_kind::{Kind, PerKind};
 use crate::process::ProcessId;
-use crate::status::keeper::Tally;
+use crate::status::events::{LostKind, RefusalKind};
+use crate::status::tally::{Lost, Refused, Tally};
+
+/// Which way a request went: one of the master's own paths, or a tx process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteKind {
+    Master,
+    Tx,
+}
+
+impl RouteKind {
+    /// The `route` label in `/metrics`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RouteKind::Master => "master",
+            RouteKind::Tx => "tx",
+        }
+    }
+}
+
+impl Kind for RouteKind {
+    const ALL: &'static [RouteKind] = &[RouteKind::Master, RouteKind::Tx];
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Status classes 1xx .. 5xx.
+pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// Counters of what the launcher did itself, for logs, events and metrics.
 #[derive(Default, Debug)]
@@ -24,16 +57,16 @@ pub struct Counters {
     pub request_timeouts: AtomicU64,
     /// `431`s: a request line and headers over `headerMaxKB`, answered in the lobby.
     pub heads_too_large: AtomicU64,
-    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
-    pub lost: Vec<[AtomicU64; 3]>,
-    /// Answers by route (0 master, 1 tx) and status class (1xx .. 5xx).
-    pub answered: [[AtomicU64; 5]; 2],
-    /// Tx requests admitted by lane (0 fast, 1 normal).
-    pub lanes: [AtomicU64; 2],
+    /// Per process (index = `ProcessId`): the requests lost to it.
+    pub lost: Vec<Lost<AtomicU64>>,
+    /// Answers by route and status class (`CLASSES`).
+    pub answered: PerKind<RouteKind, [AtomicU64; 5], 2>,
+    /// Tx requests admitted, by lane.
+    pub lanes: PerKind<Lane, AtomicU64, 2>,
     /// How long tx requests waited in the launcher before being sent.
     pub queue_wait: Histogram,
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
-    pub master_paths: crate::ops::tx_usage::MasterPaths,
+    pub master_paths: MasterPaths,
 }
 
 impl Counters {
@@ -44,35 +77,58 @@ impl Counters {
         }
     }
 
-    /// Counts a request lost to a process: 0 = 504, 1 = 502, 2 = cache-id while restarting.
-    pub fn lose(&self, id: ProcessId, kind: usize) {
-        if let Some(c) = self.lost.get(id.index()).and_then(|l| l.get(kind)) {
+    /// Counts one of the launcher's own answers, and against `process` (the one it names) a
+    /// request lost to it. Every answer is named here, so a new one must be placed.
+    pub fn count(&self, answer: &Answer, process: Option<ProcessId>) {
+        let (reason, lost) = match answer {
+            Answer::QueueTimeout { .. } => (Some(&self.refused_queue), None),
+            Answer::NoProcessReady => (Some(&self.refused_no_process), None),
+            Answer::Stopping => (Some(&self.refused_stopping), None),
+            Answer::MasterNotReady => (Some(&self.refused_master_down), None),
+            Answer::CacheIdLost { .. } => (
+                Some(&self.cache_id_lost),
+                Some(LostKind::CacheIdWhileRestarting),
+            ),
+            Answer::BadGateway { .. } => (Some(&self.bad_gateway), Some(LostKind::BadGateway502)),
+            Answer::GatewayTimeout { .. } => {
+                (Some(&self.gateway_timeout), Some(LostKind::Timeout504))
+            }
+            Answer::RequestTimeout => (Some(&self.request_timeouts), None),
+            Answer::HeadTooLarge { .. } => (Some(&self.heads_too_large), None),
+            Answer::Unsupported
+            | Answer::BadTarget(_)
+            | Answer::BadRequestBody
+            | Answer::BadHost(_) => (None, None),
+        };
+        if let Some(c) = reason {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+        let lost_to = process.and_then(|p| self.lost.get(p.index()));
+        if let (Some(l), Some(kind)) = (lost_to, lost) {
+            l[kind].fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Counts an answer given to a client.
-    pub fn answered(&self, tx: bool, status: u16) {
+    pub fn answered(&self, route: RouteKind, status: u16) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
-        self.answered[usize::from(tx)][class].fetch_add(1, Ordering::Relaxed);
+        self.answered[route][class].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn tally(&self) -> Tally {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Tally {
-            lost: self
-                .lost
-                .iter()
-                .map(|l| [get(&l[0]), get(&l[1]), get(&l[2])])
-                .collect(),
+            lost: self.lost.iter().map(|l| l.map(get)).collect(),
             // The master's paths answered 503 while it is not ready are refusals with no
             // process ready, as the spec's report names them: for those paths the master is the
             // only process there is.
-            refused: [
-                get(&self.refused_queue),
-                get(&self.refused_no_process) + get(&self.refused_master_down),
-                get(&self.refused_stopping),
-            ],
+            refused: Refused::from_fn(|k| match k {
+                RefusalKind::QueueWait => get(&self.refused_queue),
+                RefusalKind::NoProcessReady => {
+                    get(&self.refused_no_process) + get(&self.refused_master_down)
+                }
+                RefusalKind::Stopping => get(&self.refused_stopping),
+            }),
             write_timeout_closes: get(&self.write_timeout_closes),
         }
     }
@@ -81,17 +137,58 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::per_kind::assert_in_order;
 
     #[test]
     fn the_masters_503s_are_refusals_with_no_process_ready_in_the_report() {
         // spec: EVENT-10
         let c = Counters::new(2);
-        c.refused_no_process.fetch_add(2, Ordering::Relaxed);
-        c.refused_master_down.fetch_add(3, Ordering::Relaxed);
-        c.lose(ProcessId(1), 2);
-        c.lose(ProcessId(9), 2); // not a process: ignored
+        c.count(&Answer::NoProcessReady, None);
+        c.count(&Answer::NoProcessReady, None);
+        for _ in 0..3 {
+            c.count(&Answer::MasterNotReady, Some(ProcessId::MASTER));
+        }
+        let lost = || Answer::CacheIdLost {
+            cache_id: "tx1.a".into(),
+        };
+        c.count(&lost(), Some(ProcessId(1)));
+        c.count(&lost(), Some(ProcessId(9))); // not a process: counted, against nobody
         let t = c.tally();
-        assert_eq!(t.refused, [0, 5, 0]);
-        assert_eq!(t.lost, [[0, 0, 0], [0, 0, 1]]);
+        assert_eq!(t.refused[RefusalKind::NoProcessReady], 5);
+        assert_eq!(t.refused[RefusalKind::QueueWait], 0);
+        assert_eq!(t.lost.len(), 2);
+        assert_eq!(t.lost[0], Lost::default(), "the master lost nothing");
+        assert_eq!(t.lost[1][LostKind::CacheIdWhileRestarting], 1);
+        assert_eq!(c.cache_id_lost.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_502_and_a_504_are_counted_against_the_process_they_name() {
+        // spec: EVENT-6, EVENT-7
+        let c = Counters::new(3);
+        let code = || "tx2".to_string();
+        c.count(&Answer::BadGateway { code: code() }, Some(ProcessId(2)));
+        let timeout = Answer::GatewayTimeout {
+            code: code(),
+            secs: 1.0,
+        };
+        c.count(&timeout, Some(ProcessId(2)));
+        c.count(&timeout, Some(ProcessId(2)));
+        let t = c.tally();
+        assert_eq!(t.lost[2][LostKind::BadGateway502], 1);
+        assert_eq!(t.lost[2][LostKind::Timeout504], 2);
+        assert_eq!(t.lost[1], Lost::default());
+    }
+
+    #[test]
+    fn answers_by_route_and_class() {
+        assert_in_order::<RouteKind>();
+        let c = Counters::new(1);
+        c.answered(RouteKind::Tx, 200);
+        c.answered(RouteKind::Tx, 503);
+        c.answered(RouteKind::Master, 99); // below 1xx: counted as 1xx
+        let get = |r: RouteKind, class: usize| c.answered[r][class].load(Ordering::Relaxed);
+        assert_eq!((get(RouteKind::Tx, 1), get(RouteKind::Tx, 4)), (1, 1));
+        assert_eq!(get(RouteKind::Master, 0), 1);
     }
 }

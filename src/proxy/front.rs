@@ -229,8 +229,7 @@ impl Front {
     /// Submits a tx request; the decision arrives on the returned receiver.
     pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let lane = usize::from(demand.lane != super::lane::Lane::Fast);
-        self.counters.lanes[lane].fetch_add(1, Ordering::Relaxed);
+        self.counters.lanes[demand.lane].fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.lock();
@@ -445,6 +444,16 @@ impl Hooks for Front {
     }
 }
 
+/// A tx request admitted before hyper read it (in the connection's lobby, `conn::lobby`), for
+/// its service to take up.
+pub struct Early {
+    pub demand: TxDemand,
+    pub ticket: Ticket,
+    /// Already decided (the value is there to be received), or left to come if the scheduler
+    /// had not decided yet when hyper was given the connection.
+    pub decision: oneshot::Receiver<Decision>,
+}
+
 /// One admitted request's hold on the scheduler: reports its end exactly once, and cancels it
 /// if dropped first (the client went away while it waited or while it was served).
 pub struct Ticket {
@@ -506,4 +515,33 @@ impl Drop for Ticket {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A front door for unit tests: the master (`m0`) and `workers` tx workers (`tx1` ...) on
+/// ports nothing listens on, the spec's default settings, none ready yet.
+#[cfg(test)]
+pub(crate) fn test_front(workers: u16) -> Arc<Front> {
+    use crate::process::Role;
+    use crate::settings::Settings;
+    let processes: Vec<ProcessSpec> = (0..=workers)
+        .map(|i| ProcessSpec {
+            id: ProcessId(i),
+            role: if i == 0 { Role::Master } else { Role::TxWorker },
+            code: if i == 0 {
+                "m0".into()
+            } else {
+                format!("tx{i}")
+            },
+            bind_address: "127.0.0.1".into(),
+            port: 9,
+            connect_addr: ([127, 0, 0, 1], 9).into(),
+            argv: Vec::new(),
+            env: Vec::new(),
+            serves_tx: true,
+        })
+        .collect();
+    let tx: Vec<(ProcessId, bool)> = processes.iter().map(|p| (p.id, true)).collect();
+    let sched = Scheduler::new(SchedulerConfig::default(), &tx);
+    let routes = RouteTable::from_specs(&Settings::default(), &processes);
+    Front::new(sched, routes, processes, 4, Duration::from_secs(60))
 }

@@ -10,6 +10,8 @@
 
 use http::Method;
 
+use crate::per_kind::Kind;
+
 /// Which slots a tx request may use on a process.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Lane {
@@ -17,6 +19,23 @@ pub enum Lane {
     Fast,
     /// Everything else: up to `maxOutstanding` (more while few normal requests run).
     Normal,
+}
+
+impl Lane {
+    /// The `lane` label in `/metrics`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Lane::Fast => "fast",
+            Lane::Normal => "normal",
+        }
+    }
+}
+
+impl Kind for Lane {
+    const ALL: &'static [Lane] = &[Lane::Fast, Lane::Normal];
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// Operations whose parameters fit in a small body or the URL.
@@ -52,6 +71,11 @@ pub fn lane_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lanes_index_in_order() {
+        crate::per_kind::assert_in_order::<Lane>();
+    }
 
     fn get(rest: &str) -> Lane {
         lane_of(&Method::GET, rest, None, 1024)

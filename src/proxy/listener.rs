@@ -4,7 +4,7 @@
 //! (STOP-1..4).
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -15,42 +15,10 @@ use tracing::{info, warn};
 use super::conn::{serve_client, ConnContext};
 use super::forward::Peer;
 use super::front::Front;
+use crate::log_throttle::LogThrottle;
 
-/// Timeouts and limits of the client side (from the settings: `reload::Live`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ListenerSettings {
-    /// `writeTimeoutSeconds`: a client that takes none of its response this long is cut off.
-    pub write_timeout: Duration,
-    /// How long a client may take to send a request's head (slow-header clients), and a body
-    /// of up to 64 KB read before admission.
-    pub header_read_timeout: Duration,
-    /// `headerMaxKB` in bytes: a request line and headers larger get `431`.
-    pub max_head: usize,
-    /// `drainSeconds`.
-    pub drain: Duration,
-    /// `queueSeconds` and `ownerQueueSeconds`, for the wording of a queue refusal.
-    pub queue: Duration,
-    pub owner_queue: Duration,
-}
-
-/// The listener's settings, changeable while it serves (reload): a connection takes those in
-/// force when it is accepted; the drain reads them when it begins.
-#[derive(Debug)]
-pub struct LiveListenerSettings(RwLock<ListenerSettings>);
-
-impl LiveListenerSettings {
-    pub fn new(cfg: ListenerSettings) -> Arc<LiveListenerSettings> {
-        Arc::new(LiveListenerSettings(RwLock::new(cfg)))
-    }
-
-    pub fn get(&self) -> ListenerSettings {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn set(&self, cfg: ListenerSettings) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = cfg;
-    }
-}
+/// How the launcher sets the listener up, and changes it on reload.
+pub use super::listener_settings::{ListenerSettings, LiveListenerSettings};
 
 /// At most one line per this long about failing accepts.
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(60);
@@ -89,9 +57,9 @@ pub async fn serve_live(
     let trimming = tokio::spawn(trimmer.clone().run());
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
-    // Accept failures: when the last was logged, and how many since (a run of them can flap as
-    // descriptors come and go, so it is once a minute, not once a run).
-    let mut accept_errors: (Option<tokio::time::Instant>, u64) = (None, 0);
+    // Accept failures: a run of them can flap as descriptors come and go, so one line a
+    // minute, not one a run.
+    let mut accept_errors = LogThrottle::new(ACCEPT_LOG_EVERY);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -109,20 +77,13 @@ pub async fn serve_live(
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
                     // logging at most once a minute.
-                    let now = tokio::time::Instant::now();
-                    match accept_errors {
-                        (Some(at), ref mut since) if now.duration_since(at) < ACCEPT_LOG_EVERY => {
-                            *since += 1;
-                        }
-                        (_, since) => {
-                            let more = if since > 0 {
-                                format!(" ({since} more since the last line)")
-                            } else {
-                                String::new()
-                            };
-                            warn!("accepting connections failed: {e}; retrying{more}");
-                            accept_errors = (Some(now), 0);
-                        }
+                    if let Some(since) = accept_errors.event(crate::clock::now_std()) {
+                        let more = if since > 0 {
+                            format!(" ({since} more since the last line)")
+                        } else {
+                            String::new()
+                        };
+                        warn!("accepting connections failed: {e}; retrying{more}");
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

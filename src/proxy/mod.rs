@@ -1,18 +1,20 @@
 //! The front door: routing (pure), admission and scheduling (pure), forwarding and the listener
 //! (the shell).
 
+pub(crate) mod answer;
 pub(crate) mod budget;
 pub(crate) mod conn;
 pub(crate) mod counters;
+pub(crate) mod failure;
 pub(crate) mod forward;
 pub(crate) mod front;
+pub(crate) mod histogram;
 pub(crate) mod lane;
 pub(crate) mod listener;
-pub(crate) mod lobby;
-pub(crate) mod outcome;
-pub(crate) mod park;
+pub(crate) mod listener_settings;
+pub(crate) mod master_paths;
 pub(crate) mod pipeline;
-pub(crate) mod report;
+pub(crate) mod refusal_log;
 pub(crate) mod route;
 pub(crate) mod saturation;
 pub(crate) mod saturation_watch;

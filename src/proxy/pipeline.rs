@@ -1,16 +1,25 @@
-//! One request's way through the front door, in the same named steps for every request: refuse
-//! what is never proxied (and a `Host` RFC 9112 refuses), route, rewrite the headers, then
-//! either straight to the master (its own paths) or, for a tx process, read a small body ahead,
-//! admit, send and answer.
+//! One request's way through the front door, in the same named steps for every request:
 //!
-//! Whatever the answer, one rule at the end: if the client had not sent its whole body when the
-//! request ended, the answer says `Connection: close` (hyper stops reading a body nobody reads,
-//! and closes the connection; the client must know not to send another request on it).
+//! 1. **route**: refuse what is never proxied (and a `Host` RFC 9112 refuses), and find where the
+//!    request goes by the route table;
+//! 2. **rewrite** its headers for the process;
+//! 3. **admit** a tx request to the scheduler (its small body read ahead first), or take up the
+//!    lobby's admission of it; the master's own paths go straight on;
+//! 4. **pick**: the scheduler's decision, a process or a refusal;
+//! 5. **forward** it, offered to another process when nothing of it was sent;
+//! 6. **respond**: a tx response read whole as fast as it comes (streamed while the budget is
+//!    full), the master's streamed;
+//! 7. **record**: the scheduler hears how it ended, the answer is counted.
+//!
+//! Any step may end the request with a `Failure`; `failure::fail` alone picks the launcher's own
+//! answer to it, counts it and logs it. One rule at the end, whatever the answer: if the client
+//! had not sent its whole body when the request ended, the answer says `Connection: close`
+//! (hyper stops reading a body nobody reads, and closes the connection; the client must know not
+//! to send another request on it).
 
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
@@ -18,16 +27,17 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
+use super::answer::Answer;
+use super::counters::RouteKind;
+use super::failure::{fail, Failure};
 use super::forward::{
-    buffered, check_host, compact_head, prepare_request, refuse_unsupported, streamed, AheadError,
-    Arrival, Buffered, ClientBody, Peer, ProxyBody, SendFailure,
+    buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
+    Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure,
 };
-use super::front::{Decision, Front, Ticket};
-use super::listener::ListenerSettings;
-use super::lobby::Early;
-use super::outcome::Answer;
+use super::front::{Decision, Early, Front, Ticket};
+use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use crate::process::ProcessId;
@@ -52,42 +62,35 @@ pub(super) fn handle<B>(
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
     let (parts, body) = req.into_parts();
     let (body, arrival) = ClientBody::arriving(body);
-    let routed = route_request(&front, &peer, parts, body, early);
+    let routed = route(&front, &peer, parts, body, early);
     async move {
         let tx = match routed {
-            Routed::Answer(resp) => return Ok(answer(resp, arrival.as_ref()).map(wrap)),
+            Routed::Answer(answer) => return Ok(respond(answer.respond(), &arrival).map(wrap)),
             Routed::Master(req) => {
                 let resp = to_master(&front, req, arrival.as_ref()).await;
-                front.counters.answered(false, resp.status().as_u16());
-                return Ok(answer(resp, arrival.as_ref()).map(wrap));
+                record(&front, RouteKind::Master, &resp);
+                return Ok(respond(resp, &arrival).map(wrap));
             }
             Routed::Tx(tx) => tx,
             // Boxed: the reading exists only until the request is admitted, and a queued
             // request's future would otherwise keep room for it.
             Routed::ReadFirst(r) => match Box::pin(read_first(&front, &cfg, *r)).await {
                 Ok(tx) => tx,
-                Err(resp) => return Ok(answer(resp, arrival.as_ref()).map(wrap)),
+                Err(answer) => return Ok(respond(answer.respond(), &arrival).map(wrap)),
             },
         };
-        let resp = to_tx(&front, &cfg, tx, arrival.as_ref()).await;
-        front.counters.answered(true, resp.status().as_u16());
-        Ok(answer(resp, arrival.as_ref()).map(wrap))
+        let resp = to_tx(&front, tx, arrival.as_ref()).await;
+        record(&front, RouteKind::Tx, &resp);
+        Ok(respond(resp, &arrival).map(wrap))
     }
 }
 
-/// The answer as the client gets it: `Connection: close` when its body was not read to the end.
-fn answer(mut resp: Response<ProxyBody>, arrival: Option<&Arrival>) -> Response<ProxyBody> {
-    if arrival.is_some_and(|a| !a.is_complete()) {
-        resp.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
-}
-
-/// Where a request goes, decided from its head alone.
+/// Where a request goes, decided from its head alone. (Not boxed: it lives only until the
+/// request's future first runs, and boxing the master's requests would cost an allocation each.)
+#[allow(clippy::large_enum_variant)]
 enum Routed {
     /// Answered by the launcher itself (refused, a bad target).
-    Answer(Response<ProxyBody>),
+    Answer(Answer),
     Master(Request<ClientBody>),
     Tx(Admitted),
     /// A tx request whose body is to be read before it is admitted.
@@ -112,21 +115,20 @@ struct Unread {
     cache_id: String,
 }
 
-/// `early`: the request's admission if the lobby made it (see `lobby`); one that does not match
-/// the route is dropped, which cancels it.
-fn route_request(
+/// Steps 1 to 3: route, rewrite the headers, admit. `early`: the request's admission if the
+/// lobby made it (see `lobby`); one that does not match the route is dropped, which cancels it.
+fn route(
     front: &Arc<Front>,
     peer: &Peer,
     mut parts: http::request::Parts,
     body: ClientBody,
     early: Option<Early>,
 ) -> Routed {
-    if let Some(refusal) = refuse_unsupported(&parts) {
-        return Routed::Answer(refusal);
+    if is_unsupported(&parts) {
+        return Routed::Answer(fail(front, Failure::Unsupported));
     }
     if let Err(why) = check_host(&parts) {
-        debug!("a request from {peer} refused with 400: {why}");
-        return Routed::Answer(Answer::BadHost(why).respond());
+        return Routed::Answer(fail(front, Failure::BadHost { why, from: peer }));
     }
     let target = match (parts.uri.scheme(), parts.uri.authority()) {
         // Absolute-form (RFC 9112 §3.2.2): routed by its path; its authority becomes `Host`.
@@ -153,7 +155,7 @@ fn route_request(
     };
     let route = match front.route(&head) {
         Ok(r) => r,
-        Err(bad) => return Routed::Answer(Answer::BadTarget(bad).respond()),
+        Err(bad) => return Routed::Answer(fail(front, Failure::BadTarget(bad))),
     };
     drop(target); // its borrow of the target ends before the head is rewritten
     prepare_request(&mut parts, peer);
@@ -200,14 +202,14 @@ fn admitted(
     }
 }
 
-/// Reads a tx request's body ahead (up to 64 KB, within `headerTimeoutSeconds`), so a client
-/// still sending holds no process's slot, then admits it. A body that doesn't come in time is the
-/// client's `408`, counted against no process.
+/// Step 3 for a tx request with a body: reads it ahead (up to 64 KB, within
+/// `headerTimeoutSeconds`), so a client still sending holds no process's slot, then admits it.
+/// A body that doesn't come in time is the client's `408`, counted against no process.
 async fn read_first(
     front: &Arc<Front>,
     cfg: &ListenerSettings,
     unread: Unread,
-) -> Result<Admitted, Response<ProxyBody>> {
+) -> Result<Admitted, Answer> {
     let Unread {
         demand,
         req,
@@ -219,29 +221,21 @@ async fn read_first(
     let body = match body.read_ahead(&front.budget, deadline).await {
         Ok(body) => body,
         Err(AheadError::TimedOut) => {
-            front
-                .counters
-                .request_timeouts
-                .fetch_add(1, Ordering::Relaxed);
-            debug!(
-                "a client sent no whole request body within {} s (headerTimeoutSeconds); \
-                 answered 408",
-                timeout.as_secs_f64()
-            );
-            return Err(Answer::RequestTimeout.respond());
+            let late = Failure::BodyLate {
+                waited: timeout,
+                setting: "headerTimeoutSeconds",
+            };
+            return Err(fail(front, late));
         }
-        Err(AheadError::Failed(e)) => {
-            debug!("a client's request body failed: {e}; answered 400");
-            return Err(Answer::BadRequestBody.respond());
-        }
+        Err(AheadError::Failed(e)) => return Err(fail(front, Failure::BodyFailed(&e))),
     };
     let req = Box::new(Request::from_parts(parts, body));
     let (ticket, decision) = front.admit(&demand);
     Ok(admitted(demand, req, cache_id, ticket, decision))
 }
 
-/// The master's own paths: straight there, neither waiting nor counting, streamed only as fast
-/// as the client takes it (STREAM-3).
+/// Steps 5 and 6 for the master's own paths: straight there, neither waiting nor counting,
+/// streamed only as fast as the client takes it (STREAM-3).
 async fn to_master(
     front: &Arc<Front>,
     req: Request<ClientBody>,
@@ -249,11 +243,7 @@ async fn to_master(
 ) -> Response<ProxyBody> {
     front.counters.master_paths.observe(req.uri().path());
     if !front.master_ready() {
-        front
-            .counters
-            .refused_master_down
-            .fetch_add(1, Ordering::Relaxed);
-        return Answer::MasterNotReady.respond();
+        return fail(front, Failure::MasterNotReady).respond();
     }
     let master = ProcessId::MASTER;
     // Boxed: see `to_tx`.
@@ -263,24 +253,22 @@ async fn to_master(
     .await
     {
         Ok(resp) => streamed(resp, |_| {}),
-        Err(failure) if body_late(&failure.error, arrival) => client_late(front),
-        Err(failure) => upstream_failed(front, master, &failure.error),
+        Err(failure) => fail(
+            front,
+            forward_failed(front, master, &failure.error, arrival),
+        )
+        .respond(),
     }
 }
 
-/// A tx request: admission, then the process the scheduler picks; its response read whole as
-/// fast as it comes, so the slot frees when the process is done, not when the client is
-/// (STREAM-1, STREAM-2), unless the budget for what the launcher holds is full: then it is
-/// passed on as the client takes it, and the slot frees when the client has it all.
+/// Steps 4 to 7 for a tx request: the process the scheduler picks, the forwarding, and its
+/// response read whole as fast as it comes, so the slot frees when the process is done, not when
+/// the client is (STREAM-1, STREAM-2), unless the budget for what the launcher holds is full:
+/// then it is passed on as the client takes it, and the slot frees when the client has it all.
 // The request is moved out of its box by each send, so one handed back needs a new box (the
 // lint's `*req = back` would write into a box that is gone).
 #[allow(clippy::replace_box)]
-async fn to_tx(
-    front: &Arc<Front>,
-    cfg: &ListenerSettings,
-    tx: Admitted,
-    arrival: Option<&Arrival>,
-) -> Response<ProxyBody> {
+async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> Response<ProxyBody> {
     let Admitted {
         demand,
         mut req,
@@ -289,180 +277,141 @@ async fn to_tx(
         mut decision,
     } = tx;
     loop {
-        let Ok(d) = decision.await else {
-            // The scheduler dropped the request without a decision: only while stopping.
-            ticket.settled();
-            return Answer::Stopping.respond();
-        };
-        let process = match d {
-            Decision::Go(p) => p,
-            Decision::Refused(reason) => {
+        // Pick.
+        let process = match picked(decision.await, &demand, &cache_id) {
+            Ok(p) => p,
+            Err(failure) => {
+                // The scheduler ended it already: nothing to report.
                 ticket.settled();
-                return refused(front, cfg, reason, &cache_id);
-            }
-            Decision::Fail(p) if demand.target == Target::Owner(p) => {
-                // Nothing was sent: the issuer refused the connection, so it is down before the
-                // supervisor has noticed (just killed, say). Its caches are gone either way,
-                // and the client must hear so, not a 502 it can't act on (ROUTE-3b).
-                ticket.settled();
-                return lost_to_restart(front, p, cache_id);
-            }
-            Decision::Fail(p) => {
-                ticket.settled();
-                front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
-                front.counters.lose(p, 1);
-                return Answer::BadGateway {
-                    code: front.code(p).to_string(),
-                }
-                .respond();
+                return fail(front, failure).respond();
             }
         };
         ticket.dispatched();
         let upstream = &front.upstreams[process.index()];
         let downs = front.downs(process);
-        // Boxed, as the reading of the response: what a request holds while it waits in the
-        // queue is the size of this future, and sending is by far its largest state.
-        match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                return match Box::pin(buffered(resp, &front.budget)).await {
-                    Ok(Buffered::Whole(resp)) => {
-                        ticket.finish(Finish::Responded { status });
-                        resp
-                    }
-                    // The budget is full: the slot is held until the client has it all.
-                    Ok(Buffered::Streaming(resp)) => streamed(resp, move |_| {
-                        ticket.finish(Finish::Responded { status });
-                    }),
-                    Err(e) => {
-                        ticket.finish(Finish::Failed);
-                        upstream_failed(front, process, &e)
-                    }
-                };
-            }
-            Err(SendFailure {
-                request: Some(back),
-                error,
-            }) => {
-                debug!(
-                    "{}: not sent ({error}); trying another process",
-                    front.code(process)
-                );
-                req = Box::new(back);
-                decision = ticket.retry();
-            }
-            Err(SendFailure { error, .. }) if body_late(&error, arrival) => {
-                // Not the process's failure: no cooldown, nothing counted against it.
-                ticket.finish(Finish::Failed);
-                return client_late(front);
-            }
-            Err(SendFailure { error, .. }) => {
-                let timed_out = error.is_timeout();
-                ticket.finish(if timed_out {
-                    Finish::TimedOut
-                } else {
-                    Finish::Failed
-                });
-                if !timed_out
-                    && demand.target == Target::Owner(process)
-                    && Box::pin(front.went_down_since(process, downs, OWNER_EXIT_GRACE)).await
-                {
-                    // The issuer died under the request (killed a moment before, its socket
-                    // reset before the supervisor heard): its caches are gone (ROUTE-3b).
-                    return lost_to_restart(front, process, cache_id);
+        // Forward. Boxed, as the reading of the response: what a request holds while it waits
+        // in the queue is the size of this future, and sending is by far its largest state.
+        let error =
+            match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
+                // Respond, record.
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    return match Box::pin(buffered(resp, &front.budget)).await {
+                        Ok(Buffered::Whole(resp)) => {
+                            ticket.finish(Finish::Responded { status });
+                            resp
+                        }
+                        // The budget is full: the slot is held until the client has it all.
+                        Ok(Buffered::Streaming(resp)) => streamed(resp, move |_| {
+                            ticket.finish(Finish::Responded { status });
+                        }),
+                        Err(error) => {
+                            ticket.finish(Finish::Failed);
+                            fail(
+                                front,
+                                Failure::Upstream {
+                                    process,
+                                    error: &error,
+                                },
+                            )
+                            .respond()
+                        }
+                    };
                 }
-                return upstream_failed(front, process, &error);
-            }
+                Err(SendFailure {
+                    request: Some(back),
+                    error,
+                }) => {
+                    debug!(
+                        "{}: not sent ({error}); trying another process",
+                        front.code(process)
+                    );
+                    req = Box::new(back);
+                    decision = ticket.retry();
+                    continue;
+                }
+                Err(SendFailure { error, .. }) => error,
+            };
+        // Record: a timeout is the process's, for its cooldown; the client's late body is not.
+        // (In a block: what it finds is not kept across the wait below.)
+        let (timed_out, on_issuer) = {
+            let whose = forward_failed(front, process, &error, arrival);
+            let timed_out = matches!(whose, Failure::Upstream { error, .. } if error.is_timeout());
+            let theirs = matches!(whose, Failure::Upstream { .. });
+            let on_issuer = theirs && !timed_out && demand.target == Target::Owner(process);
+            (timed_out, on_issuer)
+        };
+        ticket.finish(if timed_out {
+            Finish::TimedOut
+        } else {
+            Finish::Failed
+        });
+        if on_issuer && Box::pin(front.went_down_since(process, downs, OWNER_EXIT_GRACE)).await {
+            // The issuer died under the request (killed a moment before, its socket reset
+            // before the supervisor heard): its caches are gone (ROUTE-3b).
+            let gone = Failure::IssuerGone {
+                owner: process,
+                cache_id: &cache_id,
+            };
+            return fail(front, gone).respond();
         }
+        return fail(front, forward_failed(front, process, &error, arrival)).respond();
     }
 }
 
-/// No response began in time while the client was still sending its body: the process could not
-/// have answered a request it did not have.
-fn body_late(error: &super::forward::ForwardError, arrival: Option<&Arrival>) -> bool {
-    error.is_timeout() && arrival.is_some_and(|a| !a.is_complete())
+/// Step 4: the scheduler's decision, the process to send to or why there is none.
+fn picked<'a>(
+    decided: Result<Decision, oneshot::error::RecvError>,
+    demand: &TxDemand,
+    cache_id: &'a str,
+) -> Result<ProcessId, Failure<'a>> {
+    match decided {
+        Ok(Decision::Go(p)) => Ok(p),
+        Ok(Decision::Refused(reason)) => Err(Failure::Refused { reason, cache_id }),
+        // Nothing was sent: the issuer refused the connection, so it is down before the
+        // supervisor has noticed (just killed, say). Its caches are gone either way, and the
+        // client must hear so, not a 502 it can't act on (ROUTE-3b).
+        Ok(Decision::Fail(p)) if demand.target == Target::Owner(p) => {
+            Err(Failure::IssuerGone { owner: p, cache_id })
+        }
+        Ok(Decision::Fail(p)) => Err(Failure::NotSent(p)),
+        // The scheduler dropped the request without a decision: only while stopping.
+        Err(_) => Err(Failure::Refused {
+            reason: Refusal::Stopping,
+            cache_id,
+        }),
+    }
 }
 
-/// The client's `408` for a body that was still arriving at the upstream timeout.
-fn client_late(front: &Front) -> Response<ProxyBody> {
-    front
-        .counters
-        .request_timeouts
-        .fetch_add(1, Ordering::Relaxed);
-    debug!(
-        "a client was still sending its request body after {} s (upstreamTimeoutSeconds); \
-         answered 408",
-        front.upstream_timeout().as_secs_f64()
-    );
-    Answer::RequestTimeout.respond()
-}
-
-fn upstream_failed(
+/// What a failed forward to `process` was: the client's, when no response began in time while
+/// its body was still arriving (the process could not have answered a request it did not have),
+/// else the process's.
+fn forward_failed<'a>(
     front: &Front,
     process: ProcessId,
-    error: &super::forward::ForwardError,
-) -> Response<ProxyBody> {
-    let code = front.code(process).to_string();
-    if error.client_body_failed() {
-        // The client's body broke (bad chunking, gone mid-body): not the process's failure, so
-        // neither counted against it nor logged as one, which a hostile client could flood.
-        debug!("{code}: the client's request body failed: {error}; answered 400");
-        return Answer::BadRequestBody.respond();
-    }
-    if error.is_timeout() {
-        front
-            .counters
-            .gateway_timeout
-            .fetch_add(1, Ordering::Relaxed);
-        front.counters.lose(process, 0);
-        let secs = front.upstream_timeout().as_secs_f64();
-        warn!("{code}: no response began within {secs} s (upstreamTimeoutSeconds); answered 504");
-        Answer::GatewayTimeout { code, secs }.respond()
+    error: &'a ForwardError,
+    arrival: Option<&Arrival>,
+) -> Failure<'a> {
+    if error.is_timeout() && arrival.is_some_and(|a| !a.is_complete()) {
+        Failure::BodyLate {
+            waited: front.upstream_timeout(),
+            setting: "upstreamTimeoutSeconds",
+        }
     } else {
-        front.counters.bad_gateway.fetch_add(1, Ordering::Relaxed);
-        front.counters.lose(process, 1);
-        warn!("{code}: {error}; answered 502");
-        Answer::BadGateway { code }.respond()
+        Failure::Upstream { process, error }
     }
 }
 
-/// A request for a cache-id whose issuer is down or died under it: `404 cache-id-unknown`,
-/// counted once against the issuer for the daily report (EVENT-8), however the launcher learned
-/// it was gone (the scheduler knew, the connection was refused, or it died mid-request).
-fn lost_to_restart(front: &Front, owner: ProcessId, cache_id: String) -> Response<ProxyBody> {
-    front.counters.cache_id_lost.fetch_add(1, Ordering::Relaxed);
-    front.counters.lose(owner, 2);
-    Answer::CacheIdLost { cache_id }.respond()
+/// Step 6's last rule: `Connection: close` when the client's body was not read to the end.
+fn respond(mut resp: Response<ProxyBody>, arrival: &Option<Arrival>) -> Response<ProxyBody> {
+    if arrival.as_ref().is_some_and(|a| !a.is_complete()) {
+        resp.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
-fn refused(
-    front: &Front,
-    cfg: &ListenerSettings,
-    reason: Refusal,
-    cache_id: &str,
-) -> Response<ProxyBody> {
-    let c = &front.counters;
-    let answer = match reason {
-        Refusal::QueueTimeout { owner_wait } => {
-            c.refused_queue.fetch_add(1, Ordering::Relaxed);
-            let waited = if owner_wait {
-                cfg.owner_queue
-            } else {
-                cfg.queue
-            };
-            Answer::QueueTimeout {
-                waited_secs: waited.as_secs_f64(),
-            }
-        }
-        Refusal::OwnerGone(owner) => return lost_to_restart(front, owner, cache_id.to_string()),
-        Refusal::NoProcessReady => {
-            c.refused_no_process.fetch_add(1, Ordering::Relaxed);
-            Answer::NoProcessReady
-        }
-        Refusal::Stopping => {
-            c.refused_stopping.fetch_add(1, Ordering::Relaxed);
-            Answer::Stopping
-        }
-    };
-    answer.respond()
+/// Step 7: the answer counted by route and status class.
+fn record(front: &Front, route: RouteKind, resp: &Response<ProxyBody>) {
+    front.counters.answered(route, resp.status().as_u16());
 }

@@ -48,8 +48,6 @@ impl From<&ClusterSettings> for ListenerSettings {
             header_read_timeout: c.header_timeout,
             max_head: (c.header_max_kb as usize) << 10,
             drain: c.drain,
-            queue: c.queue,
-            owner_queue: c.owner_queue,
         }
     }
 }

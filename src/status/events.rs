@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::per_kind::Kind;
 use crate::process::Exit;
 
 /// One cluster event, as it goes to the master (`ToChild::Events`).
@@ -146,6 +147,28 @@ pub enum RefusalKind {
     QueueWait,
     NoProcessReady,
     Stopping,
+}
+
+impl Kind for LostKind {
+    const ALL: &'static [LostKind] = &[
+        LostKind::Timeout504,
+        LostKind::BadGateway502,
+        LostKind::CacheIdWhileRestarting,
+    ];
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Kind for RefusalKind {
+    const ALL: &'static [RefusalKind] = &[
+        RefusalKind::QueueWait,
+        RefusalKind::NoProcessReady,
+        RefusalKind::Stopping,
+    ];
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

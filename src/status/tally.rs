@@ -3,14 +3,19 @@
 //! the one before; the difference is counted into the event log, which closes the minute. Pure.
 
 use super::events::{Event, EventLog, LostKind, RefusalKind};
+use crate::per_kind::PerKind;
+
+/// Requests lost to one process, by kind.
+pub type Lost<T = u64> = PerKind<LostKind, T, 3>;
+/// The launcher's own 503s, by kind.
+pub type Refused<T = u64> = PerKind<RefusalKind, T, 3>;
 
 /// What the front door counted, cumulative since the launcher started.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
-    /// Per process (index = `ProcessId`): 504s, 502s, cache-ids that came while it restarted.
-    pub lost: Vec<[u64; 3]>,
-    /// The launcher's own 503s: queue wait, no process ready, stopping.
-    pub refused: [u64; 3],
+    /// Per process (index = `ProcessId`).
+    pub lost: Vec<Lost>,
+    pub refused: Refused,
     pub write_timeout_closes: u64,
 }
 
@@ -24,29 +29,19 @@ impl Tally {
         log: &mut EventLog,
         now_ms: u64,
     ) -> Option<Event> {
-        let kinds = [
-            LostKind::Timeout504,
-            LostKind::BadGateway502,
-            LostKind::CacheIdWhileRestarting,
-        ];
         for (i, lost) in self.lost.iter().enumerate() {
             let before = last.lost.get(i).copied().unwrap_or_default();
             let Some(code) = codes.get(i) else {
                 continue;
             };
-            for (k, kind) in kinds.into_iter().enumerate() {
-                for _ in 0..lost[k].saturating_sub(before[k]) {
+            for (kind, n) in lost.iter() {
+                for _ in 0..n.saturating_sub(before[kind]) {
                     log.count_lost(code, kind);
                 }
             }
         }
-        let kinds = [
-            RefusalKind::QueueWait,
-            RefusalKind::NoProcessReady,
-            RefusalKind::Stopping,
-        ];
-        for (k, kind) in kinds.into_iter().enumerate() {
-            for _ in 0..self.refused[k].saturating_sub(last.refused[k]) {
+        for (kind, n) in self.refused.iter() {
+            for _ in 0..n.saturating_sub(last.refused[kind]) {
                 log.count_refused(kind);
             }
         }
@@ -63,9 +58,35 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::per_kind::{assert_in_order, Kind};
     use serde_json::json;
 
     const T0: u64 = 1_700_000_000_000;
+
+    /// Losses as the event names them: 504s, 502s, cache-ids while restarting.
+    fn lost([t504, b502, restarting]: [u64; 3]) -> Lost {
+        PerKind::from_fn(|k| match k {
+            LostKind::Timeout504 => t504,
+            LostKind::BadGateway502 => b502,
+            LostKind::CacheIdWhileRestarting => restarting,
+        })
+    }
+
+    /// Refusals: queue wait, no process ready, stopping.
+    fn refused([queue, none, stopping]: [u64; 3]) -> Refused {
+        PerKind::from_fn(|k| match k {
+            RefusalKind::QueueWait => queue,
+            RefusalKind::NoProcessReady => none,
+            RefusalKind::Stopping => stopping,
+        })
+    }
+
+    #[test]
+    fn the_kinds_index_in_order() {
+        assert_in_order::<LostKind>();
+        assert_in_order::<RefusalKind>();
+        assert_eq!(LostKind::ALL.len(), 3);
+    }
 
     #[test]
     fn a_minutes_growth_is_one_counts_event_per_process_and_kind() {
@@ -73,8 +94,8 @@ mod tests {
         let codes = ["m0".to_string(), "tx1".to_string()];
         let mut log = EventLog::new(0, T0);
         let first = Tally {
-            lost: vec![[1, 0, 0], [0, 2, 0]],
-            refused: [1, 0, 0],
+            lost: vec![lost([1, 0, 0]), lost([0, 2, 0])],
+            refused: refused([1, 0, 0]),
             write_timeout_closes: 1,
         };
         let ev = first.since(&Tally::default(), &codes, &mut log, T0 + 60_000);
@@ -91,8 +112,8 @@ mod tests {
         // The next minute counts only what grew since: a row for a process beyond the codes
         // (a worker retired) is left out.
         let second = Tally {
-            lost: vec![[1, 0, 0], [0, 2, 3], [9, 9, 9]],
-            refused: [1, 4, 2],
+            lost: vec![lost([1, 0, 0]), lost([0, 2, 3]), lost([9, 9, 9])],
+            refused: refused([1, 4, 2]),
             write_timeout_closes: 3,
         };
         let ev = second.since(&first, &codes, &mut log, T0 + 120_000);

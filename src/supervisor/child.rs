@@ -25,6 +25,7 @@ use tracing::{info, warn};
 
 use crate::ipc::channel::{self, ChannelReceiver, ChannelSender, Received};
 use crate::ipc::message::{FromChild, ToChild};
+use crate::log_throttle::LogThrottle;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{until_set, OutputSink, Stream};
@@ -39,43 +40,10 @@ const SEND_QUEUE: usize = 1024;
 /// final request counts are written just before it exits).
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
-/// A child writing garbage on its channel gets one log line per this long, not one per line.
+/// A child writing garbage on its channel gets one log line per this long, not one per line
+/// (so it can flood neither the log nor the supervisor's event queue), carrying how many were
+/// skipped since.
 const BAD_LINE_REPORT_EVERY: Duration = Duration::from_secs(10);
-
-/// Decides which bad channel lines are reported, so a child flooding its channel with garbage
-/// can flood neither the log nor the supervisor's event queue: the first is reported, then at
-/// most one per `every`, carrying how many were skipped unreported since.
-#[derive(Debug)]
-pub struct BadLineLimiter {
-    every: Duration,
-    last: Option<std::time::Instant>,
-    unreported: u64,
-}
-
-impl BadLineLimiter {
-    pub fn new(every: Duration) -> BadLineLimiter {
-        BadLineLimiter {
-            every,
-            last: None,
-            unreported: 0,
-        }
-    }
-
-    /// One bad line at `now`: `Some(n)` to report it (with `n` earlier ones not reported),
-    /// `None` to count it silently.
-    pub fn note(&mut self, now: std::time::Instant) -> Option<u64> {
-        match self.last {
-            Some(last) if now.saturating_duration_since(last) < self.every => {
-                self.unreported += 1;
-                None
-            }
-            _ => {
-                self.last = Some(now);
-                Some(std::mem::take(&mut self.unreported))
-            }
-        }
-    }
-}
 
 /// What happens to a child, tagged with its place and generation so a late event from a
 /// replaced child is recognised and ignored.
@@ -359,7 +327,7 @@ pub(crate) fn attach_to(
     let mut reader_stop = stop.clone();
     let (reader_tx, reader_rx) = oneshot::channel();
     tokio::spawn(async move {
-        let mut bad = BadLineLimiter::new(BAD_LINE_REPORT_EVERY);
+        let mut bad = LogThrottle::new(BAD_LINE_REPORT_EVERY);
         loop {
             let received = tokio::select! {
                 r = receiver.recv() => r,
@@ -379,7 +347,7 @@ pub(crate) fn attach_to(
                     first_time: true,
                 },
                 Received::Unknown { .. } => continue,
-                Received::Error(e) => match bad.note(crate::clock::now_std()) {
+                Received::Error(e) => match bad.event(crate::clock::now_std()) {
                     Some(0) => ChildEvent::BadLine(e.to_string()),
                     Some(n) => ChildEvent::BadLine(format!("{e} (and {n} more bad lines skipped)")),
                     None => continue,
@@ -537,27 +505,5 @@ fn end_what_it_left(
             "{code}: still running after SIGKILL, given up: {}",
             members::describe(root, &swept.left, 8)
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flood_of_bad_lines_is_reported_once_per_period_with_the_count_skipped() {
-        let t0 = std::time::Instant::now();
-        let mut l = BadLineLimiter::new(Duration::from_secs(10));
-        assert_eq!(l.note(t0), Some(0));
-        let mut reported = 0;
-        for i in 1..10_000u64 {
-            if l.note(t0 + Duration::from_micros(i * 100)).is_some() {
-                reported += 1;
-            }
-        }
-        assert_eq!(reported, 0, "within the period nothing more is reported");
-        assert_eq!(l.note(t0 + Duration::from_secs(10)), Some(9_999));
-        assert_eq!(l.note(t0 + Duration::from_secs(11)), None);
-        assert_eq!(l.note(t0 + Duration::from_secs(21)), Some(1));
     }
 }

@@ -1,4 +1,4 @@
-//! The forwarding pieces (`refuse_unsupported`, `prepare_request`, `buffered`, `streamed`, the
+//! The forwarding pieces (`is_unsupported`, `prepare_request`, `buffered`, `streamed`, the
 //! pool) behind a small hyper server of the test's own, with raw sockets at both ends so the
 //! bytes on each leg can be checked. The harness is not the listener: what the listener does
 //! with them (which slot a response holds and for how long, STREAM-1 and STREAM-2) is proven on
@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::body::{empty, BodyEnd, EndKind, NotifyOnEnd};
 use super::test_support::*;
 use super::*;
+use crate::proxy::answer::Answer;
 use crate::proxy::budget::Budget;
 
 /// A front door: refuse, prepare, forward, stream back.
@@ -52,8 +53,8 @@ async fn proxy_mode(
                     let done = done.clone();
                     async move {
                         let (mut parts, body) = req.into_parts();
-                        if let Some(refused) = refuse_unsupported(&parts) {
-                            return Ok::<_, Infallible>(refused);
+                        if is_unsupported(&parts) {
+                            return Ok::<_, Infallible>(Answer::Unsupported.respond());
                         }
                         prepare_request(&mut parts, &Peer::new(peer));
                         let resp = match up.send(Request::from_parts(parts, body)).await {

@@ -24,7 +24,7 @@ pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
 pub use headers::{check_host, prepare_request, Peer};
 pub use pool::Upstream;
-pub use refuse::refuse_unsupported;
+pub use refuse::is_unsupported;
 pub use write_timeout::WriteTimeoutIo;
 
 /// The error type of boxed bodies.

@@ -6,51 +6,26 @@
 //! ignore it, so the request is answered as plain HTTP/1.1. Refusing it would break clients that
 //! offer `h2c` on every request (`curl --http2`); FHIRsmith has no WebSocket endpoint to lose.
 
-use http::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use http::{Method, Response, StatusCode};
+use http::Method;
 
-use super::body::{full, ProxyBody};
-use crate::outcome::{Outcome, CONTENT_TYPE as FHIR_JSON};
-
-/// The answer to give instead of forwarding, if this request is one the launcher refuses.
-pub fn refuse_unsupported(parts: &http::request::Parts) -> Option<Response<ProxyBody>> {
-    if parts.method != Method::CONNECT {
-        return None;
-    }
-    let outcome = Outcome::error(
-        "not-supported",
-        "CONNECT is not supported: this server is not a forward proxy",
-    );
-    let mut resp = Response::new(full(outcome.to_bytes()));
-    *resp.status_mut() = StatusCode::NOT_IMPLEMENTED;
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(FHIR_JSON));
-    resp.headers_mut().insert(
-        ALLOW,
-        HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"),
-    );
-    Some(resp)
+/// Whether this request is one the launcher refuses (`proxy::answer::Answer::Unsupported`)
+/// instead of forwarding.
+pub fn is_unsupported(parts: &http::request::Parts) -> bool {
+    parts.method == Method::CONNECT
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::Request;
-    use http_body_util::BodyExt;
 
-    #[tokio::test]
-    async fn connect_is_refused_with_501_and_an_operation_outcome() {
+    #[test]
+    fn connect_is_unsupported() {
         let (parts, ()) = Request::connect("example.org:443")
             .body(())
-            .unwrap()
+            .unwrap_or_default()
             .into_parts();
-        let resp = refuse_unsupported(&parts).unwrap();
-        assert_eq!(resp.status(), StatusCode::NOT_IMPLEMENTED);
-        assert_eq!(resp.headers()[CONTENT_TYPE], FHIR_JSON);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(v["resourceType"], "OperationOutcome");
-        assert_eq!(v["issue"][0]["code"], "not-supported");
+        assert!(is_unsupported(&parts));
     }
 
     #[test]
@@ -59,8 +34,8 @@ mod tests {
             .header("connection", "upgrade")
             .header("upgrade", "websocket")
             .body(())
-            .unwrap()
+            .unwrap_or_default()
             .into_parts();
-        assert!(refuse_unsupported(&parts).is_none());
+        assert!(!is_unsupported(&parts));
     }
 }

@@ -28,9 +28,7 @@ use crate::process::ProcessId;
 use crate::proxy::lane::Lane;
 use crate::proxy::route::{Target, TxDemand};
 
-#[path = "pick.rs"]
 mod pick;
-#[path = "upkeep.rs"]
 mod upkeep;
 
 /// The tx scheduler. See the module docs.

@@ -22,6 +22,10 @@ pub(super) fn cfg(max: u32, extra: u32, min: u32) -> SchedulerConfig {
     }
 }
 
+/// The default `queueSeconds` and `ownerQueueSeconds`.
+const QUEUE: Duration = Duration::from_secs(1);
+const OWNER_QUEUE: Duration = Duration::from_secs(30);
+
 pub(super) const P0: ProcessId = ProcessId(0);
 pub(super) const P1: ProcessId = ProcessId(1);
 pub(super) const P2: ProcessId = ProcessId(2);
@@ -149,7 +153,7 @@ fn a_wait_ends_in_a_refusal_after_queue_seconds() {
     h.at(0.5);
     h.waits(a);
     h.at(0.5);
-    assert_eq!(h.refused(a), Refusal::QueueTimeout { owner_wait: false });
+    assert_eq!(h.refused(a), Refusal::QueueTimeout { waited: QUEUE });
     assert_eq!(h.s.queued(), 0);
     assert_eq!(h.s.poll_timeout(), None);
 }
@@ -163,9 +167,12 @@ fn zero_waits_refuse_at_once() {
     let mut h = Harness::new(c, 1);
     h.fill(1, Lane::Normal);
     let a = h.any(Lane::Normal);
-    assert_eq!(h.refused(a), Refusal::QueueTimeout { owner_wait: false });
+    let at_once = Refusal::QueueTimeout {
+        waited: Duration::ZERO,
+    };
+    assert_eq!(h.refused(a), at_once);
     let b = h.submit(Target::Owner(P0), Lane::Normal);
-    assert_eq!(h.refused(b), Refusal::QueueTimeout { owner_wait: true });
+    assert_eq!(h.refused(b), at_once);
 }
 
 #[test]
@@ -190,7 +197,12 @@ fn a_cache_id_request_waits_only_for_its_owner_and_longer() {
     h.at(29.0);
     h.waits(a);
     h.at(1.0);
-    assert_eq!(h.refused(a), Refusal::QueueTimeout { owner_wait: true });
+    assert_eq!(
+        h.refused(a),
+        Refusal::QueueTimeout {
+            waited: OWNER_QUEUE
+        }
+    );
     // a cache-id request goes to its owner even in cooldown (DEC-8)
     h.finish(first, Finish::Responded { status: 503 });
     assert!(h.s.load(P1).cooling);
@@ -256,7 +268,12 @@ fn affinity_waits_for_a_full_issuer_and_falls_back_when_it_goes() {
     let b = h.submit(Target::Affinity(P0), Lane::Normal);
     h.waits(b);
     h.at(30.0);
-    assert_eq!(h.refused(b), Refusal::QueueTimeout { owner_wait: true });
+    assert_eq!(
+        h.refused(b),
+        Refusal::QueueTimeout {
+            waited: OWNER_QUEUE
+        }
+    );
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The scheduler's vocabulary: what the shell tells it and what it answers.
 
+use std::time::Duration;
+
 use crate::process::ProcessId;
 
 /// The shell's name for one request, unique among the requests the scheduler holds.
@@ -38,9 +40,9 @@ pub enum Finish {
 /// Why the launcher refuses a request itself.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Waited its whole wait (`queueSeconds`, or `ownerQueueSeconds` when `owner_wait`) without
-    /// a slot: `503`, `Retry-After: 5`, `Connection: close` (QUEUE-4, QUEUE-5).
-    QueueTimeout { owner_wait: bool },
+    /// Waited its whole wait (`queueSeconds`, or `ownerQueueSeconds` for a cache-id, `waited`)
+    /// without a slot: `503`, `Retry-After: 5`, `Connection: close` (QUEUE-4, QUEUE-5).
+    QueueTimeout { waited: Duration },
     /// The cache-id's issuer is down or draining: `404` `cache-id-unknown`, lost to a server
     /// restart (ROUTE-3b, DEC-15).
     OwnerGone(ProcessId),

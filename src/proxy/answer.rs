@@ -1,7 +1,8 @@
-//! The launcher's own answers, in one place (as pingora's `fail_to_proxy`): each reason the
-//! launcher answers a request itself maps to one status, its headers and a FHIR OperationOutcome.
+//! The launcher's own answers: each reason the launcher answers a request itself maps to one
+//! status, its headers and a FHIR OperationOutcome. Which answer a failure gets, and its
+//! counting, is `failure::fail`.
 
-use http::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 use super::forward::{full, ProxyBody};
@@ -11,6 +12,9 @@ use crate::outcome::{printable, Outcome, CONTENT_TYPE as FHIR_JSON};
 /// Why the launcher answers a request itself.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
+    /// A method the launcher never proxies (`CONNECT`, see `forward::refuse`): `501`, with
+    /// `Allow` naming the methods it does.
+    Unsupported,
     /// The request target can't be routed: `400`.
     BadTarget(BadTarget),
     /// A master path while the master is not ready: `503` (LIMIT-1, LIMIT-2).
@@ -46,9 +50,13 @@ pub enum Answer {
 /// What a client should wait before trying again after a `503` of the launcher's.
 pub const RETRY_AFTER_SECS: &str = "5";
 
+/// The methods the launcher proxies, for `Allow` on a `501`.
+const ALLOWED: &str = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS";
+
 impl Answer {
     pub fn status(&self) -> StatusCode {
         match self {
+            Answer::Unsupported => StatusCode::NOT_IMPLEMENTED,
             Answer::BadTarget(_) | Answer::BadRequestBody | Answer::BadHost(_) => {
                 StatusCode::BAD_REQUEST
             }
@@ -66,6 +74,10 @@ impl Answer {
 
     pub fn outcome(&self) -> Outcome {
         match self {
+            Answer::Unsupported => Outcome::error(
+                "not-supported",
+                "CONNECT is not supported: this server is not a forward proxy",
+            ),
             Answer::BadTarget(why) => Outcome::error("invalid", format!("Bad request: {why}")),
             Answer::BadRequestBody => Outcome::error(
                 "invalid",
@@ -134,6 +146,9 @@ impl Answer {
         if self.closes() {
             h.insert(CONNECTION, HeaderValue::from_static("close"));
         }
+        if *self == Answer::Unsupported {
+            h.insert(ALLOW, HeaderValue::from_static(ALLOWED));
+        }
         resp
     }
 
@@ -167,6 +182,9 @@ impl Answer {
         if self.closes() {
             out.extend_from_slice(b"connection: close\r\n");
         }
+        if *self == Answer::Unsupported {
+            out.extend_from_slice(format!("allow: {ALLOWED}\r\n").as_bytes());
+        }
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(&body);
         out
@@ -185,6 +203,22 @@ mod tests {
         assert_eq!(r.headers()[RETRY_AFTER], "5");
         assert_eq!(r.headers()[CONNECTION], "close");
         assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+    }
+
+    #[tokio::test]
+    async fn connect_is_refused_with_501_allow_and_an_operation_outcome() {
+        use http_body_util::BodyExt;
+        let r = Answer::Unsupported.respond();
+        assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+        assert!(r.headers()[ALLOW]
+            .to_str()
+            .is_ok_and(|a| a.contains("POST")));
+        let body = r.into_body().collect().await.map(|b| b.to_bytes());
+        let v: serde_json::Value =
+            serde_json::from_slice(&body.unwrap_or_default()).unwrap_or_default();
+        assert_eq!(v["resourceType"], "OperationOutcome");
+        assert_eq!(v["issue"][0]["code"], "not-supported");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! room (`pump`). Part of the scheduler's state machine (`machine.rs`).
 
 use std::cmp::Reverse;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::deadline::Later;
@@ -93,13 +93,9 @@ impl Scheduler {
         if self.stopping {
             return self.refuse(id, Refusal::Stopping);
         }
-        let length = match wait {
-            Wait::Any => self.cfg.queue,
-            Wait::Unknown | Wait::Owner | Wait::Affinity => self.cfg.owner_queue,
-        };
+        let length = self.wait_length(wait);
         if length.is_zero() {
-            let owner_wait = wait != Wait::Any;
-            return self.refuse(id, Refusal::QueueTimeout { owner_wait });
+            return self.refuse(id, Refusal::QueueTimeout { waited: length });
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -143,6 +139,15 @@ impl Scheduler {
             id,
             process: ProcessId(i as u16),
         });
+    }
+
+    /// How long a request waits for a slot: `queueSeconds`, or `ownerQueueSeconds` for one
+    /// that names a process.
+    pub(super) fn wait_length(&self, wait: Wait) -> Duration {
+        match wait {
+            Wait::Any => self.cfg.queue,
+            Wait::Unknown | Wait::Owner | Wait::Affinity => self.cfg.owner_queue,
+        }
     }
 
     pub(super) fn refuse(&mut self, id: RequestId, reason: Refusal) {

@@ -34,8 +34,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::front::{Decision, Front, Ticket};
-use super::route::{RequestHead, Route, TxDemand};
+use crate::proxy::front::{Early, Front};
+use crate::proxy::route::{RequestHead, Route};
 
 /// Bytes read ahead for hyper at most; a request with a larger body is left to hyper.
 pub const KEEP_AT_MOST: usize = 64 * 1024;
@@ -48,15 +48,6 @@ const CHUNK: usize = 8192;
 
 /// Headers a head may have to be admitted here (hyper takes up to 100; more go to hyper).
 const MAX_HEADERS: usize = 64;
-
-/// A tx request admitted in the lobby, for its service to take up.
-pub struct Early {
-    pub demand: TxDemand,
-    pub ticket: Ticket,
-    /// Already decided (the value is there to be received), or left to come if the scheduler
-    /// had not decided yet when hyper was given the connection.
-    pub decision: oneshot::Receiver<Decision>,
-}
 
 /// How a connection leaves the lobby.
 pub enum Leave {
@@ -130,10 +121,6 @@ pub async fn enter(
         None => false,
     };
     if too_large {
-        debug!(
-            "a client sent a request head over {} KB (headerMaxKB): answered 431",
-            max_head >> 10
-        );
         return Leave::HeadTooLarge;
     }
     let Some(head) = whole_request(&buf) else {

@@ -79,8 +79,8 @@ impl Scheduler {
                     }
                     if let Some(Req::Waiting { lane, at, wait, .. }) = self.requests.remove(&id) {
                         self.forget(at, lane);
-                        let owner_wait = wait != Wait::Any;
-                        self.refuse(id, Refusal::QueueTimeout { owner_wait });
+                        let waited = self.wait_length(wait);
+                        self.refuse(id, Refusal::QueueTimeout { waited });
                     }
                 }
                 Timer::Cool {

@@ -27,7 +27,7 @@ use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::forward::ProxyBody;
+use crate::proxy::forward::ProxyBody;
 
 /// One connection's counts, shared by its service, its stream and its loop (which outlive any
 /// one hyper connection on the socket).
@@ -374,7 +374,7 @@ mod tests {
                 write_stalled: false
             }
         );
-        drop(TrackedBody::new(super::super::forward::body::empty(), g));
+        drop(TrackedBody::new(crate::proxy::forward::body::empty(), g));
         assert_eq!(a.snapshot().ended, 1);
         assert!(a.snapshot().last_end_ms >= 5_000);
     }

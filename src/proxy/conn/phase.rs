@@ -1,0 +1,200 @@
+//! A client connection's phases and the loop that takes it from one to the next (see [`Phase`]).
+//! The client sees no difference between them: no `Connection: close`, no byte lost (see `park`
+//! for when it is safe to leave hyper).
+//!
+//! A connection outside hyper keeps the rules of one hyper holds: it is closed on drain (STOP-2)
+//! unless it has a request admitted (answered, STOP-3), and `headerTimeoutSeconds` after it was
+//! accepted or gave its last response if the client sends nothing (hyper's header timer starts
+//! when a connection is new or goes idle; outside hyper, it is this task's deadline). The write
+//! timeout (STREAM-4) is on the stream, which is kept across parks.
+
+use std::mem::ManuallyDrop;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::lobby::{self, Leave};
+use super::park::{Activity, Quiet};
+use super::served::serve_until_idle;
+use crate::deadline::Later;
+use crate::proxy::answer::Answer;
+use crate::proxy::failure::{fail, Failure};
+use crate::proxy::forward::{Peer, WriteTimeoutIo};
+use crate::proxy::front::{Early, Front};
+use crate::proxy::listener_settings::ListenerSettings;
+use crate::proxy::trim::Trimmer;
+
+pub(super) type ClientIo = WriteTimeoutIo<TcpStream>;
+
+/// What a connection needs from the listener.
+pub struct ConnContext {
+    pub front: Arc<Front>,
+    pub cfg: Arc<ListenerSettings>,
+    pub peer: Peer,
+    /// Connections being served by hyper now (not parked), all the listener's.
+    pub served: Arc<AtomicUsize>,
+    /// Told of each park, to hand the memory back after a crowd.
+    pub trimmer: Arc<Trimmer>,
+}
+
+/// A client connection's phase. These are the transitions, and the only ones:
+///
+/// ```text
+///   accepted ──► Lobby ──(no whole head in time, the drain, a head over headerMaxKB: 431,
+///                  ▲  │    the client gone)──────────────────────────────────────► Closed
+///                  │  │
+///                  │  └─(a whole head; a tx request admitted and its decision made)─► Hyper
+///                  │                                                                  │
+///                  │     (the client done or failed, the drain)──────────► Closed ◄──┤
+///                  │                                                                  │
+///                  └─── Parked ◄──────────────────(idle about a second, `park::Quiet`)─┘
+/// ```
+///
+/// * **Lobby**: hyper does not hold the connection. The next request's head is read, and a tx
+///   request is routed and admitted; one that must wait in the queue waits here, holding only its
+///   bytes, its ticket and the socket (`lobby`). A connection with nothing sent holds no buffer.
+/// * **Hyper**: hyper serves the socket, first the bytes the lobby read, its first request
+///   taking the lobby's admission instead of asking again (`served`).
+/// * **Parked**: idle, hyper's state dropped (its 13 KB), only the socket and this task kept; the
+///   bytes of a next request hyper had read go first. The lobby waits for the client's next
+///   bytes.
+/// * **Closed**: the task ends, and the socket is closed.
+///
+/// The socket and the bytes read ahead of the next request are the loop's, not the phase's: a
+/// phase holding them would keep room for them twice while the loop waits, in every
+/// connection's task.
+enum Phase {
+    Lobby,
+    /// With the first request's admission, if the lobby made it. In a `ManuallyDrop` so that
+    /// `Phase` needs no drop: the loop replaces the phase after waiting in it, and a phase that
+    /// needs a drop would be kept for that drop while the loop waits, a few dozen bytes in every
+    /// connection's task. Nothing waits between the lobby making one and the loop taking it out.
+    Hyper(ManuallyDrop<Option<Early>>),
+    Parked,
+    Closed,
+}
+
+/// Serves the client on `stream` until it closes, fails or the drain closes it.
+pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch::Receiver<bool>) {
+    let c = &ctx.front.counters;
+    let mut io = WriteTimeoutIo::new(
+        stream,
+        ctx.cfg.write_timeout,
+        c.write_timeout_closes.clone(),
+    );
+    let mut unread = Bytes::new();
+    let activity = Arc::new(Activity::new(Instant::now()));
+    let mut quiet = Quiet::default();
+    let mut phase = Phase::Lobby;
+    loop {
+        phase = match phase {
+            // The lobby's code is here, not in a function of its own: that function's future
+            // would add its arguments to every connection's task.
+            Phase::Lobby => {
+                // hyper's header timer starts when a connection is new or goes idle; `Activity`
+                // counts from the accept.
+                let idle_since = activity.instant(activity.snapshot().last_end_ms);
+                let header = ctx.cfg.header_read_timeout;
+                let deadline = (!header.is_zero()).then(|| idle_since.later(header));
+                let max_head = ctx.cfg.max_head;
+                let bytes = std::mem::take(&mut unread);
+                match lobby::enter(
+                    io.get_ref(),
+                    bytes,
+                    &ctx.front,
+                    deadline,
+                    &mut drain,
+                    max_head,
+                )
+                .await
+                {
+                    Leave::Gone => Phase::Closed,
+                    Leave::Close => {
+                        let _ = io.shutdown().await;
+                        Phase::Closed
+                    }
+                    Leave::HeadTooLarge => {
+                        let answer = fail(&ctx.front, Failure::HeadTooLarge { max_head });
+                        // Boxed: its read buffer would otherwise be room in every connection's
+                        // task.
+                        Box::pin(answer_and_close(&mut io, answer)).await;
+                        Phase::Closed
+                    }
+                    Leave::Serve { early: None, .. } if *drain.borrow() => {
+                        // Not yet a request of hyper's: closed as hyper closes an idle
+                        // connection. One admitted here is answered (in the queue, a drain
+                        // refuses it).
+                        let _ = io.shutdown().await;
+                        Phase::Closed
+                    }
+                    Leave::Serve {
+                        unread: bytes,
+                        early,
+                    } => {
+                        unread = bytes;
+                        Phase::Hyper(ManuallyDrop::new(early))
+                    }
+                }
+            }
+            Phase::Hyper(early) => {
+                // Boxed: the serving state is large, and the task must be small while parked.
+                let serving = Box::pin(serve_until_idle(
+                    io,
+                    std::mem::take(&mut unread),
+                    ManuallyDrop::into_inner(early),
+                    &ctx,
+                    &activity,
+                    &mut drain,
+                    &mut quiet,
+                ));
+                let Some((back, rest)) = serving.await else {
+                    // Closed: hyper had the socket, and has dropped it.
+                    return;
+                };
+                (io, unread) = (back, rest);
+                Phase::Parked
+            }
+            Phase::Parked => {
+                if unread.is_empty() {
+                    debug!("connection from {}: idle, parked", ctx.peer);
+                    ctx.trimmer.parked();
+                } else {
+                    // A next request had begun to arrive: read on at once, bytes in front.
+                    debug!(
+                        "connection from {}: idle with {} bytes of a next request; served again",
+                        ctx.peer,
+                        unread.len()
+                    );
+                }
+                Phase::Lobby
+            }
+            Phase::Closed => return,
+        };
+    }
+}
+
+/// How long a closing connection's unread bytes are read and dropped, at most.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answers a client the launcher won't read on (a head too large), then closes: our side is
+/// shut, and what the client still sends is read and dropped for a while, so the close doesn't
+/// reset the connection before the client has read the answer (as nginx's lingering close).
+async fn answer_and_close(io: &mut ClientIo, answer: Answer) {
+    use tokio::io::AsyncReadExt;
+    if io.write_all(&answer.to_http1()).await.is_err() || io.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let until = Instant::now() + LINGER;
+    while let Ok(Ok(n)) = tokio::time::timeout_at(until, io.read(&mut sink)).await {
+        if n == 0 {
+            break;
+        }
+    }
+}

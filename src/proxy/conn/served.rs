@@ -1,0 +1,138 @@
+//! The hyper phase: one hyper HTTP/1.1 connection on the client's socket, each request handed to
+//! the request pipeline (`proxy::pipeline`), until the client is done, the drain ends it, or it
+//! has been idle long enough to park (then hyper gives the socket back, with any bytes of a next
+//! request it had read).
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use hyper::body::Body as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
+use super::phase::{ClientIo, ConnContext};
+use crate::proxy::front::Early;
+use crate::proxy::pipeline::handle;
+
+/// Counts a connection as served by hyper while it lives.
+struct ServedGauge<'a>(&'a AtomicUsize);
+
+impl<'a> ServedGauge<'a> {
+    fn new(g: &'a AtomicUsize) -> ServedGauge<'a> {
+        g.fetch_add(1, Ordering::Relaxed);
+        ServedGauge(g)
+    }
+}
+
+impl Drop for ServedGauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One hyper connection on the socket, until the client is done, the drain ends it (`None`), or
+/// it has been idle a whole period: then hyper gives the socket back, with the bytes of a next
+/// request it had read and not parsed.
+pub(super) async fn serve_until_idle(
+    io: ClientIo,
+    unread: Bytes,
+    early: Option<Early>,
+    ctx: &ConnContext,
+    activity: &Arc<Activity>,
+    drain: &mut watch::Receiver<bool>,
+    quiet: &mut Quiet,
+) -> Option<(ClientIo, Bytes)> {
+    let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer.clone());
+    let tracker = activity.clone();
+    // The first request hyper reads is the one the lobby admitted, if it did.
+    let early = Cell::new(early);
+    let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let guard = tracker.begin(!req.body().is_end_stream());
+        let (front, cfg) = (front.clone(), cfg.clone());
+        // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
+        // service's future; the forwarding future is large, so an idle keep-alive connection
+        // would hold it. Boxed, it exists only while a request is in flight.
+        Box::pin(handle(
+            front,
+            cfg,
+            peer.clone(),
+            req,
+            early.take(),
+            move |b| TrackedBody::new(b, guard),
+        ))
+    });
+    let mut builder = http1::Builder::new();
+    // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
+    // hyper writes it itself) and a close; one on a connection the lobby reads gets the
+    // OperationOutcome. hyper takes no less than 8 KB.
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .max_buf_size(ctx.cfg.max_head.max(8192));
+    if !ctx.cfg.header_read_timeout.is_zero() {
+        builder.header_read_timeout(ctx.cfg.header_read_timeout);
+    }
+    quiet.served_anew(activity.snapshot());
+    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
+    // Boxed, so that while parked this task holds none of it.
+    let mut conn = Box::pin(builder.serve_connection(stream, svc));
+    let _served = ServedGauge::new(&ctx.served);
+    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed)));
+    tokio::pin!(look);
+    loop {
+        tokio::select! {
+            // hyper first: a request the lobby admitted is read on the first poll, so a drain
+            // that has begun finds it in progress (answered, then closed), not an idle
+            // connection to close unanswered.
+            biased;
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    debug!("connection from {}: {e}", ctx.peer);
+                }
+                return None;
+            }
+            _ = drain.changed() => {
+                // Idle: closed at once; a request in progress: answered, then closed (STOP-2, 3).
+                conn.as_mut().graceful_shutdown();
+                if let Err(e) = conn.as_mut().await {
+                    debug!("connection from {} while draining: {e}", ctx.peer);
+                }
+                return None;
+            }
+            () = &mut look => {
+                let now = Instant::now();
+                let after = park_after(ctx.served.load(Ordering::Relaxed));
+                match quiet.look(activity.snapshot(), activity.ms(now), after) {
+                    Look::Park => break,
+                    Look::Again(wait) => look.as_mut().reset(now + wait),
+                }
+            }
+        }
+    }
+    // hyper's state is idle (see `park`): this closes it without writing anything.
+    conn.as_mut().graceful_shutdown();
+    if let Err(e) = poll_fn(|cx| conn.as_mut().poll_without_shutdown(cx)).await {
+        debug!("connection from {} while parking: {e}", ctx.peer);
+        return None;
+    }
+    let parts = std::pin::Pin::into_inner(conn).into_parts();
+    let (io, rest) = parts.io.into_inner().into_inner();
+    // Copied, never kept as is: even empty, hyper's `read_buf` holds its whole 8 KB buffer.
+    let unread = if parts.read_buf.is_empty() && rest.is_empty() {
+        Bytes::new()
+    } else {
+        let mut all = BytesMut::with_capacity(parts.read_buf.len() + rest.len());
+        all.extend_from_slice(&parts.read_buf);
+        all.extend_from_slice(&rest);
+        all.freeze()
+    };
+    Some((io, unread))
+}
