@@ -41,9 +41,11 @@ use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
 mod demo;
 mod reloader;
 mod tx_usage_watch;
+mod upgrade;
 
 use demo::prepare_demo;
 use reloader::Reloader;
+use upgrade::{Outcome, Resume};
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
 /// given their chance to be written before it returns (`logging::flush`).
@@ -54,6 +56,10 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
+    if cli.upgrade_formats {
+        println!("{}", crate::upgrade::state::formats_line());
+        return Ok(ExitCode::SUCCESS);
+    }
     // Held to the end of `main`, however it ends: the demo's own temporary directory goes then.
     let _demo_dir = if cli.demo {
         prepare_demo(&mut cli)?
@@ -61,15 +67,22 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         None
     };
     let settings = settings::load(&cli)?;
-    if let Some(crate::cli::Action::Status { json }) = cli.action {
+    if let Some(action) = &cli.action {
+        let (name, action) = match action {
+            crate::cli::Action::Status { json } => ("status", Some(*json)),
+            crate::cli::Action::Upgrade => ("upgrade", None),
+        };
         let Some(addr) = settings.cluster.admin_address else {
             eprintln!(
-                "fhircluster status needs the launcher's own endpoint: give --admin-address or \
+                "fhircluster {name} needs the launcher's own endpoint: give --admin-address or \
                  set server.cluster.adminAddress in config.json"
             );
             return Ok(ExitCode::from(crate::ops::status_table::UNREACHABLE));
         };
-        return Ok(crate::ops::status_table::run(addr, json));
+        return Ok(match action {
+            Some(json) => crate::ops::status_table::run(addr, json),
+            None => crate::ops::upgrade_cmd::run(addr),
+        });
     }
     let journal = Journal::detect();
     logging::init(
@@ -89,7 +102,19 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::ops::access_log::init(&settings, journal)?;
-    guard_processes(&settings, &plan)?;
+    // Started by an in-place upgrade: the processes, sockets and state of the program before.
+    let resume = match crate::upgrade::exec::inherited() {
+        None => {
+            guard_processes(&settings, &plan)?;
+            None
+        }
+        Some(Ok(handover)) => {
+            let r = Resume { handover };
+            r.tree(settings.cluster.kill_after);
+            Some(r)
+        }
+        Some(Err(e)) => anyhow::bail!("the in-place upgrade's state: {e}"),
+    };
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
     // workers.
@@ -109,7 +134,12 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             .build()
     }
     .context("starting the runtime")?;
-    let ended = runtime.block_on(run(cli, settings, sizing, plan, lines));
+    // The runtime on a thread of its own; this (main) thread forks every child and runs the
+    // upgrade's execve (`supervisor::spawner`).
+    let ended = crate::supervisor::spawner::serve_here(move || {
+        runtime.block_on(run(cli, settings, sizing, plan, lines, resume))
+    })
+    .context("starting the runtime's thread")?;
     crate::tree::run::finish();
     ended
 }
@@ -145,17 +175,20 @@ async fn run(
     sizing: CpuSizing,
     plan: Plan,
     lines: ChildLines,
+    resume: Option<Resume>,
 ) -> Result<ExitCode> {
     // First, before any process exists: from here no common signal ends the launcher by its
     // default action (which would leave no log, no drain and no orderly stop).
     let mut signals = Signals::install()?;
+    // Held back across an upgrade's execve (no handler then): taken now that they are caught.
+    crate::upgrade::exec::unblock_signals();
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let mut l = Launcher::wire(&settings, &sizing, &plan, lines).await?;
+    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;
     if let Some(code) = l.wait_for_master(&mut signals).await {
         return Ok(code);
     }
-    let Some(serving) = l.serve(&settings, demo).await else {
+    let Some(mut serving) = l.serve(&settings, demo, resume.as_ref()).await else {
         // The port can't be had (logged): the processes are stopped, and it is a failure.
         l.stop_processes(&mut signals).await;
         return Ok(ExitCode::from(1));
@@ -168,20 +201,55 @@ async fn run(
         listener: serving.live.clone(),
         control: l.control.clone(),
     };
-    match l.until_stop(&mut signals, &mut reloader).await {
-        Some(code) => {
-            let _ = serving.shutdown.send(true);
-            let _ = serving.task.await;
-            Ok(code)
-        }
-        None => Ok(l.stop(&mut signals, serving).await),
+    if let Some(r) = &resume {
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        info!(
+            "upgraded in place: pid {} kept, serving again {} ms after the handover",
+            std::process::id(),
+            mono_now.saturating_sub(r.handover.captured_monotonic_ms)
+        );
     }
+    drop(resume);
+    loop {
+        match l.until_stop(&mut signals, &mut reloader).await {
+            Until::Ended(code) => {
+                let _ = serving.shutdown.send(listener::Shutdown::Stop);
+                let _ = serving.task.await;
+                return Ok(code);
+            }
+            Until::Stop => return Ok(l.stop(&mut signals, serving).await),
+            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
+                Outcome::Serving(s) => serving = s,
+                Outcome::Stop => {
+                    let code = l.stop_processes(&mut signals).await;
+                    info!("stopped");
+                    return Ok(code);
+                }
+            },
+        }
+    }
+}
+
+/// Why `until_stop` returned.
+enum Until {
+    /// The supervisor ended by itself, with this exit status.
+    Ended(ExitCode),
+    /// A stop signal.
+    Stop,
+    /// `SIGUSR2`.
+    Upgrade,
 }
 
 /// What runs while the launcher does: the front door, the supervisor and what it is told, and
 /// what systemd hears.
 struct Launcher {
     front: Arc<Front>,
+    /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
+    /// over while the endpoint serves on until the `execve`).
+    admin_fd: Option<std::os::fd::OwnedFd>,
+    /// `POST /upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade not done ended.
+    desk: crate::ops::upgrade_desk::UpgradeDesk,
+    upgrade_asks: mpsc::Receiver<()>,
     control: mpsc::Sender<Control>,
     supervisor: tokio::task::JoinHandle<Ended>,
     notifier: Arc<Notifier>,
@@ -194,8 +262,8 @@ struct Launcher {
 
 /// The client listener's task and how to stop it.
 struct Serving {
-    task: tokio::task::JoinHandle<()>,
-    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Option<TcpListener>>,
+    shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
 }
 
@@ -207,6 +275,7 @@ impl Launcher {
         sizing: &CpuSizing,
         plan: &Plan,
         lines: ChildLines,
+        resume: Option<&Resume>,
     ) -> Result<Launcher> {
         let output = OutputSink::new(lines);
         for w in &settings.warnings {
@@ -244,14 +313,27 @@ impl Launcher {
         let news = front.roster.news();
         let (control, control_rx) = mpsc::channel(16);
         // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
+        let mut admin_fd = None;
+        let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
         if let Some(addr) = c.admin_address {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("server.cluster.adminAddress {addr}: cannot listen"))?;
+            let inherited = resume
+                .and_then(Resume::admin_listener)
+                .filter(|l| l.local_addr().is_ok_and(|a| a == addr))
+                .and_then(|l| {
+                    l.set_nonblocking(true).ok()?;
+                    TcpListener::from_std(l).ok()
+                });
+            let l = match inherited {
+                Some(l) => l,
+                None => TcpListener::bind(addr).await.with_context(|| {
+                    format!("server.cluster.adminAddress {addr}: cannot listen")
+                })?,
+            };
+            admin_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
             info!(
                 "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
             );
-            let admin = Arc::new(Admin::new(front.clone(), control.clone()));
+            let admin = Arc::new(Admin::new(front.clone(), control.clone(), desk.clone()));
             tokio::spawn(admin::serve(l, admin));
         }
         let notifier = Arc::new(Notifier::from_env());
@@ -281,13 +363,33 @@ impl Launcher {
             settings: live.supervisor,
             idle_report: Box::new(host::idle_report(settings)),
         };
-        let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
         let sizer = Box::new(host::sizer(settings, sizing.clone()));
-        let supervisor = tokio::spawn(supervisor::run(
-            setup, keeper, hooks, sizer, control_rx, output,
-        ));
+        let now = Instant::now().into_std();
+        let supervisor = match resume {
+            None => {
+                let keeper = Keeper::new(settings, &plan.processes, now);
+                tokio::spawn(supervisor::run(
+                    setup, keeper, hooks, sizer, control_rx, output,
+                ))
+            }
+            Some(r) => {
+                let keeper = Keeper::resume(settings, &plan.processes, now, &r.handover.keeper);
+                tokio::spawn(supervisor::resume(
+                    setup,
+                    keeper,
+                    hooks,
+                    sizer,
+                    control_rx,
+                    output,
+                    r.shell(),
+                ))
+            }
+        };
         Ok(Launcher {
             front,
+            admin_fd,
+            desk,
+            upgrade_asks,
             control,
             supervisor,
             notifier,
@@ -320,8 +422,31 @@ impl Launcher {
 
     /// Opens `server.port` (where `listenAddress` says), tells systemd the launcher is ready, and serves. `None`: the port
     /// can't be had (logged).
-    async fn serve(&mut self, settings: &Settings, demo: bool) -> Option<Serving> {
-        let bound = match client_port::bind(settings.cluster.listen_address, settings.port) {
+    async fn serve(
+        &mut self,
+        settings: &Settings,
+        demo: bool,
+        resume: Option<&Resume>,
+    ) -> Option<Serving> {
+        let inherited = resume.and_then(Resume::client_listener).and_then(|l| {
+            let at = l.local_addr().ok()?;
+            let same = at.port() == settings.port
+                && settings.cluster.listen_address.is_none_or(|a| a == at.ip());
+            if !same {
+                info!("upgrade: server.port or listenAddress changed: closing {at}");
+                return None;
+            }
+            l.set_nonblocking(true).ok()?;
+            Some(client_port::Bound {
+                listener: TcpListener::from_std(l).ok()?,
+                place: format!("{at} (kept across the upgrade)"),
+                note: None,
+            })
+        });
+        let bound = match inherited.map_or_else(
+            || client_port::bind(settings.cluster.listen_address, settings.port),
+            Ok,
+        ) {
             Ok(b) => b,
             Err(e) => {
                 let at = settings
@@ -350,7 +475,7 @@ impl Launcher {
             self.front.clone(),
             settings.tx.endpoints.clone(),
         ));
-        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (shutdown, shutdown_rx) = watch::channel(listener::Shutdown::No);
         let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
         let task = tokio::spawn(listener::serve_live(
             listener,
@@ -369,11 +494,7 @@ impl Launcher {
     /// master that never got ready does, and then nothing listens; kept for completeness).
     /// SIGHUP reloads; systemd hears `RELOADING=1`, then `READY=1` when the rolling restart is
     /// over (or at once when the settings are refused).
-    async fn until_stop(
-        &mut self,
-        signals: &mut Signals,
-        reloader: &mut Reloader,
-    ) -> Option<ExitCode> {
+    async fn until_stop(&mut self, signals: &mut Signals, reloader: &mut Reloader) -> Until {
         loop {
             tokio::select! {
                 sig = signals.next() => match meaning(sig, Phase::Serving) {
@@ -382,7 +503,11 @@ impl Launcher {
                             "{sig}: stopping (the drain, then the processes in order; another \
                              SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
                         );
-                        return None;
+                        return Until::Stop;
+                    }
+                    Meaning::Upgrade => {
+                        info!("{sig}: upgrading in place");
+                        return Until::Upgrade;
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
@@ -407,7 +532,11 @@ impl Launcher {
                         self.state.send_replace(notify::State::Serving);
                     }
                 }
-                ended = &mut self.supervisor => return Some(exit_code(ended.ok())),
+                Some(()) = self.upgrade_asks.recv() => {
+                    info!("upgrade asked for on the launcher's own endpoint: upgrading in place");
+                    return Until::Upgrade;
+                }
+                ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }
         }
     }
@@ -417,7 +546,7 @@ impl Launcher {
     async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
-        let _ = serving.shutdown.send(true);
+        let _ = serving.shutdown.send(listener::Shutdown::Stop);
         loop {
             tokio::select! {
                 _ = &mut serving.task => break,
@@ -488,6 +617,6 @@ fn cluster_status(front: &Front) -> String {
 fn exit_code(ended: Option<Ended>) -> ExitCode {
     match ended {
         Some(Ended::Stopped) => ExitCode::SUCCESS,
-        Some(Ended::GaveUp) | None => ExitCode::from(1),
+        Some(Ended::GaveUp | Ended::HandedOver) | None => ExitCode::from(1),
     }
 }

@@ -56,3 +56,4 @@ mod status_history;
 mod status_snapshot;
 mod stop;
 mod supervise;
+mod upgrade;

@@ -115,7 +115,7 @@ fn worker_count(running: &Settings) -> WorkerCount {
 
 /// Reads and checks the settings again, as at start (the same flags; the environment as it is
 /// the launcher's own, unchanged): the settings, or what is wrong, its causes kept.
-fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
+pub(super) fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
     let s = settings::load(cli)?;
     settings::check_command(&s, cwd)?;
     // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).

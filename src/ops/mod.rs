@@ -20,3 +20,5 @@ pub(crate) mod signal_stream;
 pub mod signals;
 pub(crate) mod status_table;
 pub(crate) mod tx_usage;
+pub(crate) mod upgrade_cmd;
+pub(crate) mod upgrade_desk;
