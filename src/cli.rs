@@ -91,6 +91,11 @@ pub struct Cli {
     #[arg(long)]
     pub(crate) demo: bool,
 
+    /// Print the in-place upgrade's state formats this binary reads, and exit (asked by the
+    /// launcher it is to replace)
+    #[arg(long, hide = true)]
+    pub(crate) upgrade_formats: bool,
+
     /// What to do instead of running the cluster
     #[command(subcommand)]
     pub(crate) action: Option<Action>,
@@ -112,6 +117,10 @@ pub(crate) enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Upgrade the running launcher in place (as `kill -USR2` does: the binary now at its path,
+    /// same pid, same processes), through its own endpoint, and wait for the outcome. Exit
+    /// status: 0 upgraded, 1 refused or failed (the reason is printed), 2 no launcher answers.
+    Upgrade,
 }
 
 const STATUS_HELP: &str = "\

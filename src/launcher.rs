@@ -1,6 +1,6 @@
 //! The launcher's run, top to bottom, in phases: the signal handlers (first, before any process
-//! exists) → settings → plan → `wire` (the front door's state, the launcher's own endpoints,
-//! systemd's messages, the supervisor, which starts the master) → `wait_for_master` → `serve`
+//! exists) → settings → plan → `wire` (`launcher/wire.rs`: the front door's state, the
+//! launcher's own endpoints, systemd's messages, the supervisor, which starts the master) → `wait_for_master` → `serve`
 //! (the listener, once the master is ready) → `until_stop` (SIGHUP reloads the settings and
 //! restarts the processes in turn) → `stop` (the drain, then the processes in order) → exit.
 //! What each signal means in each phase is `ops::signals`; this file only acts on it.
@@ -11,11 +11,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::ops::admin::{self, Admin};
 use crate::ops::child_log::ChildLines;
 use crate::ops::client_port;
 use crate::ops::journald::Journal;
@@ -24,26 +22,23 @@ use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::{meaning, Meaning, Phase, Sig};
 use crate::plan::Plan;
-use crate::process::ProcessId;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::roster::RosterNews;
-use crate::proxy::route::RouteTable;
-use crate::proxy::scheduler::Scheduler;
-use crate::reload::Live;
 use crate::settings::{self, Settings};
 use crate::sizing::host;
 use crate::sizing::CpuSizing;
-use crate::status::keeper::Keeper;
-use crate::supervisor::output::OutputSink;
-use crate::supervisor::{self, Control, Ended, Hooks, SupervisorSetup};
+use crate::supervisor::{Control, Ended};
 
 mod demo;
 mod reloader;
 mod tx_usage_watch;
+mod upgrade;
+mod wire;
 
 use demo::prepare_demo;
 use reloader::Reloader;
+use upgrade::{Outcome, Resume};
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
 /// given their chance to be written before it returns (`logging::flush`).
@@ -54,6 +49,10 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
 }
 
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
+    if cli.upgrade_formats {
+        println!("{}", crate::upgrade::state::formats_line());
+        return Ok(ExitCode::SUCCESS);
+    }
     // Held to the end of `main`, however it ends: the demo's own temporary directory goes then.
     let _demo_dir = if cli.demo {
         prepare_demo(&mut cli)?
@@ -61,15 +60,22 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         None
     };
     let settings = settings::load(&cli)?;
-    if let Some(crate::cli::Action::Status { json }) = cli.action {
+    if let Some(action) = &cli.action {
+        let (name, action) = match action {
+            crate::cli::Action::Status { json } => ("status", Some(*json)),
+            crate::cli::Action::Upgrade => ("upgrade", None),
+        };
         let Some(addr) = settings.cluster.admin_address else {
             eprintln!(
-                "fhircluster status needs the launcher's own endpoint: give --admin-address or \
+                "fhircluster {name} needs the launcher's own endpoint: give --admin-address or \
                  set server.cluster.adminAddress in config.json"
             );
             return Ok(ExitCode::from(crate::ops::status_table::UNREACHABLE));
         };
-        return Ok(crate::ops::status_table::run(addr, json));
+        return Ok(match action {
+            Some(json) => crate::ops::status_table::run(addr, json),
+            None => crate::ops::upgrade_cmd::run(addr),
+        });
     }
     let journal = Journal::detect();
     logging::init(
@@ -88,7 +94,20 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         println!("configuration ok");
         return Ok(ExitCode::SUCCESS);
     }
-    guard_processes(&settings, &plan)?;
+    crate::ops::access_log::init(&settings, journal)?;
+    // Started by an in-place upgrade: the processes, sockets and state of the program before.
+    let resume = match crate::upgrade::exec::inherited() {
+        None => {
+            guard_processes(&settings, &plan)?;
+            None
+        }
+        Some(Ok(handover)) => {
+            let r = Resume { handover };
+            r.tree(settings.cluster.kill_after);
+            Some(r)
+        }
+        Some(Err(e)) => anyhow::bail!("the in-place upgrade's state: {e}"),
+    };
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
     // workers.
@@ -108,7 +127,12 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             .build()
     }
     .context("starting the runtime")?;
-    let ended = runtime.block_on(run(cli, settings, sizing, plan, lines));
+    // The runtime on a thread of its own; this (main) thread forks every child and runs the
+    // upgrade's execve (`supervisor::spawner`).
+    let ended = crate::supervisor::spawner::serve_here(move || {
+        runtime.block_on(run(cli, settings, sizing, plan, lines, resume))
+    })
+    .context("starting the runtime's thread")?;
     crate::tree::run::finish();
     ended
 }
@@ -123,38 +147,26 @@ fn guard_processes(settings: &Settings, plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// The most workers a reload may ask for without a restart of the launcher.
-const RELOAD_ROOM: u32 = 16;
-
-/// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if
-/// more), as far as the ports after `internalPort` leave `server.port` free (DEC-21). The
-/// front door's tables are made this size once, so a request never takes a lock to find its
-/// process's entry; an unused entry is a few bytes and holds no socket.
-fn capacity(settings: &Settings, sizing: &CpuSizing, planned: u32) -> u32 {
-    let most = RELOAD_ROOM.max(sizing.vcpu).max(planned);
-    (planned..=most)
-        .rev()
-        .find(|&w| crate::plan::check_port_range(settings, w).is_ok())
-        .unwrap_or(planned)
-}
-
 async fn run(
     cli: Cli,
     settings: Settings,
     sizing: CpuSizing,
     plan: Plan,
     lines: ChildLines,
+    resume: Option<Resume>,
 ) -> Result<ExitCode> {
     // First, before any process exists: from here no common signal ends the launcher by its
     // default action (which would leave no log, no drain and no orderly stop).
     let mut signals = Signals::install()?;
+    // Held back across an upgrade's execve (no handler then): taken now that they are caught.
+    crate::upgrade::exec::unblock_signals();
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let mut l = Launcher::wire(&settings, &sizing, &plan, lines).await?;
+    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;
     if let Some(code) = l.wait_for_master(&mut signals).await {
         return Ok(code);
     }
-    let Some(serving) = l.serve(&settings, demo).await else {
+    let Some(mut serving) = l.serve(&settings, demo, resume.as_ref()).await else {
         // The port can't be had (logged): the processes are stopped, and it is a failure.
         l.stop_processes(&mut signals).await;
         return Ok(ExitCode::from(1));
@@ -167,20 +179,55 @@ async fn run(
         listener: serving.live.clone(),
         control: l.control.clone(),
     };
-    match l.until_stop(&mut signals, &mut reloader).await {
-        Some(code) => {
-            let _ = serving.shutdown.send(true);
-            let _ = serving.task.await;
-            Ok(code)
-        }
-        None => Ok(l.stop(&mut signals, serving).await),
+    if let Some(r) = &resume {
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        info!(
+            "upgraded in place: pid {} kept, serving again {} ms after the handover",
+            std::process::id(),
+            mono_now.saturating_sub(r.handover.captured_monotonic_ms)
+        );
     }
+    drop(resume);
+    loop {
+        match l.until_stop(&mut signals, &mut reloader).await {
+            Until::Ended(code) => {
+                let _ = serving.shutdown.send(listener::Shutdown::Stop);
+                let _ = serving.task.await;
+                return Ok(code);
+            }
+            Until::Stop => return Ok(l.stop(&mut signals, serving).await),
+            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
+                Outcome::Serving(s) => serving = s,
+                Outcome::Stop => {
+                    let code = l.stop_processes(&mut signals).await;
+                    info!("stopped");
+                    return Ok(code);
+                }
+            },
+        }
+    }
+}
+
+/// Why `until_stop` returned.
+enum Until {
+    /// The supervisor ended by itself, with this exit status.
+    Ended(ExitCode),
+    /// A stop signal.
+    Stop,
+    /// `SIGUSR2`.
+    Upgrade,
 }
 
 /// What runs while the launcher does: the front door, the supervisor and what it is told, and
 /// what systemd hears.
 struct Launcher {
     front: Arc<Front>,
+    /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
+    /// over while the endpoint serves on until the `execve`).
+    admin_fd: Option<std::os::fd::OwnedFd>,
+    /// `POST /upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade not done ended.
+    desk: crate::ops::upgrade_desk::UpgradeDesk,
+    upgrade_asks: mpsc::Receiver<()>,
     control: mpsc::Sender<Control>,
     supervisor: tokio::task::JoinHandle<Ended>,
     notifier: Arc<Notifier>,
@@ -193,109 +240,12 @@ struct Launcher {
 
 /// The client listener's task and how to stop it.
 struct Serving {
-    task: tokio::task::JoinHandle<()>,
-    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Option<TcpListener>>,
+    shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
 }
 
 impl Launcher {
-    /// The front door's state, the launcher's own endpoints, systemd's messages, and the
-    /// supervisor, which starts the master at once.
-    async fn wire(
-        settings: &Settings,
-        sizing: &CpuSizing,
-        plan: &Plan,
-        lines: ChildLines,
-    ) -> Result<Launcher> {
-        let output = OutputSink::new(lines);
-        for w in &settings.warnings {
-            warn!("{w}");
-        }
-        if !plan.dropped_node_flags.is_empty() {
-            warn!(
-                "node flags not passed on (the launcher's own): {}",
-                plan.dropped_node_flags.join(" ")
-            );
-        }
-        info!("{}", plan.decision);
-        info!("{}", plan.limits);
-
-        let c = &settings.cluster;
-        let room = capacity(settings, sizing, plan.workers());
-        let all = crate::plan::replan(settings, room, plan.decision.clone())
-            .map(|p| p.processes)
-            .unwrap_or_else(|_| plan.processes.clone());
-        let tx_processes: Vec<(ProcessId, bool)> =
-            plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
-        // What a reload may change, in the shape each part takes it (as `Reloader` gives it).
-        let live = Live::from(settings);
-        let sched = Scheduler::new(live.scheduler, &tx_processes);
-        let routes = RouteTable::from_specs(settings, &all);
-        let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
-        let front = Front::new(sched, routes, all.clone(), slots, live.upstream_timeout);
-        front.budget.set_limit(live.buffer_limit);
-        tokio::spawn(front.clone().run_timer());
-        tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
-        tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
-
-        // The supervisor's news goes to the front door; the launcher follows the roster's.
-        let hooks: Arc<dyn Hooks> = front.clone();
-        let news = front.roster.news();
-        let (control, control_rx) = mpsc::channel(16);
-        // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
-        if let Some(addr) = c.admin_address {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("server.cluster.adminAddress {addr}: cannot listen"))?;
-            info!(
-                "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
-            );
-            let admin = Arc::new(Admin::new(front.clone(), control.clone()));
-            tokio::spawn(admin::serve(l, admin));
-        }
-        let notifier = Arc::new(Notifier::from_env());
-        let (state, state_rx) = watch::channel(notify::State::Starting);
-        let status_front = front.clone();
-        tokio::spawn(notify::keep_informed(
-            notifier.clone(),
-            state_rx,
-            {
-                let news = news.clone();
-                move || news.borrow().master_alive
-            },
-            move |s, alive| match s {
-                notify::State::Starting if alive => "starting: the master is loading".to_string(),
-                notify::State::Starting => "starting: the master is not running".to_string(),
-                notify::State::Reloading => {
-                    format!("reloading: {}", cluster_status(&status_front))
-                }
-                _ => cluster_status(&status_front),
-            },
-        ));
-        let setup = SupervisorSetup {
-            processes: all,
-            workers: plan.processes.len().saturating_sub(1),
-            max_start_failures: c.max_start_failures,
-            kill_after: c.kill_after,
-            settings: live.supervisor,
-            idle_report: Box::new(host::idle_report(settings)),
-        };
-        let keeper = Keeper::new(settings, &plan.processes, Instant::now().into_std());
-        let sizer = Box::new(host::sizer(settings, sizing.clone()));
-        let supervisor = tokio::spawn(supervisor::run(
-            setup, keeper, hooks, sizer, control_rx, output,
-        ));
-        Ok(Launcher {
-            front,
-            control,
-            supervisor,
-            notifier,
-            state,
-            news,
-            reloads_seen: 0,
-        })
-    }
-
     /// Until the master is ready (nothing listens before, LAUNCH-6). `Some`: the launcher is
     /// done, with this exit status (stopped by a signal, or the master given up on).
     async fn wait_for_master(&mut self, signals: &mut Signals) -> Option<ExitCode> {
@@ -319,8 +269,31 @@ impl Launcher {
 
     /// Opens `server.port` (where `listenAddress` says), tells systemd the launcher is ready, and serves. `None`: the port
     /// can't be had (logged).
-    async fn serve(&mut self, settings: &Settings, demo: bool) -> Option<Serving> {
-        let bound = match client_port::bind(settings.cluster.listen_address, settings.port) {
+    async fn serve(
+        &mut self,
+        settings: &Settings,
+        demo: bool,
+        resume: Option<&Resume>,
+    ) -> Option<Serving> {
+        let inherited = resume.and_then(Resume::client_listener).and_then(|l| {
+            let at = l.local_addr().ok()?;
+            let same = at.port() == settings.port
+                && settings.cluster.listen_address.is_none_or(|a| a == at.ip());
+            if !same {
+                info!("upgrade: server.port or listenAddress changed: closing {at}");
+                return None;
+            }
+            l.set_nonblocking(true).ok()?;
+            Some(client_port::Bound {
+                listener: TcpListener::from_std(l).ok()?,
+                place: format!("{at} (kept across the upgrade)"),
+                note: None,
+            })
+        });
+        let bound = match inherited.map_or_else(
+            || client_port::bind(settings.cluster.listen_address, settings.port),
+            Ok,
+        ) {
             Ok(b) => b,
             Err(e) => {
                 let at = settings
@@ -349,7 +322,7 @@ impl Launcher {
             self.front.clone(),
             settings.tx.endpoints.clone(),
         ));
-        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (shutdown, shutdown_rx) = watch::channel(listener::Shutdown::No);
         let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
         let task = tokio::spawn(listener::serve_live(
             listener,
@@ -368,11 +341,7 @@ impl Launcher {
     /// master that never got ready does, and then nothing listens; kept for completeness).
     /// SIGHUP reloads; systemd hears `RELOADING=1`, then `READY=1` when the rolling restart is
     /// over (or at once when the settings are refused).
-    async fn until_stop(
-        &mut self,
-        signals: &mut Signals,
-        reloader: &mut Reloader,
-    ) -> Option<ExitCode> {
+    async fn until_stop(&mut self, signals: &mut Signals, reloader: &mut Reloader) -> Until {
         loop {
             tokio::select! {
                 sig = signals.next() => match meaning(sig, Phase::Serving) {
@@ -381,7 +350,11 @@ impl Launcher {
                             "{sig}: stopping (the drain, then the processes in order; another \
                              SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
                         );
-                        return None;
+                        return Until::Stop;
+                    }
+                    Meaning::Upgrade => {
+                        info!("{sig}: upgrading in place");
+                        return Until::Upgrade;
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
@@ -406,7 +379,11 @@ impl Launcher {
                         self.state.send_replace(notify::State::Serving);
                     }
                 }
-                ended = &mut self.supervisor => return Some(exit_code(ended.ok())),
+                Some(()) = self.upgrade_asks.recv() => {
+                    info!("upgrade asked for on the launcher's own endpoint: upgrading in place");
+                    return Until::Upgrade;
+                }
+                ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }
         }
     }
@@ -416,7 +393,7 @@ impl Launcher {
     async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
-        let _ = serving.shutdown.send(true);
+        let _ = serving.shutdown.send(listener::Shutdown::Stop);
         loop {
             tokio::select! {
                 _ = &mut serving.task => break,
@@ -466,6 +443,13 @@ fn log_signal(sig: Sig, m: &Meaning) {
     match m {
         Meaning::Ignored(why) if sig == Sig::Hup => warn!("{sig}: ignored: {why}"),
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
+        Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
+            Some(path) => info!("{sig}: reopening the access log {}", path.display()),
+            None => info!(
+                "{sig}: ignored: nothing to reopen (no server.cluster.accessLogPath: the \
+                 launcher logs to stderr)"
+            ),
+        },
         other => debug!("{sig}: {other:?}"),
     }
 }
@@ -480,6 +464,6 @@ fn cluster_status(front: &Front) -> String {
 fn exit_code(ended: Option<Ended>) -> ExitCode {
     match ended {
         Some(Ended::Stopped) => ExitCode::SUCCESS,
-        Some(Ended::GaveUp) | None => ExitCode::from(1),
+        Some(Ended::GaveUp | Ended::HandedOver) | None => ExitCode::from(1),
     }
 }

@@ -31,3 +31,4 @@ pub(crate) mod status;
 pub mod supervisor;
 pub(crate) mod system;
 pub mod tree;
+pub mod upgrade;

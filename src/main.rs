@@ -14,6 +14,8 @@ fn main() -> ExitCode {
     if let Some(code) = fhircluster::tree::guardian_main::run_if_asked() {
         return code;
     }
+    // Before anything else: once the file is replaced, /proc/self/exe says "(deleted)".
+    fhircluster::upgrade::exec::record_path();
     fatal::install();
     fatal::test_hook_from_env();
     let cli = Cli::parse();

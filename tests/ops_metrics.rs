@@ -9,6 +9,19 @@ use crate::common;
 use common::*;
 use serde_json::json;
 
+/// A cluster of the master and one worker with `cluster` settings and the launcher's own
+/// endpoint, and that endpoint's port.
+fn with_admin(cluster_settings: serde_json::Value) -> (Cluster, u16) {
+    let admin = free_port();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": cluster_settings } }))
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .start();
+    (c, admin)
+}
+
 #[test]
 fn the_parser_rejects_what_prometheus_would() {
     // Every test must be able to fail: the parser and the conventions catch each of these.
@@ -121,16 +134,10 @@ fn metrics_are_well_formed_and_count_the_requests_sent() {
 #[test]
 fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened() {
     // spec: QUEUE-17 (the launcher's 503s), TIMEOUT-1 (504 naming the process)
-    let admin = free_port();
-    let c = cluster()
-        .workers(1)
-        .config(json!({ "server": { "cluster": {
-            "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
-            "upstreamTimeoutSeconds": 1
-        } } }))
-        .arg("--admin-address")
-        .arg(&admin.to_string())
-        .start();
+    let (c, admin) = with_admin(json!({
+        "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+        "upstreamTimeoutSeconds": 1
+    }));
     let addr = c.addr();
 
     // A surge of 8 requests that each hold their slot for 1 s (a response that begins at once,
@@ -195,4 +202,203 @@ fn refusals_after_a_surge_and_504s_after_a_hang_are_counted_where_they_happened(
     assert_eq!(errors("tx1", "502") + errors("m0", "502"), 0.0);
     assert_eq!(m.requests("tx", "5xx"), (refused + 1) as f64);
     assert_eq!(m.requests("master", "5xx"), 1.0);
+}
+
+/// The sum of the request duration histogram's `_count` over the tx route classes.
+fn tx_durations(m: &Exposition, outcome: &str) -> f64 {
+    ["tx", "fast", "owner"]
+        .iter()
+        .map(|r| {
+            m.value(
+                "fhircluster_request_duration_seconds_count",
+                &[("route", r), ("outcome", outcome)],
+            )
+        })
+        .sum()
+}
+
+#[test]
+fn the_series_operators_page_on_follow_traffic_a_killed_worker_and_reloads() {
+    // spec: QUEUE-4 (a queued request's wait), ROUTE-3b (the owner's cache-ids while it restarts)
+    let (c, admin) = with_admin(json!({
+        "queueSeconds": 10, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+        "headerTimeoutSeconds": 1
+    }));
+    let addr = c.addr();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+
+    let m = scrape(admin);
+    for p in ["m0", "tx1"] {
+        let l = [("process", p)];
+        assert_eq!(m.value("fhircluster_process_up", &l), 1.0, "{p}");
+        assert_eq!(m.value("fhircluster_process_ready", &l), 1.0, "{p}");
+        let st = |s: &str| m.value("fhircluster_process_state", &[("process", p), ("state", s)]);
+        assert_eq!(st("ready"), 1.0, "{p}");
+        assert_eq!(
+            st("restarting") + st("starting") + st("draining"),
+            0.0,
+            "{p}"
+        );
+        let t = m.value("fhircluster_process_start_time_seconds", &l);
+        assert!(
+            t > started - 120.0 && t < started + 5.0,
+            "{p} started at {t}"
+        );
+    }
+    assert_eq!(
+        m.value(
+            "fhircluster_build_info",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("commit", fhircluster::ops::build_info::COMMIT),
+                ("rustc", fhircluster::ops::build_info::RUSTC),
+            ]
+        ),
+        1.0
+    );
+    let t = m.value("process_start_time_seconds", &[]);
+    assert!(
+        t > started - 120.0 && t < started + 5.0,
+        "the launcher started at {t}"
+    );
+    assert!(m.value("process_resident_memory_bytes", &[]) > 1e6);
+    let fds = m.value("process_open_fds", &[]);
+    assert!(fds > 3.0 && fds <= m.value("process_max_fds", &[]), "{fds}");
+    assert!(m.value("process_cpu_seconds_total", &[]) >= 0.0);
+    assert_eq!(
+        m.value("fhircluster_config_last_reload_successful", &[]),
+        1.0
+    );
+    assert_eq!(
+        m.sum("fhircluster_config_reloads_total", &[]),
+        0.0,
+        "no reload yet"
+    );
+
+    // Three requests that each hold a slot for 1 s, at two processes with one slot each: one
+    // waits in the queue about a second.
+    let answers = in_parallel(3, move |_| {
+        request(
+            addr,
+            "GET",
+            "/r4/CodeSystem/$lookup?_sim_stream=1",
+            &[],
+            b"",
+        )
+        .status
+    });
+    assert_eq!(answers, [200, 200, 200]);
+    let m = scrape(admin);
+    let waited = m.value("fhircluster_queue_wait_seconds_count", &[])
+        - m.value("fhircluster_queue_wait_seconds_bucket", &[("le", "0.5")]);
+    assert!(waited >= 1.0, "a request waited over 0.5 s: {waited}");
+    assert_eq!(tx_durations(&m, "2xx"), m.requests("tx", "2xx"));
+    assert_eq!(tx_durations(&m, "2xx"), 3.0);
+
+    // A client that sends half a head: closed after headerTimeoutSeconds, and counted; open
+    // meanwhile, outside hyper.
+    let accepted = m.value("fhircluster_connections_accepted_total", &[]);
+    let mut half = std::net::TcpStream::connect(addr).expect("connect");
+    std::io::Write::write_all(&mut half, b"GET /r4/metadata HTTP/1.1\r\n").expect("write");
+    let m = poll("the half head's connection counted", secs(5), || {
+        let m = scrape(admin);
+        (m.value("fhircluster_connections_accepted_total", &[]) > accepted).then_some(m)
+    });
+    assert!(m.value("fhircluster_connections", &[("state", "parked")]) >= 1.0);
+    wait_until("the header timeout counted", secs(10), || {
+        scrape(admin).value("fhircluster_header_timeouts_total", &[]) == 1.0
+    });
+    drop(half);
+
+    // tx1 killed: not ready (restarting) at once, its cache-ids refused as lost meanwhile, then
+    // back, its restart counted and its start time moved on.
+    let id = (0..20)
+        .map(|_| c.request("POST", "/r4/$cache-control", &[], b"{}"))
+        .find(|r| r.served_by() == "tx1")
+        .and_then(|r| r.header("x-cache-id").map(String::from))
+        .expect("a session on tx1 within 20 tries");
+    let before = scrape(admin);
+    let t1 = before.value(
+        "fhircluster_process_start_time_seconds",
+        &[("process", "tx1")],
+    );
+    unsafe_kill(c.pid_of("tx1"), 9);
+    poll("tx1 down and restarting", secs(5), || {
+        let m = scrape(admin);
+        let l = [("process", "tx1")];
+        (m.value("fhircluster_process_ready", &l) == 0.0
+            && m.get("fhircluster_process_up", &l) == Some(0.0)
+            && m.get(
+                "fhircluster_process_state",
+                &[("process", "tx1"), ("state", "restarting")],
+            ) == Some(1.0))
+        .then_some(())
+    });
+    let r = c.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", &id)], b"");
+    assert!(r.is_cache_id_unknown(), "{} {}", r.status, r.text());
+    let m = poll("tx1 back", secs(30), || {
+        let m = scrape(admin);
+        let l = [("process", "tx1")];
+        (m.value("fhircluster_process_ready", &l) == 1.0
+            && m.get("fhircluster_process_up", &l) == Some(1.0)
+            && m.get("fhircluster_process_start_time_seconds", &l) > Some(t1))
+        .then_some(m)
+    });
+    let l = [("process", "tx1")];
+    assert_eq!(
+        m.value("fhircluster_restarts_total", &l),
+        before.value("fhircluster_restarts_total", &l) + 1.0
+    );
+    assert_eq!(
+        m.value("fhircluster_refusals_total", &[("reason", "cache_id_lost")]),
+        1.0
+    );
+    assert_eq!(
+        m.value(
+            "fhircluster_request_duration_seconds_count",
+            &[("route", "owner"), ("outcome", "refused")]
+        ),
+        1.0
+    );
+
+    // A reload that takes, then one refused: the last result, the time, the counts.
+    write_config(&c.data_dir(), &c.config);
+    c.signal(1);
+    let m = poll("the reload counted", secs(10), || {
+        let m = scrape(admin);
+        (m.value("fhircluster_config_reloads_total", &[("result", "success")]) == 1.0).then_some(m)
+    });
+    assert_eq!(
+        m.value("fhircluster_config_last_reload_successful", &[]),
+        1.0
+    );
+    let at = m.value(
+        "fhircluster_config_last_reload_success_timestamp_seconds",
+        &[],
+    );
+    assert!(at >= started, "reloaded at {at}, after {started}");
+    std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("write");
+    c.signal(1);
+    let (text, m) = poll("the refused reload counted", secs(10), || {
+        let (text, m) = scrape_text(admin);
+        (m.value("fhircluster_config_reloads_total", &[("result", "failure")]) == 1.0)
+            .then_some((text, m))
+    });
+    assert_eq!(
+        m.value("fhircluster_config_last_reload_successful", &[]),
+        0.0
+    );
+    assert_eq!(
+        m.value(
+            "fhircluster_config_last_reload_success_timestamp_seconds",
+            &[]
+        ),
+        at,
+        "the settings in force are still those of the reload that took"
+    );
+    // Prometheus's own linter, on a scrape taken after traffic, a fault and reloads.
+    promtool_check_metrics(&text);
 }

@@ -2,7 +2,8 @@
 //! datagram socket itself, and watches what the real launcher sends, and in what order, as the
 //! cluster starts (`EXTEND_TIMEOUT_USEC=` while the master loads, then `READY=1`), loses a worker,
 //! reloads (`RELOADING=1` with `MONOTONIC_USEC=`, then `READY=1` once the rolling restart is over,
-//! or at once when the settings are refused), and stops. Also: the children never see the
+//! or at once when the settings are refused), upgrades in place (`SIGUSR2`: `RELOADING=1` saying
+//! so, then the new program's `READY=1`), and stops. Also: the children never see the
 //! launcher's notify variables, and a launcher without (or with a dead) notify socket runs and
 //! stops as usual.
 
@@ -469,6 +470,67 @@ fn while_the_master_is_down_between_starts_no_extension_is_sent() {
         "one at once when it starts again:\n{}",
         dump(&all, t0)
     );
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
+}
+
+#[test]
+fn usr2_sends_reloading_saying_upgrade_then_the_new_program_says_ready() {
+    // The upgrade runs the binary at the launcher's own path again (the same file here): the
+    // order of the messages is what systemd sees of any upgrade.
+    let (mut c, notes, _dir) = notified_cluster(1, &[]);
+    let t0 = Instant::now();
+    let pid = c.child.id();
+    let before_usec = monotonic_usec();
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", Duration::from_secs(60));
+    let after_usec = monotonic_usec();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let all = snapshot(&notes);
+            all.iter()
+                .position(|n| has_line(n, "RELOADING=1"))
+                .is_some_and(|r| all[r..].iter().any(|n| has_line(n, "READY=1")))
+        }),
+        "no RELOADING=1 then READY=1:\n{}",
+        dump(&snapshot(&notes), t0)
+    );
+    let all = snapshot(&notes);
+    let r = all
+        .iter()
+        .position(|n| has_line(n, "RELOADING=1"))
+        .expect("RELOADING=1");
+    let text = &all[r].text;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("STATUS=upgrading in place")),
+        "{text:?}"
+    );
+    let usec: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("RELOADING=1 without MONOTONIC_USEC: {text:?}"));
+    assert!(
+        (before_usec..=after_usec).contains(&usec),
+        "MONOTONIC_USEC={usec} not during the upgrade ({before_usec}..{after_usec})"
+    );
+    let ready = all[r..]
+        .iter()
+        .find(|n| has_line(n, "READY=1"))
+        .expect("READY=1");
+    assert!(ready.port_accepting, "READY=1 before the port accepted");
+    assert!(
+        ready
+            .text
+            .lines()
+            .any(|l| l == "STATUS=2/2 ready, 0 queued"),
+        "{:?}",
+        ready.text
+    );
+    // systemd's MAINPID is still right: the same process.
+    assert_eq!(c.child.id(), pid);
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
 }

@@ -1,6 +1,7 @@
 //! Every common signal, sent to the real launcher running `fhirsmith-sim` processes: none ends
-//! it by accident. `USR1`, `USR2`, `WINCH`, `ALRM` and `PIPE` leave it serving with the same
-//! processes, each (but `PIPE`) logged as ignored with its reason; `HUP` restarts the processes
+//! it by accident. `USR1`, `WINCH`, `ALRM` and `PIPE` leave it serving with the same
+//! processes, each (but `PIPE`) logged as ignored with its reason (`USR2` upgrades in place:
+//! `tests/upgrade.rs`); `HUP` restarts the processes
 //! in turn; `QUIT` stops like `TERM`; a second stop signal during the drain cuts it short; signals
 //! while the master starts, and while the processes are being stopped, are logged and change
 //! nothing. After every stop no process the launcher started is left running. README's and
@@ -47,13 +48,12 @@ fn stop_and_check_nothing_left(mut c: Cluster, pids: &[i32]) {
 }
 
 #[test]
-fn usr1_usr2_winch_alrm_and_pipe_are_ignored_and_the_same_processes_serve_on() {
+fn usr1_winch_alrm_and_pipe_are_ignored_and_the_same_processes_serve_on() {
     let mut c = cluster().workers(1).start();
     let before = children(&c);
     assert_eq!(before.len(), 2, "{before:?}");
     for (sig, why) in [
         (Sig::Usr1, "nothing to reopen"),
-        (Sig::Usr2, "reserved for the in-place upgrade"),
         (Sig::Winch, "nothing to resize"),
         (Sig::Alrm, "ignored"),
     ] {

@@ -7,7 +7,8 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 started=$(date +%s)
 cargo test --test integration "$@" -- --nocapture \
-    reliability_faults:: reliability_resources:: reliability_clients:: reliability_orphans:: >"$out" 2>&1 || {
+    reliability_faults:: reliability_resources:: reliability_clients:: reliability_orphans:: \
+    upgrade::ten_upgrades >"$out" 2>&1 || {
     cat "$out" >&2
     echo "reliability suite failed" >&2
     exit 1

@@ -39,13 +39,13 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Sets up `cmd` so the child gets `child_end` as fd 3, the Node channel environment, and
-/// SIGTERM when the launcher dies. For a `tokio::process::Command` pass `cmd.as_std_mut()`.
+/// SIGTERM when the launcher dies.
 ///
 /// `child_end` moves into `cmd` and stays open in the launcher until `cmd` is dropped: drop the
 /// command right after spawning, or the launcher never sees EOF when the child dies.
 ///
 /// `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, so spawn from a
-/// thread that lives as long as the launcher (a runtime worker or the main thread, not a
+/// thread that lives as long as the launcher (`supervisor::spawner`; not a
 /// `spawn_blocking` thread).
 pub fn prepare_child(cmd: &mut std::process::Command, child_end: OwnedFd) {
     cmd.env("NODE_CHANNEL_FD", CHILD_FD.to_string());
@@ -150,6 +150,40 @@ impl<In: Message, Out: Message> Channel<In, Out> {
 /// The launcher's side over its end of a [`socketpair`].
 pub fn launcher(fd: OwnedFd) -> io::Result<LauncherChannel> {
     Channel::from_fd(fd)
+}
+
+/// The launcher's side over an end taken over in an in-place upgrade: `unread` (read by the
+/// old program, not yet parsed) comes first.
+pub(crate) fn launcher_resumed(fd: OwnedFd, unread: &[u8]) -> io::Result<LauncherChannel> {
+    let mut c = Channel::from_fd(fd)?;
+    let mut out = Vec::new();
+    c.receiver.decoder.feed(unread, &mut out);
+    c.receiver.ready.extend(out);
+    Ok(c)
+}
+
+/// The two halves back as one fd, and what was read and not yet parsed, for an in-place
+/// upgrade. Call between receives (a receive hands out every parsed item before it reads).
+pub(crate) fn launcher_handed_over(
+    receiver: ChannelReceiver<FromChild>,
+    sender: ChannelSender<ToChild>,
+) -> io::Result<(OwnedFd, Vec<u8>)> {
+    let mut receiver = receiver;
+    let mut unread = Vec::new();
+    // Parsed and not yet handed out (none between receives): written back as lines.
+    for item in receiver.ready.drain(..).flatten() {
+        if let Ok(line) = serde_json::to_vec(&item.value) {
+            unread.extend_from_slice(&line);
+            unread.push(b'\n');
+        }
+    }
+    unread.extend(receiver.decoder.take_partial());
+    let stream = receiver
+        .read
+        .reunite(sender.write)
+        .map_err(|_| io::Error::other("the channel's halves are not one socket's"))?;
+    let std = stream.into_std()?;
+    Ok((OwnedFd::from(std), unread))
 }
 
 /// The child's side: the fd named by `NODE_CHANNEL_FD`, or `None` when it isn't set (started by

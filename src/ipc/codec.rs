@@ -99,6 +99,13 @@ impl LineDecoder {
     pub fn pending(&self) -> usize {
         self.buf.len()
     }
+
+    /// The unfinished line's bytes, taken (an in-place upgrade carries them to the new
+    /// program, which feeds them first). Inside an oversize line nothing is kept: the rest of
+    /// it is then skipped as a bad line.
+    pub(crate) fn take_partial(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
 }
 
 /// Parses one line (without its newline) into a frame.

@@ -34,7 +34,10 @@ impl Reloader {
     /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
     /// over).
     pub(super) async fn reload(&mut self) -> Result<(), String> {
-        let new = match read(&self.cli, &self.cwd) {
+        let read = read(&self.cli, &self.cwd);
+        let observed = &self.front.counters.observed;
+        observed.reloaded(read.is_ok(), crate::clock::unix_ms());
+        let new = match read {
             Ok(s) => s,
             Err(e) => {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
@@ -112,7 +115,7 @@ fn worker_count(running: &Settings) -> WorkerCount {
 
 /// Reads and checks the settings again, as at start (the same flags; the environment as it is
 /// the launcher's own, unchanged): the settings, or what is wrong, its causes kept.
-fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
+pub(super) fn read(cli: &Cli, cwd: &Path) -> anyhow::Result<Settings> {
     let s = settings::load(cli)?;
     settings::check_command(&s, cwd)?;
     // The worker rule must be known and the count's ports must fit, as at start (DEC-21, DEC-23).

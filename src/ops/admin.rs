@@ -1,8 +1,9 @@
 //! The launcher's own endpoints, on a listener of their own (`adminAddress`, off unless set) so
 //! they never collide with FHIRsmith's paths: `/livez` (the launcher is up), `/readyz` (`200`
 //! when the master and at least one tx process are ready and it isn't draining, else `503` with
-//! a JSON reason), `/status` (the cluster snapshot with the front door's live figures) and
-//! `/metrics` (Prometheus text).
+//! a JSON reason), `/status` (the cluster snapshot with the front door's live figures),
+//! `/metrics` (Prometheus text) and `/upgrade` (`POST`: upgrade in place, as `SIGUSR2` does;
+//! `GET`: which program serves and how the last upgrade not done ended: `upgrade_desk.rs`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tracing::debug;
 
 use super::log_queue::{queue, Source};
 use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
+use super::upgrade_desk::UpgradeDesk;
 use crate::process::ProcessId;
 use crate::proxy::counters::CLASSES;
 use crate::proxy::forward::{full, ProxyBody};
@@ -37,14 +39,21 @@ pub struct Admin {
     pub control: mpsc::Sender<Control>,
     /// Total refusals sampled every few seconds over the last minute, oldest first.
     pub window: std::sync::Mutex<std::collections::VecDeque<(tokio::time::Instant, u64)>>,
+    /// `/upgrade`: `fhircluster upgrade`'s way to the launcher.
+    pub(crate) desk: UpgradeDesk,
 }
 
 impl Admin {
-    pub fn new(front: Arc<Front>, control: mpsc::Sender<Control>) -> Admin {
+    pub(crate) fn new(
+        front: Arc<Front>,
+        control: mpsc::Sender<Control>,
+        desk: UpgradeDesk,
+    ) -> Admin {
         Admin {
             front,
             control,
             window: Default::default(),
+            desk,
         }
     }
 
@@ -122,6 +131,16 @@ fn json_response(status: StatusCode, v: &Value) -> Response<ProxyBody> {
 }
 
 async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
+    if req.uri().path() == "/upgrade" && req.method() == Method::POST {
+        return if admin.desk.ask() {
+            json_response(StatusCode::ACCEPTED, &json!({"upgrade": "asked"}))
+        } else {
+            json_response(
+                StatusCode::CONFLICT,
+                &json!({"error": "an upgrade is already asked for"}),
+            )
+        };
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return json_response(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -131,6 +150,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
     match req.uri().path() {
         "/livez" => respond(StatusCode::OK, "text/plain", "live\n"),
         "/readyz" => readyz(&admin.front),
+        "/upgrade" => json_response(StatusCode::OK, &admin.desk.state()),
         "/status" => {
             let report = report(admin).await;
             let mut v = status_json(&admin.front, report.as_ref());
@@ -147,7 +167,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         }
         _ => json_response(
             StatusCode::NOT_FOUND,
-            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics"]}),
+            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
         ),
     }
 }
@@ -192,6 +212,8 @@ fn loads(front: &Front) -> Vec<ProcessLoad> {
                 slots: l.slots,
                 queued: l.queued,
                 saturated: l.saturated,
+                ready: front.is_ready(p.id),
+                cooling: l.cooling,
             }
         })
         .collect()
@@ -279,6 +301,9 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .iter()
             .map(|&s| (s.label(), queue().dropped(s)))
             .collect(),
+        observed: &c.observed,
+        access_log_dropped: super::access_log::dropped(),
+        started_ms: super::process_self::start_time_ms().unwrap_or(0),
     };
     render(&input)
 }

@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use super::build_info;
+use super::observed::Observed;
 use crate::proxy::histogram::Histogram;
 
 /// One process's live figures from the front door.
@@ -17,6 +19,10 @@ pub struct ProcessLoad {
     pub queued: usize,
     /// Its event loop is saturated: other requests held to `normalMinSlots`.
     pub saturated: bool,
+    /// The front door sends it requests (ready, not draining).
+    pub ready: bool,
+    /// In a cooldown after failures.
+    pub cooling: bool,
 }
 
 /// The budget for bodies held for clients (`proxy::budget`).
@@ -51,24 +57,44 @@ pub struct MetricsInput<'a> {
     pub recycles: Vec<(String, u64)>,
     /// (source "launcher"/"children", log lines dropped because the output was stuck)
     pub log_lines_dropped: Vec<(&'static str, u64)>,
+    /// Request durations, retries, connections, reloads.
+    pub observed: &'a Observed,
+    /// Access log lines dropped because its queue was full.
+    pub access_log_dropped: u64,
+    /// When the launcher started, in Unix milliseconds.
+    pub started_ms: u64,
 }
 
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     family(out, name, "histogram", help);
-    for (b, cumulative) in h.cumulative() {
-        let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
-    }
-    let count = h.count();
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-    let _ = writeln!(out, "{name}_sum {}\n{name}_count {count}", h.sum_secs());
+    histogram_series(out, name, "", h);
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// A histogram's samples alone, with `labels` (`a="x",b="y"`, or empty) on each.
+pub(crate) fn histogram_series(out: &mut String, name: &str, labels: &str, h: &Histogram) {
+    let (open, sep, close) = if labels.is_empty() {
+        ("", "", "")
+    } else {
+        ("{", ",", "}")
+    };
+    for (b, cumulative) in h.cumulative() {
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
+    }
+    let count = h.count();
+    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+    let _ = writeln!(
+        out,
+        "{name}_sum{open}{labels}{close} {}\n{name}_count{open}{labels}{close} {count}",
+        h.sum_secs()
+    );
+}
+
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 /// Label values are escaped as the text format requires.
-fn esc(v: &str) -> String {
+pub(crate) fn esc(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -257,6 +283,33 @@ pub fn render(m: &MetricsInput) -> String {
     if let Some(s) = m.snapshot {
         write_snapshot(&mut out, s);
     }
+    super::process_series::write(&mut out, &m.processes, m.snapshot);
+    family(
+        &mut out,
+        "fhircluster_access_log_lines_dropped_total",
+        "counter",
+        "Access log lines dropped because its queue was full (its file or stderr too slow).",
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_access_log_lines_dropped_total {}",
+        m.access_log_dropped
+    );
+    m.observed.write(&mut out, m.started_ms);
+    family(
+        &mut out,
+        "fhircluster_build_info",
+        "gauge",
+        "1, labelled with the version, the git commit and the compiler the launcher was built with.",
+    );
+    let _ = writeln!(
+        out,
+        "fhircluster_build_info{{version=\"{}\",commit=\"{}\",rustc=\"{}\"}} 1",
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(build_info::COMMIT),
+        esc(build_info::RUSTC)
+    );
+    super::process_self::write(&mut out);
     out
 }
 
@@ -308,19 +361,27 @@ fn write_snapshot(out: &mut String, s: &Value) {
             );
         }
     }
-    family(
-        out,
-        "fhircluster_memory_limit_bytes",
-        "gauge",
-        "The memory limit the meter measures against, and its refuse and abort thresholds.",
-    );
-    for (kind, field) in [
-        ("limit", "limit"),
-        ("refuse", "rejectAt"),
-        ("abort", "abortAt"),
+    // Three quantities, three names: a limit and the two thresholds derived from it.
+    for (name, field, help) in [
+        (
+            "fhircluster_memory_limit_bytes",
+            "limit",
+            "The memory limit the meter measures against (the cgroup's, or the guard's).",
+        ),
+        (
+            "fhircluster_memory_refuse_threshold_bytes",
+            "rejectAt",
+            "The memory at which processes refuse requests (rejectFraction of the limit).",
+        ),
+        (
+            "fhircluster_memory_abort_threshold_bytes",
+            "abortAt",
+            "The memory at which processes abort (abortFraction of the limit).",
+        ),
     ] {
+        family(out, name, "gauge", help);
         if let Some(v) = mem[field].as_u64() {
-            let _ = writeln!(out, "fhircluster_memory_limit_bytes{{kind=\"{kind}\"}} {v}");
+            let _ = writeln!(out, "{name} {v}");
         }
     }
 }
@@ -359,10 +420,15 @@ mod tests {
                 slots: Some(20),
                 queued: 0,
                 saturated: true,
+                ready: true,
+                cooling: false,
             }],
             snapshot: Some(&snap),
             recycles: vec![("tx1".into(), 1)],
             log_lines_dropped: vec![("launcher", 0), ("children", 12)],
+            observed: &Observed::default(),
+            access_log_dropped: 0,
+            started_ms: 0,
         });
         assert!(text.contains("fhircluster_log_lines_dropped_total{source=\"children\"} 12"));
         assert!(text.contains("# TYPE fhircluster_requests_total counter"));
@@ -377,5 +443,20 @@ mod tests {
             .contains("fhircluster_process_memory_bytes{process=\"launcher\",kind=\"private\"} 5"));
         assert!(text.contains("fhircluster_slots{process=\"tx1\"} 20"));
         assert!(text.contains("fhircluster_saturated{process=\"tx1\"} 1"));
+        assert!(text.contains("\nfhircluster_build_info{version=\""));
+    }
+
+    #[test]
+    fn the_memory_limit_and_its_thresholds_are_series_of_their_own() {
+        let mut out = String::new();
+        let snap = json!({"memory": {"limit": 100, "rejectAt": 85, "abortAt": 92}});
+        write_snapshot(&mut out, &snap);
+        assert!(
+            out.contains("\nfhircluster_memory_limit_bytes 100\n"),
+            "{out}"
+        );
+        assert!(out.contains("\nfhircluster_memory_refuse_threshold_bytes 85\n"));
+        assert!(out.contains("\nfhircluster_memory_abort_threshold_bytes 92\n"));
+        assert!(!out.contains("kind=\"limit\""));
     }
 }

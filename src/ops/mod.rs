@@ -2,6 +2,7 @@
 //! protocol, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and the
 //! `fhircluster status` table.
 
+pub(crate) mod access_log;
 pub(crate) mod admin;
 pub mod build_info;
 pub(crate) mod child_log;
@@ -12,7 +13,12 @@ pub(crate) mod log_queue;
 pub mod logging;
 pub(crate) mod metrics;
 pub mod notify;
+pub(crate) mod observed;
+pub(crate) mod process_self;
+pub(crate) mod process_series;
 pub(crate) mod signal_stream;
 pub mod signals;
 pub(crate) mod status_table;
 pub(crate) mod tx_usage;
+pub(crate) mod upgrade_cmd;
+pub(crate) mod upgrade_desk;

@@ -80,6 +80,14 @@ impl Notifier {
         ));
     }
 
+    /// An in-place upgrade begins (`SIGUSR2`): the new program says `READY=1` once it serves.
+    pub(crate) fn upgrading(&self) {
+        self.send(&format!(
+            "RELOADING=1\nMONOTONIC_USEC={}\nSTATUS=upgrading in place: draining, then the new program",
+            monotonic_usec()
+        ));
+    }
+
     pub(crate) fn stopping(&self) {
         self.send("STOPPING=1\nSTATUS=draining");
     }

@@ -87,6 +87,8 @@ pub(crate) enum Phase {
     Draining,
     /// Stopping: the processes are being stopped in order.
     StoppingProcesses,
+    /// An in-place upgrade: the drain before the `execve`.
+    Upgrading,
 }
 
 /// What the launcher does with a signal.
@@ -99,6 +101,11 @@ pub(crate) enum Meaning {
     /// A second stop signal during the drain: the drain is cut short, then the processes are
     /// stopped (`SIGTERM`, `SIGKILL` after `killSeconds`).
     StopNow,
+    /// Reopen the access log's file (logrotate's convention); without one, logged and ignored.
+    ReopenAccessLog,
+    /// Replace the launcher's program with the binary now at its path, keeping its pid, its
+    /// sockets and every process (`launcher/upgrade.rs`).
+    Upgrade,
     /// Logged and otherwise ignored, with the reason.
     Ignored(&'static str),
 }
@@ -109,6 +116,8 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
     match (sig, phase) {
         (s, Starting | Serving) if s.stops() => Meaning::Stop,
         (s, Draining) if s.stops() => Meaning::StopNow,
+        // The upgrade is given up and the launcher stops as usual.
+        (s, Upgrading) if s.stops() => Meaning::Stop,
         (s, StoppingProcesses) if s.stops() => Meaning::Ignored(
             "already stopping the processes (each gets SIGKILL killSeconds after its SIGTERM)",
         ),
@@ -116,9 +125,15 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
         (Sig::Hup, Starting) => Meaning::Ignored(
             "the master is not ready yet; send it again once it is (nothing would be reloaded)",
         ),
+        (Sig::Hup, Upgrading) => Meaning::Ignored("an upgrade is under way"),
         (Sig::Hup, _) => Meaning::Ignored("stopping"),
-        (Sig::Usr1, _) => Meaning::Ignored("nothing to reopen (the launcher logs to stderr)"),
-        (Sig::Usr2, _) => Meaning::Ignored("reserved for the in-place upgrade of fhircluster"),
+        (Sig::Usr1, _) => Meaning::ReopenAccessLog,
+        (Sig::Usr2, Serving) => Meaning::Upgrade,
+        (Sig::Usr2, Starting) => Meaning::Ignored(
+            "the master is not ready yet; send it again once it is (nothing to upgrade in place)",
+        ),
+        (Sig::Usr2, Upgrading) => Meaning::Ignored("an upgrade is already under way"),
+        (Sig::Usr2, _) => Meaning::Ignored("stopping"),
         (Sig::Winch, _) => Meaning::Ignored("nothing to resize"),
         (Sig::Alrm, _) => Meaning::Ignored("no timer of the launcher's uses it"),
         // The stop signals are all matched above; the compiler can't see that.
@@ -142,10 +157,13 @@ pub const TABLE: &[(&str, &str)] = &[
         "a 2nd TERM/INT/QUIT",
         "during the drain: stop now (the drain is cut short; then SIGTERM, SIGKILL after killSeconds)",
     ),
-    ("USR1", "ignored, logged (kept for reopening an access log)"),
+    (
+        "USR1",
+        "reopen the access log file (accessLogPath), as logrotate expects; without one, ignored, logged",
+    ),
     (
         "USR2",
-        "ignored, logged (reserved for the in-place upgrade of fhircluster)",
+        "upgrade in place: run the binary now at the launcher's path, same pid, same processes (ignored while the master starts)",
     ),
     ("WINCH, ALRM", "ignored, logged"),
     ("PIPE", "ignored"),
@@ -195,12 +213,13 @@ mod tests {
 
     #[test]
     fn the_others_are_ignored_in_every_phase_with_a_reason() {
-        for s in [Sig::Usr1, Sig::Usr2, Sig::Winch, Sig::Alrm] {
+        for s in [Sig::Winch, Sig::Alrm] {
             for p in [
                 Phase::Starting,
                 Phase::Serving,
                 Phase::Draining,
                 Phase::StoppingProcesses,
+                Phase::Upgrading,
             ] {
                 assert!(
                     matches!(meaning(s, p), Meaning::Ignored(why) if !why.is_empty()),
@@ -208,9 +227,36 @@ mod tests {
                 );
             }
         }
+        assert_eq!(
+            meaning(Sig::Usr1, Phase::Draining),
+            Meaning::ReopenAccessLog
+        );
+    }
+
+    #[test]
+    fn usr2_upgrades_only_while_serving_and_a_stop_ends_an_upgrade() {
+        assert_eq!(meaning(Sig::Usr2, Phase::Serving), Meaning::Upgrade);
+        for p in [
+            Phase::Starting,
+            Phase::Draining,
+            Phase::StoppingProcesses,
+            Phase::Upgrading,
+        ] {
+            assert!(
+                matches!(meaning(Sig::Usr2, p), Meaning::Ignored(_)),
+                "{p:?}"
+            );
+        }
         assert!(matches!(
-            meaning(Sig::Usr2, Phase::Serving),
-            Meaning::Ignored(why) if why.contains("in-place upgrade")
+            meaning(Sig::Usr2, Phase::Upgrading),
+            Meaning::Ignored(why) if why.contains("already under way")
+        ));
+        for s in [Sig::Term, Sig::Int, Sig::Quit] {
+            assert_eq!(meaning(s, Phase::Upgrading), Meaning::Stop, "{s}");
+        }
+        assert!(matches!(
+            meaning(Sig::Hup, Phase::Upgrading),
+            Meaning::Ignored(_)
         ));
     }
 

@@ -14,6 +14,18 @@ use serde_json::Value;
 
 /// Fetches `/status` from the launcher's own endpoint.
 pub fn fetch(addr: SocketAddr) -> Result<Value> {
+    let (head, body) = exchange(addr, "GET", "/status")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!(
+            "the launcher on {addr} answered: {}",
+            head.lines().next().unwrap_or("")
+        );
+    }
+    serde_json::from_str(&body).context("the launcher's /status is not JSON")
+}
+
+/// One request to the launcher's own endpoint: the response's head and body.
+pub(crate) fn exchange(addr: SocketAddr, method: &str, path: &str) -> Result<(String, String)> {
     let timeout = Duration::from_secs(5);
     let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| {
         format!("no launcher answers on {addr} (is server.cluster.adminAddress set and the launcher running?)")
@@ -21,7 +33,7 @@ pub fn fetch(addr: SocketAddr) -> Result<Value> {
     s.set_read_timeout(Some(timeout))?;
     write!(
         s,
-        "GET /status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
@@ -29,13 +41,7 @@ pub fn fetch(addr: SocketAddr) -> Result<Value> {
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
         bail!("the launcher on {addr} gave no HTTP response");
     };
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!(
-            "the launcher on {addr} answered: {}",
-            head.lines().next().unwrap_or("")
-        );
-    }
-    serde_json::from_str(body).context("the launcher's /status is not JSON")
+    Ok((head.to_string(), body.to_string()))
 }
 
 /// Exit status 2: no launcher answers (or its answer can't be read).

@@ -97,7 +97,7 @@ impl Admission {
             id,
             ended: false,
             admitted: Instant::now(),
-            waited: false,
+            waited: None,
         };
         (ticket, verdict)
     }
@@ -247,14 +247,22 @@ pub struct Ticket {
     id: RequestId,
     ended: bool,
     admitted: Instant,
-    waited: bool,
+    /// How long it waited in the queue, once dispatched.
+    waited: Option<Duration>,
 }
 
 impl Ticket {
-    /// The request is about to be sent: how long it waited, the first time (a retry elsewhere
-    /// is the same wait).
-    pub fn dispatched(&mut self) -> Option<Duration> {
-        (!std::mem::replace(&mut self.waited, true)).then(|| self.admitted.elapsed())
+    /// The request is about to be sent: how long it waited in the queue, and whether this is
+    /// its first dispatch (a retry elsewhere is the same wait, counted once).
+    pub fn dispatched(&mut self) -> (Duration, bool) {
+        match self.waited {
+            Some(waited) => (waited, false),
+            None => {
+                let waited = self.admitted.elapsed();
+                self.waited = Some(waited);
+                (waited, true)
+            }
+        }
     }
 
     /// The request ended with this outcome; its slot is freed.

@@ -99,11 +99,11 @@ async fn a_waiting_request_is_sent_when_a_slot_frees_and_its_wait_is_measured_on
         Ok(Decision::Go(TX1)),
         "the freed slot is its"
     );
-    assert_eq!(waiting.dispatched(), Some(Duration::from_secs(2)));
+    assert_eq!(waiting.dispatched(), (Duration::from_secs(2), true));
     assert_eq!(
         waiting.dispatched(),
-        None,
-        "a retry elsewhere is the same wait"
+        (Duration::from_secs(2), false),
+        "a retry elsewhere is the same wait, counted once"
     );
     assert_eq!(a.load(TX1).in_flight, 1);
     waiting.finish(OK);

@@ -7,6 +7,7 @@ use http::{Response, StatusCode};
 
 use super::forward::{full, ProxyBody};
 use super::route::BadTarget;
+use super::served::Served;
 use crate::outcome::{printable, Outcome, CONTENT_TYPE as FHIR_JSON};
 
 /// Why the launcher answers a request itself.
@@ -69,6 +70,25 @@ impl Answer {
             Answer::CacheIdLost { .. } => StatusCode::NOT_FOUND,
             Answer::BadGateway { .. } => StatusCode::BAD_GATEWAY,
             Answer::GatewayTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// Why the launcher answered itself, as `/metrics` and the access log name it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Answer::Unsupported => "unsupported",
+            Answer::BadTarget(_) => "bad_target",
+            Answer::MasterNotReady => "master_not_ready",
+            Answer::NoProcessReady => "no_process_ready",
+            Answer::QueueTimeout { .. } => "queue_wait",
+            Answer::Stopping => "stopping",
+            Answer::CacheIdLost { .. } => "cache_id_lost",
+            Answer::BadRequestBody => "bad_request_body",
+            Answer::BadHost(_) => "bad_host",
+            Answer::RequestTimeout => "request_timeout",
+            Answer::HeadTooLarge { .. } => "head_too_large",
+            Answer::BadGateway { .. } => "bad_gateway",
+            Answer::GatewayTimeout { .. } => "gateway_timeout",
         }
     }
 
@@ -149,6 +169,16 @@ impl Answer {
         if *self == Answer::Unsupported {
             h.insert(ALLOW, HeaderValue::from_static(ALLOWED));
         }
+        // A process's failure (`502`, `504`) is no refusal; the pipeline names the process.
+        let refused = !matches!(
+            self,
+            Answer::BadGateway { .. } | Answer::GatewayTimeout { .. }
+        );
+        resp.extensions_mut().insert(Served {
+            refused,
+            own: Some(self.reason()),
+            ..Served::default()
+        });
         resp
     }
 

@@ -67,6 +67,8 @@ pub struct Counters {
     pub queue_wait: Histogram,
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
     pub master_paths: MasterPaths,
+    /// Request durations, retries, header timeouts, connections, reloads (`/metrics`).
+    pub observed: crate::ops::observed::Observed,
 }
 
 impl Counters {

@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
+use http::Response;
+
 use super::answer::Answer;
-use super::forward::{ForwardError, Peer};
+use super::forward::{ForwardError, Peer, ProxyBody};
 use super::front::Front;
 use super::route::BadTarget;
 use super::scheduler::Refusal;
+use super::served;
 use crate::process::ProcessId;
 
 /// What went wrong with a request, as the request path found it.
@@ -56,6 +59,18 @@ pub(crate) fn fail(front: &Front, failure: Failure<'_>) -> Answer {
     let (answer, against) = answer(front, failure);
     front.counters.count(&answer, against);
     answer
+}
+
+/// `fail`, as the response, which names the process the answer concerns when there is one (a
+/// `502`/`504`, the `404` for a lost cache-id), for `servedByHeader` and the access log.
+pub(crate) fn fail_respond(front: &Front, failure: Failure<'_>) -> Response<ProxyBody> {
+    let (answer, against) = answer(front, failure);
+    front.counters.count(&answer, against);
+    let resp = answer.respond();
+    match against {
+        Some(p) => served::by(resp, p),
+        None => resp,
+    }
 }
 
 /// The answer, and the process it is counted against; logs what is worth a line.

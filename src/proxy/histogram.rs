@@ -1,13 +1,14 @@
 //! A histogram of durations that many threads record into without a lock: how long tx requests
 //! waited in the launcher before being sent (`/metrics` shows it as
-//! `fhircluster_queue_wait_seconds`).
+//! `fhircluster_queue_wait_seconds`), and how long requests took by class
+//! (`fhircluster_request_duration_seconds`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds of the buckets, in seconds.
-pub const WAIT_BUCKETS: [f64; 12] = [
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0,
+pub const WAIT_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
 #[derive(Debug, Default)]
@@ -64,7 +65,8 @@ mod tests {
         let b: Vec<(f64, u64)> = h.cumulative().collect();
         assert_eq!(b[0], (0.001, 1));
         assert_eq!(b[1], (0.005, 2));
-        assert_eq!(b[11], (30.0, 2));
+        assert_eq!(b[12], (30.0, 2));
+        assert_eq!(b[13], (60.0, 2));
         assert_eq!(h.count(), 3);
         assert!((h.sum_secs() - 100.0035).abs() < 1e-9);
     }

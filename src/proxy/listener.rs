@@ -3,7 +3,6 @@
 //! keep-alive connections closed, requests in progress given `drainSeconds` to finish
 //! (STOP-1..4).
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,17 +22,36 @@ pub use super::listener_settings::{ListenerSettings, LiveListenerSettings};
 /// At most one line per this long about failing accepts.
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(60);
 
-/// Serves until `shutdown` turns true, then drains and returns; `live` may change while it serves.
+/// Why the listener stops serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Serving.
+    No,
+    /// The launcher stops: the port closes, queued requests are refused, then the drain.
+    Stop,
+    /// An in-place upgrade: the drain with the port kept open and unaccepted (connections
+    /// wait in the kernel's backlog for the new program) and the queue served on, then the
+    /// listener is given back.
+    HandOver,
+}
+
+/// Until the listener is asked to stop serving (or the asker has gone).
+async fn until_asked(shutdown: &mut watch::Receiver<Shutdown>) {
+    let _ = shutdown.wait_for(|s| *s != Shutdown::No).await.map(|_| ());
+}
+
+/// Serves until `shutdown` says otherwise, then drains and returns (the listener, for a
+/// handover); `live` may change while it serves.
 pub async fn serve_live(
     listener: TcpListener,
     front: Arc<Front>,
     live: Arc<LiveListenerSettings>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+    mut shutdown: watch::Receiver<Shutdown>,
+) -> Option<TcpListener> {
     // Turned true when the drain begins: every connection, served or parked, hears it.
     let (drain_tx, drain_rx) = watch::channel(false);
     // Connections served by hyper (not parked): a crowd of them is parked sooner.
-    let served = Arc::new(AtomicUsize::new(0));
+    let served = front.counters.observed.connections_served.clone();
     let trimmer = Arc::new(super::trim::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run());
     // Every connection's task, so those still running when the drain is over can be ended.
@@ -53,7 +71,12 @@ pub async fn serve_live(
                         served: served.clone(),
                         trimmer: trimmer.clone(),
                     };
-                    conns.spawn(serve_client(stream, ctx, drain_rx.clone()));
+                    let open = front.counters.observed.accepted();
+                    let drain = drain_rx.clone();
+                    conns.spawn(async move {
+                        let _open = open;
+                        serve_client(stream, ctx, drain).await;
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
@@ -71,11 +94,17 @@ pub async fn serve_live(
             },
             // Reaps the tasks of connections that have ended.
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            _ = shutdown.changed() => break,
+            () = until_asked(&mut shutdown) => break,
         }
     }
-    drop(listener);
-    front.admission.stop();
+    let handing_over = *shutdown.borrow() == Shutdown::HandOver;
+    let kept = if handing_over {
+        Some(listener)
+    } else {
+        drop(listener);
+        front.admission.stop();
+        None
+    };
     let cfg = live.get();
     info!(
         "draining: no new connections; requests in progress have up to {} s",
@@ -95,4 +124,5 @@ pub async fn serve_live(
     // ends the request on the process too (STOP-4).
     conns.shutdown().await;
     trimming.abort();
+    kept
 }

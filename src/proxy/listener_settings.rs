@@ -17,6 +17,8 @@ pub struct ListenerSettings {
     pub max_head: usize,
     /// `drainSeconds`.
     pub drain: Duration,
+    /// `servedByHeader`: the response header naming the process that answered; None: off.
+    pub served_by: Option<http::HeaderName>,
 }
 
 /// The listener's settings, changeable while it serves (reload): a connection takes those in

@@ -21,5 +21,6 @@ pub(crate) mod route;
 pub(crate) mod saturation;
 pub(crate) mod saturation_watch;
 pub mod scheduler;
+pub(crate) mod served;
 pub mod trim;
 pub(crate) mod verdict;

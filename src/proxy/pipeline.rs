@@ -31,7 +31,7 @@ use tracing::debug;
 use super::admission::{Decision, Early, Ticket};
 use super::answer::Answer;
 use super::counters::RouteKind;
-use super::failure::{fail, Failure};
+use super::failure::{fail, fail_respond, Failure};
 use super::forward::{
     buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
     Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
@@ -40,7 +40,9 @@ use super::front::Front;
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
+use super::served;
 use super::verdict::Verdict;
+use crate::ops::observed::RouteClass;
 use crate::process::ProcessId;
 
 /// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
@@ -61,29 +63,43 @@ pub(super) fn handle<B>(
     early: Option<Early>,
     wrap: impl FnOnce(ProxyBody) -> B,
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
+    let started = Instant::now();
     let (parts, body) = req.into_parts();
+    let access = served::access(&parts, &peer);
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route(&front, &peer, parts, body, early);
+    let class = routed.class();
     async move {
-        let tx = match routed {
-            Routed::Answer(answer) => return Ok(respond(answer.respond(), &arrival).map(wrap)),
+        let resp = match routed {
+            Routed::Answer(answer) => answer.respond(),
             Routed::Master(req) => {
-                let resp = to_master(&front, req, arrival.as_ref()).await;
+                let resp = to_master(&front, &cfg, req, arrival.as_ref()).await;
                 record(&front, RouteKind::Master, &resp);
-                return Ok(respond(resp, &arrival).map(wrap));
+                resp
             }
-            Routed::Tx(tx) => tx,
+            Routed::Tx(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
             // Boxed: the reading exists only until the request is admitted, and a queued
             // request's future would otherwise keep room for it.
             Routed::ReadFirst(r) => match Box::pin(read_first(&front, &cfg, *r)).await {
-                Ok(tx) => tx,
-                Err(answer) => return Ok(respond(answer.respond(), &arrival).map(wrap)),
+                Ok(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
+                Err(answer) => answer.respond(),
             },
         };
-        let resp = to_tx(&front, tx, arrival.as_ref()).await;
-        record(&front, RouteKind::Tx, &resp);
+        let resp = served::finish(&front, &cfg, class, started, access, resp);
         Ok(respond(resp, &arrival).map(wrap))
     }
+}
+
+/// Steps 4 to 7 for a tx request.
+async fn tx_answer(
+    front: &Arc<Front>,
+    cfg: &ListenerSettings,
+    tx: Admitted,
+    arrival: Option<&Arrival>,
+) -> Response<ProxyBody> {
+    let resp = to_tx(front, cfg, tx, arrival).await;
+    record(front, RouteKind::Tx, &resp);
+    resp
 }
 
 /// Where a request goes, decided from its head alone. (Not boxed: it lives only until the
@@ -96,6 +112,18 @@ enum Routed {
     Tx(Admitted),
     /// A tx request whose body is to be read before it is admitted.
     ReadFirst(Box<Unread>),
+}
+
+impl Routed {
+    /// How it is counted in the request duration histogram.
+    fn class(&self) -> RouteClass {
+        match self {
+            Routed::Answer(_) => RouteClass::Other,
+            Routed::Master(_) => RouteClass::Master,
+            Routed::Tx(a) => served::tx_class(&a.demand),
+            Routed::ReadFirst(u) => served::tx_class(&u.demand),
+        }
+    }
 }
 
 /// A tx request submitted to the scheduler, its decision to come.
@@ -239,6 +267,7 @@ async fn read_first(
 /// streamed only as fast as the client takes it (STREAM-3).
 async fn to_master(
     front: &Arc<Front>,
+    cfg: &ListenerSettings,
     req: Request<ClientBody>,
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
@@ -247,18 +276,21 @@ async fn to_master(
         return fail(front, Failure::MasterNotReady).respond();
     }
     let master = ProcessId::MASTER;
+    let sent = Instant::now();
     // Boxed: see `to_tx`.
     match Box::pin(
         front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
     )
     .await
     {
-        Ok(resp) => streamed(resp, |_| {}),
-        Err(failure) => fail(
+        Ok(resp) => {
+            let resp = streamed(resp, |_| {});
+            served::answered(cfg, resp, master, None, sent.elapsed())
+        }
+        Err(failure) => fail_respond(
             front,
             forward_failed(front, master, &failure.error, arrival),
-        )
-        .respond(),
+        ),
     }
 }
 
@@ -269,7 +301,12 @@ async fn to_master(
 // The request is moved out of its box by each send, so one handed back needs a new box (the
 // lint's `*req = back` would write into a box that is gone).
 #[allow(clippy::replace_box)]
-async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> Response<ProxyBody> {
+async fn to_tx(
+    front: &Arc<Front>,
+    cfg: &ListenerSettings,
+    tx: Admitted,
+    arrival: Option<&Arrival>,
+) -> Response<ProxyBody> {
     let Admitted {
         demand,
         mut req,
@@ -284,12 +321,14 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
             Err(failure) => {
                 // The scheduler ended it already: nothing to report.
                 ticket.settled();
-                return fail(front, failure).respond();
+                return fail_respond(front, failure);
             }
         };
-        if let Some(waited) = ticket.dispatched() {
-            front.counters.queue_wait.record(waited);
+        let (queued, first) = ticket.dispatched();
+        if first {
+            front.counters.queue_wait.record(queued);
         }
+        let sent = Instant::now();
         let upstream = &front.upstreams[process.index()];
         let downs = front.roster.downs(process);
         // Forward. Boxed, as the reading of the response: what a request holds while it waits
@@ -298,8 +337,9 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
             match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
                 // Respond, record.
                 Ok(resp) => {
+                    let first_byte = sent.elapsed();
                     let status = resp.status().as_u16();
-                    return match Box::pin(buffered(resp, &front.budget)).await {
+                    let resp = match Box::pin(buffered(resp, &front.budget)).await {
                         Ok(Buffered::Whole(resp)) => {
                             ticket.finish(Finish::Responded { status });
                             resp
@@ -310,16 +350,14 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
                         }),
                         Err(error) => {
                             ticket.finish(Finish::Failed);
-                            fail(
-                                front,
-                                Failure::Upstream {
-                                    process,
-                                    error: &error,
-                                },
-                            )
-                            .respond()
+                            let failure = Failure::Upstream {
+                                process,
+                                error: &error,
+                            };
+                            fail_respond(front, failure)
                         }
                     };
+                    return served::answered(cfg, resp, process, Some(queued), first_byte);
                 }
                 Err(SendFailure {
                     request: Some(back),
@@ -329,6 +367,11 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
                         "{}: not sent ({error}); trying another process",
                         front.roster.code(process)
                     );
+                    front
+                        .counters
+                        .observed
+                        .retries
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     req = Box::new(back);
                     decision = ticket.retry();
                     continue;
@@ -363,9 +406,9 @@ async fn to_tx(front: &Arc<Front>, tx: Admitted, arrival: Option<&Arrival>) -> R
                 owner: process,
                 cache_id: &cache_id,
             };
-            return fail(front, gone).respond();
+            return fail_respond(front, gone);
         }
-        return fail(front, forward_failed(front, process, &error, arrival)).respond();
+        return fail_respond(front, forward_failed(front, process, &error, arrival));
     }
 }
 

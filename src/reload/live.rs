@@ -48,6 +48,8 @@ impl From<&ClusterSettings> for ListenerSettings {
             header_read_timeout: c.header_timeout,
             max_head: (c.header_max_kb as usize) << 10,
             drain: c.drain,
+            // Checked when the settings were read: a name that is none is off.
+            served_by: http::HeaderName::from_bytes(c.served_by_header.as_bytes()).ok(),
         }
     }
 }

@@ -134,6 +134,17 @@ pub struct ClusterSettings {
     /// cache-id names its host as well as its process when nginx fronts several hosts
     /// (`a` → `am0`, `atx1`). Empty: none.
     pub(crate) host_prefix: String,
+    /// `server.cluster.servedByHeader` (fhircluster's own): the response header that names the
+    /// process that answered (`X-Served-By`). Empty: off.
+    pub(crate) served_by_header: String,
+    /// `server.cluster.accessLog` (fhircluster's own): `off`, `text` or `json`.
+    pub(crate) access_log: String,
+    /// `server.cluster.accessLogPath` (fhircluster's own): the access log's file (relative to
+    /// the data directory), reopened on SIGUSR1. Empty: stderr, with the launcher's lines.
+    pub(crate) access_log_path: String,
+    /// `server.cluster.accessLogQuery` (fhircluster's own): the query string is logged with the
+    /// path (off: cache-ids and codes in it can be sensitive).
+    pub(crate) access_log_query: bool,
 }
 
 /// How the launcher writes its log lines.

@@ -400,6 +400,8 @@ macro_rules! settings_table {
     (@kind log_format) => { Kind::LogFormat };
     (@kind log_level) => { Kind::LogLevel };
     (@kind endpoints) => { Kind::Endpoints };
+    (@kind header_name) => { Kind::Text };
+    (@kind access_log) => { Kind::Text };
 
     (@read $r:ident, $d:expr, whole($min:expr, $max:expr)) => { $r.whole($min, $max) };
     (@read $r:ident, $d:expr, seconds) => { $r.seconds(false) };
@@ -416,5 +418,7 @@ macro_rules! settings_table {
     (@read $r:ident, $d:expr, log_format) => { super::table::log_format($r) };
     (@read $r:ident, $d:expr, log_level) => { super::table::log_level($r) };
     (@read $r:ident, $d:expr, endpoints) => { super::table::endpoints($r) };
+    (@read $r:ident, $d:expr, header_name) => { super::table::header_name($r) };
+    (@read $r:ident, $d:expr, access_log) => { super::table::access_log($r) };
 }
 pub(crate) use settings_table;

@@ -89,6 +89,12 @@ settings_table! {
         log_level ["server.cluster.logLevel", LogLevel::Info, log_level, Live,
             flag "--log-level" log_level, env "RUST_LOG"]
         host_prefix ["server.cluster.hostPrefix", String::new(), text, Launcher, unset "none"]
+        served_by_header ["server.cluster.servedByHeader", String::new(), header_name, Live,
+            unset "off"]
+        access_log ["server.cluster.accessLog", "off".into(), access_log, Launcher]
+        access_log_path ["server.cluster.accessLogPath", String::new(), text, Launcher,
+            unset "stderr"]
+        access_log_query ["server.cluster.accessLogQuery", false, boolean, Launcher]
     }
     memory: MemorySettings {
         reject_fraction ["server.memory.rejectFraction", 0.85, fraction, Servers]
@@ -172,6 +178,41 @@ fn parse_admin_address(text: &str) -> Option<SocketAddr> {
         return (port > 0).then(|| SocketAddr::from(([127, 0, 0, 1], port)));
     }
     text.parse::<SocketAddr>().ok().filter(|a| a.port() > 0)
+}
+
+/// `servedByHeader`: a response header's name (`X-Served-By`), or empty (off). Not one whose
+/// meaning HTTP fixes: a header the launcher or hyper sets for the message itself.
+pub(super) fn header_name(r: &Raw<'_>) -> Result<String, SettingsError> {
+    const RESERVED: [&str; 8] = [
+        "connection",
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "keep-alive",
+        "upgrade",
+        "date",
+        "retry-after",
+    ];
+    let text = r.string()?;
+    if text.is_empty() {
+        return Ok(text);
+    }
+    match http::HeaderName::from_bytes(text.as_bytes()) {
+        Ok(name) if RESERVED.contains(&name.as_str()) => {
+            Err(r.invalid("must not be a header HTTP itself uses, e.g. \"X-Served-By\""))
+        }
+        Ok(_) => Ok(text),
+        Err(_) => Err(r.invalid("must be a header name, e.g. \"X-Served-By\", or \"\" (off)")),
+    }
+}
+
+/// `accessLog`: `off`, `text` or `json`.
+pub(super) fn access_log(r: &Raw<'_>) -> Result<String, SettingsError> {
+    let text = r.string()?;
+    match text.as_str() {
+        "off" | "text" | "json" => Ok(text),
+        _ => Err(r.invalid("must be \"off\", \"text\" or \"json\"")),
+    }
 }
 
 pub(super) fn log_format(r: &Raw<'_>) -> Result<LogFormat, SettingsError> {

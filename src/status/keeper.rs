@@ -99,6 +99,14 @@ pub struct Keeper {
 impl Keeper {
     /// Opens the outbox under the data directory and records the launcher's start (EVENT-1).
     pub fn new(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
+        let mut k = Keeper::open(settings, specs, now);
+        let ev = k.events.launcher_started(k.pid, crate::clock::unix_ms());
+        k.outbox.hold(ev);
+        k
+    }
+
+    /// The keeper over the outbox, with no event of its own yet.
+    fn open(settings: &Settings, specs: &[ProcessSpec], now: Instant) -> Keeper {
         let ms = crate::clock::unix_ms();
         let mut outbox = Outbox::open(&settings.data_dir);
         let sample = settings.stats.sample_period();
@@ -106,7 +114,7 @@ impl Keeper {
             .take_saved_history()
             .and_then(|h| History::restore(&h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
-        let mut k = Keeper {
+        Keeper {
             rows: specs.iter().map(Row::new).collect(),
             settings: SnapshotSettings::from_settings(settings),
             history,
@@ -116,10 +124,7 @@ impl Keeper {
             history_updates: Vec::new(),
             started: now,
             pid: std::process::id(),
-        };
-        let ev = k.events.launcher_started(k.pid, ms);
-        k.outbox.hold(ev);
-        k
+        }
     }
 
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
@@ -399,6 +404,9 @@ impl Keeper {
         }
     }
 }
+
+mod handover;
+pub(crate) use handover::KeeperState;
 
 #[cfg(test)]
 mod tests;

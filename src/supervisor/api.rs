@@ -98,6 +98,14 @@ pub enum Control {
     Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
     /// The settings were reloaded (SIGHUP): take them, then restart every process in turn.
     Reload(Reload),
+    /// An in-place upgrade: hand every process and the state over (`reply`), or say why not
+    /// now (the supervisor then runs on as before). Once handed over, the supervisor waits for
+    /// `back`: the program is replaced (nothing comes), or the `execve` failed and it takes
+    /// everything back and runs on; `back` dropped, it ends (`Ended::HandedOver`).
+    HandOver {
+        reply: tokio::sync::oneshot::Sender<Result<Box<super::shell::ShellHandover>, String>>,
+        back: tokio::sync::oneshot::Receiver<Box<super::shell::ShellHandover>>,
+    },
 }
 
 /// What a reload changes in the supervisor.
@@ -130,6 +138,8 @@ pub enum WorkerCount {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
     Stopped,
+    /// Its processes and state were handed over (`Control::HandOver`): they run on.
+    HandedOver,
     /// The master could not be started `maxStartFailures` times in a row.
     GaveUp,
 }

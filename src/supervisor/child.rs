@@ -10,6 +10,8 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,16 +19,18 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
-use crate::ipc::channel::{self, Received};
+use crate::ipc::channel::{self, ChannelReceiver, ChannelSender, Received};
 use crate::ipc::message::{FromChild, ToChild};
 use crate::log_throttle::LogThrottle;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
-use crate::supervisor::output::{OutputSink, Stream};
+use crate::supervisor::output::{until_set, OutputSink, Stream};
 use crate::supervisor::socket_watch::{self, Place, Settled};
+use crate::supervisor::{exit_watch, spawner};
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
 use crate::tree::{guardian, subreaper, sweep};
 
@@ -90,6 +94,9 @@ pub struct ChildHandle {
     code: Arc<str>,
     place: Place,
     signalled: Arc<Signalled>,
+    /// Turned true to take the child's fds back from its tasks (`hand_over`).
+    handover: watch::Sender<bool>,
+    returns: Returns,
 }
 
 /// What the exit task and the signals share.
@@ -152,9 +159,10 @@ impl ChildHandle {
     }
 }
 
-/// Starts `spec`'s process. Must be called from a thread that lives as long as the launcher
-/// (a runtime worker, never `spawn_blocking`): `PR_SET_PDEATHSIG` is tied to the spawning thread.
-/// `kill_after` (`killSeconds`) bounds how long what outlives the child may take to stop.
+/// Starts `spec`'s process, forked from the spawner thread (`spawner`: the thread its
+/// `PR_SET_PDEATHSIG` is tied to lives as long as the launcher, across an in-place upgrade).
+/// Call inside the runtime. `kill_after` (`killSeconds`) bounds how long what outlives the
+/// child may take to stop.
 pub fn spawn(
     spec: &ProcessSpec,
     generation: u64,
@@ -168,13 +176,12 @@ pub fn spawn(
         .argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = std::process::Command::new(program);
     cmd.args(&spec.argv[1..])
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(false)
         // Its own process group: a Ctrl-C in a terminal (SIGINT to the foreground group) reaches
         // the launcher alone, which then stops the processes in order. Under systemd
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
@@ -187,27 +194,80 @@ pub fn spawn(
     if let Some(m) = &mark {
         cmd.env(TREE_VAR, m);
     }
-    channel::prepare_child(cmd.as_std_mut(), theirs);
+    channel::prepare_child(&mut cmd, theirs);
+    // The child's end closes in the launcher as the spawner drops `cmd`, or the child's exit
+    // would never show as EOF.
+    let mut child = spawner::spawn(cmd, |cmd| {
+        subreaper::spawn_known(|| {
+            let child = cmd.spawn()?;
+            let pid = child.id();
+            Ok((child, pid))
+        })
+    })?;
+    let pid = child.id();
+    guardian::watch(pid);
+    let stdout = child.stdout.take().map(OwnedFd::from);
+    let stderr = child.stderr.take().map(OwnedFd::from);
+    // Waited for by pid (`exit_watch`), like a child taken over in an upgrade.
+    drop(child);
+    let fresh = Carried {
+        pid,
+        generation,
+        channel: ours,
+        unread: Vec::new(),
+        stdout: stdout.map(|fd| (fd, Vec::new())),
+        stderr: stderr.map(|fd| (fd, Vec::new())),
+        queued: vec![first_message],
+    };
+    attach_to(spec, fresh, true, events, output, kill_after)
+}
+
+/// An output pipe given back, with the line it had begun.
+type PipeBack = oneshot::Receiver<Option<(pipe::Receiver, Vec<u8>)>>;
+
+/// What a child's tasks give back when asked ([`ChildHandle::hand_over`]).
+struct Returns {
+    writer: oneshot::Receiver<(ChannelSender<ToChild>, Vec<ToChild>)>,
+    reader: oneshot::Receiver<ChannelReceiver<FromChild>>,
+    stdout: Option<PipeBack>,
+    stderr: Option<PipeBack>,
+}
+
+/// Takes over a child (or starts on a fresh one): its output forwarded, its channel read and
+/// written, its exit watched by pid; `watch_socket` for a child not yet ready (its listening
+/// socket may say it is).
+pub(crate) fn attach_to(
+    spec: &ProcessSpec,
+    a: Carried,
+    watch_socket: bool,
+    events: mpsc::UnboundedSender<Tagged>,
+    output: &OutputSink,
+    kill_after: Duration,
+) -> io::Result<ChildHandle> {
+    let Carried {
+        pid, generation, ..
+    } = a;
     static REAPING: std::sync::Once = std::sync::Once::new();
     REAPING.call_once(subreaper::reap_on_sigchld);
-    let spawned = subreaper::spawn_known(|| {
-        let child = cmd.spawn()?;
-        let pid = child.id().unwrap_or(0);
-        Ok((child, pid))
-    });
-    // The child's end must close in the launcher now, or its exit would never show as EOF.
-    drop(cmd);
-    let mut child = spawned?;
-    let pid = child.id().unwrap_or(0);
-    guardian::watch(pid);
-
+    // Its exit is this program's to reap, never the subreaper's (a no-op for a fresh child).
+    subreaper::known(pid);
+    let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
+    let (handover, stop) = watch::channel(false);
     let code: Arc<str> = Arc::from(spec.code.as_str());
-    if let Some(out) = child.stdout.take() {
-        tokio::spawn(output.clone().forward(code.clone(), Stream::Stdout, out));
-    }
-    if let Some(err) = child.stderr.take() {
-        tokio::spawn(output.clone().forward(code.clone(), Stream::Stderr, err));
-    }
+    let forward = |piped: Option<(OwnedFd, Vec<u8>)>, stream| {
+        let (fd, carried) = piped?;
+        let pipe = pipe::Receiver::from_owned_fd(fd).ok()?;
+        let (tx, rx) = oneshot::channel();
+        let task = output
+            .clone()
+            .forward_until(code.clone(), stream, pipe, carried, stop.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(task.await);
+        });
+        Some(rx)
+    };
+    let stdout = forward(a.stdout, Stream::Stdout);
+    let stderr = forward(a.stderr, Stream::Stderr);
 
     let id = spec.id;
     let tag = move |event| Tagged {
@@ -215,15 +275,36 @@ pub fn spawn(
         generation,
         event,
     };
-    let (mut receiver, mut sender) = channel::launcher(ours)?.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(SEND_QUEUE);
-    let _ = out_tx.try_send(Outgoing::Msg(first_message));
+    let (mut receiver, mut sender) = channel::launcher_resumed(a.channel, &a.unread)?.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(SEND_QUEUE.max(a.queued.len()));
+    for m in a.queued {
+        let _ = out_tx.try_send(Outgoing::Msg(m));
+    }
 
-    // Writer: a child that stops reading stalls only this task.
+    // Writer: a child that stops reading stalls only this task. A message is never cut by a
+    // handover: the stop is heard only between writes.
     let ev = events.clone();
+    let mut writer_stop = stop.clone();
+    let (writer_tx, writer_rx) = oneshot::channel();
     tokio::spawn(async move {
         let mut broken = false;
-        while let Some(item) = out_rx.recv().await {
+        loop {
+            let item = tokio::select! {
+                item = out_rx.recv() => item,
+                () = until_set(&mut writer_stop) => {
+                    let mut left = Vec::new();
+                    while let Ok(item) = out_rx.try_recv() {
+                        // A tracked write's receipt is not carried: the events stay in the
+                        // outbox until the master confirms them.
+                        if let Outgoing::Msg(m) | Outgoing::Tracked(m, _) = item {
+                            left.push(m);
+                        }
+                    }
+                    let _ = writer_tx.send((sender, left));
+                    return;
+                }
+            };
+            let Some(item) = item else { return };
             match item {
                 Outgoing::Msg(m) if !broken => broken = sender.send(&m).await.is_err(),
                 Outgoing::Tracked(m, receipt) if !broken => {
@@ -243,10 +324,19 @@ pub fn spawn(
     // Reader: every message, then the channel's end.
     let (eof_tx, eof_rx) = oneshot::channel::<()>();
     let ev = events.clone();
+    let mut reader_stop = stop.clone();
+    let (reader_tx, reader_rx) = oneshot::channel();
     tokio::spawn(async move {
         let mut bad = LogThrottle::new(BAD_LINE_REPORT_EVERY);
         loop {
-            let event = match receiver.recv().await {
+            let received = tokio::select! {
+                r = receiver.recv() => r,
+                () = until_set(&mut reader_stop) => {
+                    let _ = reader_tx.send(receiver);
+                    return;
+                }
+            };
+            let event = match received {
                 Received::Message(m) => ChildEvent::Message(m),
                 // Only the first of each unknown type is logged, so the rest need not be queued.
                 Received::Unknown {
@@ -278,21 +368,26 @@ pub fn spawn(
         bind: spec.bind_address.parse().ok(),
         wanted: spec.connect_addr,
     };
-    let ev = events.clone();
-    socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
-        let _ = ev.send(tag(ChildEvent::ListeningSeen));
-    });
+    if watch_socket {
+        let ev = events.clone();
+        socket_watch::start(code.clone(), pid, place, watching.clone(), move |_holder| {
+            let _ = ev.send(tag(ChildEvent::ListeningSeen));
+        });
+    } else {
+        watching.set();
+    }
 
     // Exit: reported once what it left behind has ended, and after the channel's last words,
-    // so a worker's final counts come first.
+    // so a worker's final counts come first. A handover stops the watch before the reap only.
     let exited = watching.clone();
     let signalled = Arc::new(Signalled::default());
     let shared = signalled.clone();
     let left_code = code.clone();
+    let mut exit_stop = stop;
     tokio::spawn(async move {
-        let exit = match child.wait().await {
-            Ok(status) => exit_of(status),
-            Err(_) => Exit::Code(-1),
+        let exit = tokio::select! {
+            exit = exit_watch::exited(pid) => exit,
+            () = until_set(&mut exit_stop) => return,
         };
         shared.reaped.store(true, Ordering::Release);
         subreaper::forget(pid);
@@ -315,7 +410,68 @@ pub fn spawn(
         code,
         place,
         signalled,
+        handover,
+        returns: Returns {
+            writer: writer_rx,
+            reader: reader_rx,
+            stdout,
+            stderr,
+        },
     })
+}
+
+/// A running child's fds and what was under way on them: a fresh child's, or one taken back
+/// from its tasks for an in-place upgrade (then with what was read and not used, and queued
+/// and not written).
+#[derive(Debug)]
+pub(crate) struct Carried {
+    pub pid: u32,
+    pub generation: u64,
+    pub channel: OwnedFd,
+    /// Read from the channel, not yet parsed.
+    pub unread: Vec<u8>,
+    /// Its stdout and stderr pipes, each with a line begun and not yet ended.
+    pub stdout: Option<(OwnedFd, Vec<u8>)>,
+    pub stderr: Option<(OwnedFd, Vec<u8>)>,
+    /// To be written to it first, in order.
+    pub queued: Vec<ToChild>,
+}
+
+impl ChildHandle {
+    /// Stops the child's tasks between reads and writes and takes its fds back, with what was
+    /// read and not used and what was queued and not written (an in-place upgrade). The child
+    /// itself is not touched. Its exit, if it came first, is found again by the program that
+    /// takes it over (its wait then reports an unknown end).
+    pub(crate) async fn hand_over(self) -> io::Result<Carried> {
+        let _ = self.handover.send(true);
+        let lost =
+            |what: &str| io::Error::other(format!("{}: its {what} task has ended", self.code));
+        let (sender, queued) = self.returns.writer.await.map_err(|_| lost("writer"))?;
+        let receiver = self.returns.reader.await.map_err(|_| lost("reader"))?;
+        let (channel, unread) = channel::launcher_handed_over(receiver, sender)?;
+        let pipe_back = |(pipe, partial): (pipe::Receiver, Vec<u8>)| {
+            pipe.into_nonblocking_fd().ok().map(|fd| (fd, partial))
+        };
+        let mut out = [None, None];
+        for (slot, rx) in out
+            .iter_mut()
+            .zip([self.returns.stdout, self.returns.stderr])
+        {
+            if let Some(rx) = rx {
+                *slot = rx.await.ok().flatten().and_then(pipe_back);
+            }
+        }
+        let [stdout, stderr] = out;
+        Ok(Carried {
+            pid: self.pid,
+            generation: self.generation,
+            channel,
+            unread,
+            stdout,
+            stderr,
+            queued,
+        })
+    }
 }
 
 /// Ends what child `pid` left running: its process group and what carries its `mark`.
@@ -349,14 +505,5 @@ fn end_what_it_left(
             "{code}: still running after SIGKILL, given up: {}",
             members::describe(root, &swept.left, 8)
         );
-    }
-}
-
-fn exit_of(status: std::process::ExitStatus) -> Exit {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Exit::Code(code),
-        (None, Some(sig)) => Exit::Signal(sig),
-        (None, None) => Exit::Code(-1),
     }
 }

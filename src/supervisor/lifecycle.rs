@@ -31,6 +31,7 @@ use crate::deadline::Later;
 use crate::process::ProcessId;
 
 pub(crate) use actions::{Action, Aftermath, Exit, Status};
+pub(crate) use handover::LifecycleState;
 
 /// How long the workers' last request counts may take to reach the master (STOP-7). Public for
 /// `tests/ops_systemd.rs`, which checks README's `TimeoutStopSec` against the longest stop.
@@ -483,6 +484,7 @@ impl Lifecycle {
 }
 
 mod actions;
+mod handover;
 mod rolling;
 mod status;
 

@@ -115,6 +115,19 @@ impl MasterMailbox {
     fn take_all(&mut self) -> impl Iterator<Item = ToChild> + '_ {
         self.held.drain(..)
     }
+
+    /// Everything held, oldest first (an in-place upgrade carries it).
+    pub(super) fn handed_over(self) -> Vec<ToChild> {
+        self.held.into()
+    }
+
+    /// The mailbox as the program before an in-place upgrade left it.
+    pub(super) fn resumed(held: Vec<ToChild>) -> MasterMailbox {
+        MasterMailbox {
+            held: held.into(),
+            ..MasterMailbox::default()
+        }
+    }
 }
 
 /// Adds a later send of a worker's counts to the one waiting for the master (the same run, or,

@@ -3,6 +3,7 @@
 
 mod api;
 pub(crate) mod child;
+pub(crate) mod exit_watch;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;
@@ -12,9 +13,10 @@ mod recycle_watch;
 pub(crate) mod restart;
 pub(crate) mod shell;
 pub(crate) mod socket_watch;
+pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
 
 pub(crate) use api::{
     Control, Ended, Hooks, Reload, SupervisorSettings, SupervisorSetup, WorkerCount,
 };
-pub(crate) use shell::run;
+pub(crate) use shell::{resume, run, HandedChild, ShellHandover};

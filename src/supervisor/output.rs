@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::watch;
 
 use super::stderr_tail::StderrTail;
 use crate::ops::child_log::ChildLines;
@@ -44,8 +45,17 @@ impl OutputSink {
         }
     }
 
-    /// Reads `pipe` to its end, passing each line on tagged `[code] `.
-    pub async fn forward<R: AsyncRead + Unpin>(self, code: Arc<str>, stream: Stream, pipe: R) {
+    /// Reads `pipe` to its end, passing each line on tagged `[code] `: `carried` (a line begun
+    /// under the program before an in-place upgrade) first. When `stop` turns true, gives the
+    /// pipe back with the line begun and not yet ended (`None`: the pipe ended first).
+    pub async fn forward_until<R: AsyncRead + Unpin>(
+        self,
+        code: Arc<str>,
+        stream: Stream,
+        pipe: R,
+        carried: Vec<u8>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<(R, Vec<u8>)> {
         // A new run's stderr starts a new tail; a previous run's reader keeps its own.
         let tail = (stream == Stream::Stderr).then(|| {
             let tail = Arc::new(Tail::default());
@@ -55,10 +65,15 @@ impl OutputSink {
             tail
         });
         let mut reader = BufReader::with_capacity(16 * 1024, pipe);
-        let mut buf = Vec::with_capacity(256);
+        let mut buf = carried;
         loop {
-            buf.clear();
-            match read_line_capped(&mut reader, &mut buf).await {
+            let read = tokio::select! {
+                r = read_line_capped(&mut reader, &mut buf) => r,
+                // Cancelled between reads: what the line had is in `buf`, the reader holds
+                // nothing unconsumed (each read consumes what it takes into `buf`).
+                () = until_set(&mut stop) => return Some((reader.into_inner(), buf)),
+            };
+            match read {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(trim_newline(&buf));
@@ -69,12 +84,14 @@ impl OutputSink {
                     }
                     let line = self.lines.render(&code, stream, &text);
                     queue().push(stream.target(), Source::Children, line);
+                    buf.clear();
                 }
             }
         }
         if let Some(t) = tail {
             t.ended.store(true, Ordering::Release);
         }
+        None
     }
 
     /// The last lines `code`'s latest run wrote on its stderr, once its stderr has ended (its
@@ -89,6 +106,14 @@ impl OutputSink {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tail.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// Until `flag` turns true; forever should its sender go first (the holder dropped: no
+/// handover will be asked for).
+pub(crate) async fn until_set(flag: &mut watch::Receiver<bool>) {
+    if flag.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -146,25 +171,75 @@ mod tests {
         assert_eq!(trim_newline(b"a"), b"a");
     }
 
+    /// Forwards `pipe` to its end.
+    async fn forward(sink: OutputSink, code: Arc<str>, stream: Stream, pipe: &[u8]) {
+        let (_never, stop) = watch::channel(false);
+        let _ = sink
+            .forward_until(code, stream, pipe, Vec::new(), stop)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn a_line_begun_is_given_back_on_a_handover_and_carried_to_the_next_reader() {
+        let sink = OutputSink::default();
+        let code: Arc<str> = Arc::from("tx1");
+        let (mut w, r) = tokio::io::duplex(64);
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn(sink.clone().forward_until(
+            code.clone(),
+            Stream::Stderr,
+            r,
+            Vec::new(),
+            stop,
+        ));
+        tokio::io::AsyncWriteExt::write_all(&mut w, b"whole\nhalf a li")
+            .await
+            .expect("write");
+        // Until the whole line has been read, the handover must wait for it to be taken.
+        let tail = async {
+            loop {
+                let t = sink.stderr_tail("tx1", Duration::ZERO).await;
+                if t.lines().count() == 1 {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), tail)
+            .await
+            .expect("the whole line was not read");
+        tokio::task::yield_now().await;
+        stop_tx.send_replace(true);
+        let (r, partial) = task.await.expect("task").expect("handed back, not ended");
+        assert_eq!(partial, b"half a li");
+        tokio::io::AsyncWriteExt::write_all(&mut w, b"ne\n")
+            .await
+            .expect("write");
+        drop(w);
+        let (_never, stop) = watch::channel(false);
+        let _ = sink
+            .clone()
+            .forward_until(code, Stream::Stderr, r, partial, stop)
+            .await;
+        let tail = sink.stderr_tail("tx1", Duration::from_secs(1)).await;
+        assert_eq!(tail.lines().collect::<Vec<_>>(), ["half a line"]);
+    }
+
     #[tokio::test]
     async fn the_stderr_tail_is_the_latest_runs_once_its_pipe_has_ended() {
         let sink = OutputSink::default();
         let code: Arc<str> = Arc::from("m0");
-        sink.clone()
-            .forward(code.clone(), Stream::Stderr, &b"old run\n"[..])
-            .await;
-        sink.clone()
-            .forward(code.clone(), Stream::Stdout, &b"not stderr\n"[..])
-            .await;
+        forward(sink.clone(), code.clone(), Stream::Stderr, b"old run\n").await;
+        forward(sink.clone(), code.clone(), Stream::Stdout, b"not stderr\n").await;
         let tail = sink.stderr_tail("m0", Duration::from_secs(1)).await;
         assert_eq!(tail.lines().collect::<Vec<_>>(), ["old run"]);
-        sink.clone()
-            .forward(
-                code,
-                Stream::Stderr,
-                &b"Error: cannot find module\r\nat x\n"[..],
-            )
-            .await;
+        forward(
+            sink.clone(),
+            code,
+            Stream::Stderr,
+            b"Error: cannot find module\r\nat x\n",
+        )
+        .await;
         let tail = sink.stderr_tail("m0", Duration::from_secs(1)).await;
         assert_eq!(
             tail.lines().collect::<Vec<_>>(),

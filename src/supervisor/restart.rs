@@ -44,9 +44,22 @@ impl RestartPolicy {
         self.ever_ready = true;
     }
 
-    #[cfg(test)]
+    /// Failing exits in a row.
     pub fn failures(&self) -> u32 {
         self.failures
+    }
+
+    /// Whether this place has ever had a ready process.
+    pub fn ever_ready(&self) -> bool {
+        self.ever_ready
+    }
+
+    /// The policy as it was (an in-place upgrade hands it over).
+    pub fn resume(failures: u32, ever_ready: bool) -> RestartPolicy {
+        RestartPolicy {
+            failures,
+            ever_ready,
+        }
     }
 
     /// A process exited on its own (not stopped by the launcher). `ready_at` is when it became

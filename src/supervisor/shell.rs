@@ -38,7 +38,10 @@ use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
 use ticks::Ticks;
 
+pub(crate) use handover::{HandedChild, ShellHandover};
+
 mod give_up;
+mod handover;
 mod keeping;
 mod reload;
 mod ticks;
@@ -75,42 +78,16 @@ struct Shell {
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
-/// given up. Call from a runtime worker thread (see `child::spawn`).
+/// given up, or everything is handed over (`Control::HandOver`).
 pub async fn run(
     setup: SupervisorSetup,
     keeper: Keeper,
     hooks: Arc<dyn Hooks>,
     sizer: Sizer,
-    mut control: mpsc::Receiver<Control>,
+    control: mpsc::Receiver<Control>,
     output: OutputSink,
 ) -> Ended {
-    let n = setup.processes.len();
-    let (events_tx, mut events) = mpsc::unbounded_channel();
-    let life = Lifecycle::new(
-        setup.workers.min(n.saturating_sub(1)),
-        setup.max_start_failures,
-        setup.kill_after,
-    );
-    let mut shell = Shell {
-        recycle: RecycleWatch::new(setup.settings.recycle),
-        setup,
-        hooks,
-        sizer,
-        output,
-        life,
-        children: (0..n).map(|_| None).collect(),
-        spoke: vec![false; n],
-        generation: 0,
-        events_tx,
-        master_mailbox: MasterMailbox::default(),
-        master_acks: false,
-        master_stalled: false,
-        flushing: false,
-        keeper,
-        readings: SystemReadings::new(),
-        master_end: None,
-    };
-    let mut ticks = Ticks::new(shell.setup.settings.status_seconds);
+    let (mut shell, events) = Shell::new(setup, keeper, hooks, sizer, output);
     if let Some(master) = shell.setup.processes.first() {
         info!(
             "{}: starting the master (maxStartFailures {})",
@@ -118,40 +95,124 @@ pub async fn run(
         );
     }
     shell.life.start(now_std());
-    let mut control_open = true;
-    loop {
-        if let Some(ended) = shell.carry_out() {
-            if let Some(failures) = shell.life.gave_up() {
-                let code = shell.code(ProcessId::MASTER).to_string();
-                let (max, end) = (shell.setup.max_start_failures, shell.master_end.take());
-                give_up::log(shell.output.clone(), code, failures, max, end).await;
+    shell.run(events, control).await
+}
+
+/// Takes over the processes and state an in-place upgrade handed over (`handover`), then runs
+/// as [`run`] does. Nothing is started: the processes run on.
+pub(crate) async fn resume(
+    setup: SupervisorSetup,
+    keeper: Keeper,
+    hooks: Arc<dyn Hooks>,
+    sizer: Sizer,
+    control: mpsc::Receiver<Control>,
+    output: OutputSink,
+    handover: ShellHandover,
+) -> Ended {
+    let (mut shell, events) = Shell::new(setup, keeper, hooks, sizer, output);
+    if let Err(e) = shell.resume(handover, true) {
+        error!("the upgrade's state cannot be taken over: {e}; stopping");
+        shell.life.stop(now_std());
+    }
+    shell.run(events, control).await
+}
+
+impl Shell {
+    fn new(
+        setup: SupervisorSetup,
+        keeper: Keeper,
+        hooks: Arc<dyn Hooks>,
+        sizer: Sizer,
+        output: OutputSink,
+    ) -> (Shell, mpsc::UnboundedReceiver<Tagged>) {
+        let n = setup.processes.len();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let life = Lifecycle::new(
+            setup.workers.min(n.saturating_sub(1)),
+            setup.max_start_failures,
+            setup.kill_after,
+        );
+        let shell = Shell {
+            recycle: RecycleWatch::new(setup.settings.recycle),
+            setup,
+            hooks,
+            sizer,
+            output,
+            life,
+            children: (0..n).map(|_| None).collect(),
+            spoke: vec![false; n],
+            generation: 0,
+            events_tx,
+            master_mailbox: MasterMailbox::default(),
+            master_acks: false,
+            master_stalled: false,
+            flushing: false,
+            keeper,
+            readings: SystemReadings::new(),
+            master_end: None,
+        };
+        (shell, events)
+    }
+
+    async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<Tagged>,
+        mut control: mpsc::Receiver<Control>,
+    ) -> Ended {
+        let shell = &mut self;
+        let mut ticks = Ticks::new(shell.setup.settings.status_seconds);
+        let mut control_open = true;
+        loop {
+            if let Some(ended) = shell.carry_out() {
+                if let Some(failures) = shell.life.gave_up() {
+                    let code = shell.code(ProcessId::MASTER).to_string();
+                    let (max, end) = (shell.setup.max_start_failures, shell.master_end.take());
+                    give_up::log(shell.output.clone(), code, failures, max, end).await;
+                }
+                return ended;
             }
-            return ended;
-        }
-        // After the actions: what the lifecycle says (the master up or not) is what the shell
-        // has carried out.
-        shell.retry_master();
-        shell.deliver_keeper();
-        let deadline = shell.life.poll_timeout().map(Instant::from_std);
-        tokio::select! {
-            Some(ev) = events.recv() => shell.on_event(ev),
-            c = control.recv(), if control_open => match c {
-                Some(Control::Stop) => shell.life.stop(now_std()),
-                Some(Control::Report(reply)) => {
-                    let _ = reply.send(shell.report());
-                }
-                Some(Control::Reload(r)) => {
-                    let status_seconds = r.settings.status_seconds;
-                    if shell.reload(r) {
-                        ticks.set_status_seconds(status_seconds);
+            // After the actions: what the lifecycle says (the master up or not) is what the
+            // shell has carried out.
+            shell.retry_master();
+            shell.deliver_keeper();
+            let deadline = shell.life.poll_timeout().map(Instant::from_std);
+            tokio::select! {
+                Some(ev) = events.recv() => shell.on_event(ev),
+                c = control.recv(), if control_open => match c {
+                    Some(Control::Stop) => shell.life.stop(now_std()),
+                    Some(Control::Report(reply)) => {
+                        let _ = reply.send(shell.report());
                     }
+                    Some(Control::Reload(r)) => {
+                        let status_seconds = r.settings.status_seconds;
+                        if shell.reload(r) {
+                            ticks.set_status_seconds(status_seconds);
+                        }
+                    }
+                    Some(Control::HandOver { reply, back }) => match shell.hand_over().await {
+                        Ok(h) => {
+                            let _ = reply.send(Ok(h));
+                            let Ok(h) = back.await else {
+                                return Ended::HandedOver;
+                            };
+                            // The execve failed: everything back, as it was.
+                            if let Err(e) = shell.resume(*h, false) {
+                                error!("taking the processes back after a failed upgrade: {e}");
+                            }
+                        }
+                        Err(why) => {
+                            let _ = reply.send(Err(why));
+                        }
+                    },
+                    None => control_open = false,
+                },
+                _ = sleep_until(deadline), if deadline.is_some() => {
+                    shell.life.handle_timeout(now_std())
                 }
-                None => control_open = false,
-            },
-            _ = sleep_until(deadline), if deadline.is_some() => shell.life.handle_timeout(now_std()),
-            _ = ticks.status.tick() => shell.send_snapshot(),
-            _ = ticks.upkeep.tick() => shell.upkeep(),
-            _ = ticks.minute.tick() => shell.minute(),
+                _ = ticks.status.tick() => shell.send_snapshot(),
+                _ = ticks.upkeep.tick() => shell.upkeep(),
+                _ = ticks.minute.tick() => shell.minute(),
+            }
         }
     }
 }

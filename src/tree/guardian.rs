@@ -31,7 +31,10 @@ pub const NAME: &str = "fhircluster-guardian";
 
 struct Inner {
     pipe: File,
-    child: Child,
+    /// `None` for a guardian taken over in an in-place upgrade (started by the program before;
+    /// still this process's child, reaped by the subreaper when it ends).
+    child: Option<Child>,
+    pid: u32,
     /// The groups told so far, replayed to a new guardian should this one go.
     groups: BTreeSet<u32>,
     kill_after: Duration,
@@ -51,7 +54,8 @@ pub fn start(kill_after: Duration, run: &str) -> io::Result<u32> {
     let pid = child.id();
     let inner = Inner {
         pipe,
-        child,
+        child: Some(child),
+        pid,
         groups: BTreeSet::new(),
         kill_after,
         run: run.to_string(),
@@ -98,7 +102,47 @@ fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, Child)> {
 /// The guardian's pid (`None` without one).
 pub fn pid() -> Option<u32> {
     let g = GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner());
-    Some(g.child.id())
+    Some(g.pid)
+}
+
+/// The guardian as an in-place upgrade hands it over: its pid, the fd of its pipe (kept open
+/// here until the `execve`) and the groups it was told.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GuardianState {
+    pub pid: u32,
+    pub fd: i32,
+    pub groups: Vec<u32>,
+    pub respawns: u32,
+}
+
+pub(crate) fn hand_over() -> Option<GuardianState> {
+    let g = GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner());
+    Some(GuardianState {
+        pid: g.pid,
+        fd: g.pipe.as_raw_fd(),
+        groups: g.groups.iter().copied().collect(),
+        respawns: g.respawns,
+    })
+}
+
+/// Takes over the guardian the program before started (`pipe`: its inherited write end).
+pub(crate) fn resume(
+    s: &GuardianState,
+    pipe: std::os::fd::OwnedFd,
+    kill_after: Duration,
+    run: &str,
+) {
+    let inner = Inner {
+        pipe: File::from(pipe),
+        child: None,
+        pid: s.pid,
+        groups: s.groups.iter().copied().collect(),
+        kill_after,
+        run: run.to_string(),
+        respawns: s.respawns,
+    };
+    let _ = GUARDIAN.set(Mutex::new(inner));
 }
 
 /// A child leading process group `pgid` has started.
@@ -132,10 +176,11 @@ fn tell(pgid: u32, add: bool) {
 
 /// The guardian has gone (or stopped reading): start another and tell it every group.
 fn respawn(g: &mut Inner) {
-    let old = g.child.id();
-    let status = match g.child.try_wait() {
-        Ok(Some(s)) => s.to_string(),
-        _ => "not reading".to_string(),
+    let old = g.pid;
+    let status = match g.child.as_mut().map(Child::try_wait) {
+        Some(Ok(Some(s))) => s.to_string(),
+        Some(_) => "not reading".to_string(),
+        None => "gone or not reading".to_string(),
     };
     g.respawns += 1;
     if g.respawns > MAX_RESPAWNS {
@@ -151,13 +196,16 @@ fn respawn(g: &mut Inner) {
             let replay: String = g.groups.iter().map(|p| format!("+{p}\n")).collect();
             let mut pipe = pipe;
             let _ = pipe.write_all(replay.as_bytes());
-            let old_child = std::mem::replace(&mut g.child, child);
+            g.pid = child.id();
+            let old_child = g.child.replace(child);
             g.pipe = pipe;
             warn!(
                 "the guardian (pid {old}) is gone ({status}); started another (pid {})",
-                g.child.id()
+                g.pid
             );
-            reap_later(old_child);
+            if let Some(old_child) = old_child {
+                reap_later(old_child);
+            }
         }
         Err(e) => warn!(
             "the guardian (pid {old}) is gone ({status}) and cannot be started again ({e}): \

@@ -55,6 +55,26 @@ pub fn start(kill_after: Duration) {
     }
 }
 
+/// This run, taken over in an in-place upgrade: the same mark (the children carry it), the
+/// launcher a subreaper again (kept across `execve`, said again so adopted processes are
+/// reaped), and the guardian the program before started, over its inherited pipe.
+pub(crate) fn resume(
+    mark: &str,
+    kill_after: Duration,
+    guardian_state: Option<(&guardian::GuardianState, std::os::fd::OwnedFd)>,
+) {
+    let run = RUN.get_or_init(|| Run {
+        mark: mark.to_string(),
+        kill_after,
+    });
+    if let Err(e) = subreaper::become_subreaper() {
+        warn!("cannot become the processes' subreaper again ({e})");
+    }
+    if let Some((s, pipe)) = guardian_state {
+        guardian::resume(s, pipe, run.kill_after, &run.mark);
+    }
+}
+
 /// After the last process has stopped: anything still below the launcher (a process that left
 /// its group and dropped its mark, adopted by the launcher) is ended too, so an exit means
 /// nothing is left. Blocks (up to `killSeconds` and a grace) when there is something.

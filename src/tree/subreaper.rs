@@ -45,6 +45,11 @@ pub fn spawn_known<T>(spawn: impl FnOnce() -> io::Result<(T, u32)>) -> io::Resul
     Ok(child)
 }
 
+/// `pid` is one of the launcher's own children (one taken over in an in-place upgrade).
+pub fn known(pid: u32) {
+    KNOWN.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+}
+
 /// The child `pid` has been waited for by its owner.
 pub fn forget(pid: u32) {
     KNOWN.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);

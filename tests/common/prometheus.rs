@@ -204,13 +204,25 @@ pub fn parse(text: &str) -> Result<Exposition, String> {
     Ok(e)
 }
 
+/// The standard series of the Prometheus client libraries' process collector, the launcher's own.
+pub const STANDARD: [&str; 6] = [
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_max_fds",
+    "process_virtual_memory_bytes",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+];
+
 /// The naming conventions and the histograms' shape.
 pub fn check_conventions(e: &Exposition) -> Result<(), String> {
     for (name, f) in &e.families {
         if !f.help || f.kind.is_empty() {
             return Err(format!("{name}: HELP and TYPE both needed"));
         }
-        if !name.starts_with("fhircluster_") || name.chars().any(|c| c.is_ascii_uppercase()) {
+        if !(name.starts_with("fhircluster_") || STANDARD.contains(&name.as_str()))
+            || name.chars().any(|c| c.is_ascii_uppercase())
+        {
             return Err(format!("{name}: fhircluster_ and snake_case"));
         }
         match f.kind.as_str() {
@@ -238,7 +250,9 @@ pub fn check_conventions(e: &Exposition) -> Result<(), String> {
             if s.labels.contains_key("le") != s.name.ends_with("_bucket") {
                 return Err(format!("{}: le only on buckets", s.name));
             }
-            if f.kind == "counter" && !(s.value >= 0.0 && s.value.fract() == 0.0) {
+            // Seconds counted may have fractions (`process_cpu_seconds_total`); the rest count.
+            let whole = s.value.fract() == 0.0 || name.ends_with("_seconds_total");
+            if f.kind == "counter" && !(s.value >= 0.0 && whole) {
                 return Err(format!("{}: a counter counts: {}", s.name, s.value));
             }
         }
@@ -293,6 +307,38 @@ pub fn check_histogram(name: &str, f: &Family) -> Result<(), String> {
 
 /// Scrapes `/metrics`, checks it whole, and returns it.
 pub fn scrape(admin: u16) -> Exposition {
+    scrape_text(admin).1
+}
+
+/// `promtool check metrics` on `text`: Prometheus's own linter (package `prometheus`). Fails
+/// the test, saying what, when promtool is missing or finds anything.
+pub fn promtool_check_metrics(text: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("promtool (package prometheus) is needed to check /metrics: {e}")
+        });
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(text.as_bytes()).expect("write to promtool");
+    drop(stdin);
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}{}\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Scrapes `/metrics`, checks it whole, and returns its text and what it says.
+pub fn scrape_text(admin: u16) -> (String, Exposition) {
     let r = admin_get(admin, "/metrics");
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(
@@ -304,26 +350,46 @@ pub fn scrape(admin: u16) -> Exposition {
     let text = r.text();
     let e = parse(&text).unwrap_or_else(|m| panic!("{m}\n{text}"));
     check_conventions(&e).unwrap_or_else(|m| panic!("{m}\n{text}"));
-    e
+    (text, e)
 }
 
 impl Exposition {
     /// The value of the one sample `name{labels}` (exactly those labels).
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels)
+            .unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
+    }
+
+    /// The value of `name{labels}`, or None if there is no such sample.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let want: BTreeMap<String, String> = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let fam = family_of(name, &self.families).unwrap_or(name);
-        self.families
-            .get(fam)
-            .and_then(|f| {
-                f.samples
-                    .iter()
-                    .find(|s| s.name == name && s.labels == want)
-            })
-            .map(|s| s.value)
-            .unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
+        self.families.get(fam).and_then(|f| {
+            f.samples
+                .iter()
+                .find(|s| s.name == name && s.labels == want)
+                .map(|s| s.value)
+        })
+    }
+
+    /// The sum of every sample `name` whose labels include `labels`.
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let fam = family_of(name, &self.families).unwrap_or(name);
+        self.families.get(fam).map_or(0.0, |f| {
+            f.samples
+                .iter()
+                .filter(|s| s.name == name)
+                .filter(|s| {
+                    labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+                })
+                .map(|s| s.value)
+                .sum()
+        })
     }
 
     pub fn requests(&self, route: &str, class: &str) -> f64 {

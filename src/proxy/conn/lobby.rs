@@ -106,6 +106,7 @@ pub async fn enter(
                 return Leave::Gone;
             },
             () = sleep_until(deadline) => {
+                front.counters.observed.header_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 debug!(
                     "a client sent no whole request head within headerTimeoutSeconds \
                      ({} bytes): closed",

@@ -496,3 +496,34 @@ fn node_flags_are_read_or_refused() {
         "watcher",
     );
 }
+
+#[test]
+fn served_by_header_is_a_header_name_http_does_not_use_itself() {
+    let c = ok(&[], &[], cluster(json!({"servedByHeader": "X-Served-By"}))).cluster;
+    assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        ok(&[], &[], None).cluster.served_by_header,
+        "",
+        "off by default"
+    );
+    let key = "server.cluster.servedByHeader";
+    refused(
+        settings(&[], &[], cluster(json!({"servedByHeader": "X Served"}))),
+        key,
+        "header name",
+    );
+    refused(
+        settings(
+            &[],
+            &[],
+            cluster(json!({"servedByHeader": "Content-Length"})),
+        ),
+        key,
+        "HTTP itself uses",
+    );
+    refused(
+        settings(&[], &[], cluster(json!({"servedByHeader": true}))),
+        key,
+        "string",
+    );
+}

@@ -11,7 +11,7 @@ use super::*;
 fn every_setting_in_the_file_reaches_its_own_field() {
     // spec: CONF-1, OPT-1. Each value differs from its default and from its neighbours', so a
     // key wired to the wrong field fails here.
-    let json = json!({
+    let mut json = json!({
         "server": {
             "port": 4000,
             "cluster": {
@@ -27,13 +27,21 @@ fn every_setting_in_the_file_reaches_its_own_field() {
                 "headerTimeoutSeconds": 25, "headerMaxKB": 64, "bufferMaxMB": 128,
                 "proxyThreads": 2, "saturatedPercent": 75, "adminAddress": 9100,
                 "listenAddress": "127.0.0.1", "logFormat": "json", "logLevel": "debug",
-                "hostPrefix": "h"
+                "hostPrefix": "h", "servedByHeader": "X-Served-By"
             },
             "memory": {"rejectFraction": 0.5, "abortFraction": 0.6, "trimAllocator": false}
         },
         "modules": {"tx": {"enabled": true, "instanceCode": "main", "endpoints": [{"path": "/r5"}]}},
         "stats": {"sampleSeconds": 23, "intervalMinutes": 24}
     });
+    // Beyond what one `json!` can nest.
+    for (k, v) in [
+        ("accessLog", json!("json")),
+        ("accessLogPath", json!("access.log")),
+        ("accessLogQuery", json!(true)),
+    ] {
+        json["server"]["cluster"][k] = v;
+    }
     // The file sets every setting of the table, so a new one must be added here.
     for setting in TABLE {
         let mut at = Some(&json);
@@ -93,6 +101,15 @@ fn every_setting_in_the_file_reaches_its_own_field() {
     assert_eq!(
         (c.log_format, &c.log_level, c.host_prefix.as_str()),
         (LogFormat::Json, &LogLevel::Debug, "h")
+    );
+    assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        (
+            c.access_log.as_str(),
+            c.access_log_path.as_str(),
+            c.access_log_query
+        ),
+        ("json", "access.log", true)
     );
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),

@@ -94,4 +94,29 @@ proptest! {
             return Err(TestCaseError::fail(format!("at the stop: {msg}\n{}", m.log())));
         }
     }
+
+    #[test]
+    fn a_lifecycle_handed_over_midway_carries_on_as_if_nothing_happened(
+        setup in setup(),
+        events in prop::collection::vec(event(), 1..120),
+        at in 0usize..120,
+    ) {
+        // The in-place upgrade (#16): the same events, one run handed over before event `at`;
+        // both keep every promise and carry out the same actions, to the stop.
+        let mut straight = Model::new(setup.clone());
+        let mut handed = Model::new(setup);
+        for (i, e) in events.iter().enumerate() {
+            if i == at.min(events.len() - 1) {
+                if let Err(msg) = handed.hand_over() {
+                    return Err(TestCaseError::fail(format!("before {e:?}: {msg}\n{}", handed.log())));
+                }
+            }
+            let a = straight.step(e);
+            let b = handed.step(e);
+            prop_assert_eq!(a.is_ok(), b.is_ok(), "after {:?}: {:?} vs {:?}", e, a, b);
+        }
+        let (a, b) = (straight.finish(), handed.finish());
+        prop_assert_eq!(a.is_ok(), b.is_ok());
+        prop_assert_eq!(straight.actions(), handed.actions(), "{}", handed.log());
+    }
 }

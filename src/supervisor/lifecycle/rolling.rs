@@ -27,13 +27,13 @@ use crate::process::ProcessId;
 #[derive(Clone, Debug)]
 pub(super) struct Rolling {
     /// Still to do, in order (the master last).
-    queue: VecDeque<ProcessId>,
+    pub(super) queue: VecDeque<ProcessId>,
     /// The process being replaced now.
-    current: Option<ProcessId>,
-    drain: Duration,
+    pub(super) current: Option<ProcessId>,
+    pub(super) drain: Duration,
     /// Steps taken and the sequence's length, for the log.
-    step: usize,
-    of: usize,
+    pub(super) step: usize,
+    pub(super) of: usize,
 }
 
 impl Lifecycle {

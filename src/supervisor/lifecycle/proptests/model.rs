@@ -101,6 +101,39 @@ impl Model {
         m
     }
 
+    /// An in-place upgrade here: the lifecycle is captured as data and a new one resumed from
+    /// it (at the same instant: the monotonic clock goes on). The capture of the new one must
+    /// be the same data.
+    pub(super) fn hand_over(&mut self) -> Result<(), String> {
+        let before = self
+            .l
+            .capture(self.now)
+            .map_err(|e| format!("capture: {e}"))?;
+        let json = serde_json::to_string(&before).map_err(|e| e.to_string())?;
+        let read: super::super::LifecycleState =
+            serde_json::from_str(&json).map_err(|e| format!("read back: {e}"))?;
+        self.l = Lifecycle::resume(&read, self.now).map_err(|e| format!("resume: {e}"))?;
+        let after = self
+            .l
+            .capture(self.now)
+            .map_err(|e| format!("capture again: {e}"))?;
+        if after != before {
+            return Err(format!(
+                "handover changed the state:\n{before:?}\n{after:?}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The actions carried out so far (the trace without the events).
+    pub(super) fn actions(&self) -> Vec<&str> {
+        self.trace
+            .iter()
+            .filter(|l| l.starts_with("  "))
+            .map(String::as_str)
+            .collect()
+    }
+
     /// What happened, for a failure's message.
     pub(super) fn log(&self) -> String {
         self.trace.join("\n")

@@ -1,0 +1,349 @@
+//! `SIGUSR2`: the launcher replaces its own program with the binary now at its path, keeping
+//! its pid, its listening sockets and every FHIRsmith process (`upgrade/`). In order:
+//! the new binary is checked (`upgrade::preflight`; a failure is one line and nothing changes);
+//! systemd hears `RELOADING=1`; the client connections are drained with the port kept open and
+//! unaccepted (connections arriving wait in the kernel's backlog); the supervisor hands every
+//! process and the state over (refused unless the cluster is steady: then the listener serves
+//! on); the state goes to a memfd and the program is `execve`d with every socket, channel and
+//! pipe inherited. Should the `execve` fail, everything is taken back and served as before. A
+//! stop signal before the `execve` ends the upgrade and stops as usual.
+//!
+//! The other side, the new program taking over, is [`Resume`].
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use tokio::sync::{oneshot, watch};
+use tracing::{error, info, warn};
+
+use super::reloader::Reloader;
+use super::{log_signal, Launcher, Serving};
+use crate::ops::signal_stream::Signals;
+use crate::ops::signals::{meaning, Meaning, Phase};
+use crate::process::ProcessId;
+use crate::proxy::listener::{self, Shutdown};
+use crate::supervisor::{Control, HandedChild, ShellHandover};
+use crate::upgrade::exec;
+use crate::upgrade::state::{capture_instant, ChildState, Handover, FORMAT};
+
+/// How an upgrade that returned ended (a successful one does not return).
+pub(super) enum Outcome {
+    /// Refused or failed before the `execve` took: serving on, as before.
+    Serving(Serving),
+    /// A stop signal came meanwhile: the drain is over, stop the processes.
+    Stop,
+}
+
+/// Settings that say where the running processes are and what they are called: the new
+/// program could not take them over under other values, so a change refuses the upgrade.
+const WHERE_THEY_RUN: &[&str] = &[
+    "server.cluster.internalPort",
+    "server.cluster.bindAddress",
+    "server.cluster.hostPrefix",
+    "modules.tx.instanceCode",
+    "modules.tx.enabled",
+];
+
+/// Settings the processes were started with: they keep them until a rolling restart.
+const THEIR_START: &[&str] = &["server.cluster.command"];
+
+/// What config.json now says, as the new program will take it: one line per change (applied by
+/// the new program, or waiting for a rolling restart), or why the upgrade is refused.
+fn settings_for_upgrade(reloader: &Reloader) -> Result<(), String> {
+    let new = super::reloader::read(&reloader.cli, &reloader.cwd)
+        .map_err(|e| format!("config.json is refused: {e:#}"))?;
+    let changes = crate::reload::changes(&reloader.running, &new);
+    let named = |line: &String, names: &[&str]| {
+        names
+            .iter()
+            .any(|n| line.split_whitespace().next() == Some(n))
+    };
+    if let Some(line) = changes.launcher.iter().find(|l| named(l, WHERE_THEY_RUN)) {
+        return Err(format!(
+            "{line}: the processes run where they were started; revert it for the upgrade (it \
+             takes effect at the launcher's next start)"
+        ));
+    }
+    for line in &changes.live {
+        info!("upgrade: {line}: applied by the new program");
+    }
+    for line in &changes.launcher {
+        if named(line, THEIR_START) {
+            warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP)");
+        } else {
+            info!("upgrade: {line}: applied by the new program");
+        }
+    }
+    for line in &changes.servers {
+        warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP): the servers take it as they restart");
+    }
+    if changes.workers {
+        warn!("upgrade: the worker count changed: waiting for a SIGHUP (the processes are kept as they are)");
+    }
+    Ok(())
+}
+
+impl Launcher {
+    pub(super) async fn upgrade(
+        &mut self,
+        serving: Serving,
+        signals: &mut Signals,
+        reloader: &Reloader,
+    ) -> Outcome {
+        let Some(program) = exec::program_path() else {
+            self.refused("the launcher's own path is not known");
+            return Outcome::Serving(serving);
+        };
+        if let Err(why) = settings_for_upgrade(reloader) {
+            self.refused(&why);
+            return Outcome::Serving(serving);
+        }
+        info!("upgrade: checking {}", program.display());
+        let checked = {
+            let program = program.clone();
+            tokio::task::spawn_blocking(move || crate::upgrade::preflight::check(&program)).await
+        };
+        match checked {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                self.refused(&why);
+                return Outcome::Serving(serving);
+            }
+            Err(e) => {
+                self.refused(&format!("the check did not finish ({e})"));
+                return Outcome::Serving(serving);
+            }
+        }
+        let live = serving.live.clone();
+        self.notifier.upgrading();
+        self.state
+            .send_replace(crate::ops::notify::State::Reloading);
+        let started = crate::clock::now_std();
+        let Some(listener) = self.drain_for_upgrade(serving, signals).await else {
+            return Outcome::Stop;
+        };
+        let drained = started.elapsed();
+        // The supervisor's part: every process and the state, or why not now.
+        let (reply, answer) = oneshot::channel();
+        let (give_back, back) = oneshot::channel();
+        let _ = self.control.send(Control::HandOver { reply, back }).await;
+        let handed = match answer.await {
+            Ok(Ok(h)) => h,
+            Ok(Err(why)) => {
+                self.refused(&why);
+                let serving = self.serve_again(listener, live);
+                self.notifier
+                    .ready(&format!("upgrade refused, running as before: {why}"));
+                return Outcome::Serving(serving);
+            }
+            Err(_) => {
+                error!("upgrade: the supervisor has ended; stopping");
+                return Outcome::Stop;
+            }
+        };
+        let (h, keep) = self.handover(&handed, &listener);
+        info!(
+            "upgrade: executing {} (pid {} kept, {} processes handed over, drained in {:.0} ms)",
+            program.display(),
+            std::process::id(),
+            handed.children.len(),
+            drained.as_secs_f64() * 1000.0
+        );
+        crate::ops::logging::flush();
+        let e = exec::exec(program.clone(), &h, &keep);
+        error!(
+            "upgrade: cannot execute {}: {e}; serving on as before",
+            program.display()
+        );
+        let _ = give_back.send(handed);
+        self.desk.ended(
+            "failed",
+            &format!("cannot execute {}: {e}", program.display()),
+        );
+        self.notifier
+            .ready(&format!("upgrade failed, running as before: {e}"));
+        self.state.send_replace(crate::ops::notify::State::Serving);
+        Outcome::Serving(self.serve_again(listener, live))
+    }
+
+    /// One line, and the reason for `fhircluster upgrade`; nothing was changed.
+    fn refused(&self, why: &str) {
+        warn!("upgrade refused: {why}; serving on as before");
+        self.desk.ended("refused", why);
+    }
+
+    /// The drain with the port kept: `None` when a stop signal came meanwhile (the drain then
+    /// ends as a stop's does).
+    async fn drain_for_upgrade(
+        &mut self,
+        mut serving: Serving,
+        signals: &mut Signals,
+    ) -> Option<tokio::net::TcpListener> {
+        let _ = serving.shutdown.send(Shutdown::HandOver);
+        let mut stop = false;
+        let listener = loop {
+            tokio::select! {
+                l = &mut serving.task => break l.ok().flatten(),
+                sig = signals.next() => match meaning(sig, Phase::Upgrading) {
+                    Meaning::Stop | Meaning::StopNow => {
+                        info!("{sig}: the upgrade is given up; stopping as usual");
+                        stop = true;
+                    }
+                    m => log_signal(sig, &m),
+                },
+            }
+        };
+        if stop {
+            self.front.admission.stop();
+            return None;
+        }
+        if listener.is_none() {
+            error!("upgrade: the client listener was lost; stopping");
+            self.front.admission.stop();
+        }
+        listener
+    }
+
+    /// Serves again on the same listener (the upgrade did not happen).
+    fn serve_again(
+        &mut self,
+        listener: tokio::net::TcpListener,
+        live: std::sync::Arc<listener::LiveListenerSettings>,
+    ) -> Serving {
+        let (shutdown, shutdown_rx) = watch::channel(Shutdown::No);
+        let task = tokio::spawn(listener::serve_live(
+            listener,
+            self.front.clone(),
+            live.clone(),
+            shutdown_rx,
+        ));
+        self.state.send_replace(crate::ops::notify::State::Serving);
+        Serving {
+            task,
+            shutdown,
+            live,
+        }
+    }
+
+    /// The state as the new program reads it, and every fd it names.
+    fn handover(
+        &self,
+        handed: &ShellHandover,
+        listener: &tokio::net::TcpListener,
+    ) -> (Handover, Vec<RawFd>) {
+        let mut keep = vec![listener.as_raw_fd()];
+        let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
+        keep.extend(admin_fd);
+        let guardian = crate::tree::guardian::hand_over();
+        keep.extend(guardian.as_ref().map(|g| g.fd));
+        let raw = |p: &Option<(OwnedFd, Vec<u8>)>| p.as_ref().map(|(fd, _)| fd.as_raw_fd());
+        let partial =
+            |p: &Option<(OwnedFd, Vec<u8>)>| p.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
+        let children = handed
+            .children
+            .iter()
+            .map(|c: &HandedChild| {
+                let k = &c.carried;
+                keep.push(k.channel.as_raw_fd());
+                keep.extend(raw(&k.stdout));
+                keep.extend(raw(&k.stderr));
+                ChildState {
+                    id: c.id.0,
+                    pid: k.pid,
+                    generation: k.generation,
+                    channel_fd: k.channel.as_raw_fd(),
+                    stdout_fd: raw(&k.stdout),
+                    stderr_fd: raw(&k.stderr),
+                    unread: k.unread.clone(),
+                    stdout_partial: partial(&k.stdout),
+                    stderr_partial: partial(&k.stderr),
+                    queued: k.queued.clone(),
+                    spoke: c.spoke,
+                }
+            })
+            .collect();
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        let since = crate::clock::now_std().saturating_duration_since(handed.at);
+        let h = Handover {
+            format: FORMAT,
+            captured_monotonic_ms: mono_now.saturating_sub(since.as_millis() as u64),
+            lifecycle: handed.lifecycle.clone(),
+            children,
+            shell: handed.shell.clone(),
+            mailbox: handed.mailbox.clone(),
+            keeper: handed.keeper.clone(),
+            client_fd: listener.as_raw_fd(),
+            admin_fd,
+            mark: crate::tree::run::current()
+                .map(|r| r.mark.clone())
+                .unwrap_or_default(),
+            guardian,
+        };
+        (h, keep)
+    }
+}
+
+/// What the new program takes over, read from the state the old one handed over.
+pub(super) struct Resume {
+    pub(super) handover: Handover,
+}
+
+impl Resume {
+    /// The state's fd, adopted (close-on-exec again).
+    fn fd(fd: RawFd) -> Option<OwnedFd> {
+        exec::adopt_fd(fd).ok()
+    }
+
+    pub(super) fn client_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.client_fd).map(std::net::TcpListener::from)
+    }
+
+    pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
+    }
+
+    /// The run's mark and the guardian, taken over.
+    pub(super) fn tree(&self, kill_after: std::time::Duration) {
+        let guardian = self
+            .handover
+            .guardian
+            .as_ref()
+            .and_then(|g| Some((g, Resume::fd(g.fd)?)));
+        crate::tree::run::resume(&self.handover.mark, kill_after, guardian);
+    }
+
+    /// The supervisor's part, its fds adopted.
+    pub(super) fn shell(&self) -> ShellHandover {
+        let h = &self.handover;
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        let at = capture_instant(h.captured_monotonic_ms, mono_now, crate::clock::now_std());
+        let piped = |fd: Option<i32>, partial: &[u8]| Some((Resume::fd(fd?)?, partial.to_vec()));
+        let children = h
+            .children
+            .iter()
+            .filter_map(|c| {
+                let channel = Resume::fd(c.channel_fd)?;
+                Some(HandedChild {
+                    id: ProcessId(c.id),
+                    carried: crate::supervisor::child::Carried {
+                        pid: c.pid,
+                        generation: c.generation,
+                        channel,
+                        unread: c.unread.clone(),
+                        stdout: piped(c.stdout_fd, &c.stdout_partial),
+                        stderr: piped(c.stderr_fd, &c.stderr_partial),
+                        queued: c.queued.clone(),
+                    },
+                    spoke: c.spoke,
+                })
+            })
+            .collect();
+        ShellHandover {
+            at,
+            lifecycle: h.lifecycle.clone(),
+            children,
+            shell: h.shell.clone(),
+            mailbox: h.mailbox.clone(),
+            keeper: h.keeper.clone(),
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The launcher's `wire` phase: the front door's state, the launcher's own endpoints, systemd's
+//! messages, and the supervisor, which starts the master at once (or takes over the processes
+//! of the program before, after an in-place upgrade).
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::ops::admin::{self, Admin};
+use crate::ops::child_log::ChildLines;
+use crate::ops::notify::{self, Notifier};
+use crate::plan::Plan;
+use crate::process::ProcessId;
+use crate::proxy::front::Front;
+use crate::proxy::route::RouteTable;
+use crate::proxy::scheduler::Scheduler;
+use crate::reload::Live;
+use crate::settings::Settings;
+use crate::sizing::host;
+use crate::sizing::CpuSizing;
+use crate::status::keeper::Keeper;
+use crate::supervisor::output::OutputSink;
+use crate::supervisor::{self, Hooks, SupervisorSetup};
+
+use super::upgrade::Resume;
+use super::{cluster_status, Launcher};
+
+impl Launcher {
+    /// The front door's state, the launcher's own endpoints, systemd's messages, and the
+    /// supervisor, which starts the master at once.
+    pub(super) async fn wire(
+        settings: &Settings,
+        sizing: &CpuSizing,
+        plan: &Plan,
+        lines: ChildLines,
+        resume: Option<&Resume>,
+    ) -> Result<Launcher> {
+        let output = OutputSink::new(lines);
+        for w in &settings.warnings {
+            warn!("{w}");
+        }
+        if !plan.dropped_node_flags.is_empty() {
+            warn!(
+                "node flags not passed on (the launcher's own): {}",
+                plan.dropped_node_flags.join(" ")
+            );
+        }
+        info!("{}", plan.decision);
+        info!("{}", plan.limits);
+
+        let c = &settings.cluster;
+        let room = capacity(settings, sizing, plan.workers());
+        let all = crate::plan::replan(settings, room, plan.decision.clone())
+            .map(|p| p.processes)
+            .unwrap_or_else(|_| plan.processes.clone());
+        let tx_processes: Vec<(ProcessId, bool)> =
+            plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
+        // What a reload may change, in the shape each part takes it (as `Reloader` gives it).
+        let live = Live::from(settings);
+        let sched = Scheduler::new(live.scheduler, &tx_processes);
+        let routes = RouteTable::from_specs(settings, &all);
+        let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
+        let front = Front::new(sched, routes, all.clone(), slots, live.upstream_timeout);
+        front.budget.set_limit(live.buffer_limit);
+        tokio::spawn(front.clone().run_timer());
+        tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
+        tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
+
+        // The supervisor's news goes to the front door; the launcher follows the roster's.
+        let hooks: Arc<dyn Hooks> = front.clone();
+        let news = front.roster.news();
+        let (control, control_rx) = mpsc::channel(16);
+        // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
+        let mut admin_fd = None;
+        let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
+        if let Some(addr) = c.admin_address {
+            let inherited = resume
+                .and_then(Resume::admin_listener)
+                .filter(|l| l.local_addr().is_ok_and(|a| a == addr))
+                .and_then(|l| {
+                    l.set_nonblocking(true).ok()?;
+                    TcpListener::from_std(l).ok()
+                });
+            let l = match inherited {
+                Some(l) => l,
+                None => TcpListener::bind(addr).await.with_context(|| {
+                    format!("server.cluster.adminAddress {addr}: cannot listen")
+                })?,
+            };
+            admin_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
+            info!(
+                "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
+            );
+            let admin = Arc::new(Admin::new(front.clone(), control.clone(), desk.clone()));
+            tokio::spawn(admin::serve(l, admin));
+        }
+        let notifier = Arc::new(Notifier::from_env());
+        let (state, state_rx) = watch::channel(notify::State::Starting);
+        let status_front = front.clone();
+        tokio::spawn(notify::keep_informed(
+            notifier.clone(),
+            state_rx,
+            {
+                let news = news.clone();
+                move || news.borrow().master_alive
+            },
+            move |s, alive| match s {
+                notify::State::Starting if alive => "starting: the master is loading".to_string(),
+                notify::State::Starting => "starting: the master is not running".to_string(),
+                notify::State::Reloading => {
+                    format!("reloading: {}", cluster_status(&status_front))
+                }
+                _ => cluster_status(&status_front),
+            },
+        ));
+        let setup = SupervisorSetup {
+            processes: all,
+            workers: plan.processes.len().saturating_sub(1),
+            max_start_failures: c.max_start_failures,
+            kill_after: c.kill_after,
+            settings: live.supervisor,
+            idle_report: Box::new(host::idle_report(settings)),
+        };
+        let sizer = Box::new(host::sizer(settings, sizing.clone()));
+        let now = Instant::now().into_std();
+        let supervisor = match resume {
+            None => {
+                let keeper = Keeper::new(settings, &plan.processes, now);
+                tokio::spawn(supervisor::run(
+                    setup, keeper, hooks, sizer, control_rx, output,
+                ))
+            }
+            Some(r) => {
+                let keeper = Keeper::resume(settings, &plan.processes, now, &r.handover.keeper);
+                tokio::spawn(supervisor::resume(
+                    setup,
+                    keeper,
+                    hooks,
+                    sizer,
+                    control_rx,
+                    output,
+                    r.shell(),
+                ))
+            }
+        };
+        Ok(Launcher {
+            front,
+            admin_fd,
+            desk,
+            upgrade_asks,
+            control,
+            supervisor,
+            notifier,
+            state,
+            news,
+            reloads_seen: 0,
+        })
+    }
+}
+
+/// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if
+/// more), as far as the ports after `internalPort` leave `server.port` free (DEC-21). The
+/// front door's tables are made this size once, so a request never takes a lock to find its
+/// process's entry; an unused entry is a few bytes and holds no socket.
+fn capacity(settings: &Settings, sizing: &CpuSizing, planned: u32) -> u32 {
+    let most = RELOAD_ROOM.max(sizing.vcpu).max(planned);
+    (planned..=most)
+        .rev()
+        .find(|&w| crate::plan::check_port_range(settings, w).is_ok())
+        .unwrap_or(planned)
+}
+
+/// The most workers a reload may ask for without a restart of the launcher.
+const RELOAD_ROOM: u32 = 16;

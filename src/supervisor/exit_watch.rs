@@ -1,0 +1,126 @@
+//! Waiting for a child's exit by its pid alone, so it works the same for a child this program
+//! forked and for one it took over from the program it replaced (an in-place upgrade keeps the
+//! FHIRsmith processes, which then have no `Child` handle here). A `pidfd` (Linux 5.3+) becomes
+//! readable when the process exits; without one, each `SIGCHLD` (and a slow tick, should one be
+//! missed) triggers a `waitpid(pid, WNOHANG)`. Either way the child is reaped here, by pid, and
+//! only here: the subreaper (`tree::subreaper`) leaves the launcher's own children alone.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::process::Exit;
+
+/// Without a pidfd: how often to look even when no `SIGCHLD` came (they coalesce).
+const FALLBACK_TICK: Duration = Duration::from_secs(1);
+
+/// Waits until child `pid` (of this process) has exited, and reaps it.
+pub(crate) async fn exited(pid: u32) -> Exit {
+    let Ok(raw) = i32::try_from(pid) else {
+        return Exit::Code(-1);
+    };
+    match pidfd_open(raw).and_then(watch) {
+        Ok(fd) => loop {
+            if let Some(exit) = reap(raw) {
+                return exit;
+            }
+            match fd.readable().await {
+                Ok(mut guard) => guard.clear_ready(),
+                // The reactor can't watch it: look by signal instead.
+                Err(_) => return by_sigchld(raw).await,
+            }
+        },
+        Err(_) => by_sigchld(raw).await,
+    }
+}
+
+async fn by_sigchld(pid: i32) -> Exit {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut sigchld = signal(SignalKind::child()).ok();
+    let mut tick = tokio::time::interval(FALLBACK_TICK);
+    loop {
+        if let Some(exit) = reap(pid) {
+            return exit;
+        }
+        match sigchld.as_mut() {
+            Some(s) => {
+                tokio::select! {
+                    _ = s.recv() => {}
+                    _ = tick.tick() => {}
+                }
+            }
+            None => {
+                tick.tick().await;
+            }
+        }
+    }
+}
+
+/// `Some` once `pid` has exited (and is now reaped); `None` while it runs.
+fn reap(pid: i32) -> Option<Exit> {
+    match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Some(Exit::Code(code)),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(Exit::Signal(sig as i32)),
+        Ok(_) => None,
+        Err(nix::errno::Errno::EINTR) => None,
+        // Not our child (any more): nothing to wait for; how it ended is unknown.
+        Err(_) => Some(Exit::Code(-1)),
+    }
+}
+
+fn watch(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same fd) until the
+    // AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
+}
+
+fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments; on success it returns a new fd that
+    // nothing else owns.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: a fresh fd from pidfd_open, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(script: &str) -> u32 {
+        std::process::Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .expect("spawn sh")
+            .id()
+    }
+
+    #[tokio::test]
+    async fn an_exit_code_and_a_signal_are_told_apart() {
+        assert_eq!(exited(start("exit 3")).await, Exit::Code(3));
+        assert_eq!(exited(start("kill -TERM $$")).await, Exit::Signal(15));
+    }
+
+    #[tokio::test]
+    async fn without_a_pidfd_the_exit_is_found_by_sigchld() {
+        let pid = start("sleep 0.2; exit 4");
+        let exit = tokio::time::timeout(Duration::from_secs(20), by_sigchld(pid as i32))
+            .await
+            .expect("the exit was not seen within 20 s");
+        assert_eq!(exit, Exit::Code(4));
+    }
+
+    #[tokio::test]
+    async fn a_pid_that_is_not_a_child_ends_the_wait_at_once() {
+        // pid 1 is never this test's child.
+        assert_eq!(exited(1).await, Exit::Code(-1));
+    }
+}

@@ -1,0 +1,185 @@
+//! What the old program hands the new one in an in-place upgrade, and its versioned form: JSON
+//! with `"format": 1` first. Pure: encoding, decoding, the format check and the clock's
+//! translation; the shell reads the live state into it and writes it to an inherited fd.
+//!
+//! Kept: the lifecycle (every process's state, deadlines, restart policy and count, start
+//! time, the rolling restart and the recycle under way), each child's pid, generation, fds
+//! (its channel, its stdout and stderr) and what was read from them and not yet used (a partial
+//! channel line, a partial output line: raw bytes, hex, since a line may end mid-character),
+//! what was queued to it and not yet written, the shell's flags about the master, and the
+//! master's mailbox (held counts and history).
+//!
+//! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
+//! change that an older reader would misread gets a new number; the new program keeps reading
+//! the older numbers it can. `fhircluster --upgrade-formats` prints [`READS`], so the old
+//! program can refuse a binary that doesn't read its format (a downgrade across a change).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ipc::message::ToChild;
+use crate::status::keeper::KeeperState;
+use crate::supervisor::lifecycle::LifecycleState;
+use crate::tree::guardian::GuardianState;
+
+/// The format this program writes.
+pub(crate) const FORMAT: u32 = 1;
+/// The formats this program takes over.
+pub(crate) const READS: &[u32] = &[1];
+
+/// Everything handed over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Handover {
+    pub format: u32,
+    /// `CLOCK_MONOTONIC` when the state was read, in ms: the new program finds that instant on
+    /// its own clock (`capture_instant`), and every time in the state is relative to it.
+    pub captured_monotonic_ms: u64,
+    pub lifecycle: LifecycleState,
+    pub children: Vec<ChildState>,
+    pub shell: ShellState,
+    /// The master's mailbox: what waits for the master, oldest first.
+    pub mailbox: Vec<ToChild>,
+    pub keeper: KeeperState,
+    /// The client listening socket's fd, and the launcher's own endpoint's.
+    pub client_fd: i32,
+    pub admin_fd: Option<i32>,
+    /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
+    pub mark: String,
+    pub guardian: Option<GuardianState>,
+}
+
+/// One running child, handed over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChildState {
+    /// Its place (0 the master).
+    pub id: u16,
+    pub pid: u32,
+    pub generation: u64,
+    /// The fds, inherited (close-on-exec cleared).
+    pub channel_fd: i32,
+    pub stdout_fd: Option<i32>,
+    pub stderr_fd: Option<i32>,
+    /// Read from the channel and not yet parsed.
+    #[serde(with = "hex")]
+    pub unread: Vec<u8>,
+    /// An output line begun and not yet ended.
+    #[serde(with = "hex")]
+    pub stdout_partial: Vec<u8>,
+    #[serde(with = "hex")]
+    pub stderr_partial: Vec<u8>,
+    /// Queued for it and not yet written, in order.
+    pub queued: Vec<ToChild>,
+    /// It has said something valid on its channel (only its `ready` makes it ready).
+    pub spoke: bool,
+}
+
+/// The supervisor shell's own flags.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ShellState {
+    /// The last generation given to a child.
+    pub generation: u64,
+    pub master_acks: bool,
+    pub master_stalled: bool,
+    pub flushing: bool,
+}
+
+/// Why a handed-over state can't be taken.
+#[derive(Debug)]
+pub(crate) enum StateError {
+    /// Not JSON, or not what the format says.
+    Unreadable(String),
+    /// No `format` number.
+    NoFormat,
+    /// A format this program doesn't read.
+    UnknownFormat(u64),
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::Unreadable(e) => write!(f, "the handed-over state is unreadable: {e}"),
+            StateError::NoFormat => f.write_str("the handed-over state has no format number"),
+            StateError::UnknownFormat(n) => write!(
+                f,
+                "the handed-over state is in format {n}; this fhircluster reads {}",
+                formats_line()
+            ),
+        }
+    }
+}
+
+/// What `--upgrade-formats` prints: the formats read, space-separated (`1`).
+pub(crate) fn formats_line() -> String {
+    READS
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether a binary whose `--upgrade-formats` printed `line` reads `format`.
+pub(crate) fn reads(line: &str, format: u32) -> bool {
+    line.split_whitespace()
+        .any(|w| w.parse::<u32>().is_ok_and(|n| n == format))
+}
+
+pub(crate) fn encode(h: &Handover) -> Vec<u8> {
+    // Plain data with string keys: serialising it cannot fail.
+    serde_json::to_vec(h).unwrap_or_default()
+}
+
+/// The state, once its format is one this program reads.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Handover, StateError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| StateError::Unreadable(e.to_string()))?;
+    let format = value
+        .get("format")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or(StateError::NoFormat)?;
+    if !READS.iter().any(|&r| u64::from(r) == format) {
+        return Err(StateError::UnknownFormat(format));
+    }
+    serde_json::from_value(value).map_err(|e| StateError::Unreadable(e.to_string()))
+}
+
+/// The capture's instant on this program's clock: `now` read at `now_monotonic_ms`, the state
+/// read at `captured_monotonic_ms` (the same clock: `CLOCK_MONOTONIC` goes on across `execve`).
+pub(crate) fn capture_instant(
+    captured_monotonic_ms: u64,
+    now_monotonic_ms: u64,
+    now: std::time::Instant,
+) -> std::time::Instant {
+    let ago =
+        std::time::Duration::from_millis(now_monotonic_ms.saturating_sub(captured_monotonic_ms));
+    now.checked_sub(ago).unwrap_or(now)
+}
+
+/// Raw bytes as a lowercase hex string.
+mod hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&text)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd-length hex"));
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| {
+                text.get(i..i + 2)
+                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                    .ok_or_else(|| serde::de::Error::custom("not hex"))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

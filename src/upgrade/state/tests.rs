@@ -1,0 +1,143 @@
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::ipc::message::RequestCounts;
+use crate::process::ProcessId;
+use crate::supervisor::lifecycle::Lifecycle;
+use crate::tree::guardian::GuardianState;
+
+fn lifecycle_state() -> LifecycleState {
+    let now = Instant::now();
+    let mut l = Lifecycle::new(2, 3, Duration::from_secs(30));
+    l.start(now);
+    while l.poll_action().is_some() {}
+    l.ready(ProcessId::MASTER, now);
+    while l.poll_action().is_some() {}
+    l.capture(now).expect("capture")
+}
+
+fn handover() -> Handover {
+    let counts = RequestCounts {
+        seq: 7,
+        total: 12,
+        ..RequestCounts::default()
+    };
+    Handover {
+        format: FORMAT,
+        captured_monotonic_ms: 123_456,
+        lifecycle: lifecycle_state(),
+        children: vec![ChildState {
+            id: 1,
+            pid: 4242,
+            generation: 9,
+            channel_fd: 17,
+            stdout_fd: Some(18),
+            stderr_fd: None,
+            // Half a message, and a UTF-8 character cut in two.
+            unread: b"{\"type\":\"ready\",\"co".to_vec(),
+            stdout_partial: vec![0xc3],
+            stderr_partial: b"warn: no newline yet".to_vec(),
+            queued: vec![ToChild::Events { events: vec![] }],
+            spoke: true,
+        }],
+        shell: ShellState {
+            generation: 9,
+            master_acks: true,
+            master_stalled: false,
+            flushing: false,
+        },
+        mailbox: vec![ToChild::WorkerCounts {
+            code: "w1".into(),
+            counts,
+        }],
+        keeper: serde_json::from_value(serde_json::json!({
+            "rows": [{"code": "m0", "lastRestart": "exit code 1", "guardLimit": null,
+                      "recycles": 2, "recycleReason": null}],
+            "history": {"at": 1},
+            "startedMsAgo": 60_000,
+        }))
+        .expect("keeper state"),
+        client_fd: 5,
+        admin_fd: Some(6),
+        mark: "123.456".into(),
+        guardian: Some(GuardianState {
+            pid: 99,
+            fd: 7,
+            groups: vec![4242],
+            respawns: 0,
+        }),
+    }
+}
+
+#[test]
+fn a_handover_reads_back_as_it_was_written() {
+    let h = handover();
+    let bytes = encode(&h);
+    let back = decode(&bytes).expect("decode");
+    assert_eq!(back, h);
+    // Byte for byte the same again: nothing is lost or reordered on the way.
+    assert_eq!(encode(&back), bytes);
+}
+
+#[test]
+fn the_format_number_is_in_the_json_and_bytes_are_hex() {
+    let v: serde_json::Value = serde_json::from_slice(&encode(&handover())).expect("json");
+    assert_eq!(v["format"], FORMAT);
+    assert_eq!(v["children"][0]["stdoutPartial"], "c3");
+}
+
+#[test]
+fn a_format_this_program_does_not_read_is_refused_with_both_numbers() {
+    let mut v: serde_json::Value = serde_json::from_slice(&encode(&handover())).expect("json");
+    v["format"] = serde_json::json!(99);
+    let err = decode(&serde_json::to_vec(&v).expect("bytes")).expect_err("format 99");
+    assert!(matches!(err, StateError::UnknownFormat(99)));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("format 99") && msg.contains("reads 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_state_without_a_format_or_not_json_is_refused() {
+    assert!(matches!(decode(b"{}"), Err(StateError::NoFormat)));
+    assert!(matches!(
+        decode(b"not json"),
+        Err(StateError::Unreadable(_))
+    ));
+    assert!(matches!(
+        decode(br#"{"format":1}"#),
+        Err(StateError::Unreadable(_))
+    ));
+}
+
+#[test]
+fn bad_hex_is_refused_not_guessed() {
+    let mut v: serde_json::Value = serde_json::from_slice(&encode(&handover())).expect("json");
+    v["children"][0]["unread"] = serde_json::json!("abc");
+    assert!(matches!(
+        decode(&serde_json::to_vec(&v).expect("bytes")),
+        Err(StateError::Unreadable(_))
+    ));
+}
+
+#[test]
+fn a_new_binary_reads_a_format_when_its_list_names_it() {
+    assert!(reads(&formats_line(), FORMAT));
+    assert!(reads("1 2\n", 2));
+    assert!(!reads("2 3", 1));
+    assert!(!reads("", 1));
+    assert!(!reads("11", 1));
+}
+
+#[test]
+fn the_capture_instant_is_as_long_ago_as_the_monotonic_clock_says() {
+    let now = Instant::now() + Duration::from_secs(10);
+    assert_eq!(
+        capture_instant(1_000, 1_250, now),
+        now - Duration::from_millis(250)
+    );
+    // A clock reading that went backwards (it cannot, but data may say so) is "now".
+    assert_eq!(capture_instant(2_000, 1_000, now), now);
+}
