@@ -407,3 +407,43 @@ fn fhircluster_upgrade_waits_for_the_outcome_and_says_it() {
     assert_eq!(c.get(LOOKUP).status, 200);
     assert_eq!(sorted(c.child_pids()), children);
 }
+
+#[test]
+fn a_cooldown_running_goes_on_after_the_upgrade() {
+    // #16: the cooldowns are kept: a process answered 503 (its memory guard refusing), so the
+    // front door steers around it for cooldownSeconds; the new program goes on doing so.
+    let bin = Bin::new();
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(1)
+        .env("SIM_REFUSE", "1")
+        .config(serde_json::json!({"server": {"cluster": {
+            "adminAddress": admin.to_string(),
+            "cooldownSeconds": 600,
+        }}}))
+        .start_wrapped(&bin.wrap());
+    let cooling = || -> Vec<String> {
+        admin_get(admin.port(), "/metrics")
+            .text()
+            .lines()
+            .filter(|l| {
+                l.starts_with("fhircluster_process_state{") && l.ends_with("\"cooling_down\"} 1")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(cooling(), Vec::<String>::new(), "no cooldown before a 503");
+    assert_eq!(c.get(LOOKUP).status, 503);
+    let before = poll("a process cooling down", secs(10), || {
+        Some(cooling()).filter(|c| !c.is_empty())
+    });
+
+    bin.replace_with(Path::new(LAUNCHER));
+    let out = upgrade_cmd(admin);
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
+    assert_eq!(
+        cooling(),
+        before,
+        "the cooldown did not survive the upgrade"
+    );
+}

@@ -23,7 +23,7 @@ use crate::process::ProcessId;
 use crate::proxy::listener::{self, Shutdown};
 use crate::supervisor::{Control, HandedChild, ShellHandover};
 use crate::upgrade::exec;
-use crate::upgrade::state::{capture_instant, ChildState, Handover, FORMAT};
+use crate::upgrade::state::{capture_instant, ChildState, CooldownState, Handover, FORMAT};
 
 /// How an upgrade that returned ended (a successful one does not return).
 pub(super) enum Outcome {
@@ -277,6 +277,16 @@ impl Launcher {
                 .map(|r| r.mark.clone())
                 .unwrap_or_default(),
             guardian,
+            cooldowns: self
+                .front
+                .admission
+                .cooldowns()
+                .into_iter()
+                .map(|(id, until)| CooldownState {
+                    id: id.0,
+                    left_ms: until.saturating_duration_since(handed.at).as_millis() as u64,
+                })
+                .collect(),
         };
         (h, keep)
     }
@@ -311,11 +321,35 @@ impl Resume {
         crate::tree::run::resume(&self.handover.mark, kill_after, guardian);
     }
 
+    /// The capture's instant on this program's clock.
+    fn captured_at(&self) -> std::time::Instant {
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        capture_instant(
+            self.handover.captured_monotonic_ms,
+            mono_now,
+            crate::clock::now_std(),
+        )
+    }
+
+    /// The front door's cooldowns that were running, each with its end on this program's clock.
+    pub(super) fn cooldowns(&self) -> Vec<(ProcessId, std::time::Instant)> {
+        let at = self.captured_at();
+        self.handover
+            .cooldowns
+            .iter()
+            .map(|c| {
+                (
+                    ProcessId(c.id),
+                    at + std::time::Duration::from_millis(c.left_ms),
+                )
+            })
+            .collect()
+    }
+
     /// The supervisor's part, its fds adopted.
     pub(super) fn shell(&self) -> ShellHandover {
         let h = &self.handover;
-        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
-        let at = capture_instant(h.captured_monotonic_ms, mono_now, crate::clock::now_std());
+        let at = self.captured_at();
         let piped = |fd: Option<i32>, partial: &[u8]| Some((Resume::fd(fd?)?, partial.to_vec()));
         let children = h
             .children

@@ -66,6 +66,9 @@ impl Launcher {
         let slots = (c.max_outstanding + c.fast_lane_extra) as usize;
         let front = Front::new(sched, routes, all.clone(), slots, live.upstream_timeout);
         front.budget.set_limit(live.buffer_limit);
+        if let Some(r) = resume {
+            front.admission.resume_cooldowns(&r.cooldowns());
+        }
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::refusal_log::run(front.clone()));

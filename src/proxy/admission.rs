@@ -40,6 +40,10 @@ struct Inner {
     /// The deadline the timer task sleeps until (`None`: until it is woken), so it is woken
     /// only when an earlier one comes, not on every decision.
     timer_at: Option<std::time::Instant>,
+    /// Cooldowns handed over by an in-place upgrade, each taken up as its process becomes
+    /// ready in this program (before, the process is down here, and a process that comes back
+    /// from down has no history).
+    resumed_cooldowns: Vec<(ProcessId, std::time::Instant)>,
 }
 
 /// The scheduler and the requests waiting for its decisions.
@@ -61,6 +65,7 @@ impl Admission {
                 sched,
                 waiters: HashMap::new(),
                 timer_at: None,
+                resumed_cooldowns: Vec::new(),
             }),
             timer: Notify::new(),
             next_id: AtomicU64::new(1),
@@ -183,12 +188,39 @@ impl Admission {
 
     /// What the supervisor says about a process.
     pub fn set_state(&self, id: ProcessId, state: ProcessState) {
-        self.with_sched(|s, now| s.set_process(id, state, now));
+        let mut inner = self.lock();
+        let now = crate::clock::now_std();
+        inner.sched.set_process(id, state, now);
+        if state == ProcessState::Ready {
+            let Inner {
+                sched,
+                resumed_cooldowns,
+                ..
+            } = &mut *inner;
+            resumed_cooldowns.retain(|&(p, until)| {
+                if p == id {
+                    sched.resume_cooldown(p, until, now);
+                }
+                p != id
+            });
+        }
+        self.pump(&mut inner, None);
     }
 
     /// The saturation watch's verdict about a process (`proxy::saturation`).
     pub fn set_saturated(&self, id: ProcessId, saturated: bool) {
         self.with_sched(|s, now| s.set_saturated(id, saturated, now));
+    }
+
+    /// Every cooldown running, with its end (for an in-place upgrade's handover).
+    pub fn cooldowns(&self) -> Vec<(ProcessId, std::time::Instant)> {
+        self.lock().sched.cooldowns()
+    }
+
+    /// The cooldowns the program before an in-place upgrade had running go on to their ends,
+    /// each from when its process is ready in this program.
+    pub fn resume_cooldowns(&self, cooldowns: &[(ProcessId, std::time::Instant)]) {
+        self.lock().resumed_cooldowns.extend_from_slice(cooldowns);
     }
 
     /// The launcher is stopping: nothing waits any more (QUEUE-15).

@@ -14,6 +14,7 @@ use super::recycle::{decide, Measure, RecycleChoice, RecycleClocks, RecyclePolic
 use crate::process::ProcessId;
 use crate::status::readings::Readings;
 use crate::status::snapshot::{CgroupLimit, CgroupReading};
+use crate::upgrade::state::RecycleState;
 
 pub(crate) struct RecycleWatch {
     policy: RecyclePolicy,
@@ -43,6 +44,36 @@ impl RecycleWatch {
     /// The recycle policy in force after a reload (`recycleSeconds`, `rejectFraction`).
     pub(crate) fn set_policy(&mut self, policy: RecyclePolicy) {
         self.policy = policy;
+    }
+
+    /// The clocks as data for an in-place upgrade, their times counted back from `at`.
+    pub(crate) fn capture(&self, at: Instant) -> RecycleState {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        RecycleState {
+            over_for_ms: self
+                .clocks
+                .over_since
+                .iter()
+                .map(|(id, since)| (id.0, ms(at.saturating_duration_since(*since))))
+                .collect(),
+            warned: self.clocks.warned.iter().map(|id| id.0).collect(),
+            rss_at_ready: self.rss_at_ready.clone(),
+        }
+    }
+
+    /// Takes over the clocks the program before an in-place upgrade captured at `at`.
+    pub(crate) fn resume(&mut self, s: &RecycleState, at: Instant) {
+        let back = |ms: u64| {
+            at.checked_sub(std::time::Duration::from_millis(ms))
+                .unwrap_or(at)
+        };
+        self.clocks.over_since = s
+            .over_for_ms
+            .iter()
+            .map(|&(id, ms)| (ProcessId(id), back(ms)))
+            .collect();
+        self.clocks.warned = s.warned.iter().map(|&id| ProcessId(id)).collect();
+        self.rss_at_ready = s.rss_at_ready.clone();
     }
 
     /// A process became ready: its memory now is what its growth is measured from, and its
@@ -109,5 +140,40 @@ impl RecycleWatch {
         }
         self.clocks = d.clocks;
         d.recycle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_clocks_go_on_counting_across_an_in_place_upgrade() {
+        // #16: a worker over the threshold for 20 s of its recycleSeconds before the upgrade has
+        // 20 s behind it after it, not none; the warning given is not given again.
+        let policy = RecyclePolicy {
+            reject_fraction: 0.85,
+            recycle_after: Duration::from_secs(60),
+        };
+        let t0 = Instant::now();
+        let mut old = RecycleWatch::new(policy);
+        old.clocks.over_since.insert(ProcessId(2), t0);
+        old.clocks.warned.insert(ProcessId(2));
+        old.rss_at_ready = vec![None, Some(1 << 20), Some(2 << 20)];
+        let at = t0 + Duration::from_secs(20);
+        let state = old.capture(at);
+        assert_eq!(state.over_for_ms, vec![(2, 20_000)]);
+
+        let later = at + Duration::from_secs(3600);
+        let mut new = RecycleWatch::new(policy);
+        new.resume(&state, later);
+        assert_eq!(
+            new.clocks.over_since.get(&ProcessId(2)),
+            Some(&(later - Duration::from_secs(20)))
+        );
+        assert!(new.clocks.warned.contains(&ProcessId(2)));
+        assert_eq!(new.rss_at_ready, old.rss_at_ready);
     }
 }

@@ -7,7 +7,8 @@
 //! (its channel, its stdout and stderr) and what was read from them and not yet used (a partial
 //! channel line, a partial output line: raw bytes, hex, since a line may end mid-character),
 //! what was queued to it and not yet written, the shell's flags about the master, and the
-//! master's mailbox (held counts and history).
+//! master's mailbox (held counts and history), the memory recycle's clocks and the front door's
+//! cooldowns.
 //!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
 //! change that an older reader would misread gets a new number; the new program keeps reading
@@ -46,6 +47,32 @@ pub(crate) struct Handover {
     /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
     pub mark: String,
     pub guardian: Option<GuardianState>,
+    /// The front door's cooldowns running (a process that answered `503` is steered around
+    /// for `cooldownSeconds`), each with what is left of it.
+    #[serde(default)]
+    pub cooldowns: Vec<CooldownState>,
+}
+
+/// A cooldown running at the capture.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CooldownState {
+    pub id: u16,
+    /// How long it had still to run, in ms.
+    pub left_ms: u64,
+}
+
+/// The memory recycle's clocks (`supervisor/recycle_watch.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RecycleState {
+    /// Each worker found over the threshold and idle, and for how long before the capture (ms):
+    /// its `recycleSeconds` go on counting.
+    pub over_for_ms: Vec<(u16, u64)>,
+    /// Workers already warned about (RECYCLE-12: once).
+    pub warned: Vec<u16>,
+    /// Each process's `RssAnon` when it last became ready (its growth is measured from it).
+    pub rss_at_ready: Vec<Option<u64>>,
 }
 
 /// One running child, handed over.
@@ -83,6 +110,8 @@ pub(crate) struct ShellState {
     pub master_acks: bool,
     pub master_stalled: bool,
     pub flushing: bool,
+    #[serde(default)]
+    pub recycle: RecycleState,
 }
 
 /// Why a handed-over state can't be taken.

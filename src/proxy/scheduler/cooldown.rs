@@ -59,6 +59,19 @@ impl Cooldown {
         }
     }
 
+    /// When the current cooldown ends, if one is running.
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+
+    /// A cooldown handed over by the program before an in-place upgrade goes on to its end.
+    /// Returns its generation, for its timer.
+    pub fn resume(&mut self, until: Instant) -> u64 {
+        self.generation += 1;
+        self.until = Some(until);
+        self.generation
+    }
+
     /// A process that went down comes back with no history.
     pub fn reset(&mut self) {
         self.until = None;

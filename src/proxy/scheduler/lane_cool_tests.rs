@@ -207,3 +207,34 @@ fn a_slot_that_opens_goes_to_a_waiting_cheap_request_before_an_older_normal_one(
     // P1 has 1 in flight = maxOutstanding: the normal one keeps waiting
     h.waits(wn);
 }
+
+#[test]
+fn a_cooldown_handed_over_by_an_in_place_upgrade_runs_on_to_its_end() {
+    // #16: an upgrade keeps the cooldowns: the new program's scheduler takes each one over with
+    // what is left of it, and steers around the process until then.
+    let mut old = Harness::new(cfg(16, 4, 4), 2);
+    let a = old.any(Lane::Normal);
+    let pa = old.dispatched_to(a);
+    let other = if pa == P0 { P1 } else { P0 };
+    old.finish(a, Finish::Responded { status: 503 });
+    old.at(0.5);
+    let running = old.s.cooldowns();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0].0, pa);
+    let left = running[0].1 - old.now;
+
+    let mut new = Harness::new(cfg(16, 4, 4), 2);
+    assert!(!new.s.load(pa).cooling);
+    new.s.resume_cooldown(pa, new.now + left, new.now);
+    assert!(new.s.load(pa).cooling);
+    for _ in 0..3 {
+        let id = new.any(Lane::Normal);
+        assert_eq!(new.dispatched_to(id), other);
+    }
+    assert_eq!(new.s.poll_timeout(), Some(new.now + left));
+    new.at(left.as_secs_f64());
+    assert!(!new.s.load(pa).cooling);
+    // One already over by the time it is taken over is not started again.
+    new.s.resume_cooldown(pa, new.now, new.now);
+    assert!(!new.s.load(pa).cooling);
+}

@@ -384,6 +384,37 @@ impl Scheduler {
         self.actions.pop_front()
     }
 
+    /// Every cooldown running, with its end (handed over by an in-place upgrade).
+    pub fn cooldowns(&self) -> Vec<(ProcessId, Instant)> {
+        self.procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.present)
+            .filter_map(|(i, p)| Some((ProcessId(i as u16), p.cool.until()?)))
+            .collect()
+    }
+
+    /// A cooldown the program before an in-place upgrade had running goes on to its end.
+    pub fn resume_cooldown(&mut self, p: ProcessId, until: Instant, now: Instant) {
+        let i = p.index();
+        let Some(proc) = self.procs.get_mut(i).filter(|q| q.present) else {
+            return;
+        };
+        if until <= now {
+            return;
+        }
+        let generation = proc.cool.resume(until);
+        self.timers.push(Reverse((
+            until,
+            Timer::Cool {
+                process: i,
+                generation,
+            },
+        )));
+        self.recount_open();
+        self.settle();
+    }
+
     /// When `handle_timeout` must next be called (a wait's end, a cooldown's end).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

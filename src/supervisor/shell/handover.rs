@@ -99,6 +99,7 @@ impl Shell {
                 master_acks: self.master_acks,
                 master_stalled: self.master_stalled,
                 flushing: self.flushing,
+                recycle: self.recycle.capture(at),
             },
             mailbox,
             keeper,
@@ -119,6 +120,7 @@ impl Shell {
         self.master_acks = h.shell.master_acks;
         self.master_stalled = h.shell.master_stalled;
         self.flushing = h.shell.flushing;
+        self.recycle.resume(&h.shell.recycle, h.at);
         self.master_mailbox = MasterMailbox::resumed(h.mailbox);
         let n = self.setup.processes.len();
         // The master last: its `up` lets the launcher serve, and by then every worker must be

@@ -45,6 +45,11 @@ fn handover() -> Handover {
             master_acks: true,
             master_stalled: false,
             flushing: false,
+            recycle: RecycleState {
+                over_for_ms: vec![(1, 12_000)],
+                warned: vec![1],
+                rss_at_ready: vec![None, Some(40 << 20)],
+            },
         },
         mailbox: vec![ToChild::WorkerCounts {
             code: "w1".into(),
@@ -66,6 +71,10 @@ fn handover() -> Handover {
             groups: vec![4242],
             respawns: 0,
         }),
+        cooldowns: vec![CooldownState {
+            id: 1,
+            left_ms: 1_500,
+        }],
     }
 }
 
