@@ -3,8 +3,10 @@
 //! call feeds it and then carries its actions out (`pump`); a timer task wakes it at its next
 //! deadline (queue waits, cooldowns).
 //!
-//! A request's life here: `admit` registers its waiter and submits it; whoever holds the lock
-//! when the decision is made (this request, another one finishing, the timer) sends it; a
+//! A request's life here: `admit` submits it and, if the scheduler does not decide at once,
+//! registers its waiter; whoever holds the lock when the decision is made (another request
+//! finishing, the timer) sends it; a decision made at once is handed back as it is
+//! ([`Verdict`]: no waiter, no channel); a
 //! [`Ticket`] guarantees the scheduler hears how the request ended exactly once, and a client
 //! that goes away while it waits cancels it (dropped from the queue, never sent).
 
@@ -20,6 +22,7 @@ use super::route::TxDemand;
 use super::scheduler::{
     Action, Finish, Load, ProcessState, Refusal, RequestId, Scheduler, SchedulerConfig,
 };
+use super::verdict::Verdict;
 use crate::process::ProcessId;
 
 /// The scheduler's decision about one request.
@@ -82,19 +85,18 @@ impl Admission {
     fn with_sched(&self, event: impl FnOnce(&mut Scheduler, std::time::Instant)) {
         let mut inner = self.lock();
         event(&mut inner.sched, crate::clock::now_std());
-        self.pump(&mut inner);
+        self.pump(&mut inner, None);
     }
 
-    /// Submits a tx request; the decision arrives on the returned receiver.
-    pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
+    /// Submits a tx request: its decision, made now or to come.
+    pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, Verdict) {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = oneshot::channel();
-        {
+        let verdict = {
             let mut inner = self.lock();
-            inner.waiters.insert(id, tx);
             inner.sched.submit(id, demand, crate::clock::now_std());
-            self.pump(&mut inner);
-        }
+            let made = self.pump(&mut inner, Some(id));
+            Self::verdict(&mut inner, id, made)
+        };
         let ticket = Ticket {
             admission: self.clone(),
             id,
@@ -102,11 +104,23 @@ impl Admission {
             admitted: Instant::now(),
             waited: None,
         };
-        (ticket, rx)
+        (ticket, verdict)
     }
 
-    /// Carries the scheduler's actions out: each decision to its waiter.
-    fn pump(&self, inner: &mut Inner) {
+    /// `made` as it is, or a waiter registered for the decision to come.
+    fn verdict(inner: &mut Inner, id: RequestId, made: Option<Decision>) -> Verdict {
+        if made.is_some() {
+            return Verdict::made(made);
+        }
+        let (tx, rx) = oneshot::channel();
+        inner.waiters.insert(id, tx);
+        Verdict::coming(rx)
+    }
+
+    /// Carries the scheduler's actions out: each decision to its waiter, except the first one
+    /// for `mine` (the request being admitted or retried, which has no waiter yet): returned.
+    fn pump(&self, inner: &mut Inner, mine: Option<RequestId>) -> Option<Decision> {
+        let mut made = None;
         while let Some(action) = inner.sched.poll_action() {
             let (id, decision) = match action {
                 Action::Dispatch { id, process } => {
@@ -120,7 +134,9 @@ impl Admission {
                 Action::Refuse { id, reason } => (id, Decision::Refused(reason)),
                 Action::Fail { id, process } => (id, Decision::Fail(process)),
             };
-            if let Some(w) = inner.waiters.remove(&id) {
+            if mine == Some(id) {
+                made.get_or_insert(decision);
+            } else if let Some(w) = inner.waiters.remove(&id) {
                 // The receiver may be gone (the client left): its ticket cancels the request.
                 let _ = w.send(decision);
             }
@@ -130,6 +146,7 @@ impl Admission {
             inner.timer_at = next;
             self.timer.notify_one();
         }
+        made
     }
 
     /// The timer task: wakes the scheduler at each deadline (queue waits, cooldowns).
@@ -187,7 +204,7 @@ impl Admission {
                 p != id
             });
         }
-        self.pump(&mut inner);
+        self.pump(&mut inner, None);
     }
 
     /// The saturation watch's verdict about a process (`proxy::saturation`).
@@ -252,7 +269,7 @@ pub struct Early {
     pub ticket: Ticket,
     /// Already decided (the value is there to be received), or left to come if the scheduler
     /// had not decided yet when hyper was given the connection.
-    pub decision: oneshot::Receiver<Decision>,
+    pub decision: Verdict,
 }
 
 /// One admitted request's hold on the scheduler: reports its end exactly once, and cancels it
@@ -288,15 +305,13 @@ impl Ticket {
     }
 
     /// Nothing was sent to the process: offer the request to another (the scheduler decides).
-    pub fn retry(&mut self) -> oneshot::Receiver<Decision> {
-        let (tx, rx) = oneshot::channel();
+    pub fn retry(&mut self) -> Verdict {
         let mut inner = self.admission.lock();
-        inner.waiters.insert(self.id, tx);
         inner
             .sched
             .finish(self.id, Finish::NotSent, crate::clock::now_std());
-        self.admission.pump(&mut inner);
-        rx
+        let made = self.admission.pump(&mut inner, Some(self.id));
+        Admission::verdict(&mut inner, self.id, made)
     }
 
     /// The scheduler already ended it (refused or failed): nothing to report.
@@ -311,7 +326,7 @@ impl Drop for Ticket {
             let mut inner = self.admission.lock();
             inner.waiters.remove(&self.id);
             inner.sched.cancel(self.id, crate::clock::now_std());
-            self.admission.pump(&mut inner);
+            self.admission.pump(&mut inner, None);
         }
     }
 }

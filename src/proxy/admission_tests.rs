@@ -44,12 +44,11 @@ fn any() -> TxDemand {
 }
 
 /// The decision, or a failure if none comes within a (paused) minute: a test never hangs.
-async fn within(
-    decision: oneshot::Receiver<Decision>,
-) -> Result<Decision, oneshot::error::RecvError> {
+async fn within(decision: Verdict) -> Result<Decision, &'static str> {
     tokio::time::timeout(Duration::from_secs(60), decision)
         .await
         .expect("a decision within a minute")
+        .ok_or("dropped undecided")
 }
 
 /// Lets the spawned tasks (the timer) run what is due without moving the clock.

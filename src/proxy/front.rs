@@ -8,15 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
-use super::admission::{Admission, Decision, Ticket};
+use super::admission::{Admission, Ticket};
 use super::budget::Budget;
 pub use super::counters::Counters;
 use super::forward::{ClientBody, Upstream};
 use super::roster::Roster;
 use super::route::{BadTarget, RequestHead, Route, RouteTable, Target, TxDemand};
 use super::scheduler::{ProcessState, Scheduler, SchedulerConfig};
+use super::verdict::Verdict;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Tally;
 use crate::supervisor::Hooks;
@@ -90,8 +89,8 @@ impl Front {
         Ok(route)
     }
 
-    /// Submits a tx request, counted by its lane; the decision arrives on the returned receiver.
-    pub fn admit(&self, demand: &TxDemand) -> (Ticket, oneshot::Receiver<Decision>) {
+    /// Submits a tx request, counted by its lane: its decision, made now or to come.
+    pub fn admit(&self, demand: &TxDemand) -> (Ticket, Verdict) {
         self.counters.lanes[demand.lane].fetch_add(1, Ordering::Relaxed);
         self.admission.admit(demand)
     }

@@ -23,3 +23,4 @@ pub(crate) mod saturation_watch;
 pub mod scheduler;
 pub(crate) mod served;
 pub mod trim;
+pub(crate) mod verdict;

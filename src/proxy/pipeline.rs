@@ -25,7 +25,6 @@ use std::sync::Arc;
 use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::debug;
 
@@ -35,13 +34,14 @@ use super::counters::RouteKind;
 use super::failure::{fail, fail_respond, Failure};
 use super::forward::{
     buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
-    Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure,
+    Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
 };
 use super::front::Front;
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use super::served;
+use super::verdict::Verdict;
 use crate::ops::observed::RouteClass;
 use crate::process::ProcessId;
 
@@ -134,7 +134,7 @@ struct Admitted {
     req: Box<Request<ClientBody>>,
     cache_id: String,
     ticket: Ticket,
-    decision: oneshot::Receiver<Decision>,
+    decision: Verdict,
 }
 
 /// A tx request routed, its body still to read.
@@ -175,7 +175,7 @@ fn route(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    let cache_id = parts.headers.get("x-cache-id").cloned();
+    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
     let head = RequestHead {
         method: &parts.method,
         target: &target,
@@ -216,7 +216,7 @@ fn admitted(
     mut req: Box<Request<ClientBody>>,
     cache_id: String,
     ticket: Ticket,
-    decision: oneshot::Receiver<Decision>,
+    decision: Verdict,
 ) -> Admitted {
     if decision.is_empty() {
         // It waits: it should hold no more than it needs meanwhile.
@@ -414,22 +414,22 @@ async fn to_tx(
 
 /// Step 4: the scheduler's decision, the process to send to or why there is none.
 fn picked<'a>(
-    decided: Result<Decision, oneshot::error::RecvError>,
+    decided: Option<Decision>,
     demand: &TxDemand,
     cache_id: &'a str,
 ) -> Result<ProcessId, Failure<'a>> {
     match decided {
-        Ok(Decision::Go(p)) => Ok(p),
-        Ok(Decision::Refused(reason)) => Err(Failure::Refused { reason, cache_id }),
+        Some(Decision::Go(p)) => Ok(p),
+        Some(Decision::Refused(reason)) => Err(Failure::Refused { reason, cache_id }),
         // Nothing was sent: the issuer refused the connection, so it is down before the
         // supervisor has noticed (just killed, say). Its caches are gone either way, and the
         // client must hear so, not a 502 it can't act on (ROUTE-3b).
-        Ok(Decision::Fail(p)) if demand.target == Target::Owner(p) => {
+        Some(Decision::Fail(p)) if demand.target == Target::Owner(p) => {
             Err(Failure::IssuerGone { owner: p, cache_id })
         }
-        Ok(Decision::Fail(p)) => Err(Failure::NotSent(p)),
+        Some(Decision::Fail(p)) => Err(Failure::NotSent(p)),
         // The scheduler dropped the request without a decision: only while stopping.
-        Err(_) => Err(Failure::Refused {
+        None => Err(Failure::Refused {
             reason: Refusal::Stopping,
             cache_id,
         }),

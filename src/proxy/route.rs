@@ -9,6 +9,8 @@
 //! given a master path answers an error. A cache-id selects a process only when the text before
 //! its first `.` is exactly that process's code; anything else is an unknown prefix.
 
+use std::borrow::Cow;
+
 use http::Method;
 
 use super::lane::{lane_of, Lane};
@@ -218,8 +220,9 @@ fn is_master_page(rest: &str) -> bool {
         || (b.len() >= 11 && b[..11].eq_ignore_ascii_case(b"syndication"))
 }
 
-/// The percent-decoded path of an origin-form target, without its query.
-fn decode_path(target: &str) -> Result<String, BadTarget> {
+/// The percent-decoded path of an origin-form target, without its query: the target's own
+/// bytes when it has no `%` (almost every one), else a decoded copy.
+fn decode_path(target: &str) -> Result<Cow<'_, str>, BadTarget> {
     let raw = target.as_bytes();
     if raw.first() != Some(&b'/') {
         return Err(BadTarget::NotOriginForm);
@@ -231,6 +234,19 @@ fn decode_path(target: &str) -> Result<String, BadTarget> {
     if raw.iter().any(|&b| b <= b' ' || b >= 0x7f || b == b'#') {
         return Err(BadTarget::ForbiddenByte);
     }
+    let decoded = if path.contains(&b'%') {
+        Cow::Owned(percent_decode(path)?)
+    } else {
+        // Bytes 0x21 to 0x7e only (checked above): ASCII, and so UTF-8 as it is.
+        Cow::Borrowed(&target[..path.len()])
+    };
+    if decoded.split('/').any(|s| s == "..") {
+        return Err(BadTarget::DotDotSegment);
+    }
+    Ok(decoded)
+}
+
+fn percent_decode(path: &[u8]) -> Result<String, BadTarget> {
     let mut out = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < path.len() {
@@ -247,11 +263,7 @@ fn decode_path(target: &str) -> Result<String, BadTarget> {
             i += 1;
         }
     }
-    let decoded = String::from_utf8(out).map_err(|_| BadTarget::NotUtf8)?;
-    if decoded.split('/').any(|s| s == "..") {
-        return Err(BadTarget::DotDotSegment);
-    }
-    Ok(decoded)
+    String::from_utf8(out).map_err(|_| BadTarget::NotUtf8)
 }
 
 fn hex(b: u8) -> Option<u8> {

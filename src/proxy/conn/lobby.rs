@@ -30,13 +30,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Method;
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
 use crate::proxy::admission::Early;
 use crate::proxy::front::Front;
 use crate::proxy::route::{RequestHead, Route};
+use crate::proxy::verdict::Verdict;
 
 /// Bytes read ahead for hyper at most; a request with a larger body is left to hyper.
 pub const KEEP_AT_MOST: usize = 64 * 1024;
@@ -160,12 +161,9 @@ pub async fn enter(
         }
     };
     drop(held);
-    // The decision was received here; the service receives it again from a new channel (a
-    // channel dropped unsent is the scheduler's "stopping", as before).
-    let (tx, decision) = oneshot::channel();
-    if let Ok(d) = decided {
-        let _ = tx.send(d);
-    }
+    // The decision was received here; the service takes it as made (none: the scheduler's
+    // "stopping", as before).
+    let decision = Verdict::made(decided);
     serve(
         buf,
         Some(Early {

@@ -110,6 +110,11 @@ pub async fn buffered(
         if !room {
             return streaming(parts, Some(held(data, lease)), body);
         }
+        // The last of a `Content-Length` body: done, without one more poll through hyper's body
+        // channel to hear that nothing follows.
+        if body.is_end_stream() {
+            break;
+        }
     }
     Ok(Buffered::Whole(Response::from_parts(
         parts,

@@ -22,7 +22,7 @@ pub use body::{buffered, full, streamed, Buffered, ProxyBody};
 pub use client_body::{AheadError, Arrival, ClientBody};
 pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{check_host, prepare_request, Peer};
+pub use headers::{check_host, prepare_request, Peer, X_CACHE_ID};
 pub use pool::Upstream;
 pub use refuse::is_unsupported;
 pub use write_timeout::WriteTimeoutIo;

@@ -14,6 +14,7 @@
 //! dropped unread, is closed by hyper and dropped at checkout. If one still races the server's
 //! close and hyper gives the request back unsent, the request goes on a fresh connection instead.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -238,8 +239,18 @@ where
     /// with its body unread; no timeout. Hands the request back when nothing of it was sent
     /// (connect refused, connection closed before dispatch), so the caller can offer it to
     /// another process.
-    pub async fn try_send(
+    pub fn try_send(
         &self,
+        req: Request<B>,
+    ) -> impl Future<Output = Result<Response<Incoming>, SendFailure<B>>> + '_ {
+        // Not an async fn: it returns the sending future itself, one level fewer.
+        self.send_from(None, req)
+    }
+
+    /// As [`Upstream::try_send`], on `preset` if given (the tests' way to race a close).
+    async fn send_from(
+        &self,
+        preset: Option<Conn<B>>,
         mut req: Request<B>,
     ) -> Result<Response<Incoming>, SendFailure<B>> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
@@ -250,7 +261,9 @@ where
             }
         }
 
-        let conn = match self.inner.checkout() {
+        // One async fn for checkout and send (no `send_on` inside it): each nested future took
+        // its own copy of the request, a memcpy at every level.
+        let mut conn = match preset.or_else(|| self.inner.checkout()) {
             Some(conn) => conn,
             None => match self.connect().await {
                 Ok(conn) => conn,
@@ -262,14 +275,6 @@ where
                 }
             },
         };
-        self.send_on(conn, req).await
-    }
-
-    async fn send_on(
-        &self,
-        mut conn: Conn<B>,
-        mut req: Request<B>,
-    ) -> Result<Response<Incoming>, SendFailure<B>> {
         loop {
             match conn.sender.try_send_request(req).await {
                 Ok(resp) => {

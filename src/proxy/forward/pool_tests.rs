@@ -113,7 +113,7 @@ async fn a_request_refused_by_a_closed_pooled_connection_goes_on_a_fresh_one() {
     assert!(conn.reused);
     conn.task.abort();
     until("connection closed", || conn.sender.is_closed()).await;
-    let resp = bounded("retry", up.send_on(conn, get("/again"))).await;
+    let resp = bounded("retry", up.send_from(Some(conn), get("/again"))).await;
     let resp = resp.map_err(|f| f.error).unwrap();
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
     assert_eq!(counts.accepted(), 2);
