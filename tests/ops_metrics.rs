@@ -279,19 +279,31 @@ fn the_series_operators_page_on_follow_traffic_a_killed_worker_and_reloads() {
     );
 
     // Three requests that each hold a slot for 1 s, at two processes with one slot each: one
-    // waits in the queue about a second.
-    let answers = in_parallel(3, move |_| {
-        request(
-            addr,
-            "GET",
-            "/r4/CodeSystem/$lookup?_sim_stream=1",
-            &[],
-            b"",
-        )
-        .status
+    // waits in the queue about a second, on a new connection: in the lobby.
+    let waiting = |admin| scrape(admin).value("fhircluster_connections", &[("state", "waiting")]);
+    assert_eq!(waiting(admin), 0.0);
+    let clients = std::thread::spawn(move || {
+        in_parallel(3, move |_| {
+            request(
+                addr,
+                "GET",
+                "/r4/CodeSystem/$lookup?_sim_stream=1",
+                &[],
+                b"",
+            )
+            .status
+        })
     });
+    poll("a connection waiting in the lobby", secs(5), || {
+        (waiting(admin) == 1.0).then_some(())
+    });
+    let answers = clients.join().expect("the clients");
     assert_eq!(answers, [200, 200, 200]);
     let m = scrape(admin);
+    assert_eq!(
+        m.value("fhircluster_connections", &[("state", "waiting")]),
+        0.0
+    );
     let waited = m.value("fhircluster_queue_wait_seconds_count", &[])
         - m.value("fhircluster_queue_wait_seconds_bucket", &[("le", "0.5")]);
     assert!(waited >= 1.0, "a request waited over 0.5 s: {waited}");

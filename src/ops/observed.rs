@@ -115,7 +115,18 @@ pub struct Observed {
     /// Connections served by hyper now; the rest of those open are outside it (idle and parked,
     /// or their next request read in the lobby).
     pub connections_served: Arc<AtomicUsize>,
+    /// Connections outside hyper whose next request waits in the lobby for a process (queued).
+    connections_waiting: AtomicUsize,
     reloads: Reloads,
+}
+
+/// Counts a connection as waiting in the lobby while it lives.
+pub struct WaitingConnection<'a>(&'a AtomicUsize);
+
+impl Drop for WaitingConnection<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Counts a client connection as open while it lives.
@@ -138,6 +149,13 @@ impl Observed {
         self.connections_accepted.fetch_add(1, Ordering::Relaxed);
         self.connections_open.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self.connections_open.clone())
+    }
+
+    /// A connection's next request waits in the lobby for a process, until the returned guard
+    /// is dropped.
+    pub fn waiting(&self) -> WaitingConnection<'_> {
+        self.connections_waiting.fetch_add(1, Ordering::Relaxed);
+        WaitingConnection(&self.connections_waiting)
     }
 
     /// A reload ended, well or not, at `unix_ms`.
@@ -205,18 +223,24 @@ impl Observed {
         }
         let open = self.connections_open.load(Ordering::Relaxed);
         let served = self.connections_served.load(Ordering::Relaxed).min(open);
+        let waiting = self
+            .connections_waiting
+            .load(Ordering::Relaxed)
+            .min(open - served);
         family(
             out,
             "fhircluster_connections",
             "gauge",
-            "Client connections open, by state: served (hyper holds it) or parked (outside \
-             hyper: idle, or its next request read and waiting in the lobby).",
+            "Client connections open, by state: served (hyper holds it), waiting (outside hyper, \
+             its next request read and queued in the lobby for a process) or parked (outside \
+             hyper, idle or its next request arriving).",
         );
         let _ = writeln!(
             out,
             "fhircluster_connections{{state=\"served\"}} {served}\n\
+             fhircluster_connections{{state=\"waiting\"}} {waiting}\n\
              fhircluster_connections{{state=\"parked\"}} {}",
-            open - served
+            open - served - waiting
         );
         let r = &self.reloads;
         family(
@@ -296,6 +320,15 @@ mod tests {
             "fhircluster_request_duration_seconds_count{route=\"tx\",outcome=\"2xx\"} 0\n"
         ));
         assert!(out.contains("fhircluster_connections{state=\"parked\"} 1\n"));
+        let waiting = o.waiting();
+        let mut out = String::new();
+        o.write(&mut out, 1_000);
+        assert!(out.contains("fhircluster_connections{state=\"waiting\"} 1\n"));
+        assert!(out.contains("fhircluster_connections{state=\"parked\"} 0\n"));
+        drop(waiting);
+        let mut out = String::new();
+        o.write(&mut out, 1_000);
+        assert!(out.contains("fhircluster_connections{state=\"waiting\"} 0\n"));
         assert!(out.contains("fhircluster_config_reloads_total{result=\"failure\"} 1\n"));
         assert!(out.contains("fhircluster_config_last_reload_successful 0\n"));
         assert!(out.contains("fhircluster_config_last_reload_success_timestamp_seconds 5\n"));

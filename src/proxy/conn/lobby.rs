@@ -146,6 +146,7 @@ pub async fn enter(
     }
     // Held while it waits: counted, so that a crowd of them stops the reading ahead of more.
     let held = front.budget.take_anyway(buf.len() as u64);
+    let waiting = front.counters.observed.waiting();
     let decided = loop {
         let watch = buf.len() < watch_up_to;
         tokio::select! {
@@ -160,7 +161,7 @@ pub async fn enter(
             }
         }
     };
-    drop(held);
+    drop((held, waiting));
     // The decision was received here; the service takes it as made (none: the scheduler's
     // "stopping", as before).
     let decision = Verdict::made(decided);
