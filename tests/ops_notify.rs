@@ -69,6 +69,24 @@ fn has_line(n: &Note, line: &str) -> bool {
     n.text.lines().any(|l| l == line)
 }
 
+/// Waits (5 s at most) for a `RELOADING=1` followed by a `READY=1`: the notes so far, and where
+/// the first `RELOADING=1` is.
+fn reloading_then_ready(notes: &Arc<Mutex<Vec<Note>>>, t0: Instant) -> (Vec<Note>, usize) {
+    let found = |all: &[Note]| {
+        let r = all.iter().position(|n| has_line(n, "RELOADING=1"))?;
+        all[r..].iter().any(|n| has_line(n, "READY=1")).then_some(r)
+    };
+    if !eventually(Duration::from_secs(5), || found(&snapshot(notes)).is_some()) {
+        panic!(
+            "no RELOADING=1 then READY=1:\n{}",
+            dump(&snapshot(notes), t0)
+        );
+    }
+    let all = snapshot(notes);
+    let r = found(&all).unwrap_or(0);
+    (all, r)
+}
+
 fn dump(notes: &[Note], t0: Instant) -> String {
     notes
         .iter()
@@ -388,21 +406,7 @@ fn a_refused_reload_answers_ready_at_once_saying_so_and_restarts_nothing() {
     let mark = c.mark();
     c.signal(SIGHUP);
     c.wait_for_after(mark, "the settings were refused", Duration::from_secs(10));
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let all = snapshot(&notes);
-            all.iter()
-                .position(|n| has_line(n, "RELOADING=1"))
-                .is_some_and(|r| all[r..].iter().any(|n| has_line(n, "READY=1")))
-        }),
-        "no RELOADING=1 then READY=1:\n{}",
-        dump(&snapshot(&notes), t0)
-    );
-    let all = snapshot(&notes);
-    let r = all
-        .iter()
-        .position(|n| has_line(n, "RELOADING=1"))
-        .expect("found above");
+    let (all, r) = reloading_then_ready(&notes, t0);
     let ready = &all[r..]
         .iter()
         .find(|n| has_line(n, "READY=1"))
@@ -486,21 +490,7 @@ fn usr2_sends_reloading_saying_upgrade_then_the_new_program_says_ready() {
     c.signal(libc::SIGUSR2);
     c.wait_for_after(mark, "upgraded in place", Duration::from_secs(60));
     let after_usec = monotonic_usec();
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let all = snapshot(&notes);
-            all.iter()
-                .position(|n| has_line(n, "RELOADING=1"))
-                .is_some_and(|r| all[r..].iter().any(|n| has_line(n, "READY=1")))
-        }),
-        "no RELOADING=1 then READY=1:\n{}",
-        dump(&snapshot(&notes), t0)
-    );
-    let all = snapshot(&notes);
-    let r = all
-        .iter()
-        .position(|n| has_line(n, "RELOADING=1"))
-        .expect("RELOADING=1");
+    let (all, r) = reloading_then_ready(&notes, t0);
     let text = &all[r].text;
     assert!(
         text.lines()
