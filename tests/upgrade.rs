@@ -447,3 +447,51 @@ fn a_cooldown_running_goes_on_after_the_upgrade() {
         "the cooldown did not survive the upgrade"
     );
 }
+
+#[test]
+fn a_stop_signal_during_the_upgrades_drain_gives_the_upgrade_up_and_stops_as_usual() {
+    // #16 (and the signal table's Upgrading phase): TERM while the upgrade's drain waits for a
+    // request in progress: no execve; the launcher stops as a TERM stops it, its processes too.
+    let bin = Bin::new();
+    let admin = admin_addr();
+    let mut c = cluster()
+        .workers(1)
+        .config(serde_json::json!({"server": {"cluster": {
+            "adminAddress": admin.to_string(),
+            "drainSeconds": 8,
+        }}}))
+        .start_wrapped(&bin.wrap());
+    let children = c.child_pids();
+    let addr = c.addr();
+    // A request the process never answers keeps the drain waiting (until drainSeconds).
+    let hung = std::thread::spawn(move || {
+        request(addr, "GET", "/r4/CodeSystem/$lookup?_sim_hang=1", &[], b"").status
+    });
+    wait_until("the request at work on a process", secs(10), || {
+        admin_get(admin.port(), "/metrics")
+            .text()
+            .lines()
+            .any(|l| l.starts_with("fhircluster_in_flight{") && l.ends_with(" 1"))
+    });
+    bin.replace_with(Path::new(LAUNCHER));
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "draining", secs(30));
+    c.signal(libc::SIGTERM);
+    c.wait_for_after(mark, "the upgrade is given up; stopping as usual", secs(10));
+    let status = c.wait_exit(secs(60));
+    assert!(status.success(), "{status:?}\n{}", c.log_lines().join("\n"));
+    assert!(
+        !c.log_lines()
+            .iter()
+            .any(|l| l.contains("upgrade: executing")),
+        "no execve after the stop signal:\n{}",
+        c.log_lines().join("\n")
+    );
+    assert!(
+        eventually(secs(10), || children.iter().all(|&p| !alive(p))),
+        "processes left: {children:?}"
+    );
+    // The hung request was cut at the stop (drainSeconds are the upgrade's and the stop's).
+    let _ = hung.join();
+}
