@@ -495,3 +495,56 @@ fn a_stop_signal_during_the_upgrades_drain_gives_the_upgrade_up_and_stops_as_usu
     // The hung request was cut at the stop (drainSeconds are the upgrade's and the stop's).
     let _ = hung.join();
 }
+
+#[test]
+fn a_failed_execve_leaves_the_old_program_serving_under_load() {
+    // #16: the execve itself fails (a test hook makes it: nothing else reliably can, after the
+    // new binary passed its checks): everything handed back, the old program serves on, the
+    // processes untouched, no request failed; and it can be tried again, and stopped as usual.
+    let bin = Bin::new();
+    let mut c = cluster()
+        .workers(1)
+        .env("FHIRCLUSTER_TEST_EXEC_FAIL", "1")
+        .env("SIM_COST_EXPAND_MS", "300")
+        .start_wrapped(&bin.wrap());
+    let launcher = c.child.id() as i32;
+    let children = sorted(c.child_pids());
+    let sessions = vec![("tx1".to_string(), c.session_on("tx1"))];
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let threads = load(c.addr(), sessions, stop.clone(), seen.clone());
+    wait_until("the load under way", secs(30), || {
+        seen.ok.load(Ordering::Relaxed) > 20
+    });
+    for _ in 0..2 {
+        bin.replace_with(Path::new(LAUNCHER));
+        let mark = c.mark();
+        c.signal(libc::SIGUSR2);
+        c.wait_for_after(mark, "upgrade: cannot execute", secs(60));
+        let served = seen.ok.load(Ordering::Relaxed);
+        wait_until("requests served again", secs(30), || {
+            seen.ok.load(Ordering::Relaxed) > served + 10
+        });
+        assert_eq!(c.child.id() as i32, launcher);
+        assert_eq!(sorted(c.child_pids()), children, "the processes untouched");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("load thread");
+    }
+    let failed = seen.failed.lock().expect("failed").clone();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}\n{}",
+        failed.len(),
+        &failed[..failed.len().min(10)],
+        c.log_lines().join("\n")
+    );
+    c.signal(libc::SIGTERM);
+    let status = c.wait_exit(secs(60));
+    assert!(status.success(), "{status:?}");
+    assert!(
+        eventually(secs(10), || children.iter().all(|&p| !alive(p))),
+        "processes left: {children:?}"
+    );
+}

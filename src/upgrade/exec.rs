@@ -16,6 +16,11 @@ use super::state::{self, Handover};
 /// Names the inherited fd holding the handed-over state.
 pub(crate) const STATE_VAR: &str = "FHIRCLUSTER_UPGRADE_STATE";
 
+/// Test hook: set in the launcher's environment, the `execve` itself is made to fail (after
+/// everything before it was done), so the tests can prove the old program serves on. No other
+/// way to make a checked binary's `execve` fail is reliable from outside.
+pub(crate) const TEST_EXEC_FAIL_ENV: &str = "FHIRCLUSTER_TEST_EXEC_FAIL";
+
 static PROGRAM: OnceLock<Option<PathBuf>> = OnceLock::new();
 static STARTED_MS: OnceLock<u64> = OnceLock::new();
 
@@ -114,8 +119,13 @@ pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error 
     // The signals the launcher catches are held back across the execve (the mask is kept,
     // the handlers are not): one sent meanwhile waits for the new program's handlers instead
     // of ending the launcher by its default action.
+    let test_fail = std::env::var_os(TEST_EXEC_FAIL_ENV).is_some();
     let failed = crate::supervisor::spawner::on_spawner(move || {
         mask(libc::SIG_BLOCK);
+        if test_fail {
+            mask(libc::SIG_UNBLOCK);
+            return io::Error::other(format!("{TEST_EXEC_FAIL_ENV} is set (a test hook)"));
+        }
         let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_p.push(std::ptr::null());
         let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
