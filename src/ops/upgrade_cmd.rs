@@ -72,6 +72,7 @@ pub fn run(addr: SocketAddr) -> ExitCode {
         }
     }
     let deadline = Instant::now() + WAIT;
+    // Polls the launcher's answer until it says how the upgrade ended, or `WAIT` runs out.
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
         // Between the programs the endpoint may not answer for a moment: ask again.

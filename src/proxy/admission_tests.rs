@@ -66,6 +66,7 @@ async fn a_request_past_the_slots_is_refused_by_the_timer_when_queue_seconds_run
     assert_eq!(within(decided).await, Ok(Decision::Go(TX1)));
     let (waiting, mut decision) = a.admit(&any());
     assert_eq!(a.queued(), 1);
+    // The paused clock moves 4.9 s at once: the queue's time passing is the scenario.
     tokio::time::sleep(Duration::from_millis(4_900)).await;
     settle().await;
     assert_eq!(
@@ -73,6 +74,7 @@ async fn a_request_past_the_slots_is_refused_by_the_timer_when_queue_seconds_run
         Err(TryRecvError::Empty),
         "still waiting"
     );
+    // And past the 5 s (paused clock).
     tokio::time::sleep(Duration::from_millis(200)).await;
     settle().await;
     match decision.try_recv() {
@@ -92,6 +94,7 @@ async fn a_waiting_request_is_sent_when_a_slot_frees_and_its_wait_is_measured_on
     let a = admission(1, Duration::from_secs(30), &[TX1]);
     let (first, _) = a.admit(&any());
     let (mut waiting, decision) = a.admit(&any());
+    // The scenario: it waits 2 s (paused clock) before the slot frees; the wait is measured.
     tokio::time::sleep(Duration::from_secs(2)).await;
     first.finish(OK);
     assert_eq!(
@@ -173,6 +176,7 @@ async fn the_saturation_watch_sleeps_until_a_request_is_sent() {
         let a = a.clone();
         async move { a.until_busy().await }
     });
+    // The scenario: a minute with nothing in flight (paused clock), over which it must not wake.
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!watch.is_finished(), "nothing in flight: it sleeps");
     let (ticket, _) = a.admit(&any());
