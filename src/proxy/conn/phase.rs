@@ -54,7 +54,7 @@ pub struct ConnContext {
 ///                  │                                                                  │
 ///                  │     (the client done or failed, the drain)──────────► Closed ◄──┤
 ///                  │                                                                  │
-///                  └─── Parked ◄──────────────────(idle about a second, `park::Quiet`)─┘
+///                  └─── Parked ◄──(idle about a second, or at once while requests wait)─┘
 /// ```
 ///
 /// * **Lobby**: hyper does not hold the connection. The next request's head is read, and a tx
@@ -77,7 +77,10 @@ enum Phase {
     /// needs a drop would be kept for that drop while the loop waits, a few dozen bytes in every
     /// connection's task. Nothing waits between the lobby making one and the loop taking it out.
     Hyper(ManuallyDrop<Option<Early>>),
-    Parked,
+    /// `at_once`: as its response ended, because requests wait in the queue.
+    Parked {
+        at_once: bool,
+    },
     Closed,
 }
 
@@ -154,17 +157,23 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                     &mut drain,
                     &mut quiet,
                 ));
-                let Some((back, rest)) = serving.await else {
+                let Some(idle) = serving.await else {
                     // Closed: hyper had the socket, and has dropped it.
                     return;
                 };
-                (io, unread) = (back, rest);
-                Phase::Parked
+                (io, unread) = (idle.io, idle.unread);
+                Phase::Parked {
+                    at_once: idle.at_once,
+                }
             }
-            Phase::Parked => {
+            Phase::Parked { at_once } => {
                 if unread.is_empty() {
                     debug!("connection from {}: idle, parked", ctx.peer);
-                    ctx.trimmer.parked();
+                    // Parked at once while requests wait is not a crowd going quiet: hyper's
+                    // memory is taken again at the next request.
+                    if !at_once {
+                        ctx.trimmer.parked();
+                    }
                 } else {
                     // A next request had begun to arrive: read on at once, bytes in front.
                     debug!(
