@@ -3,10 +3,11 @@
 //! for when it is safe to leave hyper).
 //!
 //! A connection outside hyper keeps the rules of one hyper holds: it is closed on drain (STOP-2)
-//! unless it has a request admitted (answered, STOP-3), and `headerTimeoutSeconds` after it was
-//! accepted or gave its last response if the client sends nothing (hyper's header timer starts
-//! when a connection is new or goes idle; outside hyper, it is this task's deadline). The write
-//! timeout (STREAM-4) is on the stream, which is kept across parks.
+//! unless it has a request admitted (answered, STOP-3). `headerTimeoutSeconds` is kept here
+//! alone: a connection is closed that long after it was accepted or gave its last response if
+//! no whole head has come (a connection idle in hyper is parked before then, `park::park_after`,
+//! and hyper has no timer of its own). The write timeout (STREAM-4) is on the stream, which is
+//! kept across parks.
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::AtomicUsize;
@@ -101,8 +102,8 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
             // The lobby's code is here, not in a function of its own: that function's future
             // would add its arguments to every connection's task.
             Phase::Lobby => {
-                // hyper's header timer starts when a connection is new or goes idle; `Activity`
-                // counts from the accept.
+                // The header timeout runs from the accept or the last response (`Activity`
+                // counts from the accept).
                 let idle_since = activity.instant(activity.snapshot().last_end_ms);
                 let header = ctx.cfg.header_read_timeout;
                 let deadline = (!header.is_zero()).then(|| idle_since.later(header));

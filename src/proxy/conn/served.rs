@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::Body as _;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
@@ -87,20 +87,18 @@ pub(super) async fn serve_until_idle(
     let mut builder = http1::Builder::new();
     // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
     // hyper writes it itself) and a close; one on a connection the lobby reads gets the
-    // OperationOutcome. hyper takes no less than 8 KB.
+    // OperationOutcome. hyper takes no less than 8 KB. No timer: `headerTimeoutSeconds` is kept
+    // by the lobby, a connection idle in hyper being parked before it runs out (`park_after`).
     builder
-        .timer(TokioTimer::new())
         .keep_alive(true)
         .max_buf_size(ctx.cfg.max_head.max(8192));
-    if !ctx.cfg.header_read_timeout.is_zero() {
-        builder.header_read_timeout(ctx.cfg.header_read_timeout);
-    }
     quiet.served_anew(activity.snapshot());
     let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(&ctx.served);
-    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed)));
+    let header = ctx.cfg.header_read_timeout;
+    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed), header));
     tokio::pin!(look);
     let mut at_once = false;
     loop {
@@ -144,7 +142,7 @@ pub(super) async fn serve_until_idle(
             }
             () = &mut look => {
                 let now = Instant::now();
-                let after = park_after(ctx.served.load(Ordering::Relaxed));
+                let after = park_after(ctx.served.load(Ordering::Relaxed), header);
                 match quiet.look(activity.snapshot(), activity.ms(now), after) {
                     Look::Park => break,
                     Look::Again(wait) => look.as_mut().reset(now + wait),
