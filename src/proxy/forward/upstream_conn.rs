@@ -54,12 +54,25 @@ pub struct UpstreamConn<IO> {
     next_read: usize,
     /// The request head being written (kept: no allocation per request).
     head: Vec<u8>,
+    /// The process answered (or closed) while the request body was still going out: the final
+    /// head if it was whole by then (the next `read_head` gives it), and the request is cut
+    /// short there, so the connection is never reused.
+    early: Option<Result<Head, HeadError>>,
+    cut_short: bool,
     /// It has carried a request before (a stale connection, closed by the process while idle,
     /// is only possible then).
     pub reused: bool,
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+}
+
+/// How a write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wrote {
+    All,
+    /// Not all of it: the process answered first (`poll_answered`).
+    Answered,
 }
 
 /// Why a request could not be written.
@@ -78,6 +91,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             read: BytesMut::new(),
             next_read: FIRST_READ,
             head: Vec::new(),
+            early: None,
+            cut_short: false,
             reused: false,
             generation,
             idle_since: Instant::now(),
@@ -117,8 +132,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             _ => body.whole(),
         };
         let Some(data) = whole else {
-            self.write_all([&[], &[]], true).await?;
-            return self.stream_body(framing, body).await;
+            self.write_all([&[], &[]], true, None).await?;
+            return self.stream_body(framing, body, &parts.method).await;
         };
         let tail: &[u8] = match framing {
             BodyFraming::Length(n) if n != data.len() as u64 => {
@@ -131,17 +146,36 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             }
             _ => b"",
         };
-        self.write_all([&data, tail], true).await
+        self.write_all([&data, tail], true, None).await.map(drop)
     }
 
-    /// The body as it comes, after the head.
+    /// The body as it comes, after the head. While waiting for the client's next bytes or for
+    /// the process to take them, the connection is watched: a process that answers first (a
+    /// `413`, a `401`) or closes ends the sending there, as hyper's client did, so its answer
+    /// is passed on at once instead of after a body it may never read (then the upstream
+    /// timeout's `504`).
     async fn stream_body<B: OutgoingBody>(
         &mut self,
         framing: BodyFraming,
         body: &mut B,
+        method: &Method,
     ) -> Result<(), WriteError> {
         let mut sent = 0u64;
-        while let Some(frame) = poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
+        loop {
+            let next = poll_fn(|cx| {
+                if self.poll_answered(cx, method).is_ready() {
+                    return Poll::Ready(None);
+                }
+                Pin::new(&mut *body).poll_frame(cx).map(Some)
+            })
+            .await;
+            let Some(frame) = next else {
+                self.cut_short = true;
+                return Ok(());
+            };
+            let Some(frame) = frame else {
+                break;
+            };
             let frame = frame.map_err(|e| WriteError::Sent(UpstreamError::ClientBody(e.into())))?;
             let Ok(data) = frame.into_data() else {
                 continue; // trailers are not passed on
@@ -158,22 +192,53 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
                 }
                 _ => b"",
             };
-            self.write_all([&data, tail], false).await?;
+            if self.write_all([&data, tail], false, Some(method)).await? == Wrote::Answered {
+                self.cut_short = true;
+                return Ok(());
+            }
         }
         match framing {
             BodyFraming::Length(n) if sent != n => Err(WriteError::Sent(UpstreamError::BodyLength)),
             BodyFraming::Chunked => {
                 self.head.clear();
                 self.head.extend_from_slice(b"0\r\n\r\n");
-                self.write_all([&[], &[]], false).await
+                if self.write_all([&[], &[]], false, Some(method)).await? == Wrote::Answered {
+                    self.cut_short = true;
+                }
+                Ok(())
             }
             _ => Ok(()),
         }
     }
 
+    /// Whether the process has answered (a final head whole, or one that cannot be), closed,
+    /// or failed, while the request is still being sent. Interim `1xx` heads are skipped, and a
+    /// head still arriving is kept for `read_head`.
+    fn poll_answered(&mut self, cx: &mut Context<'_>, method: &Method) -> Poll<()> {
+        loop {
+            if self.early.is_some() || self.read.len() >= UPSTREAM_READ_AT_MOST {
+                return Poll::Ready(());
+            }
+            match ready!(self.poll_fill(cx)) {
+                Ok(0) | Err(_) => return Poll::Ready(()),
+                Ok(_) => match parse(&mut self.read, method) {
+                    Ok(None) => {}
+                    Ok(Some(head)) => self.early = Some(Ok(head)),
+                    Err(e) => self.early = Some(Err(e)),
+                },
+            }
+        }
+    }
+
     /// Writes `self.head` then `rest`, in as few system calls as the socket allows. `first`: this
-    /// is the request's first write, so a failure before any byte went is `Unsent`.
-    async fn write_all(&mut self, rest: [&[u8]; 2], first: bool) -> Result<(), WriteError> {
+    /// is the request's first write, so a failure before any byte went is `Unsent`. With
+    /// `watch`, a write the process does not take gives way to its answer (`poll_answered`).
+    async fn write_all(
+        &mut self,
+        rest: [&[u8]; 2],
+        first: bool,
+        watch: Option<&Method>,
+    ) -> Result<Wrote, WriteError> {
         let head = std::mem::take(&mut self.head);
         let mut all = [
             IoSlice::new(&head),
@@ -185,9 +250,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         let mut wrote_any = false;
         let result = loop {
             if left == 0 {
-                break Ok(());
+                break Ok(Wrote::All);
             }
-            match poll_fn(|cx| Pin::new(&mut self.io).poll_write_vectored(cx, bufs)).await {
+            let wrote = poll_fn(|cx| {
+                if let Poll::Ready(r) = Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
+                    return Poll::Ready(Some(r));
+                }
+                match watch {
+                    Some(method) if self.poll_answered(cx, method).is_ready() => Poll::Ready(None),
+                    _ => Poll::Pending,
+                }
+            })
+            .await;
+            let Some(wrote) = wrote else {
+                break Ok(Wrote::Answered);
+            };
+            match wrote {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => {
                     wrote_any = true;
@@ -211,6 +289,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// skipped). `Err` with [`UpstreamError::Closed`] when the process closed the connection
     /// first.
     pub async fn read_head(&mut self, method: &Method) -> Result<Head, UpstreamError> {
+        if let Some(early) = self.early.take() {
+            return early.map_err(UpstreamError::Head);
+        }
         loop {
             if !self.read.is_empty() {
                 if let Some(head) = parse(&mut self.read, method).map_err(UpstreamError::Head)? {
@@ -262,9 +343,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             Framing::ToClose => State::ToClose,
         };
         let mut body = UpstreamBody {
+            // A request cut short left the process mid-message: never reused.
+            keep_alive: head.keep_alive && !self.cut_short,
             conn: Some(self),
             state,
-            keep_alive: head.keep_alive,
             home,
         };
         if head.framing == Framing::Empty {

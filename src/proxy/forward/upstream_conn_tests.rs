@@ -174,3 +174,52 @@ async fn a_connection_the_process_closed_is_seen_closed_without_waiting() {
     drop(server);
     assert!(conn.observed_closed());
 }
+
+/// A body whose first part comes and then no more (a client that stops sending).
+struct Stalls(bool);
+
+impl Body for Stalls {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Pending
+        } else {
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"abc")))))
+        }
+    }
+}
+
+impl OutgoingBody for Stalls {}
+
+/// The request on `conn`, whose process end has answered `413` and reads nothing: its answer
+/// comes at once (bounded: without the watch the write or the body waits for ever), and the
+/// connection is not reused.
+async fn heard_before_the_body<B: OutgoingBody>(body: &mut B) {
+    let (mut conn, _server) =
+        answered(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\n\r\n").await;
+    let in_time = std::time::Duration::from_secs(10);
+    tokio::time::timeout(in_time, conn.write_request(&mut parts(Method::POST), body))
+        .await
+        .expect("the request's sending gave way to the answer")
+        .unwrap();
+    let head = conn.read_head(&Method::POST).await.unwrap();
+    assert_eq!(head.parts.status, 413);
+    assert!(head.keep_alive, "the process itself allowed reuse");
+    let resp = conn.respond(head, None);
+    assert!(!resp.body().keep_alive, "cut short: never reused");
+}
+
+#[tokio::test]
+async fn a_process_that_answers_before_taking_a_large_body_is_heard_at_once() {
+    // 4 MB through a 128 KB pipe nobody reads.
+    heard_before_the_body(&mut Repeat::new(64 << 10, 64)).await;
+}
+
+#[tokio::test]
+async fn a_process_that_answers_while_the_client_stops_sending_is_heard_at_once() {
+    heard_before_the_body(&mut Stalls(false)).await;
+}
