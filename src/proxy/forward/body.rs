@@ -20,10 +20,11 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
 
 use super::error::ForwardError;
 use super::headers::prepare_response;
+use super::upstream_conn::UpstreamBody;
 use super::BoxError;
 use crate::proxy::budget::{Budget, Lease};
 
@@ -53,7 +54,7 @@ pub enum Buffered {
     Whole(Response<ProxyBody>),
     /// The budget was full: what was read, then the rest as the client takes it (pass it to
     /// [`streamed`]; the process is done only when the body ends).
-    Streaming(Response<Prefixed<Incoming>>),
+    Streaming(Response<Prefixed<UpstreamBody>>),
 }
 
 /// Bytes held for a client, counted against the budget until the last reference to them is
@@ -83,14 +84,14 @@ const FIRST_ALLOCATION_AT_MOST: u64 = 1 << 20;
 /// hop-by-hop headers, and returns it ready to hand to the client. Whole, the process is done
 /// with the request: the caller frees its slot then (STREAM-1). Trailers are dropped.
 pub async fn buffered(
-    resp: Response<Incoming>,
+    resp: Response<UpstreamBody>,
     budget: &Arc<Budget>,
 ) -> Result<Buffered, ForwardError> {
     let (mut parts, mut body) = resp.into_parts();
     prepare_response(&mut parts);
     let exact = body.size_hint().exact();
     let mut lease = Lease::none(budget);
-    let streaming = |parts: http::response::Parts, ahead: Option<Bytes>, rest: Incoming| {
+    let streaming = |parts: http::response::Parts, ahead: Option<Bytes>, rest: UpstreamBody| {
         budget.responses_streamed.fetch_add(1, Ordering::Relaxed);
         Ok(Buffered::Streaming(Response::from_parts(
             parts,
@@ -110,8 +111,8 @@ pub async fn buffered(
         if !room {
             return streaming(parts, Some(held(data, lease)), body);
         }
-        // The last of a `Content-Length` body: done, without one more poll through hyper's body
-        // channel to hear that nothing follows.
+        // The last of a `Content-Length` body: done (its connection already back in the pool),
+        // without one more poll to hear that nothing follows.
         if body.is_end_stream() {
             break;
         }

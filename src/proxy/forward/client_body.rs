@@ -153,6 +153,14 @@ impl ClientBody {
         })
     }
 
+    /// The whole body, if it was read ahead whole (a clone: the body is left as it was).
+    pub fn whole_ahead(&self) -> Option<Bytes> {
+        if self.rest.is_some() {
+            return None;
+        }
+        Some(self.ahead.clone().unwrap_or_default())
+    }
+
     fn arrived(&self) {
         if let Some(a) = &self.arrival {
             a.complete();

@@ -147,7 +147,10 @@ async fn with_the_budget_full_a_body_is_left_to_come() {
 }
 
 /// A process answering with `chunks` chunks of 16 KB, chunked or with a length.
-async fn response_of(chunks: usize, chunked: bool) -> Response<Incoming> {
+async fn response_of(
+    chunks: usize,
+    chunked: bool,
+) -> Response<super::super::upstream_conn::UpstreamBody> {
     let (addr, _) = hyper_server(move |_req| async move {
         let mut body = Repeat::new(16 << 10, chunks);
         body.chunked = chunked;

@@ -7,25 +7,27 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use super::upstream_error::UpstreamError;
+
 /// A failed forward. [`ForwardError::nothing_sent`] tells the listener whether the request may be
 /// tried on another process.
 #[derive(Debug)]
 pub enum ForwardError {
     /// The TCP connect to the process failed (refused, unreachable): nothing was sent.
     Connect(io::Error),
-    /// A connection was made but the request was never written to it (the HTTP handshake failed,
-    /// or the connection closed before the request was dispatched): nothing was sent.
-    NotSent(hyper::Error),
+    /// A connection was made but nothing of the request was written to it (it was closed, and
+    /// so was a fresh one): nothing was sent.
+    NotSent(UpstreamError),
     /// The request was (at least partly) written and the process gave no complete response head:
     /// it may have acted on it, so it is never retried (LAUNCH-9: `502`).
-    Sent(hyper::Error),
+    Sent(UpstreamError),
     /// The response head did not begin within the upstream timeout after the request was sent
     /// (TIMEOUT-1: `504`). The upstream connection has been closed, which aborts the request on
     /// the process (TIMEOUT-3).
     Timeout(Duration),
     /// The response head arrived but its body failed before it was read whole (buffered
     /// responses only; a streamed body's failure reaches the client as a cut-short response).
-    Body(hyper::Error),
+    Body(UpstreamError),
 }
 
 impl ForwardError {
@@ -38,7 +40,7 @@ impl ForwardError {
     /// The client's own request body failed while it was being passed on (bad chunk framing, or
     /// the client went away mid-body): the client's fault, not the process's.
     pub fn client_body_failed(&self) -> bool {
-        matches!(self, ForwardError::Sent(e) if e.is_user())
+        matches!(self, ForwardError::Sent(UpstreamError::ClientBody(_)))
     }
 
     /// The upstream timeout ran out (TIMEOUT-1).

@@ -104,19 +104,37 @@ async fn a_pooled_connection_the_server_closed_is_not_used() {
 #[tokio::test]
 async fn a_request_refused_by_a_closed_pooled_connection_goes_on_a_fresh_one() {
     // The race of a checkout with the connection's close, made certain: the connection closes
-    // after it left the pool and before the request is dispatched.
-    let (addr, counts) = ok_server().await;
+    // after it left the pool and before the request is written.
+    let (l, addr) = listener().await;
+    let (close_tx, close_rx) = oneshot::channel::<()>();
+    let accepts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let a = Arc::clone(&accepts);
+    tokio::spawn(async move {
+        let mut close_rx = Some(close_rx);
+        while let Ok((mut s, _)) = l.accept().await {
+            a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let close = close_rx.take();
+            tokio::spawn(async move {
+                while !read_head(&mut s).await.is_empty() {
+                    write(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+                    if let Some(rx) = close {
+                        let _ = rx.await;
+                        return; // closes the first connection
+                    }
+                }
+            });
+        }
+    });
     let up = Up::new(addr, 4);
     get_ok(&up, "/").await;
-    until("pooled", || up.idle_count() == 1).await;
-    let conn = up.inner.checkout().unwrap();
+    let mut conn = up.inner.checkout().unwrap();
     assert!(conn.reused);
-    conn.task.abort();
-    until("connection closed", || conn.sender.is_closed()).await;
+    let _ = close_tx.send(());
+    until("connection closed", || conn.observed_closed()).await;
     let resp = bounded("retry", up.send_from(Some(conn), get("/again"))).await;
     let resp = resp.map_err(|f| f.error).unwrap();
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
-    assert_eq!(counts.accepted(), 2);
+    assert_eq!(accepts.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

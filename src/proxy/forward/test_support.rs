@@ -186,3 +186,5 @@ impl Body for Repeat {
         }
     }
 }
+
+impl super::outgoing::OutgoingBody for Repeat {}

@@ -1,0 +1,209 @@
+//! The request head as the launcher's own client writes it to a process: how its body is
+//! framed (hyper's client's rules, so a process sees what it saw before) and the bytes of the
+//! head, encoded into a buffer the connection keeps between requests.
+
+use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::Method;
+use http_body::SizeHint;
+
+/// How the request body goes to the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body is sent (none, or one hyper would not send: see [`frame_request`]).
+    None,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// The chunked coding.
+    Chunked,
+}
+
+/// Settles the framing of a request body and the headers that announce it, as hyper's client
+/// did (`Client::set_length`): a body at its end sends nothing (and no `Transfer-Encoding`); a
+/// `Transfer-Encoding` given is kept with `chunked` last; a valid `Content-Length` given is
+/// respected; else the body's exact size becomes the `Content-Length`; else it goes chunked,
+/// except that a `GET`, `HEAD` or `CONNECT` of unknown size sends no body.
+pub fn frame_request(
+    method: &Method,
+    headers: &mut HeaderMap,
+    at_end: bool,
+    hint: &SizeHint,
+) -> BodyFraming {
+    if at_end {
+        headers.remove(TRANSFER_ENCODING);
+        return BodyFraming::None;
+    }
+    if let Some(last) = headers.get_all(TRANSFER_ENCODING).iter().next_back() {
+        let chunked = last
+            .to_str()
+            .ok()
+            .and_then(|s| s.rsplit(',').next())
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        if !chunked {
+            let mut v = last.as_bytes().to_vec();
+            v.extend_from_slice(b", chunked");
+            if let Ok(v) = HeaderValue::from_bytes(&v) {
+                // The last value gets `chunked` added, as hyper's `add_chunked` does.
+                let values: Vec<HeaderValue> =
+                    headers.get_all(TRANSFER_ENCODING).iter().cloned().collect();
+                headers.remove(TRANSFER_ENCODING);
+                for old in &values[..values.len() - 1] {
+                    headers.append(TRANSFER_ENCODING, old.clone());
+                }
+                headers.append(TRANSFER_ENCODING, v);
+            }
+        }
+        headers.remove(CONTENT_LENGTH);
+        return BodyFraming::Chunked;
+    }
+    if let Some(n) = given_length(headers) {
+        return BodyFraming::Length(n);
+    }
+    if let Some(n) = hint.exact() {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+        return BodyFraming::Length(n);
+    }
+    if matches!(*method, Method::GET | Method::HEAD | Method::CONNECT) {
+        return BodyFraming::None;
+    }
+    headers.insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    headers.remove(CONTENT_LENGTH);
+    BodyFraming::Chunked
+}
+
+/// The one valid length the `Content-Length` headers agree on, if any.
+fn given_length(headers: &HeaderMap) -> Option<u64> {
+    let mut found = None;
+    for v in headers.get_all(CONTENT_LENGTH) {
+        for n in v.to_str().ok()?.split(',') {
+            let n = n.trim();
+            if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let n: u64 = n.parse().ok()?;
+            if found.is_some_and(|f| f != n) {
+                return None;
+            }
+            found = Some(n);
+        }
+    }
+    found
+}
+
+/// Appends the request line and headers (HTTP/1.1, origin form) and the blank line to `dst`.
+pub fn encode(parts: &http::request::Parts, dst: &mut Vec<u8>) {
+    dst.extend_from_slice(parts.method.as_str().as_bytes());
+    dst.push(b' ');
+    match parts.uri.path_and_query() {
+        Some(pq) => dst.extend_from_slice(pq.as_str().as_bytes()),
+        None => dst.push(b'/'),
+    }
+    dst.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in &parts.headers {
+        dst.extend_from_slice(name.as_str().as_bytes());
+        dst.extend_from_slice(b": ");
+        dst.extend_from_slice(value.as_bytes());
+        dst.extend_from_slice(b"\r\n");
+    }
+    dst.extend_from_slice(b"\r\n");
+}
+
+/// Appends a chunk's size line for `len` bytes of data.
+pub fn chunk_line(len: usize, dst: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let _ = write!(dst, "{len:X}\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(
+        method: Method,
+        headers: &[(&str, &str)],
+        at_end: bool,
+        hint: SizeHint,
+    ) -> (BodyFraming, Vec<u8>) {
+        let mut req = http::Request::builder().method(method).uri("/p?q=1");
+        for (n, v) in headers {
+            req = req.header(*n, *v);
+        }
+        let (mut parts, ()) = req.body(()).unwrap().into_parts();
+        let f = frame_request(&parts.method.clone(), &mut parts.headers, at_end, &hint);
+        let mut out = Vec::new();
+        encode(&parts, &mut out);
+        (f, out)
+    }
+
+    fn text(b: &[u8]) -> &str {
+        std::str::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn a_body_at_its_end_sends_nothing_and_loses_its_transfer_encoding() {
+        let (f, out) = framed(
+            Method::POST,
+            &[("transfer-encoding", "chunked")],
+            true,
+            SizeHint::with_exact(0),
+        );
+        assert_eq!(f, BodyFraming::None);
+        assert_eq!(text(&out), "POST /p?q=1 HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn a_given_content_length_is_respected_and_an_exact_size_becomes_one() {
+        let (f, out) = framed(
+            Method::PUT,
+            &[("content-length", "5")],
+            false,
+            SizeHint::with_exact(5),
+        );
+        assert_eq!(f, BodyFraming::Length(5));
+        assert_eq!(
+            text(&out),
+            "PUT /p?q=1 HTTP/1.1\r\ncontent-length: 5\r\n\r\n"
+        );
+        let (f, out) = framed(Method::POST, &[], false, SizeHint::with_exact(7));
+        assert_eq!(f, BodyFraming::Length(7));
+        assert!(text(&out).contains("content-length: 7\r\n"));
+    }
+
+    #[test]
+    fn an_unknown_size_goes_chunked_except_for_get_head_and_connect() {
+        let (f, out) = framed(
+            Method::POST,
+            &[("content-length", "x")],
+            false,
+            SizeHint::new(),
+        );
+        assert_eq!(f, BodyFraming::Chunked);
+        assert_eq!(
+            text(&out),
+            "POST /p?q=1 HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+        let (f, _) = framed(Method::GET, &[], false, SizeHint::new());
+        assert_eq!(f, BodyFraming::None);
+    }
+
+    #[test]
+    fn a_given_transfer_encoding_ends_in_chunked_and_drops_content_length() {
+        let (f, out) = framed(
+            Method::POST,
+            &[("transfer-encoding", "gzip"), ("content-length", "3")],
+            false,
+            SizeHint::with_exact(3),
+        );
+        assert_eq!(f, BodyFraming::Chunked);
+        assert_eq!(
+            text(&out),
+            "POST /p?q=1 HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn chunk_lines_are_hex() {
+        let mut v = Vec::new();
+        chunk_line(255, &mut v);
+        assert_eq!(v, b"FF\r\n");
+    }
+}

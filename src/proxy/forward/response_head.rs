@@ -1,0 +1,260 @@
+//! The head of a process's response, read by the launcher's own HTTP/1.1 client
+//! (`upstream_conn`): parsed with `httparse` into `http` response parts, with how its body is
+//! framed (RFC 9112 §6.3) and whether the connection may carry another request after it.
+//!
+//! The rules are hyper's client's (1.x, `proto::h1::role::Client`), so what a process sends is
+//! understood as before; the differential test (`differential_tests.rs`) holds the two to the
+//! same answers. One deliberate difference, stricter: a response with both `Transfer-Encoding`
+//! and `Content-Length` (RFC 9112 §6.3 item 3: a sign of response splitting) is framed by the
+//! chunked coding as hyper does, but its connection is never reused.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Bytes, BytesMut};
+use http::header::TRANSFER_ENCODING;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
+use http::{Method, StatusCode, Version};
+
+/// Header lines a response may have at most (hyper's default).
+const MAX_HEADERS: usize = 100;
+
+/// How a response's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// No body at all (`HEAD`, `1xx`, `204`, `304`, or `Content-Length: 0`).
+    Empty,
+    /// Exactly this many bytes (`Content-Length`).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// Everything until the process closes the connection (neither header, or a transfer
+    /// coding that does not end in `chunked`): the connection cannot be reused.
+    ToClose,
+}
+
+/// A parsed final response head.
+#[derive(Debug)]
+pub struct Head {
+    pub parts: http::response::Parts,
+    pub framing: Framing,
+    /// The process allows another request on this connection after the body (HTTP/1.1
+    /// without `Connection: close`, HTTP/1.0 with `keep-alive`) and the head gave no reason
+    /// to distrust the framing.
+    pub keep_alive: bool,
+}
+
+/// Why a response head was refused: the process's answer is a `502`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeadError {
+    /// Not HTTP/1.x syntax (status line, header names or values, line ends, too many headers).
+    Syntax(httparse::Error),
+    /// Several differing `Content-Length` values, or one that is not a number.
+    ContentLength,
+    /// `Transfer-Encoding` in an HTTP/1.0 response, which has no transfer codings.
+    TransferEncodingHttp10,
+    /// The head did not end within the read cap.
+    TooLarge,
+}
+
+impl std::fmt::Display for HeadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeadError::Syntax(e) => write!(f, "malformed response head: {e}"),
+            HeadError::ContentLength => f.write_str("invalid Content-Length in the response"),
+            HeadError::TransferEncodingHttp10 => {
+                f.write_str("Transfer-Encoding in an HTTP/1.0 response")
+            }
+            HeadError::TooLarge => f.write_str("response head too large"),
+        }
+    }
+}
+
+/// Parses the final response head at the start of `buf`, for a request made with `method`:
+/// `Ok(None)` if more bytes are needed. Interim (`1xx` other than `101`) heads before it are
+/// consumed and skipped. The head's bytes are split off `buf`; the header values share them.
+pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadError> {
+    loop {
+        let Some((len, status, version, reason, spans)) = locate(buf)? else {
+            return Ok(None);
+        };
+        let bytes = buf.split_to(len).freeze();
+        if (100..200).contains(&status) && status != 101 {
+            // 100 Continue and the like: the final head follows.
+            continue;
+        }
+        let status =
+            StatusCode::from_u16(status).map_err(|_| HeadError::Syntax(httparse::Error::Status))?;
+        return build(bytes, status, version, reason, &spans, method).map(Some);
+    }
+}
+
+/// Where a name and value sit in the head's bytes.
+type Span = ((usize, usize), (usize, usize));
+
+type Located = (usize, u16, Version, Option<(usize, usize)>, Vec<Span>);
+
+/// The head's length, status, version, reason phrase and header spans, if it is complete.
+fn locate(buf: &[u8]) -> Result<Option<Located>, HeadError> {
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut res = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut res,
+        buf,
+        &mut headers,
+    ) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(HeadError::Syntax(e)),
+    };
+    let base = buf.as_ptr() as usize;
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - base;
+        (start, start + s.len())
+    };
+    let spans = res
+        .headers
+        .iter()
+        .map(|h| (at(h.name.as_bytes()), at(h.value)))
+        .collect();
+    let version = if res.version == Some(1) {
+        Version::HTTP_11
+    } else {
+        Version::HTTP_10
+    };
+    let reason = res.reason.map(|r| at(r.as_bytes()));
+    let status = res.code.ok_or(HeadError::Syntax(httparse::Error::Status))?;
+    Ok(Some((len, status, version, reason, spans)))
+}
+
+fn build(
+    bytes: Bytes,
+    status: StatusCode,
+    version: Version,
+    reason: Option<(usize, usize)>,
+    spans: &[Span],
+    method: &Method,
+) -> Result<Head, HeadError> {
+    let mut headers = HeaderMap::with_capacity(spans.len());
+    let mut keep_alive = version == Version::HTTP_11;
+    let mut saw_close = false;
+    for &((n0, n1), (v0, v1)) in spans {
+        let name = HeaderName::from_bytes(&bytes[n0..n1])
+            .map_err(|_| HeadError::Syntax(httparse::Error::HeaderName))?;
+        let value = HeaderValue::from_maybe_shared(bytes.slice(v0..v1))
+            .map_err(|_| HeadError::Syntax(httparse::Error::HeaderValue))?;
+        if name == CONNECTION {
+            // Once any `Connection` line says close, a later `keep-alive` does not undo it.
+            if saw_close || has_token(&value, "close") {
+                saw_close = true;
+                keep_alive = false;
+            } else if !keep_alive {
+                keep_alive = has_token(&value, "keep-alive");
+            }
+        }
+        headers.append(name, value);
+    }
+    let (framing, trusted) = framing(status, version, &headers, method)?;
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = status;
+    parts.version = version;
+    parts.headers = headers;
+    if let Some((r0, r1)) = reason {
+        // A reason phrase other than the usual one goes on to the client, as hyper passed it.
+        let phrase = &bytes[r0..r1];
+        if Some(phrase) != status.canonical_reason().map(str::as_bytes) {
+            if let Ok(p) = hyper::ext::ReasonPhrase::try_from(bytes.slice(r0..r1)) {
+                parts.extensions.insert(p);
+            }
+        }
+    }
+    Ok(Head {
+        parts,
+        framing,
+        keep_alive: keep_alive && trusted,
+    })
+}
+
+/// The body's framing (RFC 9112 §6.3, in hyper's order), and whether the connection may be
+/// trusted with another request afterwards.
+pub fn framing(
+    status: StatusCode,
+    version: Version,
+    headers: &HeaderMap,
+    method: &Method,
+) -> Result<(Framing, bool), HeadError> {
+    match status.as_u16() {
+        // A switch of protocols the launcher never asks for: nothing more on this connection.
+        101 => return Ok((Framing::Empty, false)),
+        204 | 304 => return Ok((Framing::Empty, true)),
+        _ => {}
+    }
+    if method == Method::HEAD {
+        return Ok((Framing::Empty, true));
+    }
+    if method == Method::CONNECT && status.is_success() {
+        return Ok((Framing::Empty, false));
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        if version == Version::HTTP_10 {
+            return Err(HeadError::TransferEncodingHttp10);
+        }
+        let last = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+        let chunked = last
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.rsplit(',').next())
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        if !chunked {
+            return Ok((Framing::ToClose, false));
+        }
+        // With a Content-Length too: framed by the chunks, and the connection not trusted.
+        return Ok((Framing::Chunked, !headers.contains_key(CONTENT_LENGTH)));
+    }
+    if !headers.contains_key(CONTENT_LENGTH) {
+        return Ok((Framing::ToClose, false));
+    }
+    match content_length(headers) {
+        Some(0) => Ok((Framing::Empty, true)),
+        Some(n) => Ok((Framing::Length(n), true)),
+        None => Err(HeadError::ContentLength),
+    }
+}
+
+/// The one length every `Content-Length` value says (`None`: one is not a number, or they
+/// differ). A list (`5, 5`) counts as repeated values.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut found = None;
+    for v in headers.get_all(CONTENT_LENGTH) {
+        for n in v.to_str().ok()?.split(',') {
+            let n = digits(n.trim().as_bytes())?;
+            if found.is_some_and(|f| f != n) {
+                return None;
+            }
+            found = Some(n);
+        }
+    }
+    found
+}
+
+/// A decimal number without sign, overflow-checked.
+fn digits(b: &[u8]) -> Option<u64> {
+    if b.is_empty() {
+        return None;
+    }
+    b.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// A comma-separated header value lists `token` (case-insensitively).
+fn has_token(value: &HeaderValue, token: &str) -> bool {
+    value
+        .to_str()
+        .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+}
+
+#[cfg(test)]
+#[path = "response_head_tests.rs"]
+mod tests;
