@@ -137,6 +137,8 @@ fn build(
     let mut headers = HeaderMap::with_capacity(spans.len());
     let mut keep_alive = version == Version::HTTP_11;
     let mut saw_close = false;
+    // What the framing needs, gathered in this one pass (not looked up again in the map).
+    let mut seen = Seen::default();
     for &((n0, n1), (v0, v1)) in spans {
         let name = HeaderName::from_bytes(&bytes[n0..n1])
             .map_err(|_| HeadError::Syntax(httparse::Error::HeaderName))?;
@@ -150,10 +152,15 @@ fn build(
             } else if !keep_alive {
                 keep_alive = has_token(&value, "keep-alive");
             }
+        } else if name == TRANSFER_ENCODING {
+            seen.transfer_encoding = Some(value.clone());
+        } else if name == CONTENT_LENGTH {
+            seen.content_length(&value);
         }
         headers.append(name, value);
     }
-    let (framing, trusted) = framing(status, version, &headers, method)?;
+    let te = seen.transfer_encoding.as_ref();
+    let (framing, trusted) = framing(status, version, method, te, seen.length)?;
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = status;
     parts.version = version;
@@ -174,13 +181,49 @@ fn build(
     })
 }
 
+/// The headers the framing depends on, as the head's lines go by.
+#[derive(Default)]
+struct Seen {
+    /// The last `Transfer-Encoding` line's value.
+    transfer_encoding: Option<HeaderValue>,
+    /// The length every `Content-Length` value says so far: `None` for none yet,
+    /// `Some(None)` once one is not a number or two differ. A list (`5, 5`) counts as repeated
+    /// values.
+    length: Option<Option<u64>>,
+}
+
+impl Seen {
+    fn content_length(&mut self, value: &HeaderValue) {
+        if self.length == Some(None) {
+            return;
+        }
+        let Ok(s) = value.to_str() else {
+            self.length = Some(None);
+            return;
+        };
+        for n in s.split(',') {
+            let n = digits(n.trim().as_bytes());
+            let agrees = match self.length {
+                Some(Some(f)) => n == Some(f),
+                _ => true,
+            };
+            self.length = Some(n.filter(|_| agrees));
+            if self.length == Some(None) {
+                return;
+            }
+        }
+    }
+}
+
 /// The body's framing (RFC 9112 §6.3, in hyper's order), and whether the connection may be
-/// trusted with another request afterwards.
-pub fn framing(
+/// trusted with another request afterwards; from the last `Transfer-Encoding` value, if any,
+/// and what the `Content-Length` lines said (`Seen::length`).
+fn framing(
     status: StatusCode,
     version: Version,
-    headers: &HeaderMap,
     method: &Method,
+    transfer_encoding: Option<&HeaderValue>,
+    length: Option<Option<u64>>,
 ) -> Result<(Framing, bool), HeadError> {
     match status.as_u16() {
         // A switch of protocols the launcher never asks for: nothing more on this connection.
@@ -194,45 +237,27 @@ pub fn framing(
     if method == Method::CONNECT && status.is_success() {
         return Ok((Framing::Empty, false));
     }
-    if headers.contains_key(TRANSFER_ENCODING) {
+    if let Some(te) = transfer_encoding {
         if version == Version::HTTP_10 {
             return Err(HeadError::TransferEncodingHttp10);
         }
-        let last = headers.get_all(TRANSFER_ENCODING).iter().next_back();
-        let chunked = last
-            .and_then(|v| v.to_str().ok())
+        let chunked = te
+            .to_str()
+            .ok()
             .and_then(|s| s.rsplit(',').next())
             .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
         if !chunked {
             return Ok((Framing::ToClose, false));
         }
         // With a Content-Length too: framed by the chunks, and the connection not trusted.
-        return Ok((Framing::Chunked, !headers.contains_key(CONTENT_LENGTH)));
+        return Ok((Framing::Chunked, length.is_none()));
     }
-    if !headers.contains_key(CONTENT_LENGTH) {
-        return Ok((Framing::ToClose, false));
+    match length {
+        None => Ok((Framing::ToClose, false)),
+        Some(Some(0)) => Ok((Framing::Empty, true)),
+        Some(Some(n)) => Ok((Framing::Length(n), true)),
+        Some(None) => Err(HeadError::ContentLength),
     }
-    match content_length(headers) {
-        Some(0) => Ok((Framing::Empty, true)),
-        Some(n) => Ok((Framing::Length(n), true)),
-        None => Err(HeadError::ContentLength),
-    }
-}
-
-/// The one length every `Content-Length` value says (`None`: one is not a number, or they
-/// differ). A list (`5, 5`) counts as repeated values.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut found = None;
-    for v in headers.get_all(CONTENT_LENGTH) {
-        for n in v.to_str().ok()?.split(',') {
-            let n = digits(n.trim().as_bytes())?;
-            if found.is_some_and(|f| f != n) {
-                return None;
-            }
-            found = Some(n);
-        }
-    }
-    found
 }
 
 /// A decimal number without sign, overflow-checked.
