@@ -1,6 +1,6 @@
 //! The shell around `saturation`: every `INTERVAL` while tx requests are in flight, reads each
-//! ready process's main-thread run + wait time and tells the scheduler when a process's event
-//! loop becomes saturated or stops being so. Sleeps while nothing is in flight (an idle
+//! ready process's main-thread run + wait time and whether heavy requests wait for it, and tells
+//! the scheduler whether its event loop is saturated and how many heavy requests it is held to. Sleeps while nothing is in flight (an idle
 //! launcher doesn't wake for it), and forgets what it knew: a process with nothing to do is not
 //! held.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::front::Front;
-use super::saturation::LoopMeter;
+use super::saturation::{Demand, LoopMeter};
 use crate::system::schedstat::read_main_thread_busy_ns;
 
 /// How often a busy cluster is sampled: a few turns of a 25 ms event loop, so a surge is held
@@ -20,11 +20,11 @@ pub async fn run(front: Arc<Front>) {
     let (roster, admission) = (&front.roster, &front.admission);
     let mut meters: Vec<(LoopMeter, Option<u32>)> = vec![Default::default(); roster.all().len()];
     loop {
-        let (percent, busy) = admission.saturation_watch_state();
+        let (percent, ceiling, busy) = admission.saturation_watch_state();
         if !busy || percent == 0 {
             for (spec, (meter, _)) in roster.all().iter().zip(&mut meters) {
                 if meter.saturated() {
-                    admission.set_saturated(spec.id, false);
+                    admission.set_saturated(spec.id, None);
                 }
                 meter.reset();
             }
@@ -50,17 +50,23 @@ pub async fn run(front: Arc<Front>) {
             let Ok(ns) = read_main_thread_busy_ns(Path::new("/"), pid) else {
                 continue;
             };
-            if let Some(saturated) = meter.sample(now, ns, percent) {
+            let demand = Demand {
+                waiting: admission.normal_waiting(spec.id),
+                ceiling,
+            };
+            let before = meter.held();
+            meter.sample(now, ns, percent, demand);
+            if meter.held() != before {
                 tracing::debug!(
                     process = %spec.code,
-                    saturated,
+                    held = ?meter.held(),
                     "event loop {}",
-                    if saturated { "saturated: other requests held to normalMinSlots" } else { "no longer saturated" }
+                    if meter.saturated() { "saturated: heavy requests held" } else { "no longer saturated" }
                 );
             }
             // Every time, not only on a change: the scheduler drops the mark when a process
             // stops being ready, and the meter may still see the same process saturated after.
-            admission.set_saturated(spec.id, meter.saturated());
+            admission.set_saturated(spec.id, meter.held());
         }
     }
 }
