@@ -1,8 +1,8 @@
 //! The shell around `saturation`: every `INTERVAL` while tx requests are in flight, reads each
-//! ready process's main-thread run + wait time and whether heavy requests wait for it, and tells
-//! the scheduler whether its event loop is saturated and how many heavy requests it is held to. Sleeps while nothing is in flight (an idle
-//! launcher doesn't wake for it), and forgets what it knew: a process with nothing to do is not
-//! held.
+//! ready process's main-thread run + wait time (and whether it is asleep) and whether heavy
+//! requests wait for it, and tells the scheduler whether its event loop is saturated and how
+//! many heavy requests it is held to. Sleeps while nothing is in flight (an idle launcher
+//! doesn't wake for it), and forgets what it knew: a process with nothing to do is not held.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::front::Front;
 use super::saturation::{Demand, LoopMeter};
-use crate::system::schedstat::read_main_thread_busy_ns;
+use crate::system::schedstat::read_main_thread;
 
 /// How often a busy cluster is sampled: a few turns of a 25 ms event loop, so a surge is held
 /// within its first tenth of a second and its end is seen as quickly.
@@ -19,6 +19,9 @@ pub const INTERVAL: Duration = Duration::from_millis(100);
 pub async fn run(front: Arc<Front>) {
     let (roster, admission) = (&front.roster, &front.admission);
     let mut meters: Vec<(LoopMeter, Option<u32>)> = vec![Default::default(); roster.all().len()];
+    // Just woken by a dispatch: read now, so the first verdict comes one interval after the
+    // work began, not two (what a surge sends before it is held stays for seconds).
+    let mut read_now = false;
     loop {
         let (percent, ceiling, busy) = admission.saturation_watch_state();
         if !busy || percent == 0 {
@@ -33,10 +36,13 @@ pub async fn run(front: Arc<Front>) {
                 tokio::time::sleep(INTERVAL * 10).await;
             } else {
                 admission.until_busy().await;
+                read_now = true;
             }
             continue;
         }
-        tokio::time::sleep(INTERVAL).await;
+        if !std::mem::take(&mut read_now) {
+            tokio::time::sleep(INTERVAL).await;
+        }
         let now = crate::clock::now_std();
         for (spec, (meter, seen)) in roster.all().iter().zip(&mut meters) {
             let pid = roster.pid(spec.id).filter(|_| spec.serves_tx);
@@ -47,7 +53,7 @@ pub async fn run(front: Arc<Front>) {
             }
             let Some(pid) = pid else { continue };
             // Unreadable (the process just exited, no /proc): no verdict this time.
-            let Ok(ns) = read_main_thread_busy_ns(Path::new("/"), pid) else {
+            let Ok(reading) = read_main_thread(Path::new("/"), pid) else {
                 continue;
             };
             let demand = Demand {
@@ -55,7 +61,7 @@ pub async fn run(front: Arc<Front>) {
                 ceiling,
             };
             let before = meter.held();
-            meter.sample(now, ns, percent, demand);
+            meter.sample(now, reading, percent, demand);
             if meter.held() != before {
                 tracing::debug!(
                     process = %spec.code,
