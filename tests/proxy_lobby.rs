@@ -174,6 +174,78 @@ fn a_crowd_of_waiting_requests_costs_a_few_kb_each() {
     assert_rss_each_below(pid, before, N, "waiting requests", MAX_KB_EACH);
 }
 
+/// Opens `n` connections, each sending `GET` or `POST` (every other one, with a small body) to a
+/// master path, reading the answer (kept alive) and then sending a tx request that must wait.
+fn kept_alive_then_waiting(c: &Cluster, n: usize) -> Vec<Conn> {
+    (0..n)
+        .map(|i| {
+            let mut conn = Conn::open(c.addr()).expect("connect");
+            let (method, body): (&str, &[u8]) = if i % 2 == 0 {
+                ("GET", b"")
+            } else {
+                ("POST", b"{\"resourceType\":\"Parameters\"}")
+            };
+            conn.send(method, "/home", &[], body, true).expect("send");
+            let r = conn.read();
+            assert_eq!(r.status, 200, "{method} /home: {}", r.text());
+            assert_ne!(
+                r.header("connection"),
+                Some("close"),
+                "{method}: {:?}",
+                r.headers
+            );
+            conn.send("GET", HANG, &[], b"", true).expect("send");
+            conn
+        })
+        .collect()
+}
+
+#[test]
+fn in_a_crowd_a_kept_alive_connections_next_request_waits_in_the_lobby() {
+    // Up to a crowd of connections served by hyper (`proxy::conn::park::CROWD`, 1000), a
+    // kept-alive connection's next request waits in hyper (13 KB); beyond it, while requests
+    // wait, hyper gives each connection back as its response ends, so its next request (sent as
+    // soon as the answer is read) waits in the lobby. Half the connections had a POST first: a
+    // body read whole does not keep hyper.
+    const CROWD: usize = 1000;
+    const MORE: usize = 1000;
+    const MAX_KB_EACH: u64 = 6;
+    raise_fd_limit();
+    let (c, admin) = one_slot();
+    let _holder = hold_the_slot(&c, admin);
+    let mut first = Conn::open(c.addr()).expect("connect");
+    first.send("GET", EXPAND, &[], b"", true).expect("send");
+    wait_queue(admin, 1.0);
+    let pid = c.child.id() as i32;
+    let start = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let _crowd = kept_alive_then_waiting(&c, CROWD);
+    wait_queue(admin, (CROWD + 1) as f64);
+    let mid = proc_status_bytes(pid, "VmRSS").expect("the launcher's RSS");
+    let _more = kept_alive_then_waiting(&c, MORE);
+    wait_queue(admin, (CROWD + MORE + 1) as f64);
+    // Behaviour first: they wait in the lobby (a client racing its hyper's last poll may not).
+    let waiting = scrape(admin).value("fhircluster_connections", &[("state", "waiting")]);
+    assert!(
+        waiting >= (MORE * 9 / 10) as f64,
+        "{waiting} requests wait in the lobby; {MORE} came on kept-alive connections beyond the \
+         crowd"
+    );
+    assert_rss_each_below(
+        pid,
+        mid,
+        MORE,
+        "kept-alive requests waiting in a crowd",
+        MAX_KB_EACH,
+    );
+    // The measure tells the two apart: below the crowd each cost hyper's buffers.
+    let crowd_kb = mid.saturating_sub(start) / CROWD as u64 / 1024;
+    eprintln!("{CROWD} kept-alive requests waiting below the crowd: {crowd_kb} KB each");
+    assert!(
+        crowd_kb >= MAX_KB_EACH,
+        "below the crowd each cost only {crowd_kb} KB: the bound above proves nothing"
+    );
+}
+
 #[test]
 fn a_head_still_arriving_is_cut_off_at_the_header_timeout_counted_from_the_accept() {
     // hyper's header timer starts at the accept; a head begun 2 s later still has only the

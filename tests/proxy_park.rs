@@ -205,3 +205,36 @@ fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
         assert_eq!(conn.read().status, 200);
     }
 }
+
+#[test]
+fn a_kept_alive_head_begun_at_once_is_cut_off_at_a_header_timeout_shorter_than_the_park() {
+    // The header timeout is the lobby's alone (hyper has no timer): a connection in hyper whose
+    // client begins its next head at once and never ends it is parked no later than the timeout
+    // and cut off at it, counted from the last answer, and counted as a header timeout.
+    let admin = free_port();
+    let c = parking_cluster(json!({
+        "headerTimeoutSeconds": 0.5,
+        "adminAddress": format!("127.0.0.1:{admin}")
+    }));
+    let mut conn = used_once(&c);
+    let answered = Instant::now();
+    conn.stream
+        .write_all(b"GET /r4/metadata HTTP/1.1\r\nHost: x\r\n")
+        .expect("send");
+    let (_, ended) = conn.drain(Duration::from_secs(5));
+    let t = answered.elapsed();
+    assert!(
+        ended,
+        "a head left unfinished on a kept-alive connection was never cut off"
+    );
+    assert!(
+        t >= Duration::from_millis(400) && t < Duration::from_millis(2500),
+        "cut off {t:?} after the answer, headerTimeoutSeconds is 0.5"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            scrape(admin).value("fhircluster_header_timeouts_total", &[]) == 1.0
+        }),
+        "the cut-off was not counted as a header timeout"
+    );
+}

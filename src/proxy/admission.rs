@@ -11,7 +11,7 @@
 //! that goes away while it waits cancels it (dropped from the queue, never sent).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -56,6 +56,9 @@ pub struct Admission {
     /// The saturation watch sleeps (nothing was in flight) until the next dispatch wakes it.
     watch_idle: AtomicBool,
     watch_wake: Notify,
+    /// How many requests wait for a decision, as of the last change: read without the lock by
+    /// each client connection as its response ends (`conn::served`).
+    waiting: AtomicUsize,
 }
 
 impl Admission {
@@ -72,6 +75,7 @@ impl Admission {
             stopping: AtomicBool::new(false),
             watch_idle: AtomicBool::new(false),
             watch_wake: Notify::new(),
+            waiting: AtomicUsize::new(0),
         })
     }
 
@@ -95,7 +99,7 @@ impl Admission {
             let mut inner = self.lock();
             inner.sched.submit(id, demand, crate::clock::now_std());
             let made = self.pump(&mut inner, Some(id));
-            Self::verdict(&mut inner, id, made)
+            self.verdict(&mut inner, id, made)
         };
         let ticket = Ticket {
             admission: self.clone(),
@@ -108,12 +112,13 @@ impl Admission {
     }
 
     /// `made` as it is, or a waiter registered for the decision to come.
-    fn verdict(inner: &mut Inner, id: RequestId, made: Option<Decision>) -> Verdict {
+    fn verdict(&self, inner: &mut Inner, id: RequestId, made: Option<Decision>) -> Verdict {
         if made.is_some() {
             return Verdict::made(made);
         }
         let (tx, rx) = oneshot::channel();
         inner.waiters.insert(id, tx);
+        self.waiting.store(inner.waiters.len(), Ordering::Relaxed);
         Verdict::coming(rx)
     }
 
@@ -141,6 +146,7 @@ impl Admission {
                 let _ = w.send(decision);
             }
         }
+        self.waiting.store(inner.waiters.len(), Ordering::Relaxed);
         let next = inner.sched.poll_timeout();
         if next.is_some_and(|n| inner.timer_at.is_none_or(|at| n < at)) {
             inner.timer_at = next;
@@ -264,6 +270,12 @@ impl Admission {
         wake.await;
     }
 
+    /// Whether some request waits for a decision now (without the lock: as of the last
+    /// decision, admission or cancel).
+    pub fn has_waiters(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed) > 0
+    }
+
     /// Total requests waiting in the launcher.
     pub fn queued(&self) -> usize {
         self.lock().sched.queued()
@@ -323,7 +335,7 @@ impl Ticket {
             .sched
             .finish(self.id, Finish::NotSent, crate::clock::now_std());
         let made = self.admission.pump(&mut inner, Some(self.id));
-        Admission::verdict(&mut inner, self.id, made)
+        self.admission.verdict(&mut inner, self.id, made)
     }
 
     /// The scheduler already ended it (refused or failed): nothing to report.

@@ -190,3 +190,31 @@ async fn the_saturation_watch_sleeps_until_a_request_is_sent() {
         .expect("busy already");
     ticket.finish(OK);
 }
+
+#[tokio::test(start_paused = true)]
+async fn has_waiters_says_whether_a_request_waits_whoever_ended_the_wait() {
+    // Read without the lock by every connection as its response ends (`conn::served`): it must
+    // follow a wait's every end, a dispatch, a cancel and the queue's timeout.
+    let a = admission(1, Duration::from_secs(5), &[TX1]);
+    let (first, decided) = a.admit(&any());
+    assert_eq!(within(decided).await, Ok(Decision::Go(TX1)));
+    assert!(!a.has_waiters(), "dispatched at once: nothing waits");
+    let (second, decision) = a.admit(&any());
+    assert!(a.has_waiters());
+    first.finish(OK);
+    assert!(!a.has_waiters(), "dispatched by the finish");
+    assert_eq!(within(decision).await, Ok(Decision::Go(TX1)));
+    let (cancelled, _decision) = a.admit(&any());
+    assert!(a.has_waiters());
+    drop(cancelled);
+    assert!(!a.has_waiters(), "the client left");
+    let (timed_out, decision) = a.admit(&any());
+    assert!(a.has_waiters());
+    // The paused clock runs past queueSeconds: the scenario.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    settle().await;
+    assert!(matches!(within(decision).await, Ok(Decision::Refused(_))));
+    assert!(!a.has_waiters(), "refused by the timer");
+    timed_out.settled();
+    second.finish(OK);
+}

@@ -50,7 +50,7 @@ use crate::process::ProcessId;
 const OWNER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One request, from its head to the answer, its body given to `wrap` (the connection's
-/// bookkeeping). Routed and admitted here, when hyper hands the request over, before the future
+/// bookkeeping) with whether the client's body had all been read by then. Routed and admitted here, when hyper hands the request over, before the future
 /// exists: what the future keeps is only what the forwarding needs (a queued request holds it
 /// while it waits), and a request that must wait has let go of hyper's read buffer before hyper
 /// reads on to watch for the client hanging up (see `compact`). A tx request whose body is still
@@ -61,7 +61,7 @@ pub(super) fn handle<B>(
     peer: Peer,
     req: Request<Incoming>,
     early: Option<Early>,
-    wrap: impl FnOnce(ProxyBody) -> B,
+    wrap: impl FnOnce(ProxyBody, bool) -> B,
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
@@ -86,7 +86,8 @@ pub(super) fn handle<B>(
             },
         };
         let resp = served::finish(&front, &cfg, class, started, access, resp);
-        Ok(respond(resp, &arrival).map(wrap))
+        let read_whole = arrival.as_ref().is_none_or(Arrival::is_complete);
+        Ok(respond(resp, &arrival).map(|b| wrap(b, read_whole)))
     }
 }
 

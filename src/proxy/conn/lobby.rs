@@ -8,7 +8,7 @@
 //! long as it waits, about 13 KB in all; a surge of clients that each open a connection and
 //! wait would cost the launcher that much apiece. Here one costs about 2 KB.
 //!
-//! A head still arriving is waited for here, with hyper's header timeout counted from when the
+//! A head still arriving is waited for here, with the header timeout counted from when the
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
 //! head over `headerMaxKB` is answered `431` here, before any process is asked, and the
 //! connection closed. Only a whole request is admitted: the head complete, no chunked body, all

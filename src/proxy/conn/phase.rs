@@ -3,10 +3,11 @@
 //! for when it is safe to leave hyper).
 //!
 //! A connection outside hyper keeps the rules of one hyper holds: it is closed on drain (STOP-2)
-//! unless it has a request admitted (answered, STOP-3), and `headerTimeoutSeconds` after it was
-//! accepted or gave its last response if the client sends nothing (hyper's header timer starts
-//! when a connection is new or goes idle; outside hyper, it is this task's deadline). The write
-//! timeout (STREAM-4) is on the stream, which is kept across parks.
+//! unless it has a request admitted (answered, STOP-3). `headerTimeoutSeconds` is kept here
+//! alone: a connection is closed that long after it was accepted or gave its last response if
+//! no whole head has come (a connection idle in hyper is parked before then, `park::park_after`,
+//! and hyper has no timer of its own). The write timeout (STREAM-4) is on the stream, which is
+//! kept across parks.
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::AtomicUsize;
@@ -54,7 +55,7 @@ pub struct ConnContext {
 ///                  │                                                                  │
 ///                  │     (the client done or failed, the drain)──────────► Closed ◄──┤
 ///                  │                                                                  │
-///                  └─── Parked ◄──────────────────(idle about a second, `park::Quiet`)─┘
+///                  └─── Parked ◄──(idle about a second, or at once while requests wait)─┘
 /// ```
 ///
 /// * **Lobby**: hyper does not hold the connection. The next request's head is read, and a tx
@@ -77,7 +78,10 @@ enum Phase {
     /// needs a drop would be kept for that drop while the loop waits, a few dozen bytes in every
     /// connection's task. Nothing waits between the lobby making one and the loop taking it out.
     Hyper(ManuallyDrop<Option<Early>>),
-    Parked,
+    /// `at_once`: as its response ended, because requests wait in the queue.
+    Parked {
+        at_once: bool,
+    },
     Closed,
 }
 
@@ -98,8 +102,8 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
             // The lobby's code is here, not in a function of its own: that function's future
             // would add its arguments to every connection's task.
             Phase::Lobby => {
-                // hyper's header timer starts when a connection is new or goes idle; `Activity`
-                // counts from the accept.
+                // The header timeout runs from the accept or the last response (`Activity`
+                // counts from the accept).
                 let idle_since = activity.instant(activity.snapshot().last_end_ms);
                 let header = ctx.cfg.header_read_timeout;
                 let deadline = (!header.is_zero()).then(|| idle_since.later(header));
@@ -154,17 +158,23 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                     &mut drain,
                     &mut quiet,
                 ));
-                let Some((back, rest)) = serving.await else {
+                let Some(idle) = serving.await else {
                     // Closed: hyper had the socket, and has dropped it.
                     return;
                 };
-                (io, unread) = (back, rest);
-                Phase::Parked
+                (io, unread) = (idle.io, idle.unread);
+                Phase::Parked {
+                    at_once: idle.at_once,
+                }
             }
-            Phase::Parked => {
+            Phase::Parked { at_once } => {
                 if unread.is_empty() {
                     debug!("connection from {}: idle, parked", ctx.peer);
-                    ctx.trimmer.parked();
+                    // Parked at once while requests wait is not a crowd going quiet: hyper's
+                    // memory is taken again at the next request.
+                    if !at_once {
+                        ctx.trimmer.parked();
+                    }
                 } else {
                     // A next request had begun to arrive: read on at once, bytes in front.
                     debug!(

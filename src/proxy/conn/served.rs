@@ -4,20 +4,22 @@
 //! request it had read).
 
 use std::cell::Cell;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hyper::body::Body as _;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::park::{park_after, Activity, Look, ParkIo, Quiet, TrackedBody};
+use super::park::{park_after, park_at_once, Activity, Look, ParkIo, Quiet, TrackedBody};
 use super::phase::{ClientIo, ConnContext};
 use crate::proxy::admission::Early;
 use crate::proxy::pipeline::handle;
@@ -38,9 +40,17 @@ impl Drop for ServedGauge<'_> {
     }
 }
 
+/// A connection hyper has given back, idle.
+pub(super) struct Idle {
+    pub io: ClientIo,
+    /// The bytes of a next request hyper had read and not parsed.
+    pub unread: Bytes,
+    /// Given back as its response ended, because requests wait (not after a quiet period).
+    pub at_once: bool,
+}
+
 /// One hyper connection on the socket, until the client is done, the drain ends it (`None`), or
-/// it has been idle a whole period: then hyper gives the socket back, with the bytes of a next
-/// request it had read and not parsed.
+/// it is idle and may be parked (see `park`): then hyper gives the socket back.
 pub(super) async fn serve_until_idle(
     io: ClientIo,
     unread: Bytes,
@@ -49,7 +59,7 @@ pub(super) async fn serve_until_idle(
     activity: &Arc<Activity>,
     drain: &mut watch::Receiver<bool>,
     quiet: &mut Quiet,
-) -> Option<(ClientIo, Bytes)> {
+) -> Option<Idle> {
     let (front, cfg, peer) = (ctx.front.clone(), ctx.cfg.clone(), ctx.peer.clone());
     let tracker = activity.clone();
     // The first request hyper reads is the one the lobby admitted, if it did.
@@ -66,34 +76,57 @@ pub(super) async fn serve_until_idle(
             peer.clone(),
             req,
             early.take(),
-            move |b| TrackedBody::new(b, guard),
+            move |b, read_whole| {
+                if read_whole {
+                    guard.body_read();
+                }
+                TrackedBody::new(b, guard)
+            },
         ))
     });
     let mut builder = http1::Builder::new();
     // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
     // hyper writes it itself) and a close; one on a connection the lobby reads gets the
-    // OperationOutcome. hyper takes no less than 8 KB.
+    // OperationOutcome. hyper takes no less than 8 KB. No timer: `headerTimeoutSeconds` is kept
+    // by the lobby, a connection idle in hyper being parked before it runs out (`park_after`).
     builder
-        .timer(TokioTimer::new())
         .keep_alive(true)
         .max_buf_size(ctx.cfg.max_head.max(8192));
-    if !ctx.cfg.header_read_timeout.is_zero() {
-        builder.header_read_timeout(ctx.cfg.header_read_timeout);
-    }
     quiet.served_anew(activity.snapshot());
     let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(&ctx.served);
-    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed)));
+    let header = ctx.cfg.header_read_timeout;
+    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed), header));
     tokio::pin!(look);
+    let mut at_once = false;
     loop {
         tokio::select! {
             // hyper first: a request the lobby admitted is read on the first poll, so a drain
             // that has begun finds it in progress (answered, then closed), not an idle
             // connection to close unanswered.
             biased;
-            r = conn.as_mut() => {
+            r = poll_fn(|cx| match conn.as_mut().poll(cx) {
+                Poll::Ready(r) => Poll::Ready(Some(r)),
+                // Looked at each time hyper is done for now, so as a response ends: one atomic
+                // load while nothing waits.
+                Poll::Pending
+                    if park_at_once(
+                        ctx.served.load(Ordering::Relaxed),
+                        ctx.front.admission.has_waiters(),
+                    ) && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
+                {
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            }) => {
+                let Some(r) = r else {
+                    // In a crowd, requests wait for a process: this connection's next one would
+                    // likely wait too (see `park_at_once`).
+                    at_once = true;
+                    break;
+                };
                 if let Err(e) = r {
                     debug!("connection from {}: {e}", ctx.peer);
                 }
@@ -109,7 +142,7 @@ pub(super) async fn serve_until_idle(
             }
             () = &mut look => {
                 let now = Instant::now();
-                let after = park_after(ctx.served.load(Ordering::Relaxed));
+                let after = park_after(ctx.served.load(Ordering::Relaxed), header);
                 match quiet.look(activity.snapshot(), activity.ms(now), after) {
                     Look::Park => break,
                     Look::Again(wait) => look.as_mut().reset(now + wait),
@@ -134,5 +167,9 @@ pub(super) async fn serve_until_idle(
         all.extend_from_slice(&rest);
         all.freeze()
     };
-    Some((io, unread))
+    Some(Idle {
+        io,
+        unread,
+        at_once,
+    })
 }
