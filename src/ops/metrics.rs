@@ -17,7 +17,7 @@ pub struct ProcessLoad {
     /// None: no limit.
     pub slots: Option<u32>,
     pub queued: usize,
-    /// Its event loop is saturated: other requests held to `normalMinSlots`.
+    /// Its event loop is saturated: heavy requests held to the fewest that keep it busy.
     pub saturated: bool,
     /// The front door sends it requests (ready, not draining).
     pub ready: bool,
@@ -231,7 +231,7 @@ pub fn render(m: &MetricsInput) -> String {
         &mut out,
         "fhircluster_saturated",
         "gauge",
-        "1 while a process's event loop is saturated and its other tx requests are held to normalMinSlots.",
+        "1 while a process's event loop is saturated and its heavy tx requests are held to the fewest that keep it busy (1 to normalMinSlots).",
     );
     for p in &m.processes {
         let _ = writeln!(

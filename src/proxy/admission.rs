@@ -213,9 +213,15 @@ impl Admission {
         self.pump(&mut inner, None);
     }
 
-    /// The saturation watch's verdict about a process (`proxy::saturation`).
-    pub fn set_saturated(&self, id: ProcessId, saturated: bool) {
-        self.with_sched(|s, now| s.set_saturated(id, saturated, now));
+    /// The saturation watch's verdict about a process (`proxy::saturation`): `None`, not
+    /// saturated; else the normal requests it is held to.
+    pub fn set_saturated(&self, id: ProcessId, held: Option<u32>) {
+        self.with_sched(|s, now| s.set_saturated(id, held, now));
+    }
+
+    /// Whether normal requests wait that the process could take.
+    pub fn normal_waiting(&self, id: ProcessId) -> bool {
+        self.lock().sched.normal_waiting(id)
     }
 
     /// Every cooldown running, with its end (for an in-place upgrade's handover).
@@ -239,10 +245,16 @@ impl Admission {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// `saturatedPercent` now, and whether any tx request is in flight anywhere.
-    pub fn saturation_watch_state(&self) -> (u32, bool) {
+    /// `saturatedPercent` and the most a hold allows (`normalMinSlots`, at most
+    /// `maxOutstanding` unless that is 0) now, and whether any tx request is in flight anywhere.
+    pub fn saturation_watch_state(&self) -> (u32, u32, bool) {
         let inner = self.lock();
-        (inner.sched.config().saturated_percent, inner.sched.busy())
+        let cfg = inner.sched.config();
+        let ceiling = match cfg.max_outstanding {
+            0 => cfg.normal_min_slots,
+            max => cfg.normal_min_slots.min(max),
+        };
+        (cfg.saturated_percent, ceiling, inner.sched.busy())
     }
 
     /// Waits until the next dispatch, unless one is in flight already when asked.
@@ -251,7 +263,7 @@ impl Admission {
         tokio::pin!(wake);
         wake.as_mut().enable();
         self.watch_idle.store(true, Ordering::Release);
-        if self.saturation_watch_state().1 {
+        if self.saturation_watch_state().2 {
             self.watch_idle.store(false, Ordering::Release);
             return;
         }

@@ -103,7 +103,7 @@ pub struct ClusterSettings {
     pub(crate) fast_lane_extra: u32,
     pub(crate) normal_min_slots: u32,
     /// `saturatedPercent` (fhircluster's own): a process whose event loop wanted the CPU this
-    /// share of the time is saturated, and its other requests are held to `normalMinSlots`.
+    /// share of the time is saturated, and held to the fewest heavy requests that keep it busy.
     /// 0: never (the spec's rule alone). 0..=100.
     pub(crate) saturated_percent: u32,
     pub(crate) fast_lane_max_bytes: u64,

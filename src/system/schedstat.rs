@@ -2,7 +2,9 @@
 //! gives the nanoseconds it ran and the nanoseconds it was runnable but waited for a core. For
 //! a Node process the main thread is the event loop (`proxy::saturation` says why it matters).
 //! A wrapper that doesn't `exec` shows its own idle thread: never saturated, which is the
-//! spec's behaviour.
+//! spec's behaviour. And whether that thread is asleep now (`/proc/<pid>/task/<pid>/stat`):
+//! only then are both figures whole, since the kernel adds a wait for a core when it ends and
+//! run time at a tick or a switch.
 
 use std::path::Path;
 
@@ -21,6 +23,32 @@ pub fn parse_schedstat(text: &str) -> Result<u64, String> {
     Ok(run.saturating_add(wait))
 }
 
+/// Parses a thread's `stat` (`<tid> (<comm>) <state> ...`; the name may hold spaces and
+/// parentheses): whether it is asleep, waiting for something other than a core (`S`, `D`,
+/// `I`). Running or runnable (`R`), stopped or gone is not asleep.
+pub fn parse_asleep(text: &str) -> Result<bool, String> {
+    let after = text.rfind(')').map(|i| &text[i + 1..]).ok_or("no (name)")?;
+    let state = after.split_whitespace().next().ok_or("no state")?;
+    Ok(matches!(state, "S" | "D" | "I"))
+}
+
+/// The main thread's run + wait nanoseconds, and whether it was asleep when read.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub busy_ns: u64,
+    pub asleep: bool,
+}
+
+/// Reads `<root>/proc/<pid>/task/<pid>/stat` and then `schedstat` (`Reading`).
+pub fn read_main_thread(root: &Path, pid: u32) -> Result<Reading, Unreadable> {
+    let path = root.join(format!("proc/{pid}/task/{pid}/stat"));
+    let asleep = parse_asleep(&read_text(&path)?).map_err(|why| Unreadable::parse(&path, why))?;
+    Ok(Reading {
+        busy_ns: read_main_thread_busy_ns(root, pid)?,
+        asleep,
+    })
+}
+
 /// Reads `<root>/proc/<pid>/task/<pid>/schedstat`: the main thread's run + wait nanoseconds.
 pub fn read_main_thread_busy_ns(root: &Path, pid: u32) -> Result<u64, Unreadable> {
     let path = root.join(format!("proc/{pid}/task/{pid}/schedstat"));
@@ -37,6 +65,17 @@ mod tests {
         assert!(parse_schedstat("").is_err());
         assert!(parse_schedstat("12 x 3").is_err());
         assert_eq!(parse_schedstat("18446744073709551615 5 1"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn asleep_is_the_state_after_the_name() {
+        assert_eq!(parse_asleep("42 (node) S 1 42 42 0 -1"), Ok(true));
+        assert_eq!(parse_asleep("42 (node) R 1 42 42 0 -1"), Ok(false));
+        assert_eq!(parse_asleep("42 (a) R (b)) D 1 2"), Ok(true));
+        assert_eq!(parse_asleep("7 (kworker) I 2"), Ok(true));
+        assert_eq!(parse_asleep("7 (x) Z 1"), Ok(false));
+        assert!(parse_asleep("42 node S").is_err());
+        assert!(parse_asleep("42 (node)").is_err());
     }
 
     #[test]
@@ -61,6 +100,9 @@ mod tests {
             (b - a) as f64 / t0.elapsed().as_nanos() as f64
         };
         let (b, i) = (share(busy.id()), share(idle.id()));
+        let asleep = |pid| read_main_thread(root, pid).expect("stat").asleep;
+        assert!(asleep(idle.id()), "sleep(1) is asleep");
+        assert!(!asleep(busy.id()), "yes(1) runs or waits for a core");
         let _ = busy.kill();
         let _ = idle.kill();
         let _ = busy.wait();

@@ -59,8 +59,8 @@ struct Proc {
     serves_tx: bool,
     state: Option<ProcessState>,
     slots: Slots,
-    /// Its event loop is saturated: normal requests held to `normalMinSlots` (`slots.rs`).
-    saturated: bool,
+    /// Its event loop is saturated: normal requests held to this many (`slots.rs`).
+    held: Option<u32>,
     cool: Cooldown,
     /// Requests only this process may take, by lane.
     owned: [WaitQueue; 2],
@@ -218,7 +218,7 @@ impl Scheduler {
         let old = proc.state;
         proc.state = Some(state);
         if state != ProcessState::Ready {
-            proc.saturated = false;
+            proc.held = None;
         }
         if state != ProcessState::Ready {
             self.release_owned(i, p);
@@ -237,17 +237,23 @@ impl Scheduler {
         self.settle();
     }
 
-    /// Whether the process's event loop is saturated (the shell measures it). Ending it may let
-    /// waiting requests in.
-    pub fn set_saturated(&mut self, p: ProcessId, saturated: bool, now: Instant) {
+    /// Whether the process's event loop is saturated, and if so how many normal requests it is
+    /// held to (the shell measures it, `proxy::saturation`). Ending it, or a higher limit, may
+    /// let waiting requests in.
+    pub fn set_saturated(&mut self, p: ProcessId, held: Option<u32>, now: Instant) {
         self.advance(now);
         let i = p.index();
         let Some(proc) = self.procs.get_mut(i).filter(|q| q.present) else {
             return;
         };
-        let ended = proc.saturated && !saturated;
-        proc.saturated = saturated && proc.state == Some(ProcessState::Ready);
-        if ended {
+        let before = proc.held;
+        proc.held = held.filter(|_| proc.state == Some(ProcessState::Ready));
+        let loosened = match (before, proc.held) {
+            (Some(_), None) => true,
+            (Some(a), Some(b)) => b > a,
+            _ => false,
+        };
+        if loosened {
             self.dirty.push(i);
         }
         self.settle();
@@ -438,13 +444,20 @@ impl Scheduler {
             normal_running: proc.slots.normal_running,
             queued: proc.owned.iter().map(WaitQueue::live).sum(),
             cooling: proc.cool.cooling(),
-            saturated: proc.saturated,
+            saturated: proc.held.is_some(),
+            held: proc.held,
         }
     }
 
     /// Whether any request is in flight on any process.
     pub fn busy(&self) -> bool {
         self.procs.iter().any(|p| p.slots.in_flight > 0)
+    }
+
+    /// Whether normal requests wait that the process could take (what a hold keeps waiting).
+    pub fn normal_waiting(&self, p: ProcessId) -> bool {
+        let i = p.index();
+        i < self.procs.len() && self.normal_waiting_for(i)
     }
 
     /// Requests waiting in the launcher.

@@ -28,8 +28,9 @@ pub(super) struct Model {
     cfg: SchedulerConfig,
     now: Instant,
     ready: Vec<bool>,
-    /// Saturated (held to `normalMinSlots` normal requests); only while ready.
-    saturated: Vec<bool>,
+    /// Saturated and held to this many normal requests (taken as 1 ..= `normalMinSlots`);
+    /// only while ready.
+    saturated: Vec<Option<u32>>,
     serves: Vec<bool>,
     in_flight: Vec<u32>,
     normal: Vec<u32>,
@@ -53,7 +54,7 @@ impl Model {
             cfg,
             now,
             ready: vec![true; n],
-            saturated: vec![false; n],
+            saturated: vec![None; n],
             serves,
             in_flight: vec![0; n],
             normal: vec![0; n],
@@ -92,6 +93,15 @@ impl Model {
         })
     }
 
+    /// The normal requests process `p` may run whatever else is in flight, and the lane's
+    /// reservation for them: `normalMinSlots`, or a hold's fewer.
+    fn floor(&self, p: usize, min: u32) -> (u32, bool) {
+        match self.saturated[p] {
+            Some(h) if min > 0 => (h.clamp(1, min), true),
+            _ => (min, false),
+        }
+    }
+
     fn check_admission(&self, p: usize, lane: Lane) -> Result<(), String> {
         let c = &self.cfg;
         if c.max_outstanding == 0 {
@@ -103,14 +113,17 @@ impl Model {
         if f >= total {
             return Err(format!("process {p} full ({f}/{total}) yet dispatched to"));
         }
+        let (held_min, held) = self.floor(p, min);
         match lane {
-            Lane::Normal if self.saturated[p] && min > 0 && n >= min => Err(format!(
-                "normal sent to saturated {p} with {n} normal running (min {min})"
+            Lane::Normal if held && n >= held_min => Err(format!(
+                "normal sent to saturated {p} with {n} normal running (held to {held_min})"
             )),
             Lane::Normal if f >= max && n >= min => Err(format!(
                 "normal past maxOutstanding {max} with {n} normal running (min {min})"
             )),
-            Lane::Fast if self.owner_normal_waiting(p) && f + 1 + min.saturating_sub(n) > total => {
+            Lane::Fast
+                if self.owner_normal_waiting(p) && f + 1 + held_min.saturating_sub(n) > total =>
+            {
                 Err(format!(
                     "cheap request broke the reservation on {p}: {f} in flight, {n} normal"
                 ))
@@ -229,8 +242,9 @@ impl Model {
             .any(|r| r.st == St::Pending && r.counted && r.lane == Lane::Normal);
         let room = |p: usize, lane: Lane| {
             let (f, k) = (self.in_flight[p], self.normal[p]);
+            let (held_min, held) = self.floor(p, min);
             match lane {
-                Lane::Normal if self.saturated[p] && min > 0 => f < total && k < min,
+                Lane::Normal if held => f < total && k < held_min,
                 Lane::Normal => f < max || (f < total && k < min),
                 Lane::Fast => !normal_pending && f < total,
             }
@@ -361,13 +375,13 @@ impl Model {
                     ProcessState::Draining,
                 ][usize::from(*state)];
                 self.ready[i] = state == ProcessState::Ready;
-                self.saturated[i] &= self.ready[i];
+                self.saturated[i] = self.saturated[i].filter(|_| self.ready[i]);
                 self.s.set_process(ProcessId(i as u16), state, self.now);
             }
-            Event::SetSaturated { p, on } => {
+            Event::SetSaturated { p, held } => {
                 let i = usize::from(*p) % n;
-                self.saturated[i] = *on && self.ready[i];
-                self.s.set_saturated(ProcessId(i as u16), *on, self.now);
+                self.saturated[i] = held.filter(|_| self.ready[i]);
+                self.s.set_saturated(ProcessId(i as u16), *held, self.now);
             }
             Event::Advance { millis } => {
                 self.now += Duration::from_millis(*millis);

@@ -41,7 +41,7 @@ enum Event {
     },
     SetSaturated {
         p: u16,
-        on: bool,
+        held: Option<u32>,
     },
     Advance {
         millis: u64,
@@ -78,7 +78,7 @@ fn event(n: u16) -> impl Strategy<Value = Event> {
         6 => (any::<usize>(), 0u8..6).prop_map(|(pick, outcome)| Event::Finish { pick, outcome }),
         1 => any::<usize>().prop_map(|pick| Event::Cancel { pick }),
         1 => (0..n, 0u8..3).prop_map(|(p, state)| Event::SetProcess { p, state }),
-        1 => (0..n, any::<bool>()).prop_map(|(p, on)| Event::SetSaturated { p, on }),
+        1 => (0..n, prop::option::of(0u32..6)).prop_map(|(p, held)| Event::SetSaturated { p, held }),
         2 => (0u64..3000).prop_map(|millis| Event::Advance { millis }),
         1 => config().prop_map(|cfg| Event::Reload { cfg }),
     ]

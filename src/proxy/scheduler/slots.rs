@@ -7,10 +7,11 @@
 //! run. `maxOutstanding` 0: no limit at all.
 //!
 //! Beyond the spec: while a process is *saturated* (its event loop wants the CPU all the time,
-//! see `proxy::saturation`), a normal request takes a slot only while fewer than
-//! `normalMinSlots` normal ones run. A loop that is already busy all the time answers heavy work
-//! no sooner for having more of it at once; each one more only adds a turn that every cheap
-//! request waits behind. The lane's own rule is unchanged.
+//! see `proxy::saturation`), it is *held*: a normal request takes a slot only while fewer than
+//! the hold's limit run (at least 1, at most `normalMinSlots`; the meter adapts it). A loop that
+//! is already busy all the time answers heavy work no sooner for having more of it at once;
+//! each one more only adds a turn that every cheap request waits behind. The lane's own rule is
+//! unchanged.
 
 use super::config::SchedulerConfig;
 use crate::proxy::lane::Lane;
@@ -57,9 +58,10 @@ impl Limits {
 
     /// Whether a process with `s` in flight may take one more request of `lane` (already
     /// effective). `normal_waiting`: normal requests are waiting that this process could take.
-    /// `saturated`: the process's event loop is saturated (held to `normalMinSlots` normal
-    /// ones; with `normalMinSlots` 0 it changes nothing).
-    pub fn admits(&self, s: Slots, lane: Lane, normal_waiting: bool, saturated: bool) -> bool {
+    /// `held`: the process's event loop is saturated and normal requests are held to this many
+    /// (taken as at least 1 and at most `normalMinSlots`; with `normalMinSlots` 0 it changes
+    /// nothing).
+    pub fn admits(&self, s: Slots, lane: Lane, normal_waiting: bool, held: Option<u32>) -> bool {
         if self.max == 0 {
             return true;
         }
@@ -69,12 +71,18 @@ impl Limits {
         if in_flight >= total {
             return false;
         }
+        // What the lane leaves room for: `normalMinSlots`, or a hold's fewer (more would
+        // reserve slots no normal request may take).
+        let held = held
+            .filter(|_| self.min_normal > 0)
+            .map(|n| u64::from(n).clamp(1, self.min_normal));
+        let min_normal = held.unwrap_or(self.min_normal);
         match lane {
-            Lane::Normal if saturated && self.min_normal > 0 => normal < self.min_normal,
-            Lane::Normal => in_flight < self.max || normal < self.min_normal,
+            Lane::Normal if held.is_some() => normal < min_normal,
+            Lane::Normal => in_flight < self.max || normal < min_normal,
             Lane::Fast => {
                 let reserve = if normal_waiting {
-                    self.min_normal.saturating_sub(normal)
+                    min_normal.saturating_sub(normal)
                 } else {
                     0
                 };
@@ -125,21 +133,21 @@ mod tests {
         // spec: LANE-1, LANE-2, LANE-15
         let l = limits(16, 4, 4);
         assert_eq!(l.slots(), Some(20));
-        assert!(l.admits(s(19, 16), Lane::Fast, false, false));
-        assert!(!l.admits(s(20, 16), Lane::Fast, false, false));
-        assert!(!l.admits(s(20, 0), Lane::Fast, false, false));
+        assert!(l.admits(s(19, 16), Lane::Fast, false, None));
+        assert!(!l.admits(s(20, 16), Lane::Fast, false, None));
+        assert!(!l.admits(s(20, 0), Lane::Fast, false, None));
     }
 
     #[test]
     fn normal_uses_up_to_max_or_more_while_few_normal_run() {
         // spec: LANE-4, LANE-5, QUEUE-1
         let l = limits(16, 4, 4);
-        assert!(l.admits(s(15, 15), Lane::Normal, true, false));
-        assert!(!l.admits(s(16, 16), Lane::Normal, true, false));
-        assert!(!l.admits(s(16, 4), Lane::Normal, true, false));
-        assert!(l.admits(s(16, 3), Lane::Normal, true, false));
-        assert!(l.admits(s(19, 0), Lane::Normal, true, false));
-        assert!(!l.admits(s(20, 0), Lane::Normal, true, false));
+        assert!(l.admits(s(15, 15), Lane::Normal, true, None));
+        assert!(!l.admits(s(16, 16), Lane::Normal, true, None));
+        assert!(!l.admits(s(16, 4), Lane::Normal, true, None));
+        assert!(l.admits(s(16, 3), Lane::Normal, true, None));
+        assert!(l.admits(s(19, 0), Lane::Normal, true, None));
+        assert!(!l.admits(s(20, 0), Lane::Normal, true, None));
     }
 
     #[test]
@@ -147,16 +155,16 @@ mod tests {
         // spec: LANE-6
         let l = limits(16, 4, 4);
         // 2 normal running: 2 more must stay free while normal requests wait
-        assert!(l.admits(s(17, 2), Lane::Fast, true, false));
-        assert!(!l.admits(s(18, 2), Lane::Fast, true, false));
-        assert!(l.admits(s(18, 2), Lane::Fast, false, false));
+        assert!(l.admits(s(17, 2), Lane::Fast, true, None));
+        assert!(!l.admits(s(18, 2), Lane::Fast, true, None));
+        assert!(l.admits(s(18, 2), Lane::Fast, false, None));
         // 4 normal running: no reservation left to keep
-        assert!(l.admits(s(19, 4), Lane::Fast, true, false));
+        assert!(l.admits(s(19, 4), Lane::Fast, true, None));
         // whenever cheap is held back for the reservation, a normal one may go
         for in_flight in 0..20 {
             for normal in 0..=in_flight {
-                if !l.admits(s(in_flight, normal), Lane::Fast, true, false) {
-                    assert!(l.admits(s(in_flight, normal), Lane::Normal, true, false));
+                if !l.admits(s(in_flight, normal), Lane::Fast, true, None) {
+                    assert!(l.admits(s(in_flight, normal), Lane::Normal, true, None));
                 }
             }
         }
@@ -167,46 +175,87 @@ mod tests {
         // spec: CONF-12, CONF-20, CONF-21, CONF-22
         let none = limits(0, 4, 4);
         assert_eq!(none.slots(), None);
-        assert!(none.admits(s(100_000, 100_000), Lane::Normal, true, false));
+        assert!(none.admits(s(100_000, 100_000), Lane::Normal, true, None));
         let no_lane = limits(16, 0, 4);
         assert_eq!(no_lane.effective(Lane::Fast), Lane::Normal);
         assert_eq!(no_lane.slots(), Some(16));
-        assert!(!no_lane.admits(s(16, 0), Lane::Normal, true, false));
+        assert!(!no_lane.admits(s(16, 0), Lane::Normal, true, None));
         let no_min = limits(16, 4, 0);
-        assert!(!no_min.admits(s(16, 0), Lane::Normal, true, false));
-        assert!(no_min.admits(s(19, 0), Lane::Fast, true, false));
+        assert!(!no_min.admits(s(16, 0), Lane::Normal, true, None));
+        assert!(no_min.admits(s(19, 0), Lane::Fast, true, None));
         let clamped = limits(2, 4, 10);
-        assert!(clamped.admits(s(5, 1), Lane::Normal, true, false));
-        assert!(!clamped.admits(s(5, 2), Lane::Normal, true, false));
+        assert!(clamped.admits(s(5, 1), Lane::Normal, true, None));
+        assert!(!clamped.admits(s(5, 2), Lane::Normal, true, None));
     }
 
     #[test]
     fn a_saturated_process_takes_normal_requests_only_up_to_min_normal() {
         // fhircluster's own (saturation): the lane's rule is the same either way.
         let l = limits(16, 4, 4);
-        assert!(l.admits(s(10, 3), Lane::Normal, true, true));
-        assert!(!l.admits(s(4, 4), Lane::Normal, true, true));
-        assert!(!l.admits(s(4, 4), Lane::Normal, false, true));
-        assert!(l.admits(s(4, 4), Lane::Normal, true, false));
-        assert!(!l.admits(s(20, 3), Lane::Normal, true, true));
+        assert!(l.admits(s(10, 3), Lane::Normal, true, Some(4)));
+        assert!(!l.admits(s(4, 4), Lane::Normal, true, Some(4)));
+        assert!(!l.admits(s(4, 4), Lane::Normal, false, Some(4)));
+        assert!(l.admits(s(4, 4), Lane::Normal, true, None));
+        assert!(!l.admits(s(20, 3), Lane::Normal, true, Some(4)));
         for in_flight in 0..22 {
             for normal in 0..=in_flight {
                 let at = s(in_flight, normal);
                 for waiting in [false, true] {
                     assert_eq!(
-                        l.admits(at, Lane::Fast, waiting, true),
-                        l.admits(at, Lane::Fast, waiting, false)
+                        l.admits(at, Lane::Fast, waiting, Some(4)),
+                        l.admits(at, Lane::Fast, waiting, None)
                     );
                     // Saturation only ever takes admissions away.
-                    if l.admits(at, Lane::Normal, waiting, true) {
-                        assert!(l.admits(at, Lane::Normal, waiting, false));
+                    if l.admits(at, Lane::Normal, waiting, Some(4)) {
+                        assert!(l.admits(at, Lane::Normal, waiting, None));
                     }
                 }
             }
         }
         // With no minimum, saturation changes nothing; with no limit, nothing is held.
         let no_min = limits(16, 4, 0);
-        assert!(no_min.admits(s(15, 15), Lane::Normal, true, true));
-        assert!(limits(0, 4, 4).admits(s(100, 100), Lane::Normal, true, true));
+        assert!(no_min.admits(s(15, 15), Lane::Normal, true, Some(4)));
+        assert!(limits(0, 4, 4).admits(s(100, 100), Lane::Normal, true, Some(4)));
+    }
+
+    #[test]
+    fn a_hold_below_min_normal_admits_that_many_and_the_lane_reserves_no_more() {
+        // fhircluster's own (the adaptive hold): 1 ..= normalMinSlots, whatever the meter says
+        let l = limits(16, 4, 4);
+        assert!(l.admits(s(0, 0), Lane::Normal, true, Some(1)));
+        assert!(!l.admits(s(1, 1), Lane::Normal, true, Some(1)));
+        assert!(l.admits(s(9, 1), Lane::Normal, true, Some(2)));
+        assert!(!l.admits(s(2, 2), Lane::Normal, true, Some(2)));
+        // 0 is taken as 1 (a held process still does heavy work), more than the minimum as it
+        assert!(l.admits(s(0, 0), Lane::Normal, true, Some(0)));
+        assert!(!l.admits(s(1, 1), Lane::Normal, true, Some(0)));
+        assert!(!l.admits(s(4, 4), Lane::Normal, true, Some(9)));
+        // held to 1 with one running, the lane may use every other slot while heavy ones wait
+        assert!(l.admits(s(19, 1), Lane::Fast, true, Some(1)));
+        // held to 2 with one running, it leaves one free
+        assert!(!l.admits(s(19, 1), Lane::Fast, true, Some(2)));
+        assert!(l.admits(s(18, 1), Lane::Fast, true, Some(2)));
+        for hold in 0..6 {
+            for in_flight in 0..22 {
+                for normal in 0..=in_flight {
+                    let at = s(in_flight, normal);
+                    for waiting in [false, true] {
+                        // A lower hold only ever takes heavy admissions away, and a hold never
+                        // takes a slot from the lane.
+                        if l.admits(at, Lane::Normal, waiting, Some(hold)) {
+                            assert!(l.admits(at, Lane::Normal, waiting, Some(hold + 1)));
+                            assert!(l.admits(at, Lane::Normal, waiting, None));
+                        }
+                        if l.admits(at, Lane::Fast, waiting, None) {
+                            assert!(l.admits(at, Lane::Fast, waiting, Some(hold)));
+                        }
+                        // whenever cheap is held back for the reservation, a normal one may go
+                        if !l.admits(at, Lane::Fast, true, Some(hold)) && in_flight < 20 {
+                            assert!(l.admits(at, Lane::Normal, true, Some(hold)));
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -77,6 +77,9 @@ pub struct Load {
     pub queued: usize,
     /// In cooldown now.
     pub cooling: bool,
-    /// Its event loop is saturated (normal requests held to `normalMinSlots`).
+    /// Its event loop is saturated (normal requests held, see `held`).
     pub saturated: bool,
+    /// While saturated: how many normal requests it may run at once (the meter's limit; the
+    /// scheduler takes it as 1 ..= `normalMinSlots`).
+    pub held: Option<u32>,
 }

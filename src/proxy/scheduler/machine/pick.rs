@@ -32,7 +32,7 @@ impl Scheduler {
     pub(super) fn admits(&self, i: usize, lane: Lane) -> bool {
         let p = &self.procs[i];
         self.limits
-            .admits(p.slots, lane, self.normal_waiting_for(i), p.saturated)
+            .admits(p.slots, lane, self.normal_waiting_for(i), p.held)
     }
 
     /// The least loaded eligible process that admits `lane` (any, for an uncounted request),
