@@ -50,7 +50,7 @@ pub fn lane_of(
     content_length: Option<u64>,
     fast_lane_max_bytes: u64,
 ) -> Lane {
-    let last = rest.rsplit('/').next().unwrap_or("");
+    let last = rest.rsplit_once('/').map_or(rest, |(_, last)| last);
     let is_operation = CHEAP_OPERATIONS.contains(&last);
     let cheap = if method == Method::GET || method == Method::HEAD {
         is_operation || rest == "/metadata"

@@ -146,7 +146,7 @@ impl RouteTable {
         let Some(rest) = self.tx_rest(&path) else {
             return Ok(Route::Master); // rule 2
         };
-        let closure = rest.split('/').any(|s| s.eq_ignore_ascii_case("$closure"));
+        let closure = segments(rest).any(|s| s.eq_ignore_ascii_case(b"$closure"));
         if (closure && !self.shared_closure) || is_master_page(rest) {
             return Ok(Route::Master); // rule 1
         }
@@ -212,12 +212,17 @@ impl RouteTable {
 
 /// `syndication...` and `info` as the first segment after the endpoint.
 fn is_master_page(rest: &str) -> bool {
-    let Some(first) = rest.split('/').find(|s| !s.is_empty()) else {
+    let Some(b) = segments(rest).find(|s| !s.is_empty()) else {
         return false;
     };
-    let b = first.as_bytes();
-    first.eq_ignore_ascii_case("info")
+    b.eq_ignore_ascii_case(b"info")
         || (b.len() >= 11 && b[..11].eq_ignore_ascii_case(b"syndication"))
+}
+
+/// A path's segments, as bytes: a plain loop over the bytes, where `str::split` costs several
+/// times as much per segment (about 1k instructions a request went on splitting paths).
+fn segments(path: &str) -> impl Iterator<Item = &[u8]> {
+    path.as_bytes().split(|&b| b == b'/')
 }
 
 /// The percent-decoded path of an origin-form target, without its query: the target's own
@@ -240,7 +245,7 @@ fn decode_path(target: &str) -> Result<Cow<'_, str>, BadTarget> {
         // Bytes 0x21 to 0x7e only (checked above): ASCII, and so UTF-8 as it is.
         Cow::Borrowed(&target[..path.len()])
     };
-    if decoded.split('/').any(|s| s == "..") {
+    if segments(&decoded).any(|s| s == b"..") {
         return Err(BadTarget::DotDotSegment);
     }
     Ok(decoded)
