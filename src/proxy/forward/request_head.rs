@@ -6,6 +6,8 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::Method;
 use http_body::SizeHint;
 
+use super::response_head::ends_in_chunked;
+
 /// How the request body goes to the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyFraming {
@@ -33,12 +35,7 @@ pub fn frame_request(
         return BodyFraming::None;
     }
     if let Some(last) = headers.get_all(TRANSFER_ENCODING).iter().next_back() {
-        let chunked = last
-            .to_str()
-            .ok()
-            .and_then(|s| s.rsplit(',').next())
-            .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
-        if !chunked {
+        if !ends_in_chunked(last) {
             let mut v = last.as_bytes().to_vec();
             v.extend_from_slice(b", chunked");
             if let Ok(v) = HeaderValue::from_bytes(&v) {

@@ -241,12 +241,7 @@ fn framing(
         if version == Version::HTTP_10 {
             return Err(HeadError::TransferEncodingHttp10);
         }
-        let chunked = te
-            .to_str()
-            .ok()
-            .and_then(|s| s.rsplit(',').next())
-            .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
-        if !chunked {
+        if !ends_in_chunked(te) {
             return Ok((Framing::ToClose, false));
         }
         // With a Content-Length too: framed by the chunks, and the connection not trusted.
@@ -271,6 +266,15 @@ fn digits(b: &[u8]) -> Option<u64> {
         }
         n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
+}
+
+/// A `Transfer-Encoding` value whose last coding is `chunked` (case-insensitively).
+pub(super) fn ends_in_chunked(value: &HeaderValue) -> bool {
+    value
+        .to_str()
+        .ok()
+        .and_then(|s| s.rsplit(',').next())
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
 }
 
 /// A comma-separated header value lists `token` (case-insensitively).
