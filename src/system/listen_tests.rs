@@ -393,3 +393,45 @@ fn this_process_holding_a_port_is_named() {
         "{held:?}"
     );
 }
+
+#[test]
+#[cfg(target_endian = "little")]
+fn a_busy_hosts_table_is_read_a_line_at_a_time_and_keeps_its_listeners() {
+    // 100,000 connections (about 15 MB of text, what a busy host or a load test's TIME_WAITs
+    // give) around two listening sockets; no tcp6 file (a kernel without IPv6).
+    let mut text = String::from(TCP.lines().next().unwrap_or_default());
+    text.push('\n');
+    let conn = "0100007F:91BB 0100007F:E45A 06 00000000:00000000 03:000010B2 00000000     0        0 0 3 00000000dbd3d0a2\n";
+    for i in 0..100_000 {
+        if i == 50_000 {
+            text.push_str(
+                &TCP.lines()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .replacen("0:", "50000:", 1),
+            );
+            text.push('\n');
+        }
+        text.push_str(&format!("{i:6}: {conn}"));
+    }
+    text.push_str(TCP.lines().nth(3).unwrap_or_default());
+    text.push('\n');
+    let root = FakeRoot::new();
+    root.write("proc/net/tcp", &text);
+    assert_eq!(
+        read_listening(root.path()),
+        Ok(vec![
+            ListenSocket {
+                addr: v4(0, 0, 0, 0),
+                port: 2024,
+                uid: 0,
+                inode: 1605
+            },
+            sock(v4(127, 0, 0, 1), 3001, 4242),
+        ])
+    );
+    assert!(
+        read_listening(FakeRoot::new().path()).is_err(),
+        "no tcp file: unreadable"
+    );
+}
