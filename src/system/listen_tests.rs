@@ -31,6 +31,19 @@ fn sock(addr: IpAddr, port: u16, inode: u64) -> ListenSocket {
     }
 }
 
+/// The listening sockets in `TCP`.
+fn tcp_listeners() -> Vec<ListenSocket> {
+    vec![
+        ListenSocket {
+            addr: v4(0, 0, 0, 0),
+            port: 2024,
+            uid: 0,
+            inode: 1605,
+        },
+        sock(v4(127, 0, 0, 1), 3001, 4242),
+    ]
+}
+
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::new(v4(127, 0, 0, 1), port)
 }
@@ -39,18 +52,7 @@ fn loopback(port: u16) -> SocketAddr {
 #[cfg(target_endian = "little")]
 fn v4_table_keeps_listening_sockets_only() {
     // The TIME_WAIT (06) and ESTABLISHED (01) lines, the header and garbage are skipped.
-    assert_eq!(
-        parse_net_tcp(TCP),
-        vec![
-            ListenSocket {
-                addr: v4(0, 0, 0, 0),
-                port: 2024,
-                uid: 0,
-                inode: 1605
-            },
-            sock(v4(127, 0, 0, 1), 3001, 4242),
-        ]
-    );
+    assert_eq!(parse_net_tcp(TCP), tcp_listeners());
 }
 
 #[test]
@@ -418,18 +420,7 @@ fn a_busy_hosts_table_is_read_a_line_at_a_time_and_keeps_its_listeners() {
     text.push('\n');
     let root = FakeRoot::new();
     root.write("proc/net/tcp", &text);
-    assert_eq!(
-        read_listening(root.path()),
-        Ok(vec![
-            ListenSocket {
-                addr: v4(0, 0, 0, 0),
-                port: 2024,
-                uid: 0,
-                inode: 1605
-            },
-            sock(v4(127, 0, 0, 1), 3001, 4242),
-        ])
-    );
+    assert_eq!(read_listening(root.path()), Ok(tcp_listeners()));
     assert!(
         read_listening(FakeRoot::new().path()).is_err(),
         "no tcp file: unreadable"
