@@ -245,6 +245,7 @@ fn a_tx_endpoint_nobody_uses_is_warned_about_once_naming_the_prefix() {
     let more = std::time::Instant::now();
     while more.elapsed() < secs(5) {
         c.get(lookup);
+        // The scenario: more unused-prefix requests, paced over 5 s (not a wait for a state).
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(c.count_lines("no tx request reached"), 1);

@@ -208,6 +208,7 @@ fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
 
 #[test]
 fn a_kept_alive_head_begun_at_once_is_cut_off_at_a_header_timeout_shorter_than_the_park() {
+    // spec: EDGE-6
     // The header timeout is the lobby's alone (hyper has no timer): a connection in hyper whose
     // client begins its next head at once and never ends it is parked no later than the timeout
     // and cut off at it, counted from the last answer, and counted as a header timeout.

@@ -215,11 +215,13 @@ async fn heard_before_the_body<B: OutgoingBody>(body: &mut B) {
 
 #[tokio::test]
 async fn a_process_that_answers_before_taking_a_large_body_is_heard_at_once() {
+    // spec: LAUNCH-8
     // 4 MB through a 128 KB pipe nobody reads.
     heard_before_the_body(&mut Repeat::new(64 << 10, 64)).await;
 }
 
 #[tokio::test]
 async fn a_process_that_answers_while_the_client_stops_sending_is_heard_at_once() {
+    // spec: LAUNCH-8
     heard_before_the_body(&mut Stalls(false)).await;
 }
