@@ -48,6 +48,53 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
     ended
 }
 
+/// `fhircluster status` and `upgrade`: a client of a running launcher. Its exit status means
+/// only what `--help` says (2: no launcher found), so a health check never reads a bad
+/// `config.json` as "not ready": with `--admin-address` it reads no settings at all, and
+/// without one it reads them only to find the address.
+fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
+    let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
+    let (name, json) = match action {
+        crate::cli::Action::Status { json } => ("status", Some(*json)),
+        crate::cli::Action::Upgrade => ("upgrade", None),
+    };
+    let addr = match &cli.admin_address {
+        Some(text) => match settings::parse_admin_address(text) {
+            Some(addr) => addr,
+            None => {
+                eprintln!(
+                    "fhircluster {name}: --admin-address {text:?} must be a port (on loopback) \
+                     or ADDRESS:PORT, e.g. 9100 or 127.0.0.1:9100"
+                );
+                return unreachable;
+            }
+        },
+        None => match settings::load(cli) {
+            Ok(s) => match s.cluster.admin_address {
+                Some(addr) => addr,
+                None => {
+                    eprintln!(
+                        "fhircluster {name} needs the launcher's own endpoint: give \
+                         --admin-address or set server.cluster.adminAddress in config.json"
+                    );
+                    return unreachable;
+                }
+            },
+            Err(e) => {
+                eprintln!(
+                    "fhircluster {name}: finding the launcher's address (give --admin-address \
+                     to read no settings): {e:#}"
+                );
+                return unreachable;
+            }
+        },
+    };
+    match json {
+        Some(json) => crate::ops::status_table::run(addr, json),
+        None => crate::ops::upgrade_cmd::run(addr),
+    }
+}
+
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
     if cli.upgrade_formats {
         println!("{}", crate::upgrade::state::formats_line());
@@ -59,24 +106,10 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     } else {
         None
     };
-    let settings = settings::load(&cli)?;
     if let Some(action) = &cli.action {
-        let (name, action) = match action {
-            crate::cli::Action::Status { json } => ("status", Some(*json)),
-            crate::cli::Action::Upgrade => ("upgrade", None),
-        };
-        let Some(addr) = settings.cluster.admin_address else {
-            eprintln!(
-                "fhircluster {name} needs the launcher's own endpoint: give --admin-address or \
-                 set server.cluster.adminAddress in config.json"
-            );
-            return Ok(ExitCode::from(crate::ops::status_table::UNREACHABLE));
-        };
-        return Ok(match action {
-            Some(json) => crate::ops::status_table::run(addr, json),
-            None => crate::ops::upgrade_cmd::run(addr),
-        });
+        return Ok(run_client(&cli, action));
     }
+    let settings = settings::load(&cli)?;
     let journal = Journal::detect();
     logging::init(
         settings.cluster.log_format,

@@ -28,15 +28,57 @@ fn secs(n: u64) -> Duration {
 /// `fhircluster status [--json] --admin-address PORT`, from a directory without config.json.
 fn status(admin: u16, json: bool) -> RunOutput {
     let cwd = tempfile::tempdir().expect("cwd");
+    status_in(cwd.path(), admin, json)
+}
+
+/// `fhircluster status [--json] --admin-address PORT`, run in `cwd`.
+fn status_in(cwd: &std::path::Path, admin: u16, json: bool) -> RunOutput {
     let mut cmd = Command::new(LAUNCHER);
     cmd.arg("status");
     if json {
         cmd.arg("--json");
     }
     cmd.args(["--admin-address", &admin.to_string()])
-        .current_dir(cwd.path())
+        .current_dir(cwd)
         .env_remove("FHIRSMITH_DATA_DIR");
     run_bounded(&mut cmd, secs(20))
+}
+
+/// A health check (README's Docker `HEALTHCHECK`) runs `status --admin-address` wherever it is:
+/// a `config.json` there with a bad value, which the running launcher refused on HUP and serves
+/// on without, must not make a ready launcher look "not ready" (exit 1) — or unreachable.
+#[test]
+fn status_with_an_admin_address_reads_no_config_json() {
+    let admin = free_port();
+    let mut c = cluster()
+        .workers(1)
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .spawn();
+    c.wait_for("tx1: ready", secs(20));
+    c.wait_until_listening(secs(10));
+    let cwd = tempfile::tempdir().expect("cwd");
+    std::fs::write(
+        cwd.path().join("config.json"),
+        r#"{"server": {"cluster": {"drainSeconds": "five"}}}"#,
+    )
+    .expect("config.json");
+    for json in [false, true] {
+        let out = status_in(cwd.path(), admin, json);
+        assert_eq!(out.code, Some(0), "{}", out.all());
+    }
+    // Without an address it must read the file to find one: that is "no launcher found" (2)
+    // with the file's fault named, never "not ready" (1).
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.args(["status", "--data-dir"])
+        .arg(cwd.path())
+        .current_dir(cwd.path())
+        .env_remove("FHIRSMITH_DATA_DIR");
+    let out = run_bounded(&mut cmd, secs(20));
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    assert!(out.stderr.contains("drainSeconds"), "{}", out.all());
+    c.signal(SIGTERM);
+    c.wait_exit(secs(20));
 }
 
 #[test]

@@ -30,7 +30,7 @@ pub(crate) use error::{SettingsError, Source, Sources};
 pub(crate) use load::from_sources;
 pub(crate) use load::load;
 pub(crate) use setting::Reload;
-pub(crate) use table::{setting, TABLE};
+pub(crate) use table::{parse_admin_address, setting, TABLE};
 pub(crate) use validate::check_port_range;
 
 use std::path::PathBuf;

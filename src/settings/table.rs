@@ -173,7 +173,7 @@ pub(super) fn admin_address(r: &Raw<'_>) -> Result<SocketAddr, SettingsError> {
 }
 
 /// `3099` (loopback), `127.0.0.1:3099`, `[::1]:3099`, `0.0.0.0:3099`.
-fn parse_admin_address(text: &str) -> Option<SocketAddr> {
+pub(crate) fn parse_admin_address(text: &str) -> Option<SocketAddr> {
     if let Ok(port) = text.parse::<u16>() {
         return (port > 0).then(|| SocketAddr::from(([127, 0, 0, 1], port)));
     }
