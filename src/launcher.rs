@@ -120,10 +120,15 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     settings::check_command(&settings, &cwd)?;
     let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
+        // As `nginx -t`: findings on stderr, the plan on stdout.
         for w in &settings.warnings {
-            println!("warning: {w}");
+            eprintln!("warning: {w}");
         }
+        let config = std::path::absolute(settings.data_dir.join("config.json"))
+            .unwrap_or_else(|_| settings.data_dir.join("config.json"));
         print!("{}", crate::plan::render_check(&plan));
+        print!("{}", crate::plan::render_where(&settings));
+        print!("{}", crate::plan::render_source(&config, config.is_file()));
         println!("configuration ok");
         return Ok(ExitCode::SUCCESS);
     }

@@ -22,7 +22,7 @@ use crate::sizing::{decision_line, CpuSizing, MemoryFit};
 mod check;
 mod limits;
 
-pub use check::render_check;
+pub use check::{render_check, render_source, render_where};
 pub use limits::limits_line;
 
 /// The environment variable a non-node program gets the node flags in, space-separated.

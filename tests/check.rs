@@ -146,6 +146,84 @@ fn comments_of_both_kinds_are_allowed() {
         out.all()
     );
     assert!(out.stdout.contains("configuration ok"), "{}", out.all());
+    // The sim is not node: its comments are nobody else's concern.
+    assert!(!out.stderr.contains("not plain JSON"), "{}", out.all());
+}
+
+/// FHIRsmith's server.js reads config.json with JSON.parse: a commented file that fhircluster
+/// takes would stop every Node process, so `--check` says so (on stderr, as nginx -t does) when
+/// the servers are node's; a plain file gets no such word.
+#[test]
+fn a_commented_config_json_with_node_servers_is_a_warning_on_stderr() {
+    let code = fhirsmith_folder();
+    let commented = "{ // the port\n \"server\": {\"port\": 4000, \"cluster\": {\"workers\": 1}}}";
+    let plain = "{\"server\": {\"port\": 4000, \"cluster\": {\"workers\": 1}}}";
+    for (config, warned) in [(commented, true), (plain, false)] {
+        let dir = tempfile::tempdir().expect("temp data dir");
+        std::fs::write(dir.path().join("config.json"), config).expect("write config.json");
+        let mut cmd = launcher_command(dir.path());
+        cmd.arg("--check").current_dir(code.path());
+        let out = run_bounded(&mut cmd, CHECK_LIMIT);
+        assert_eq!(out.code, Some(0), "{}", out.all());
+        assert_eq!(
+            out.stderr.contains("is not plain JSON"),
+            warned,
+            "{}",
+            out.all()
+        );
+        assert!(!out.stdout.contains("warning"), "{}", out.all());
+    }
+}
+
+/// `--check` names the file it read, or says it read none, and where clients, the launcher's
+/// own endpoints and the access log go.
+#[test]
+fn check_says_which_file_it_read_and_where_everything_listens() {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    let mut cmd = launcher_command(dir.path());
+    cmd.args(["--check", "--workers", "1", "--command", SIM]);
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let none = format!("settings: no {}", dir.path().join("config.json").display());
+    assert!(out.stdout.contains(&none), "{}", out.all());
+    assert!(
+        out.stdout.contains("clients: [::]:3000 (every interface"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stdout.contains("admin endpoint: off"), "{}", out.all());
+    assert!(out.stdout.contains("access log: off"), "{}", out.all());
+
+    let config = json!({"server": {"port": 4100, "cluster": {
+        "workers": 1, "command": [SIM], "listenAddress": "127.0.0.1", "adminAddress": 9111,
+        "accessLog": "json", "accessLogPath": "access.log"}}});
+    let out = check(&config.to_string(), &[]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    assert!(
+        out.stdout.contains("config.json and the flags"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout.contains("clients: 127.0.0.1:4100\n"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout.contains("admin endpoint: 127.0.0.1:9111 ("),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout.contains("access log: json, to /"),
+        "{}",
+        out.all()
+    );
+    assert!(
+        out.stdout.contains("access.log (reopened on SIGUSR1)"),
+        "{}",
+        out.all()
+    );
 }
 
 #[test]

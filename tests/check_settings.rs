@@ -272,7 +272,7 @@ fn the_plan_says_the_tx_endpoints_and_none_set_is_said_too() {
     );
     assert_eq!(out.code, Some(0), "{}", out.all());
     assert!(
-        out.stdout.contains(
+        out.stderr.contains(
             "warning: modules.tx.endpoints is not set, so no path is a tx path: every request goes to the master"
         ),
         "{}",

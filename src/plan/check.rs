@@ -2,7 +2,10 @@
 //! its role, code, address, the exact command line (quoted so it can be pasted into a shell) and
 //! its environment, then the limits line.
 
+use std::path::Path;
+
 use super::Plan;
+use crate::settings::Settings;
 
 /// An argument as a POSIX shell would need it, so a printed command line can be pasted.
 fn shell_quote(arg: &str) -> String {
@@ -63,6 +66,43 @@ pub fn render_check(plan: &Plan) -> String {
     out.push_str(&plan.limits);
     out.push('\n');
     out
+}
+
+/// Where `--check` says the settings came from: the file it read, or that it read none.
+pub fn render_source(config: &Path, found: bool) -> String {
+    if found {
+        format!(
+            "settings: {} and the flags and environment\n",
+            config.display()
+        )
+    } else {
+        format!(
+            "settings: no {} (defaults, the flags and environment)\n",
+            config.display()
+        )
+    }
+}
+
+/// Where clients, the launcher's own endpoints and the access log go, as `--check` prints them.
+pub fn render_where(s: &Settings) -> String {
+    let c = &s.cluster;
+    let clients = match c.listen_address {
+        None => format!("[::]:{} (every interface, IPv6 and IPv4)", s.port),
+        Some(ip) => host_port(&ip.to_string(), s.port),
+    };
+    let admin = match c.admin_address {
+        Some(a) => format!("{a} (/livez /readyz /status /metrics /upgrade)"),
+        None => "off (server.cluster.adminAddress)".to_string(),
+    };
+    let access = match (c.access_log.as_str(), c.access_log_path.as_str()) {
+        ("off", _) => "off (server.cluster.accessLog)".to_string(),
+        (format, "") => format!("{format}, on stderr with the launcher's lines"),
+        (format, path) => {
+            let file = s.data_dir.join(path);
+            format!("{format}, to {} (reopened on SIGUSR1)", file.display())
+        }
+    };
+    format!("clients: {clients}\nadmin endpoint: {admin}\naccess log: {access}\n")
 }
 
 #[cfg(test)]

@@ -51,9 +51,24 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<serde_json::Value, Config
 
 /// Reads and parses `<data_dir>/config.json`; `Ok(None)` when there is no such file.
 pub fn read(data_dir: &Path) -> Result<Option<serde_json::Value>, ConfigFileError> {
+    Ok(read_text(data_dir)?.map(|c| c.json))
+}
+
+/// A `config.json` as read: its content, and whether it is plain JSON — what FHIRsmith's own
+/// `server.js` reads the same file with (`JSON.parse`, which stops at a comment).
+pub(crate) struct ConfigText {
+    pub json: serde_json::Value,
+    pub plain: bool,
+}
+
+/// [`read`], saying also whether the file is plain JSON.
+pub(crate) fn read_text(data_dir: &Path) -> Result<Option<ConfigText>, ConfigFileError> {
     let path = data_dir.join("config.json");
     match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&path, &text).map(Some),
+        Ok(text) => parse(&path, &text).map(|json| {
+            let plain = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+            Some(ConfigText { json, plain })
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ConfigFileError {
             path,

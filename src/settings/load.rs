@@ -120,9 +120,29 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
             format!("{why}: give an existing data directory"),
         ));
     }
-    let json = jsonc::read(&dir)?;
+    let text = jsonc::read_text(&dir)?;
     let path = dir.join("config.json");
-    from_sources(cli, &env, json.as_ref().map(|j| (path.as_path(), j)))
+    let mut s = from_sources(cli, &env, text.as_ref().map(|c| (path.as_path(), &c.json)))?;
+    if text.is_some_and(|c| !c.plain) {
+        s.warnings.extend(commented_file_warning(&path, &s.command));
+    }
+    Ok(s)
+}
+
+/// fhircluster reads comments in `config.json`, but a Node server reading the same file with
+/// `JSON.parse` (FHIRsmith's `server.js` does) stops at the first one: a warning, when the
+/// servers are node's, so `--check` does not say "ok" to a file every process will refuse.
+fn commented_file_warning(path: &Path, command: &[String]) -> Option<String> {
+    let program = command.first().map(Path::new)?.file_name()?.to_str()?;
+    let node = program == "node" || program == "nodejs";
+    node.then(|| {
+        format!(
+            "{} is not plain JSON (it has comments): fhircluster reads it, but \
+             a Node server reading it with JSON.parse (FHIRsmith's server.js does) stops at the \
+             first comment; remove them",
+            path.display()
+        )
+    })
 }
 
 #[cfg(test)]
