@@ -158,6 +158,9 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             ("FHIRSMITH_ROLE".to_string(), role.as_str().to_string()),
             ("FHIRSMITH_INSTANCE_CODE".to_string(), code.clone()),
             ("PORT".to_string(), port.to_string()),
+            // Beside PORT, for servers that read the address to listen on from HOST
+            // (node-fhir-server-core, many frameworks): else they take every interface.
+            ("HOST".to_string(), settings.cluster.bind_address.clone()),
             ("FHIRSMITH_DATA_DIR".to_string(), data_dir.clone()),
             ("NODE_CHANNEL_FD".to_string(), "3".to_string()),
             (

@@ -58,6 +58,7 @@ fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
             format!("FHIRSMITH_ROLE={role}"),
             format!("FHIRSMITH_INSTANCE_CODE={code}"),
             format!("PORT={port}"),
+            "HOST=127.0.0.1".to_string(),
             format!("FHIRSMITH_DATA_DIR={data_dir}"),
             "NODE_CHANNEL_FD=3".to_string(),
         ] {

@@ -134,7 +134,7 @@ mod tests {
         );
         assert_eq!(
             lines[3],
-            "  env: FHIRSMITH_ROLE=master FHIRSMITH_INSTANCE_CODE=m0 PORT=3001 FHIRSMITH_DATA_DIR='/srv/fhir data' NODE_CHANNEL_FD=3 NODE_CHANNEL_SERIALIZATION_MODE=json"
+            "  env: FHIRSMITH_ROLE=master FHIRSMITH_INSTANCE_CODE=m0 PORT=3001 HOST=0.0.0.0 FHIRSMITH_DATA_DIR='/srv/fhir data' NODE_CHANNEL_FD=3 NODE_CHANNEL_SERIALIZATION_MODE=json"
         );
         assert_eq!(
             lines[4],

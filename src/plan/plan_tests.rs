@@ -44,6 +44,7 @@ fn master_and_workers_with_node() {
             ("FHIRSMITH_ROLE".to_string(), "master".to_string()),
             ("FHIRSMITH_INSTANCE_CODE".to_string(), "m0".to_string()),
             ("PORT".to_string(), "3001".to_string()),
+            ("HOST".to_string(), "127.0.0.1".to_string()),
             (
                 "FHIRSMITH_DATA_DIR".to_string(),
                 "/var/lib/fhirsmith".to_string()
