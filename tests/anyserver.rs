@@ -340,3 +340,46 @@ fn a_server_listening_on_every_interface_is_warned_about_once_per_start() {
     let pids = descendants(c.child.id() as i32);
     stop_cleanly(&mut c, &pids);
 }
+
+/// README's "Any HTTP server" example, as printed there: its `config.json` block (comments
+/// dropped), with nothing of the tests' own defaults for the tx paths, spreads its tx paths over
+/// the workers and keeps the rest on the master.
+#[test]
+fn readmes_any_server_example_spreads_its_tx_paths_over_the_workers() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("\n## Any HTTP server")
+        .nth(1)
+        .expect("README has an Any HTTP server section");
+    let block = section
+        .split("```jsonc\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the section's config.json block");
+    let text: String = block
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let example: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    let c = cluster()
+        .workers(2)
+        .config(json!({"modules": {"tx": {"endpoints": null}}}))
+        .config(example)
+        .config(json!({"server": {"cluster": {"servedByHeader": "X-Process"}}}))
+        .start();
+    // The master serves tx too (masterServesTx), and ties rotate: in six requests one at a time
+    // each process takes some; without the example's endpoints the master would take them all.
+    let by: Vec<String> = (0..6)
+        .map(|_| {
+            c.get("/r4/metadata")
+                .header("x-process")
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert!(by.iter().any(|p| p == "tx1" || p == "tx2"), "{by:?}");
+    let r = c.get("/");
+    assert_eq!(r.header("x-process"), Some("m0"), "{r:?}");
+}
