@@ -350,9 +350,12 @@ impl Launcher {
         self.notifier.ready(&cluster_status(&self.front));
         self.state.send_replace(notify::State::Serving);
         if demo {
+            let status = settings.cluster.admin_address.map_or(String::new(), |a| {
+                format!(" or `fhircluster status --admin-address {a}`")
+            });
             info!(
-                "demo: try `curl http://127.0.0.1:{0}/r4/metadata` or \
-                 `curl -X POST http://127.0.0.1:{0}/r4/\\$cache-control`; Ctrl-C stops",
+                "demo: try `curl http://127.0.0.1:{0}/r4/metadata`, \
+                 `curl -X POST http://127.0.0.1:{0}/r4/\\$cache-control`{status}; Ctrl-C stops",
                 settings.port
             );
         }

@@ -9,6 +9,48 @@
 //! `settings::jsonc`), the load tool `src/bin/fhircluster-load` (`proxy::scheduler::bench`) and
 //! the integration tests (`ipc`, and a few items, each saying which test reads it). The rest is
 //! `pub(crate)` or private, so the compiler reports what nothing uses.
+//!
+//! # A map of the code
+//!
+//! Where each part of the launcher lives, for a contributor (README.md is for operators).
+//!
+//! * `src/settings/` — every setting, typed and validated (`config.json` with comments, flags,
+//!   environment); `table.rs` defines each once: its path, flag, variable, default, bound and what a
+//!   reload does with it, and the loader, the reload (`src/reload.rs`) and the docs' checks follow
+//!   it. `src/sizing/`, `src/system/` — the worker count from CPU topology, CPU quota and
+//!   cgroup memory (`src/sizing/host.rs` reads this host for the pure rules). `src/plan/` — the
+//!   processes to run, their command lines and environment.
+//! * `src/supervisor/` — the restart policy and the process lifecycle (`lifecycle.rs` and
+//!   `lifecycle/`: pure state machines, with a model-based property test), and the shell
+//!   (`shell.rs` and `shell/`) that spawns children with their IPC channel on fd 3 (`src/ipc/`),
+//!   reads the machine (`readings.rs`) and takes the memory recycle decision (`recycle_watch.rs`,
+//!   the pure rule in `recycle.rs`).
+//! * `src/proxy/` — the front door. Pure: routing (`route.rs`, `lane.rs`), admission with slots,
+//!   queues and cooldowns (`scheduler/`), the launcher's own answers (`answer.rs`). The shell:
+//!   `listener.rs` accepts and drains; `conn/` is one client connection in its phases (lobby,
+//!   hyper, parked: `conn/phase.rs` states the transitions); `pipeline.rs` is one request's named
+//!   steps (route, rewrite, admit, pick, forward, respond, record), and `failure.rs` the one place
+//!   a failure becomes an answer and is counted (`counters.rs`); `forward/` sends over keep-alive
+//!   pools; `front.rs` holds the shared state: `admission.rs` (the scheduler behind its lock, the
+//!   waiters, the timer, `Ticket`) and `roster.rs` (which processes are present and ready, pids,
+//!   down counts, and the watch the launcher follows). `src/log_throttle.rs` is the one rule for
+//!   log lines that could flood.
+//! * `src/status/` — the cluster snapshot, graph history and events the master shows and reports
+//!   (pure), the SQLite outbox that keeps what waits for the master, and the keeper that joins
+//!   them: status only, each process's state taken from the supervisor's lifecycle, the machine
+//!   read through `readings.rs`'s interface. `status/` imports nothing of `supervisor/`.
+//! * `src/ops/` — what each signal means (`signals.rs`, pure), systemd notify, where `server.port`
+//!   listens, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and
+//!   `fhircluster status`. `src/launcher.rs` — the launcher's run in phases (wire, wait for the
+//!   master, serve, stop).
+//! * `src/lib.rs` is the product: the launcher (`src/main.rs`) and everything it runs. Two more
+//!   binaries are its outside clients, each a module tree of its own under `src/bin/`:
+//!   `src/bin/fhirsmith-sim/` — the simulated FHIRsmith server the tests and the demo use (it
+//!   speaks the IPC protocol through `fhircluster::ipc`, as any child could); `src/bin/fhircluster-load/`
+//!   — the load tool (`surge`, `sessions`, `compare`; its scheduler benchmark runs
+//!   `fhircluster::proxy::scheduler` in process).
+//! * `cluster.md` — how fhircluster works, every setting, the IPC protocol. `nginx.md` — behind
+//!   nginx.
 
 pub mod cli;
 mod clock;

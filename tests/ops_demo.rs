@@ -16,12 +16,15 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-/// The demo on free ports with one worker, `TMPDIR` pointing at `tmp`.
+/// The demo on free ports with one worker, `TMPDIR` pointing at `tmp`; its admin endpoint on
+/// the port after the worker's (the demo's own 9100 could be another test's).
 fn demo(tmp: &Path, extra: &[&str]) -> (Child, u16) {
-    let port = free_ports(3);
+    let port = free_ports(4);
     let child = Command::new(LAUNCHER)
         .args(["--demo", "--workers", "1", "--port"])
         .arg(port.to_string())
+        .arg("--admin-address")
+        .arg((port + 3).to_string())
         .args(extra)
         .env("TMPDIR", tmp)
         .env("RUST_LOG", "info")
@@ -66,6 +69,20 @@ fn the_demo_removes_its_temporary_data_directory_when_it_stops() {
         "the demo never served on {port}"
     );
     assert!(dir.is_dir(), "the demo runs in {}", dir.display());
+    // `fhircluster status` can be tried on it: the demo's own config.json gives it an admin
+    // endpoint (9100; this test's flag moves it to a free port), and that answers.
+    let config: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("config.json")).expect("the demo's config.json"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        config["server"]["cluster"]["adminAddress"], 9100,
+        "{config}"
+    );
+    assert!(
+        eventually(secs(10), || get_direct(port + 3, "/status").status == 200),
+        "the demo's admin endpoint never answered"
+    );
     assert!(
         dir.join("databases").is_dir(),
         "its events database is there: {}",

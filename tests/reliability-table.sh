@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs the reliability suite and prints the README's "Reliability" table from the figures each
+# Runs the reliability suite and prints tests/reliability.md's table from the figures each
 # test prints on a `RELIABILITY {json}` line. Usage: tests/reliability-table.sh [cargo test args]
 set -eu
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 //! client that never reads, malformed and smuggling HTTP, forged forwarding headers, hostile
 //! `X-Cache-Id` values and `Upgrade` requests. Each is cut off, refused or answered plainly;
 //! none reaches a process malformed, and none slows the clients that behave. Each test prints
-//! its figures on a `RELIABILITY` line (see README, Reliability).
+//! its figures on a `RELIABILITY` line (see tests/reliability.md).
 
 use crate::common;
 

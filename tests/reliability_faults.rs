@@ -2,7 +2,7 @@
 //! SIGKILLed under a steady mixed load, SIGTERM under load, a SIGSTOPped worker, a server command
 //! that crashes at once, the master down under load. (Faults in what the launcher depends on are
 //! in `reliability_resources.rs`.) Each is bounded in time and loopback only; each prints its
-//! figures on a `RELIABILITY` line (README, Reliability).
+//! figures on a `RELIABILITY` line (tests/reliability.md).
 
 use crate::common;
 

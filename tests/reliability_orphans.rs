@@ -2,7 +2,7 @@
 //! without `exec`, and a grandchild in a child's process group, after a launcher killed with
 //! SIGKILL, a child's crash and an orderly stop; and a port the plan needs held by another
 //! process at start. Each is bounded in time and loopback only; each prints its figures on a
-//! `RELIABILITY` line (README, Reliability).
+//! `RELIABILITY` line (tests/reliability.md).
 
 use crate::common;
 

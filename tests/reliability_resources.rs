@@ -1,7 +1,7 @@
 //! Faults in what the launcher depends on, through the real binaries: the launcher out of file
 //! descriptors, a child flooding its IPC channel with garbage, an events database that can't be
 //! opened, and every way a start can fail. Each is bounded in time and loopback only; each prints
-//! its figures on a `RELIABILITY` line (README, Reliability).
+//! its figures on a `RELIABILITY` line (tests/reliability.md).
 
 use crate::common;
 

@@ -28,10 +28,12 @@ pub(super) fn prepare_demo(cli: &mut Cli) -> Result<Option<DemoDir>> {
         std::env::temp_dir().join(format!("fhircluster-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
-    // The simulated server's tx endpoint (FHIRsmith has no default one).
+    // The simulated server's tx endpoint (FHIRsmith has no default one), and the launcher's own
+    // endpoint, so `fhircluster status` can be tried on the demo (`--admin-address` overrides).
     std::fs::write(
         dir.join("config.json"),
-        r#"{"modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}"#,
+        r#"{"server": {"cluster": {"adminAddress": 9100}},
+            "modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}"#,
     )
     .with_context(|| format!("writing the demo's config.json in {}", dir.display()))?;
     cli.data_dir = Some(dir.clone());
