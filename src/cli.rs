@@ -74,6 +74,11 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen_address: Option<String>,
 
+    /// A file to hold the launcher's pid while it runs (relative to the data directory)
+    /// [default: none]
+    #[arg(long, value_name = "PATH")]
+    pub(crate) pid_file: Option<String>,
+
     /// Log lines as text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
     pub(crate) log_format: Option<String>,

@@ -133,9 +133,14 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::ops::access_log::init(&settings, journal)?;
+    let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
         None => {
+            // A second launcher on the same pid file is named as such, before its ports are.
+            if let Some(path) = &pid_file {
+                crate::ops::pid_file::refuse_running(path)?;
+            }
             guard_processes(&settings, &plan)?;
             None
         }
@@ -146,6 +151,26 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         }
         Some(Err(e)) => anyhow::bail!("the in-place upgrade's state: {e}"),
     };
+    // The ports are known free (or kept across the upgrade): the pid can be told from now on.
+    if let Some(path) = &pid_file {
+        crate::ops::pid_file::claim(path)?;
+    }
+    let ended = run_processes(cli, settings, sizing, plan, journal, resume);
+    if let Some(path) = &pid_file {
+        crate::ops::pid_file::release(path);
+    }
+    ended
+}
+
+/// The runtime, on a thread of its own, running the cluster until it ends.
+fn run_processes(
+    cli: Cli,
+    settings: Settings,
+    sizing: CpuSizing,
+    plan: Plan,
+    journal: Journal,
+    resume: Option<Resume>,
+) -> Result<ExitCode> {
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
     // workers.

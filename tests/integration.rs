@@ -26,6 +26,7 @@ mod ops_logs;
 mod ops_metrics;
 mod ops_nginx;
 mod ops_notify;
+mod ops_pid_file;
 mod ops_served_by;
 mod ops_signals;
 mod ops_status;

@@ -14,6 +14,7 @@ pub mod logging;
 pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod observed;
+pub(crate) mod pid_file;
 pub(crate) mod process_self;
 pub(crate) mod process_series;
 pub(crate) mod signal_stream;

@@ -145,6 +145,9 @@ pub struct ClusterSettings {
     /// `server.cluster.accessLogQuery` (fhircluster's own): the query string is logged with the
     /// path (off: cache-ids and codes in it can be sensitive).
     pub(crate) access_log_query: bool,
+    /// `server.cluster.pidFile` / `--pid-file` (fhircluster's own): a file holding the
+    /// launcher's pid (relative to the data directory), from the start to the end.
+    pub(crate) pid_file: String,
 }
 
 /// How the launcher writes its log lines.

@@ -95,6 +95,8 @@ settings_table! {
         access_log_path ["server.cluster.accessLogPath", String::new(), text, Launcher,
             unset "stderr"]
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Launcher]
+        pid_file ["server.cluster.pidFile", String::new(), text, Launcher,
+            flag "--pid-file" pid_file, unset "none"]
     }
     memory: MemorySettings {
         reject_fraction ["server.memory.rejectFraction", 0.85, fraction, Servers]
