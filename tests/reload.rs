@@ -282,6 +282,67 @@ fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_mas
 }
 
 #[test]
+fn a_reload_ends_no_master_path_request_and_they_wait_for_a_master_back_in_time() {
+    // spec: DEC-34 (#26.3: every reload cut the master's own paths: 503s while it restarted,
+    // 502s for those in flight at its SIGTERM)
+    let c = cluster()
+        .workers(1)
+        .config(json!({"server": {"cluster": {"queueSeconds": 20}}}))
+        .start();
+    let addr = c.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let answered2 = answered.clone();
+    // Two clients on the master's own paths: quick pages, and responses that last 0.5 s, so one
+    // is in flight on the master when it is drained.
+    let load = std::thread::spawn(move || {
+        in_parallel(2, move |i| {
+            let mut bad = Vec::new();
+            let mut n = 0;
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let path = if i == 0 {
+                    "/dashboard"
+                } else {
+                    "/dashboard?_sim_stream=0.5"
+                };
+                let r = request(addr, "GET", path, &[], b"");
+                let whole = i == 0 || r.text().contains("tick 5");
+                if r.status != 200 || !whole {
+                    bad.push((r.status, r.text().chars().take(200).collect::<String>()));
+                }
+                n += 1;
+                answered2.fetch_add(1, Ordering::Relaxed);
+            }
+            vec![(n, bad)]
+        })
+    });
+    let under_way = |n: usize| {
+        wait_until(
+            &format!("{n} requests answered"),
+            Duration::from_secs(30),
+            || answered.load(Ordering::Relaxed) >= n,
+        )
+    };
+    under_way(6);
+    let m0 = c.pid_of("m0");
+    c.signal(SIGHUP);
+    c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
+    under_way(answered.load(Ordering::Relaxed) + 6);
+    stop.store(true, Ordering::Relaxed);
+    let results = load.join().expect("load threads").concat();
+    assert_ne!(c.pid_of("m0"), m0, "the master was restarted");
+    let total: usize = results.iter().map(|(n, _)| n).sum();
+    let bad: Vec<_> = results.iter().flat_map(|(_, b)| b).collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {total} master-path requests failed across the reload: {bad:?}",
+        bad.len()
+    );
+}
+
+#[test]
 fn every_kind_of_change_is_applied_or_waits_for_the_restart_it_needs() {
     // Issue 17: headerTimeoutSeconds and proxyThreads were ignored by a reload ("no setting
     // changed"); statusSeconds reached the status ticks but not /status's staleness and

@@ -241,6 +241,11 @@ impl Admission {
         self.with_sched(|s, now| s.stop(now));
     }
 
+    /// `queueSeconds` now: how long a request may wait for a process.
+    pub fn queue_wait(&self) -> std::time::Duration {
+        self.lock().sched.config().queue
+    }
+
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }

@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ pub struct Front {
     pub budget: Arc<Budget>,
     /// `upstreamTimeoutSeconds` in nanoseconds, changeable on reload.
     upstream_timeout: AtomicU64,
+    /// Requests on the master's own paths forwarded and not yet answered whole (they take no
+    /// slot), so the master's drain waits for them before its SIGTERM.
+    pub master_paths_in_flight: AtomicU32,
 }
 
 impl Front {
@@ -59,6 +62,7 @@ impl Front {
             counters,
             budget: Arc::default(),
             upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
+            master_paths_in_flight: AtomicU32::new(0),
         })
     }
 
@@ -163,7 +167,12 @@ impl Hooks for Front {
     }
 
     fn in_flight(&self, id: ProcessId) -> u32 {
-        self.admission.load(id).in_flight
+        let own_paths = if id.is_master() {
+            self.master_paths_in_flight.load(Ordering::Acquire)
+        } else {
+            0
+        };
+        self.admission.load(id).in_flight + own_paths
     }
 
     fn tally(&self) -> Tally {

@@ -20,6 +20,7 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
@@ -264,8 +265,12 @@ async fn read_first(
     Ok(admitted(demand, req, cache_id, ticket, decision))
 }
 
-/// Steps 5 and 6 for the master's own paths: straight there, neither waiting nor counting,
-/// streamed only as fast as the client takes it (STREAM-3).
+/// Steps 5 and 6 for the master's own paths: straight there, taking no slot, streamed only as
+/// fast as the client takes it (STREAM-3). While no master is ready (restarting, or draining
+/// for a reload's restart) such a request waits for the next one up to `queueSeconds`, as a tx
+/// request waits for a slot, then gets the 503 (DEC-34); while the launcher stops nothing
+/// waits. Each is counted in flight on the master until its response has ended, so the
+/// master's drain lets it finish before the SIGTERM.
 async fn to_master(
     front: &Arc<Front>,
     cfg: &ListenerSettings,
@@ -273,10 +278,11 @@ async fn to_master(
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
     front.counters.master_paths.observe(req.uri().path());
-    if !front.roster.master_ready() {
+    if !front.roster.master_ready() && !master_in_time(front).await {
         return fail(front, Failure::MasterNotReady).respond();
     }
     let master = ProcessId::MASTER;
+    let in_flight = MasterInFlight::new(front);
     let sent = Instant::now();
     // Boxed: see `to_tx`.
     match Box::pin(
@@ -285,13 +291,41 @@ async fn to_master(
     .await
     {
         Ok(resp) => {
-            let resp = streamed(resp, |_| {});
+            let resp = streamed(resp, move |_| drop(in_flight));
             served::answered(cfg, resp, master, None, sent.elapsed())
         }
         Err(failure) => fail_respond(
             front,
             forward_failed(front, master, &failure.error, arrival),
         ),
+    }
+}
+
+/// Waits up to `queueSeconds` for a master to be ready; false when none is by then, or the
+/// launcher is stopping.
+async fn master_in_time(front: &Front) -> bool {
+    if front.is_stopping() {
+        return false;
+    }
+    let mut news = front.roster.news();
+    let ready = news.wait_for(|n| n.master_ready);
+    let wait = front.admission.queue_wait();
+    matches!(tokio::time::timeout(wait, ready).await, Ok(Ok(_))) && !front.is_stopping()
+}
+
+/// One request on the master's own paths in flight, until dropped.
+struct MasterInFlight(Arc<Front>);
+
+impl MasterInFlight {
+    fn new(front: &Arc<Front>) -> MasterInFlight {
+        front.master_paths_in_flight.fetch_add(1, Ordering::AcqRel);
+        MasterInFlight(front.clone())
+    }
+}
+
+impl Drop for MasterInFlight {
+    fn drop(&mut self) {
+        self.0.master_paths_in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

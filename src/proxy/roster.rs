@@ -171,9 +171,15 @@ impl Roster {
         self.went_down.notify_waiters();
     }
 
-    /// The process is being drained: not ready, though its pid is still its own.
+    /// The process is being drained: not ready, though its pid is still its own. A draining
+    /// master takes no new request on its paths either: those wait for the next one.
     pub(super) fn draining(&self, id: ProcessId) {
         set(&self.ready, id, false);
+        if id.is_master() {
+            self.master_ready.store(false, Ordering::Release);
+            self.news
+                .send_if_modified(|n| std::mem::replace(&mut n.master_ready, false));
+        }
     }
 
     /// The process joins the cluster (true) or leaves it (false).

@@ -131,6 +131,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.accessLog" => json!("json"),
         "server.cluster.accessLogPath" => json!("access.log"),
         "server.cluster.accessLogQuery" => json!(true),
+        "server.cluster.pidFile" => json!("fhircluster.pid"),
         "server.memory.rejectFraction" => json!(0.8),
         "server.memory.abortFraction" => json!(0.95),
         "server.memory.trimAllocator" => json!(false),
