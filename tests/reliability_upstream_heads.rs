@@ -162,7 +162,13 @@ const EXPECTED: &[Expect] = &[
 
 /// Why `got` is not what `e` wants, if it is not.
 fn wrong(e: &Expect, got: &Raw) -> Option<String> {
-    let what = || format!("{}: {:?}", e.answer, String::from_utf8_lossy(&got.status_line));
+    let what = || {
+        format!(
+            "{}: {:?}",
+            e.answer,
+            String::from_utf8_lossy(&got.status_line)
+        )
+    };
     if got.status() != e.status {
         return Some(format!("{} (wanted {})", what(), e.status));
     }
@@ -176,7 +182,10 @@ fn wrong(e: &Expect, got: &Raw) -> Option<String> {
         line.push(b' ');
         line.extend_from_slice(reason);
         if got.status_line != line {
-            return Some(format!("{}: the reason was not passed on as received", what()));
+            return Some(format!(
+                "{}: the reason was not passed on as received",
+                what()
+            ));
         }
     }
     let lengths = got.all("content-length");
@@ -190,10 +199,7 @@ fn wrong(e: &Expect, got: &Raw) -> Option<String> {
 fn hostile_status_lines_and_lengths_never_bring_the_launcher_down() {
     // spec: LAUNCH-9 (the answer or a 502, never the service down), LAUNCH-8
     let script = format!("exec python3 {RAW} \"$PORT\"");
-    let mut c = cluster()
-        .workers(1)
-        .command(&["sh", "-c", &script])
-        .start();
+    let mut c = cluster().workers(1).command(&["sh", "-c", &script]).start();
     for code in ["m0", "tx1"] {
         c.wait_for(&format!("{code}: ready on port"), WAIT);
     }

@@ -214,7 +214,10 @@ mod tests {
     #[test]
     fn a_content_length_list_or_repeat_goes_on_as_one_value() {
         // RFC 9110 §8.6; hyper's server takes both from a client, Node's parser refuses both.
-        for given in [&[("content-length", "5, 5")][..], &[("content-length", "5"); 2]] {
+        for given in [
+            &[("content-length", "5, 5")][..],
+            &[("content-length", "5"); 2],
+        ] {
             let (f, out) = framed(Method::POST, given, false, SizeHint::with_exact(5));
             assert_eq!(f, BodyFraming::Length(5));
             assert_eq!(

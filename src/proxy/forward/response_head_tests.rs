@@ -152,7 +152,10 @@ fn a_status_line_without_a_reason_or_with_obs_text_is_passed_on_as_received() {
     // spec: LAUNCH-9 (an answer passed on, or a 502; never the launcher down). httparse gives a
     // static "" for these reasons, not a slice of the head: no span may be taken from it.
     let h = get("HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok");
-    assert_eq!((h.parts.status.as_u16(), h.framing), (200, Framing::Length(2)));
+    assert_eq!(
+        (h.parts.status.as_u16(), h.framing),
+        (200, Framing::Length(2))
+    );
     assert_eq!(reason(&h), Some(&b""[..]), "none received, none passed on");
     let h = get("HTTP/1.1 299\r\n\r\n");
     assert_eq!(reason(&h), Some(&b""[..]));
@@ -233,13 +236,28 @@ fn a_content_length_list_or_repeated_line_goes_on_as_one_value() {
     }
     // A body-less response's list, as its framing does not read it: one value when they agree,
     // none when they do not (a length nobody can trust is not passed on).
-    let h = head("HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n", Method::HEAD)
-        .unwrap()
-        .unwrap();
+    let h = head(
+        "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n",
+        Method::HEAD,
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(h.parts.headers[CONTENT_LENGTH], "7");
     let h = get("HTTP/1.1 304 Not Modified\r\nContent-Length: 7, 8\r\n\r\n");
     assert!(!h.parts.headers.contains_key(CONTENT_LENGTH));
     // One plain value is left as it came.
     let h = get("HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\n");
     assert_eq!(h.parts.headers[CONTENT_LENGTH], "007");
+}
+
+#[test]
+fn a_head_longer_than_the_read_cap_is_refused_even_when_whole() {
+    let big = "b".repeat(HEAD_AT_MOST);
+    let text = format!("HTTP/1.1 200 OK\r\nX-Big: {big}\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(head(&text, Method::GET).unwrap_err(), HeadError::TooLarge);
+    let fits = format!(
+        "HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n",
+        &big[..HEAD_AT_MOST - 40]
+    );
+    assert!(head(&fits, Method::GET).unwrap().is_some());
 }
