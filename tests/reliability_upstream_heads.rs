@@ -50,16 +50,30 @@ impl Raw {
 /// One request on a fresh connection (`Connection: close`), its answer read byte for byte; `None`
 /// when the connection failed or closed before a whole answer.
 fn exchange(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> Option<Raw> {
-    let mut s = TcpStream::connect(addr).ok()?;
+    let s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(WAIT)).ok()?;
+    let mut r = BufReader::new(s);
+    exchange_on(&mut r, addr, method, target, body, true)
+}
+
+/// One request on the connection `r` reads (kept alive unless `close`), its answer read byte for
+/// byte (by its `Content-Length`, its chunks, or to the close).
+fn exchange_on(
+    r: &mut BufReader<TcpStream>,
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    body: &[u8],
+    close: bool,
+) -> Option<Raw> {
+    let connection = if close { "close" } else { "keep-alive" };
     let head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: {connection}\r\n\
          Content-Length: {}\r\n\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes()).ok()?;
-    s.write_all(body).ok()?;
-    let mut r = BufReader::new(s);
+    r.get_mut().write_all(head.as_bytes()).ok()?;
+    r.get_mut().write_all(body).ok()?;
     let mut line = Vec::new();
     r.read_until(b'\n', &mut line).ok()?;
     let status_line = line.strip_suffix(b"\r\n")?.to_vec();
@@ -85,14 +99,27 @@ fn exchange(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> Option
         .first()
         .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.parse::<usize>().ok());
-    match length {
-        Some(n) => {
-            raw.body.resize(n, 0);
-            r.read_exact(&mut raw.body).ok()?;
+    let chunked = raw
+        .all("transfer-encoding")
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(b"chunked"));
+    if let Some(n) = length {
+        raw.body.resize(n, 0);
+        r.read_exact(&mut raw.body).ok()?;
+    } else if chunked {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).ok()?;
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            raw.body.extend_from_slice(&chunk[..n]);
         }
-        None => {
-            r.read_to_end(&mut raw.body).ok()?;
-        }
+    } else {
+        r.read_to_end(&mut raw.body).ok()?;
     }
     Some(raw)
 }
@@ -246,11 +273,42 @@ fn hostile_status_lines_and_lengths_never_bring_the_launcher_down() {
             }
         }
     }
+    // Again on one kept-alive client connection: each answer, then a plain request, in turn.
+    let kept = TcpStream::connect(c.addr()).expect("connect to the launcher");
+    kept.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    let mut kept = BufReader::new(kept);
+    for e in EXPECTED {
+        let target = format!("{}&answer={}", common::LOOKUP, e.answer);
+        faults += 1;
+        requests += 2;
+        match exchange_on(&mut kept, c.addr(), "GET", &target, b"", false) {
+            Some(got) => failures.extend(wrong(e, &got)),
+            None => {
+                lost += 1;
+                failures.push(format!("kept-alive GET {target}: no answer"));
+                break;
+            }
+        }
+        match exchange_on(&mut kept, c.addr(), "GET", common::LOOKUP, b"", false) {
+            Some(next) if next.status() == 200 => {}
+            other => {
+                lost += 1;
+                failures.push(format!("kept-alive, after {target}: {other:?}"));
+                break;
+            }
+        }
+    }
+    assert!(
+        matches!(c.child.try_wait(), Ok(None)),
+        "the launcher exited: {failures:?}\n{}",
+        c.log_lines().join("\n")
+    );
     report_figures(
         "hostile_status_lines_and_lengths_never_bring_the_launcher_down",
         "a process answering status lines without a reason, with UTF-8 and non-UTF-8 obs-text, \
          an interim head without one, an unsolicited 101, Content-Length lists, repeats and \
-         disagreements; each followed by a plain request",
+         disagreements; each followed by a plain request, on fresh client connections and on \
+         one kept alive",
         faults,
         requests,
         lost,
