@@ -279,12 +279,15 @@ pub fn whole_request(buf: &[u8]) -> Option<Head<'_>> {
             cache_id = Some(h.value.trim_ascii());
         }
     }
-    let body = usize::try_from(content_length.unwrap_or(0)).ok()?;
-    if head_len + body > buf.len() {
+    // Checked: a length near 2^64 would wrap to a request shorter than its own head.
+    let len = usize::try_from(content_length.unwrap_or(0))
+        .ok()
+        .and_then(|body| head_len.checked_add(body))?;
+    if len > buf.len() {
         return None;
     }
     Some(Head {
-        len: head_len + body,
+        len,
         method,
         target,
         cache_id,

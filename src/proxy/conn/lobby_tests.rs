@@ -94,3 +94,13 @@ fn what_the_lobby_leaves_to_hyper() {
         "too many headers"
     );
 }
+
+#[test]
+fn a_length_near_the_largest_number_is_left_to_hyper_not_wrapped() {
+    // The request's end is the head's length plus the body's: computed unchecked, a length of
+    // 2^64 - 1 wrapped to a request shorter than its own head (a panic in a debug build).
+    for n in [u64::MAX, u64::MAX - 10, 1 << 63] {
+        let raw = format!("POST /r4/x HTTP/1.1\r\nHost: a\r\nContent-Length: {n}\r\n\r\nabc");
+        assert_eq!(head(&raw), None, "{n}");
+    }
+}

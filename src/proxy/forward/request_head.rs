@@ -1,6 +1,8 @@
 //! The request head as the launcher's own client writes it to a process: how its body is
 //! framed (hyper's client's rules, so a process sees what it saw before) and the bytes of the
-//! head, encoded into a buffer the connection keeps between requests.
+//! head, encoded into a buffer the connection keeps between requests. One deliberate
+//! difference: a `Content-Length` list or repeat of one length goes on as one value (RFC 9110
+//! §8.6), where hyper passed it on as it came.
 
 use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::Method;
@@ -53,6 +55,7 @@ pub fn frame_request(
         return BodyFraming::Chunked;
     }
     if let Some(n) = given_length(headers) {
+        one_length(headers, n);
         return BodyFraming::Length(n);
     }
     if let Some(n) = hint.exact() {
@@ -84,6 +87,17 @@ fn given_length(headers: &HeaderMap) -> Option<u64> {
         }
     }
     found
+}
+
+/// RFC 9110 §8.6: a list (`5, 5`) or repeated lines of the one length `n` go on as that one
+/// value. hyper's server takes both from a client and its client passed them on as they came;
+/// Node's parser refuses both (`400`).
+fn one_length(headers: &mut HeaderMap, n: u64) {
+    let mut values = headers.get_all(CONTENT_LENGTH).iter();
+    let plain = values.next().is_some_and(|v| !v.as_bytes().contains(&b','));
+    if !plain || values.next().is_some() {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+    }
 }
 
 /// Appends the request line and headers (HTTP/1.1, origin form) and the blank line to `dst`.
@@ -195,6 +209,23 @@ mod tests {
             text(&out),
             "POST /p?q=1 HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_content_length_list_or_repeat_goes_on_as_one_value() {
+        // RFC 9110 §8.6; hyper's server takes both from a client, Node's parser refuses both.
+        for given in [
+            &[("content-length", "5, 5")][..],
+            &[("content-length", "5"); 2],
+        ] {
+            let (f, out) = framed(Method::POST, given, false, SizeHint::with_exact(5));
+            assert_eq!(f, BodyFraming::Length(5));
+            assert_eq!(
+                text(&out),
+                "POST /p?q=1 HTTP/1.1\r\ncontent-length: 5\r\n\r\n",
+                "{given:?}"
+            );
+        }
     }
 
     #[test]

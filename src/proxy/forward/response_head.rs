@@ -4,9 +4,17 @@
 //!
 //! The rules are hyper's client's (1.x, `proto::h1::role::Client`), so what a process sends is
 //! understood as before; the differential test (`differential_tests.rs`) holds the two to the
-//! same answers. One deliberate difference, stricter: a response with both `Transfer-Encoding`
-//! and `Content-Length` (RFC 9112 §6.3 item 3: a sign of response splitting) is framed by the
-//! chunked coding as hyper does, but its connection is never reused.
+//! same answers. The deliberate differences (that test lists them all) are stricter or pass on
+//! more of what was received: a response with both `Transfer-Encoding` and `Content-Length`
+//! (RFC 9112 §6.3 item 3: a sign of response splitting) is framed by the chunked coding as hyper
+//! does, but its connection is never reused; a `101` is refused (the launcher never asks for
+//! an upgrade); a reason phrase goes on as received, obs-text too (hyper dropped it); a
+//! `Content-Length` list or repeat goes on as one value (RFC 9110 §8.6); a head longer than
+//! the read cap is refused however it arrived.
+//!
+//! Nothing here takes a position from a pointer without checking it lies in the head
+//! (`span_in`): httparse hands back a static `""`, not a slice of the buffer, for a reason phrase
+//! that is missing or holds obs-text, and subtracting addresses from it took the launcher down.
 
 use std::mem::MaybeUninit;
 
@@ -18,10 +26,15 @@ use http::{Method, StatusCode, Version};
 /// Header lines a response may have at most (hyper's default).
 const MAX_HEADERS: usize = 100;
 
+/// The longest response head: the read cap, as hyper's `max_buf_size` was. The connection's
+/// reads grow to it, so several may be buffered before a head is seen whole: its length is
+/// checked, not only the buffer's while it is incomplete (a 70 KB head was taken).
+const HEAD_AT_MOST: usize = super::upstream_conn::UPSTREAM_READ_AT_MOST;
+
 /// How a response's body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Framing {
-    /// No body at all (`HEAD`, `1xx`, `204`, `304`, or `Content-Length: 0`).
+    /// No body at all (`HEAD`, `204`, `304`, or `Content-Length: 0`).
     Empty,
     /// Exactly this many bytes (`Content-Length`).
     Length(u64),
@@ -54,6 +67,9 @@ pub enum HeadError {
     TransferEncodingHttp10,
     /// The head did not end within the read cap.
     TooLarge,
+    /// `101 Switching Protocols`, which answers only an `Upgrade` (RFC 9110 §15.2.2), and the
+    /// launcher never passes one on: the process speaks something else on this connection.
+    SwitchingProtocols,
 }
 
 impl std::fmt::Display for HeadError {
@@ -65,35 +81,55 @@ impl std::fmt::Display for HeadError {
                 f.write_str("Transfer-Encoding in an HTTP/1.0 response")
             }
             HeadError::TooLarge => f.write_str("response head too large"),
+            HeadError::SwitchingProtocols => {
+                f.write_str("101 Switching Protocols, though no upgrade was asked for")
+            }
         }
     }
 }
 
 /// Parses the final response head at the start of `buf`, for a request made with `method`:
-/// `Ok(None)` if more bytes are needed. Interim (`1xx` other than `101`) heads before it are
-/// consumed and skipped. The head's bytes are split off `buf`; the header values share them.
+/// `Ok(None)` if more bytes are needed. Interim (`1xx`) heads before it are consumed and
+/// skipped; a `101` is refused (the launcher never passes an `Upgrade` on, so a switch of
+/// protocols is unsolicited: RFC 9110 §15.2.2). The head's bytes are split off `buf`; the header
+/// values share them.
 pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadError> {
     loop {
-        let Some((len, status, version, reason, spans)) = locate(buf)? else {
+        let Some(Located {
+            len,
+            status,
+            version,
+            spans,
+        }) = locate(buf)?
+        else {
             return Ok(None);
         };
+        if status == 101 {
+            return Err(HeadError::SwitchingProtocols);
+        }
         let bytes = buf.split_to(len).freeze();
-        if (100..200).contains(&status) && status != 101 {
-            // 100 Continue and the like: the final head follows.
+        if (100..200).contains(&status) {
+            // 100 Continue, 103 Early Hints and the like: the final head follows.
             continue;
         }
         let status =
             StatusCode::from_u16(status).map_err(|_| HeadError::Syntax(httparse::Error::Status))?;
-        return build(bytes, status, version, reason, &spans, method).map(Some);
+        return build(bytes, status, version, &spans, method).map(Some);
     }
 }
 
 /// Where a name and value sit in the head's bytes.
 type Span = ((usize, usize), (usize, usize));
 
-type Located = (usize, u16, Version, Option<(usize, usize)>, Vec<Span>);
+/// A complete head's length, status, version, and where its headers sit.
+struct Located {
+    len: usize,
+    status: u16,
+    version: Version,
+    spans: Vec<Span>,
+}
 
-/// The head's length, status, version, reason phrase and header spans, if it is complete.
+/// The head's length, status, version and header spans, if it is complete.
 fn locate(buf: &[u8]) -> Result<Option<Located>, HeadError> {
     let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut res = httparse::Response::new(&mut []);
@@ -102,35 +138,75 @@ fn locate(buf: &[u8]) -> Result<Option<Located>, HeadError> {
         buf,
         &mut headers,
     ) {
+        // Whole, but longer than a head may be (more than one read's worth was buffered).
+        Ok(httparse::Status::Complete(len)) if len > HEAD_AT_MOST => {
+            return Err(HeadError::TooLarge)
+        }
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(HeadError::Syntax(e)),
     };
-    let base = buf.as_ptr() as usize;
-    let at = |s: &[u8]| {
-        let start = s.as_ptr() as usize - base;
-        (start, start + s.len())
-    };
+    let head = buf.get(..len).ok_or(HeadError::TooLarge)?;
     let spans = res
         .headers
         .iter()
-        .map(|h| (at(h.name.as_bytes()), at(h.value)))
-        .collect();
+        .map(|h| {
+            let name = span_in(head, h.name.as_bytes())
+                .ok_or(HeadError::Syntax(httparse::Error::HeaderName))?;
+            let value =
+                span_in(head, h.value).ok_or(HeadError::Syntax(httparse::Error::HeaderValue))?;
+            Ok((name, value))
+        })
+        .collect::<Result<_, HeadError>>()?;
     let version = if res.version == Some(1) {
         Version::HTTP_11
     } else {
         Version::HTTP_10
     };
-    let reason = res.reason.map(|r| at(r.as_bytes()));
     let status = res.code.ok_or(HeadError::Syntax(httparse::Error::Status))?;
-    Ok(Some((len, status, version, reason, spans)))
+    Ok(Some(Located {
+        len,
+        status,
+        version,
+        spans,
+    }))
 }
+
+/// Where `part`, a slice httparse gave, lies in `head`: `None` when it is no slice of `head`.
+/// httparse's slices are of the buffer it parsed, except its static `""` for a reason phrase
+/// that is missing or holds obs-text; so an address is never subtracted unchecked (that took
+/// the launcher down on `HTTP/1.1 200\r\n`). An empty part is empty wherever it sits.
+fn span_in(head: &[u8], part: &[u8]) -> Option<(usize, usize)> {
+    if part.is_empty() {
+        return Some((0, 0));
+    }
+    let start = (part.as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= head.len()).then_some((start, end))
+}
+
+/// Where the reason phrase of the status line that opens `head` (a head httparse has parsed
+/// whole) lies: after the code's space up to the line's end, found by position, not from
+/// httparse's `reason` (a static `""` when the phrase is missing or holds obs-text). httparse
+/// has checked the bytes (HTAB, SP, VCHAR, obs-text) and the line's shape: empty lines, then
+/// `HTTP/1.x`, one space, three digits, and a space or the line's end.
+fn reason_span(head: &[u8]) -> (usize, usize) {
+    let is_eol = |b: &u8| matches!(b, b'\r' | b'\n');
+    let start = head.iter().position(|b| !is_eol(b)).unwrap_or(head.len());
+    let end = head[start..]
+        .iter()
+        .position(is_eol)
+        .map_or(head.len(), |i| start + i);
+    ((start + STATUS_PREFIX).min(end), end)
+}
+
+/// `HTTP/1.1 200 `: the bytes of a status line before its reason phrase.
+const STATUS_PREFIX: usize = 13;
 
 fn build(
     bytes: Bytes,
     status: StatusCode,
     version: Version,
-    reason: Option<(usize, usize)>,
     spans: &[Span],
     method: &Method,
 ) -> Result<Head, HeadError> {
@@ -140,6 +216,7 @@ fn build(
     // What the framing needs, gathered in this one pass (not looked up again in the map).
     let mut seen = Seen::default();
     for &((n0, n1), (v0, v1)) in spans {
+        // The spans were checked to lie inside the head (`span_in`), which `bytes` is.
         let name = HeaderName::from_bytes(&bytes[n0..n1])
             .map_err(|_| HeadError::Syntax(httparse::Error::HeaderName))?;
         let value = HeaderValue::from_maybe_shared(bytes.slice(v0..v1))
@@ -161,17 +238,27 @@ fn build(
     }
     let te = seen.transfer_encoding.as_ref();
     let (framing, trusted) = framing(status, version, method, te, seen.length)?;
+    if seen.not_one_plain_value {
+        // RFC 9110 §8.6: a list (`5, 5`) or repeated lines of one length go on as that one
+        // value, the length the body was framed by. Lengths that differ reach here only on a
+        // response whose framing never reads them (HEAD, 204, 304): one nobody can trust is not
+        // passed on.
+        headers.remove(CONTENT_LENGTH);
+        if let Some(Some(n)) = seen.length {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    }
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = status;
     parts.version = version;
     parts.headers = headers;
-    if let Some((r0, r1)) = reason {
-        // A reason phrase other than the usual one goes on to the client, as hyper passed it.
-        let phrase = &bytes[r0..r1];
-        if Some(phrase) != status.canonical_reason().map(str::as_bytes) {
-            if let Ok(p) = hyper::ext::ReasonPhrase::try_from(bytes.slice(r0..r1)) {
-                parts.extensions.insert(p);
-            }
+    // The reason phrase as received goes on to the client, as hyper passed it, unless it is the
+    // usual one (hyper writes that anyway); none received goes on as none (`HTTP/1.1 200 `),
+    // and obs-text (`Não encontrado`, as Node writes it) as its bytes.
+    let (r0, r1) = reason_span(&bytes);
+    if Some(&bytes[r0..r1]) != status.canonical_reason().map(str::as_bytes) {
+        if let Ok(p) = hyper::ext::ReasonPhrase::try_from(bytes.slice(r0..r1)) {
+            parts.extensions.insert(p);
         }
     }
     Ok(Head {
@@ -190,10 +277,13 @@ struct Seen {
     /// `Some(None)` once one is not a number or two differ. A list (`5, 5`) counts as repeated
     /// values.
     length: Option<Option<u64>>,
+    /// More than one `Content-Length` line, or a list in one: not passed on as it came.
+    not_one_plain_value: bool,
 }
 
 impl Seen {
     fn content_length(&mut self, value: &HeaderValue) {
+        self.not_one_plain_value |= self.length.is_some() || value.as_bytes().contains(&b',');
         if self.length == Some(None) {
             return;
         }
@@ -225,11 +315,8 @@ fn framing(
     transfer_encoding: Option<&HeaderValue>,
     length: Option<Option<u64>>,
 ) -> Result<(Framing, bool), HeadError> {
-    match status.as_u16() {
-        // A switch of protocols the launcher never asks for: nothing more on this connection.
-        101 => return Ok((Framing::Empty, false)),
-        204 | 304 => return Ok((Framing::Empty, true)),
-        _ => {}
+    if matches!(status.as_u16(), 204 | 304) {
+        return Ok((Framing::Empty, true));
     }
     if method == Method::HEAD {
         return Ok((Framing::Empty, true));

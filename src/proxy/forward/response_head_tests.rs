@@ -57,8 +57,6 @@ fn bodiless_responses_have_no_body_whatever_they_say() {
         .unwrap()
         .unwrap();
     assert_eq!(h.framing, Framing::Empty);
-    let h = get("HTTP/1.1 101 Switching Protocols\r\n\r\n");
-    assert_eq!((h.framing, h.keep_alive), (Framing::Empty, false));
 }
 
 #[test]
@@ -139,4 +137,127 @@ fn an_unusual_reason_phrase_is_kept_for_the_client() {
         .get::<hyper::ext::ReasonPhrase>()
         .unwrap();
     assert_eq!(p.as_bytes(), b"Fine Thanks");
+}
+
+/// The reason phrase the client would be given: the one received when it is not the usual one.
+fn reason(h: &Head) -> Option<&[u8]> {
+    h.parts
+        .extensions
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|p| p.as_bytes())
+}
+
+#[test]
+fn a_status_line_without_a_reason_or_with_obs_text_is_passed_on_as_received() {
+    // spec: LAUNCH-9 (an answer passed on, or a 502; never the launcher down). httparse gives a
+    // static "" for these reasons, not a slice of the head: no span may be taken from it.
+    let h = get("HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok");
+    assert_eq!(
+        (h.parts.status.as_u16(), h.framing),
+        (200, Framing::Length(2))
+    );
+    assert_eq!(reason(&h), Some(&b""[..]), "none received, none passed on");
+    let h = get("HTTP/1.1 299\r\n\r\n");
+    assert_eq!(reason(&h), Some(&b""[..]));
+    let h = get("HTTP/1.1 204 \r\n\r\n");
+    assert_eq!(reason(&h), Some(&b""[..]));
+    let h = get("HTTP/1.1 404 N\u{e3}o encontrado\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(h.parts.status, 404);
+    assert_eq!(reason(&h), Some("N\u{e3}o encontrado".as_bytes()));
+    let mut buf = BytesMut::from(&b"HTTP/1.1 200 \xff\xfeOK\r\nContent-Length: 0\r\n\r\n"[..]);
+    let h = parse(&mut buf, &Method::GET).unwrap().unwrap();
+    assert_eq!(reason(&h), Some(&b"\xff\xfeOK"[..]));
+    // Line ends of a bare LF, interim heads before, and empty lines before the status line.
+    let h = get("\r\n\nHTTP/1.1 100\n\nHTTP/1.0 201 Cr\u{e9}\u{e9}\nContent-Length: 0\n\n");
+    assert_eq!(h.parts.status, 201);
+    assert_eq!(reason(&h), Some("Cr\u{e9}\u{e9}".as_bytes()));
+    // The usual phrase is not stored (hyper writes it anyway).
+    assert_eq!(reason(&get("HTTP/1.1 404 Not Found\r\n\r\n")), None);
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_bytes_after_a_status_code_give_a_head_or_an_error_never_a_panic(
+        tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+        status in 100u16..1000,
+        cut in 0usize..64,
+    ) {
+        let mut text = format!("HTTP/1.1 {status}").into_bytes();
+        text.extend_from_slice(&tail);
+        text.extend_from_slice(b"\r\nA: b\r\nContent-Length: 1, 1\r\n\r\n");
+        let mut buf = BytesMut::from(&text[..cut.min(text.len())]);
+        let _ = parse(&mut buf, &Method::GET);
+        let mut buf = BytesMut::from(&text[..]);
+        if let Ok(Some(h)) = parse(&mut buf, &Method::GET) {
+            if let Some(r) = reason(&h) {
+                // What is kept is none, or bytes of the line as received after the code's space.
+                proptest::prop_assert!(
+                    r.is_empty() || (tail.starts_with(b" ") && tail[1..].starts_with(r))
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_unsolicited_switch_of_protocols_is_refused() {
+    // RFC 9110 §15.2.2: a 101 only answers an Upgrade, which the launcher never sends on.
+    for text in [
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+        "HTTP/1.1 101\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 101 Switching Protocols\r\n\r\n",
+    ] {
+        assert_eq!(
+            head(text, Method::GET).unwrap_err(),
+            HeadError::SwitchingProtocols,
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn a_content_length_list_or_repeated_line_goes_on_as_one_value() {
+    // RFC 9110 §8.6: the body is framed by the one length, and the client is told that one.
+    for text in [
+        "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5,5\r\nX: y\r\nContent-Length: 5\r\n\r\n",
+    ] {
+        let h = get(text);
+        assert_eq!(h.framing, Framing::Length(5));
+        let all: Vec<&[u8]> = h
+            .parts
+            .headers
+            .get_all(CONTENT_LENGTH)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect();
+        assert_eq!(all, [b"5"], "{text:?}");
+    }
+    // A body-less response's list, as its framing does not read it: one value when they agree,
+    // none when they do not (a length nobody can trust is not passed on).
+    let h = head(
+        "HTTP/1.1 200 OK\r\nContent-Length: 7, 7\r\n\r\n",
+        Method::HEAD,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(h.parts.headers[CONTENT_LENGTH], "7");
+    let h = get("HTTP/1.1 304 Not Modified\r\nContent-Length: 7, 8\r\n\r\n");
+    assert!(!h.parts.headers.contains_key(CONTENT_LENGTH));
+    // One plain value is left as it came.
+    let h = get("HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\n");
+    assert_eq!(h.parts.headers[CONTENT_LENGTH], "007");
+}
+
+#[test]
+fn a_head_longer_than_the_read_cap_is_refused_even_when_whole() {
+    let big = "b".repeat(HEAD_AT_MOST);
+    let text = format!("HTTP/1.1 200 OK\r\nX-Big: {big}\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(head(&text, Method::GET).unwrap_err(), HeadError::TooLarge);
+    let fits = format!(
+        "HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n",
+        &big[..HEAD_AT_MOST - 40]
+    );
+    assert!(head(&fits, Method::GET).unwrap().is_some());
 }
