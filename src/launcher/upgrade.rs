@@ -140,6 +140,10 @@ impl Launcher {
                 return Outcome::Stop;
             }
         };
+        let hooked = match crate::upgrade::test_hook::step("state").await {
+            Ok(()) => crate::upgrade::test_hook::step("exec").await,
+            e => e,
+        };
         let (h, keep) = self.handover(&handed, &listener);
         info!(
             "upgrade: executing {} (pid {} kept, {} processes handed over, drained in {:.0} ms)",
@@ -149,7 +153,10 @@ impl Launcher {
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
-        let e = exec::exec(program.clone(), &h, &keep);
+        let e = match hooked {
+            Ok(()) => exec::exec(program.clone(), &h, &keep),
+            Err(why) => std::io::Error::other(why),
+        };
         error!(
             "upgrade: cannot execute {}: {e}; serving on as before",
             program.display()

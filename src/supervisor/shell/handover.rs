@@ -77,18 +77,27 @@ impl Shell {
         let lifecycle = self.life.capture(at).map_err(|e| e.to_string())?;
         let keeper = self.keeper.hand_over(self.hooks.tally(), at);
         let mut children = Vec::new();
-        for (i, slot) in self.children.iter_mut().enumerate() {
-            let Some(handle) = slot.take() else { continue };
+        for i in 0..self.children.len() {
+            let code = self.setup.processes[i].code.clone();
+            if self.children[i].is_none() {
+                continue;
+            }
+            let hook = crate::upgrade::test_hook::step(&format!("child-{code}")).await;
+            let Some(handle) = self.children[i].take() else {
+                continue;
+            };
             let carried = handle
                 .hand_over()
                 .await
-                .map_err(|e| format!("handing over {}: {e}", self.setup.processes[i].code))?;
+                .map_err(|e| format!("handing over {code}: {e}"))?;
+            hook.map_err(|e| format!("handing over {code}: {e}"))?;
             children.push(HandedChild {
                 id: ProcessId(i as u16),
                 carried,
                 spoke: self.spoke[i],
             });
         }
+        crate::upgrade::test_hook::step("handed").await?;
         let mailbox = std::mem::take(&mut self.master_mailbox).handed_over();
         Ok(Box::new(ShellHandover {
             at,
