@@ -144,7 +144,10 @@ fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
         restarted(&c, victim, was, mark);
         serving(&c, &format!("serving after a process was killed at {step}"));
         let log = c.log_lines()[mark..].join("\n");
-        assert!(!log.contains("upgrade: executing"), "{step}: executed\n{log}");
+        assert!(
+            !log.contains("upgrade: executing"),
+            "{step}: executed\n{log}"
+        );
     }
     upgrade_ok(&bin, &c);
     stops_with_0(&mut c);
@@ -205,7 +208,10 @@ fn a_failing_step_or_execve_gives_everything_back() {
         serving(&c, &format!("serving after {needle}"));
         assert_eq!(c.child.id() as i32, launcher);
         assert_eq!((pid_at(&c, 0), pid_at(&c, 1)), pids, "after {needle}");
-        assert!(exe_of(launcher).ends_with("(deleted)"), "still the old program");
+        assert!(
+            exe_of(launcher).ends_with("(deleted)"),
+            "still the old program"
+        );
     }
     upgrade_ok(&bin, &c);
     assert_eq!((pid_at(&c, 0), pid_at(&c, 1)), pids, "kept by the upgrade");

@@ -27,7 +27,9 @@ fn dir() -> Option<PathBuf> {
 pub(crate) fn failing(step: &str) -> Result<(), String> {
     let Some(dir) = dir() else { return Ok(()) };
     if std::fs::remove_file(dir.join(format!("fail-{step}"))).is_ok() {
-        return Err(format!("{TEST_HANDOVER_ENV}: the step {step} failed (a test hook)"));
+        return Err(format!(
+            "{TEST_HANDOVER_ENV}: the step {step} failed (a test hook)"
+        ));
     }
     Ok(())
 }
