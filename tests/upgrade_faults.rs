@@ -67,8 +67,12 @@ fn pid_at(c: &Cluster, index: u16) -> i32 {
     poll("the process's pid", secs(30), || c.sim_pid(index))
 }
 
-/// Every process answers through the front door, and each is the one at its place.
-fn serving(c: &Cluster, what: &str) {
+/// Requests sent once the cluster serves again after each fault, every one answered.
+const AFTER_EACH: u64 = 20;
+
+/// Every process answers through the front door, and each is the one at its place: then
+/// [`AFTER_EACH`] requests all answered 200 (returns how many were sent).
+fn serving(c: &Cluster, what: &str) -> u64 {
     wait_until(what, secs(60), || {
         c.get(LOOKUP).status == 200 && c.sim_pid(0).is_some() && c.sim_pid(1).is_some()
     });
@@ -76,6 +80,11 @@ fn serving(c: &Cluster, what: &str) {
     let id = c.session_on("tx1");
     let r = c.request("GET", LOOKUP, &[("X-Cache-Id", &id)], b"");
     assert_eq!((r.status, r.served_by()), (200, "tx1"), "{what}");
+    for _ in 0..AFTER_EACH {
+        let r = c.get(LOOKUP);
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+    }
+    AFTER_EACH + 1
 }
 
 /// The process at `index` has died and a new one serves in its place.
@@ -129,6 +138,7 @@ fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
         ("state", 0),
         ("exec", 1),
     ];
+    let mut answered = 0;
     for (step, victim) in steps {
         bin.replace_with(Path::new(LAUNCHER));
         let was = pid_at(&c, victim);
@@ -142,7 +152,7 @@ fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
         let line = c.wait_for_after(mark, "upgrade refused", secs(60));
         assert!(line.contains("ended during the handover"), "{step}: {line}");
         restarted(&c, victim, was, mark);
-        serving(&c, &format!("serving after a process was killed at {step}"));
+        answered += serving(&c, &format!("serving after a process was killed at {step}"));
         let log = c.log_lines()[mark..].join("\n");
         assert!(
             !log.contains("upgrade: executing"),
@@ -151,6 +161,16 @@ fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
     }
     upgrade_ok(&bin, &c);
     stops_with_0(&mut c);
+    report_figures(
+        "upgrade_faults::a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted",
+        "USR2, the handover paused at each of its steps (each child taken, all taken, the state, \
+         the execve) and the master or the worker SIGKILLed there",
+        steps.len() as u64,
+        answered,
+        0,
+        "each upgrade refused (ended during the handover), the dead one restarted, every request \
+         after it answered; the next upgrade kept every pid; SIGTERM exit 0",
+    );
 }
 
 #[test]
@@ -174,7 +194,7 @@ fn a_failing_step_or_execve_gives_everything_back() {
     let line = c.wait_for_after(mark, "upgrade refused", secs(60));
     assert!(line.contains("handing over tx1"), "{line}");
     restarted(&c, 1, was, mark);
-    serving(&c, "serving after a process's fds were lost");
+    let mut answered = serving(&c, "serving after a process's fds were lost");
 
     // The rest changes nothing at all.
     let pids = (pid_at(&c, 0), pid_at(&c, 1));
@@ -205,7 +225,7 @@ fn a_failing_step_or_execve_gives_everything_back() {
         }
         let line = c.wait_for_after(mark, "serving on as before", secs(60));
         assert!(line.contains(needle), "{step}: {line}");
-        serving(&c, &format!("serving after {needle}"));
+        answered += serving(&c, &format!("serving after {needle}"));
         assert_eq!(c.child.id() as i32, launcher);
         assert_eq!((pid_at(&c, 0), pid_at(&c, 1)), pids, "after {needle}");
         assert!(
@@ -216,6 +236,16 @@ fn a_failing_step_or_execve_gives_everything_back() {
     upgrade_ok(&bin, &c);
     assert_eq!((pid_at(&c, 0), pid_at(&c, 1)), pids, "kept by the upgrade");
     stops_with_0(&mut c);
+    report_figures(
+        "upgrade_faults::a_failing_step_or_execve_gives_everything_back",
+        "a handover step failing (a process's fds lost, the state, its memfd), the execve of a \
+         binary removed or made unexecutable after its check",
+        1 + cases.len() as u64,
+        answered,
+        0,
+        "the process whose fds were lost ended and restarted; otherwise the same pids and the old \
+         program serving, every request after it answered; the next upgrade worked; SIGTERM exit 0",
+    );
 }
 
 #[test]

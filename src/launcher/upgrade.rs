@@ -168,7 +168,6 @@ impl Launcher {
         let _ = give_back.send(handed);
         match not {
             NotExecuted::Stop => {
-                info!("the upgrade is given up; stopping as usual");
                 self.front.admission.stop();
                 drop(listener);
                 Outcome::Stop
