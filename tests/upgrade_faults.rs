@@ -325,3 +325,31 @@ fn a_sighup_during_an_upgrade_is_carried_out_once_it_is_over() {
     }
     stops_with_0(&mut c);
 }
+
+#[test]
+fn a_stop_signal_during_the_handover_gives_the_upgrade_up_and_stops() {
+    // #25: a SIGTERM that came after the drain, while the processes were being handed over,
+    // was lost with the old program's signal handlers at the execve: the new program served on
+    // and never stopped. It now gives the upgrade up, and the launcher stops as usual.
+    let bin = Bin::new();
+    let hook = Hook::new();
+    let mut c = start(&bin, &hook);
+    serving(&c, "serving at the start");
+    let children = c.child_pids();
+    bin.replace_with(Path::new(LAUNCHER));
+    let mark = c.mark();
+    hook.pause("exec");
+    c.signal(libc::SIGUSR2);
+    hook.wait_at("exec", &c);
+    c.signal(libc::SIGTERM);
+    hook.go("exec");
+    c.wait_for_after(mark, "SIGTERM: the upgrade is given up", secs(30));
+    let status = c.wait_exit(secs(60));
+    assert!(status.success(), "{status:?}\n{}", c.log_lines().join("\n"));
+    let log = c.log_lines()[mark..].join("\n");
+    assert!(!log.contains("upgrade: executing"), "{log}");
+    assert!(
+        eventually(secs(10), || children.iter().all(|&p| !alive(p))),
+        "processes left: {children:?}"
+    );
+}
