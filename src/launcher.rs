@@ -250,7 +250,12 @@ async fn run(
             mono_now.saturating_sub(r.handover.captured_monotonic_ms)
         );
     }
+    let reload_now = resume.as_ref().is_some_and(|r| r.handover.reload_pending);
     drop(resume);
+    if reload_now {
+        info!("SIGHUP (deferred during the upgrade): reloading the settings");
+        l.reload(&mut reloader).await;
+    }
     loop {
         match l.until_stop(&mut signals, &mut reloader).await {
             Until::Ended(code) => {
@@ -260,7 +265,13 @@ async fn run(
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
             Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
-                Outcome::Serving(s) => serving = s,
+                Outcome::Serving { serving: s, reload } => {
+                    serving = s;
+                    if reload {
+                        info!("SIGHUP (deferred during the upgrade): reloading the settings");
+                        l.reload(&mut reloader).await;
+                    }
+                }
                 Outcome::Stop => {
                     let code = l.stop_processes(&mut signals).await;
                     info!("stopped");
@@ -424,16 +435,7 @@ impl Launcher {
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
-                        // Read before the supervisor is told, so its answer is not missed.
-                        self.reloads_seen = self.news.borrow_and_update().reloads_finished;
-                        self.notifier.reloading();
-                        self.state.send_replace(notify::State::Reloading);
-                        if let Err(why) = reloader.reload().await {
-                            self.notifier.ready(&format!(
-                                "reload refused, running as before: {why}"
-                            ));
-                            self.state.send_replace(notify::State::Serving);
-                        }
+                        self.reload(reloader).await;
                     }
                     m => log_signal(sig, &m),
                 },
@@ -451,6 +453,20 @@ impl Launcher {
                 }
                 ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }
+        }
+    }
+
+    /// `SIGHUP`'s reload: systemd hears `RELOADING=1`, then `READY=1` once the rolling restart
+    /// is over (`until_stop`), or at once when the settings are refused.
+    async fn reload(&mut self, reloader: &mut Reloader) {
+        // Read before the supervisor is told, so its answer is not missed.
+        self.reloads_seen = self.news.borrow_and_update().reloads_finished;
+        self.notifier.reloading();
+        self.state.send_replace(notify::State::Reloading);
+        if let Err(why) = reloader.reload().await {
+            self.notifier
+                .ready(&format!("reload refused, running as before: {why}"));
+            self.state.send_replace(notify::State::Serving);
         }
     }
 

@@ -6,3 +6,4 @@
 pub mod exec;
 pub(crate) mod preflight;
 pub(crate) mod state;
+pub(crate) mod test_hook;

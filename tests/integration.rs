@@ -59,3 +59,4 @@ mod status_snapshot;
 mod stop;
 mod supervise;
 mod upgrade;
+mod upgrade_faults;

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The launcher's directory, holding its binary (`fhircluster`).
-struct Bin {
+pub(crate) struct Bin {
     dir: tempfile::TempDir,
 }
 
 impl Bin {
-    fn new() -> Bin {
+    pub(crate) fn new() -> Bin {
         let b = Bin {
             dir: tempfile::tempdir().expect("temp dir"),
         };
@@ -30,13 +30,13 @@ impl Bin {
         b
     }
 
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().join("fhircluster")
     }
 
     /// Puts `content` (a copy of the launcher, or a script) at the launcher's path by a rename:
     /// a new inode, as a package manager does.
-    fn replace_with(&self, from: &Path) {
+    pub(crate) fn replace_with(&self, from: &Path) {
         let next = self.dir.path().join("fhircluster.next");
         std::fs::copy(from, &next).expect("copy the new binary");
         std::fs::rename(&next, self.path()).expect("rename over the launcher");
@@ -51,13 +51,13 @@ impl Bin {
     }
 
     /// `sh -c 'exec <copy> "$@"'`: the launcher runs as the copy (the wrapper's pid, exec'd).
-    fn wrap(&self) -> Vec<String> {
+    pub(crate) fn wrap(&self) -> Vec<String> {
         let script = format!("shift; exec '{}' \"$@\"", self.path().display());
         vec!["sh".into(), "-c".into(), script, "sh".into()]
     }
 }
 
-fn exe_of(pid: i32) -> String {
+pub(crate) fn exe_of(pid: i32) -> String {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.display().to_string())
         .unwrap_or_default()

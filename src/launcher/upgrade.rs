@@ -18,17 +18,19 @@ use tracing::{error, info, warn};
 use super::reloader::Reloader;
 use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
+use crate::ops::signals::Sig;
 use crate::ops::signals::{meaning, Meaning, Phase};
 use crate::process::ProcessId;
 use crate::proxy::listener::{self, Shutdown};
 use crate::supervisor::{Control, HandedChild, ShellHandover};
-use crate::upgrade::exec;
 use crate::upgrade::state::{capture_instant, ChildState, CooldownState, Handover, FORMAT};
+use crate::upgrade::{exec, test_hook};
 
 /// How an upgrade that returned ended (a successful one does not return).
 pub(super) enum Outcome {
-    /// Refused or failed before the `execve` took: serving on, as before.
-    Serving(Serving),
+    /// Refused or failed before the `execve` took: serving on, as before; `reload`: a
+    /// `SIGHUP` came meanwhile, to be carried out now.
+    Serving { serving: Serving, reload: bool },
     /// A stop signal came meanwhile: the drain is over, stop the processes.
     Stop,
 }
@@ -82,6 +84,16 @@ fn settings_for_upgrade(reloader: &Reloader) -> Result<(), String> {
     Ok(())
 }
 
+/// Why a handover that the supervisor made was not carried through to the `execve`.
+enum NotExecuted {
+    /// A process ended during the handover (or a step said no): one `upgrade refused` line.
+    Refused(String),
+    /// The state could not be written, or the `execve` itself failed.
+    Failed(String),
+    /// A stop signal came meanwhile.
+    Stop,
+}
+
 impl Launcher {
     pub(super) async fn upgrade(
         &mut self,
@@ -89,13 +101,17 @@ impl Launcher {
         signals: &mut Signals,
         reloader: &Reloader,
     ) -> Outcome {
+        let not_now = |serving| Outcome::Serving {
+            serving,
+            reload: false,
+        };
         let Some(program) = exec::program_path() else {
             self.refused("the launcher's own path is not known");
-            return Outcome::Serving(serving);
+            return not_now(serving);
         };
         if let Err(why) = settings_for_upgrade(reloader) {
             self.refused(&why);
-            return Outcome::Serving(serving);
+            return not_now(serving);
         }
         info!("upgrade: checking {}", program.display());
         let checked = {
@@ -106,11 +122,11 @@ impl Launcher {
             Ok(Ok(())) => {}
             Ok(Err(why)) => {
                 self.refused(&why);
-                return Outcome::Serving(serving);
+                return not_now(serving);
             }
             Err(e) => {
                 self.refused(&format!("the check did not finish ({e})"));
-                return Outcome::Serving(serving);
+                return not_now(serving);
             }
         }
         let live = serving.live.clone();
@@ -118,11 +134,13 @@ impl Launcher {
         self.state
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
-        let Some(listener) = self.drain_for_upgrade(serving, signals).await else {
+        let mut reload = false;
+        let Some(listener) = self.drain_for_upgrade(serving, signals, &mut reload).await else {
             return Outcome::Stop;
         };
         let drained = started.elapsed();
-        // The supervisor's part: every process and the state, or why not now.
+        // The supervisor's part: every process and the state, or why not now (then it gave
+        // back whatever it took).
         let (reply, answer) = oneshot::channel();
         let (give_back, back) = oneshot::channel();
         let _ = self.control.send(Control::HandOver { reply, back }).await;
@@ -130,17 +148,95 @@ impl Launcher {
             Ok(Ok(h)) => h,
             Ok(Err(why)) => {
                 self.refused(&why);
-                let serving = self.serve_again(listener, live);
-                self.notifier
-                    .ready(&format!("upgrade refused, running as before: {why}"));
-                return Outcome::Serving(serving);
+                return self.serve_on(
+                    listener,
+                    live,
+                    reload,
+                    &format!("upgrade refused, running as before: {why}"),
+                );
             }
             Err(_) => {
                 error!("upgrade: the supervisor has ended; stopping");
                 return Outcome::Stop;
             }
         };
-        let (h, keep) = self.handover(&handed, &listener);
+        // From here a failure at any step gives everything back to the supervisor, which takes
+        // it up again as it was (a process that ended meanwhile is then seen to have).
+        let not = self
+            .execute(&program, &handed, &listener, signals, &mut reload, drained)
+            .await;
+        let _ = give_back.send(handed);
+        match not {
+            NotExecuted::Stop => {
+                self.front.admission.stop();
+                drop(listener);
+                Outcome::Stop
+            }
+            NotExecuted::Refused(why) => {
+                self.refused(&why);
+                self.serve_on(
+                    listener,
+                    live,
+                    reload,
+                    &format!("upgrade refused, running as before: {why}"),
+                )
+            }
+            NotExecuted::Failed(why) => {
+                error!("upgrade: {why}; serving on as before");
+                self.desk.ended("failed", &why);
+                self.serve_on(
+                    listener,
+                    live,
+                    reload,
+                    &format!("upgrade failed, running as before: {why}"),
+                )
+            }
+        }
+    }
+
+    /// The steps after the supervisor's handover: the state written, a last look that every
+    /// process still runs, and the `execve`. Returns only when the program was not replaced.
+    async fn execute(
+        &mut self,
+        program: &std::path::Path,
+        handed: &ShellHandover,
+        listener: &tokio::net::TcpListener,
+        signals: &mut Signals,
+        reload: &mut bool,
+        drained: std::time::Duration,
+    ) -> NotExecuted {
+        if let Err(why) = test_hook::step("state").await {
+            return NotExecuted::Failed(why);
+        }
+        let (mut h, keep) = self.handover(handed, listener);
+        if let Err(why) = test_hook::step("exec").await {
+            return NotExecuted::Failed(why);
+        }
+        // Signals that came since the drain: the new program would never hear them.
+        while let Some(sig) = signals.pending() {
+            match meaning(sig, Phase::Upgrading) {
+                Meaning::Stop | Meaning::StopNow => {
+                    info!("{sig}: the upgrade is given up; stopping as usual");
+                    return NotExecuted::Stop;
+                }
+                Meaning::ReloadAfterUpgrade => defer_reload(sig, reload),
+                m => log_signal(sig, &m),
+            }
+        }
+        h.reload_pending = *reload;
+        // A process that ended since it was handed over: its end is this program's to see
+        // (the new one would find an exit it cannot explain), so not now.
+        if let Some(c) = handed.children.iter().find(|c| c.carried.has_ended()) {
+            let code = self
+                .front
+                .present()
+                .find(|p| p.id == c.id)
+                .map_or_else(|| format!("process {}", c.id.0), |p| p.code.clone());
+            return NotExecuted::Refused(format!(
+                "{code} (pid {}) ended during the handover",
+                c.carried.pid
+            ));
+        }
         info!(
             "upgrade: executing {} (pid {} kept, {} processes handed over, drained in {:.0} ms)",
             program.display(),
@@ -149,20 +245,22 @@ impl Launcher {
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
-        let e = exec::exec(program.clone(), &h, &keep);
-        error!(
-            "upgrade: cannot execute {}: {e}; serving on as before",
-            program.display()
-        );
-        let _ = give_back.send(handed);
-        self.desk.ended(
-            "failed",
-            &format!("cannot execute {}: {e}", program.display()),
-        );
-        self.notifier
-            .ready(&format!("upgrade failed, running as before: {e}"));
-        self.state.send_replace(crate::ops::notify::State::Serving);
-        Outcome::Serving(self.serve_again(listener, live))
+        let e = exec::exec(program.to_path_buf(), &h, &keep);
+        NotExecuted::Failed(format!("cannot execute {}: {e}", program.display()))
+    }
+
+    /// Serves on after an upgrade that did not happen, and carries out a reload deferred
+    /// meanwhile (`reload`).
+    fn serve_on(
+        &mut self,
+        listener: tokio::net::TcpListener,
+        live: std::sync::Arc<listener::LiveListenerSettings>,
+        reload: bool,
+        status: &str,
+    ) -> Outcome {
+        let serving = self.serve_again(listener, live);
+        self.notifier.ready(status);
+        Outcome::Serving { serving, reload }
     }
 
     /// One line, and the reason for `fhircluster upgrade`; nothing was changed.
@@ -172,11 +270,12 @@ impl Launcher {
     }
 
     /// The drain with the port kept: `None` when a stop signal came meanwhile (the drain then
-    /// ends as a stop's does).
+    /// ends as a stop's does). A `SIGHUP` meanwhile is deferred (`reload`).
     async fn drain_for_upgrade(
         &mut self,
         mut serving: Serving,
         signals: &mut Signals,
+        reload: &mut bool,
     ) -> Option<tokio::net::TcpListener> {
         let _ = serving.shutdown.send(Shutdown::HandOver);
         let mut stop = false;
@@ -188,6 +287,7 @@ impl Launcher {
                         info!("{sig}: the upgrade is given up; stopping as usual");
                         stop = true;
                     }
+                    Meaning::ReloadAfterUpgrade => defer_reload(sig, reload),
                     m => log_signal(sig, &m),
                 },
             }
@@ -277,6 +377,7 @@ impl Launcher {
                 .map(|r| r.mark.clone())
                 .unwrap_or_default(),
             guardian,
+            reload_pending: false,
             cooldowns: self
                 .front
                 .admission
@@ -289,6 +390,16 @@ impl Launcher {
                 .collect(),
         };
         (h, keep)
+    }
+}
+
+/// A `SIGHUP` during an upgrade: carried out once it is over (by the new program, or by this
+/// one should it not happen). One line, the first time.
+fn defer_reload(sig: Sig, reload: &mut bool) {
+    if !std::mem::replace(reload, true) {
+        info!(
+            "{sig}: deferred: an upgrade is under way; the settings are reloaded once it is over"
+        );
     }
 }
 
@@ -366,6 +477,7 @@ impl Resume {
                         stdout: piped(c.stdout_fd, &c.stdout_partial),
                         stderr: piped(c.stderr_fd, &c.stderr_partial),
                         queued: c.queued.clone(),
+                        exit_seen: false,
                     },
                     spoke: c.spoke,
                 })

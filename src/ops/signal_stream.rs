@@ -26,6 +26,14 @@ impl Signals {
         Ok(Signals { streams })
     }
 
+    /// A signal received and not yet taken, without waiting.
+    pub fn pending(&mut self) -> Option<Sig> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        self.streams.iter_mut().find_map(|(sig, stream)| {
+            matches!(stream.poll_recv(&mut cx), std::task::Poll::Ready(Some(()))).then_some(*sig)
+        })
+    }
+
     /// The next signal received. Cancel-safe: a signal is never lost by dropping this future.
     pub async fn next(&mut self) -> Sig {
         std::future::poll_fn(|cx| {

@@ -96,6 +96,9 @@ pub(crate) enum Phase {
 pub(crate) enum Meaning {
     /// Read `config.json` again and restart the processes in turn.
     Reload,
+    /// An upgrade is under way: reload once it is over (in the new program, or in this one
+    /// should the upgrade not happen).
+    ReloadAfterUpgrade,
     /// The orderly stop: drain, then the processes in order.
     Stop,
     /// A second stop signal during the drain: the drain is cut short, then the processes are
@@ -125,7 +128,7 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
         (Sig::Hup, Starting) => Meaning::Ignored(
             "the master is not ready yet; send it again once it is (nothing would be reloaded)",
         ),
-        (Sig::Hup, Upgrading) => Meaning::Ignored("an upgrade is under way"),
+        (Sig::Hup, Upgrading) => Meaning::ReloadAfterUpgrade,
         (Sig::Hup, _) => Meaning::Ignored("stopping"),
         (Sig::Usr1, _) => Meaning::ReopenAccessLog,
         (Sig::Usr2, Serving) => Meaning::Upgrade,
@@ -254,10 +257,11 @@ mod tests {
         for s in [Sig::Term, Sig::Int, Sig::Quit] {
             assert_eq!(meaning(s, Phase::Upgrading), Meaning::Stop, "{s}");
         }
-        assert!(matches!(
+        // #25: a SIGHUP during an upgrade is deferred, never dropped.
+        assert_eq!(
             meaning(Sig::Hup, Phase::Upgrading),
-            Meaning::Ignored(_)
-        ));
+            Meaning::ReloadAfterUpgrade
+        );
     }
 
     #[test]

@@ -34,6 +34,9 @@ use crate::supervisor::{exit_watch, spawner};
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
 use crate::tree::{guardian, subreaper, sweep};
 
+mod handover;
+pub(crate) use handover::Carried;
+
 /// Messages waiting to be written to a child before further ones are dropped.
 const SEND_QUEUE: usize = 1024;
 /// How long after a child's exit its channel may take to yield its last messages (a worker's
@@ -218,6 +221,7 @@ pub fn spawn(
         stdout: stdout.map(|fd| (fd, Vec::new())),
         stderr: stderr.map(|fd| (fd, Vec::new())),
         queued: vec![first_message],
+        exit_seen: false,
     };
     attach_to(spec, fresh, true, events, output, kill_after)
 }
@@ -231,6 +235,8 @@ struct Returns {
     reader: oneshot::Receiver<ChannelReceiver<FromChild>>,
     stdout: Option<PipeBack>,
     stderr: Option<PipeBack>,
+    /// Whether the exit task had seen (and reaped) the exit when it was stopped.
+    exit: oneshot::Receiver<bool>,
 }
 
 /// Takes over a child (or starts on a fresh one): its output forwarded, its channel read and
@@ -245,12 +251,19 @@ pub(crate) fn attach_to(
     kill_after: Duration,
 ) -> io::Result<ChildHandle> {
     let Carried {
-        pid, generation, ..
+        pid,
+        generation,
+        exit_seen,
+        ..
     } = a;
     static REAPING: std::sync::Once = std::sync::Once::new();
     REAPING.call_once(subreaper::reap_on_sigchld);
     // Its exit is this program's to reap, never the subreaper's (a no-op for a fresh child).
-    subreaper::known(pid);
+    // One already reaped (given back after a handover it died in) is not watched again: the
+    // task that reaped it reports its exit.
+    if !exit_seen {
+        subreaper::known(pid);
+    }
     let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
     let (handover, stop) = watch::channel(false);
     let code: Arc<str> = Arc::from(spec.code.as_str());
@@ -360,6 +373,11 @@ pub(crate) fn attach_to(
         }
         let _ = ev.send(tag(ChildEvent::ChannelClosed));
         let _ = eof_tx.send(());
+        // The channel is still the child's (and a handover's, given back should it fail):
+        // handed back when asked, dropped with the handle.
+        if reader_stop.wait_for(|s| *s).await.is_ok() {
+            let _ = reader_tx.send(receiver);
+        }
     });
 
     // Its listening socket, while it starts.
@@ -381,15 +399,26 @@ pub(crate) fn attach_to(
     // so a worker's final counts come first. A handover stops the watch before the reap only.
     let exited = watching.clone();
     let signalled = Arc::new(Signalled::default());
+    signalled.reaped.store(exit_seen, Ordering::Release);
     let shared = signalled.clone();
     let left_code = code.clone();
     let mut exit_stop = stop;
+    // Says, once asked to stop, whether the exit was seen first (then this task reports it).
+    let (exit_tx, exit_rx) = oneshot::channel();
     tokio::spawn(async move {
+        if exit_seen {
+            let _ = exit_tx.send(true);
+            return;
+        }
         let exit = tokio::select! {
             exit = exit_watch::exited(pid) => exit,
-            () = until_set(&mut exit_stop) => return,
+            () = until_set(&mut exit_stop) => {
+                let _ = exit_tx.send(false);
+                return;
+            }
         };
         shared.reaped.store(true, Ordering::Release);
+        let _ = exit_tx.send(true);
         subreaper::forget(pid);
         exited.set();
         let termed = shared.termed.load(Ordering::Acquire);
@@ -416,62 +445,9 @@ pub(crate) fn attach_to(
             reader: reader_rx,
             stdout,
             stderr,
+            exit: exit_rx,
         },
     })
-}
-
-/// A running child's fds and what was under way on them: a fresh child's, or one taken back
-/// from its tasks for an in-place upgrade (then with what was read and not used, and queued
-/// and not written).
-#[derive(Debug)]
-pub(crate) struct Carried {
-    pub pid: u32,
-    pub generation: u64,
-    pub channel: OwnedFd,
-    /// Read from the channel, not yet parsed.
-    pub unread: Vec<u8>,
-    /// Its stdout and stderr pipes, each with a line begun and not yet ended.
-    pub stdout: Option<(OwnedFd, Vec<u8>)>,
-    pub stderr: Option<(OwnedFd, Vec<u8>)>,
-    /// To be written to it first, in order.
-    pub queued: Vec<ToChild>,
-}
-
-impl ChildHandle {
-    /// Stops the child's tasks between reads and writes and takes its fds back, with what was
-    /// read and not used and what was queued and not written (an in-place upgrade). The child
-    /// itself is not touched. Its exit, if it came first, is found again by the program that
-    /// takes it over (its wait then reports an unknown end).
-    pub(crate) async fn hand_over(self) -> io::Result<Carried> {
-        let _ = self.handover.send(true);
-        let lost =
-            |what: &str| io::Error::other(format!("{}: its {what} task has ended", self.code));
-        let (sender, queued) = self.returns.writer.await.map_err(|_| lost("writer"))?;
-        let receiver = self.returns.reader.await.map_err(|_| lost("reader"))?;
-        let (channel, unread) = channel::launcher_handed_over(receiver, sender)?;
-        let pipe_back = |(pipe, partial): (pipe::Receiver, Vec<u8>)| {
-            pipe.into_nonblocking_fd().ok().map(|fd| (fd, partial))
-        };
-        let mut out = [None, None];
-        for (slot, rx) in out
-            .iter_mut()
-            .zip([self.returns.stdout, self.returns.stderr])
-        {
-            if let Some(rx) = rx {
-                *slot = rx.await.ok().flatten().and_then(pipe_back);
-            }
-        }
-        let [stdout, stderr] = out;
-        Ok(Carried {
-            pid: self.pid,
-            generation: self.generation,
-            channel,
-            unread,
-            stdout,
-            stderr,
-            queued,
-        })
-    }
 }
 
 /// Ends what child `pid` left running: its process group and what carries its `mark`.

@@ -91,6 +91,23 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Whether child `pid` has exited, without reaping it (`WNOWAIT`: its exit stays for
+/// [`exited`] to take). Not a child of this process (any more) counts as ended.
+pub(crate) fn has_ended(pid: u32) -> bool {
+    let raw: libc::id_t = pid;
+    // SAFETY: a zeroed siginfo_t for the kernel to fill; waitid with WNOHANG does not block.
+    let mut info = unsafe { std::mem::zeroed::<libc::siginfo_t>() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: as above; `info` outlives the call.
+    let r = unsafe { libc::waitid(libc::P_PID, raw, &mut info, flags) };
+    if r != 0 {
+        return io::Error::last_os_error().raw_os_error() != Some(libc::EINTR);
+    }
+    // SAFETY: filled by a successful waitid; 0 when nothing has exited (WNOHANG).
+    let exited = unsafe { info.si_pid() };
+    exited != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +133,27 @@ mod tests {
             .await
             .expect("the exit was not seen within 20 s");
         assert_eq!(exit, Exit::Code(4));
+    }
+
+    #[tokio::test]
+    async fn has_ended_looks_without_reaping() {
+        // #25: the upgrade's last look at each process must leave its exit to be reported.
+        let pid = start("exec sleep 30");
+        assert!(!has_ended(pid), "a running child");
+        let _ = kill(pid, libc::SIGKILL);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !has_ended(pid) {
+            assert!(std::time::Instant::now() < deadline, "never seen to end");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(has_ended(pid), "still ended: not reaped by looking");
+        assert_eq!(exited(pid).await, Exit::Signal(libc::SIGKILL));
+        assert!(has_ended(pid), "reaped: not a child any more");
+    }
+
+    fn kill(pid: u32, sig: i32) -> i32 {
+        // SAFETY: a plain kill(2) on this test's own child.
+        unsafe { libc::kill(pid as i32, sig) }
     }
 
     #[tokio::test]

@@ -116,9 +116,10 @@ impl MasterMailbox {
         self.held.drain(..)
     }
 
-    /// Everything held, oldest first (an in-place upgrade carries it).
-    pub(super) fn handed_over(self) -> Vec<ToChild> {
-        self.held.into()
+    /// Everything held, oldest first (an in-place upgrade carries a copy: should it fail,
+    /// the mailbox is as it was).
+    pub(super) fn copied(&self) -> Vec<ToChild> {
+        self.held.iter().cloned().collect()
     }
 
     /// The mailbox as the program before an in-place upgrade left it.

@@ -110,7 +110,7 @@ pub(crate) async fn resume(
     handover: ShellHandover,
 ) -> Ended {
     let (mut shell, events) = Shell::new(setup, keeper, hooks, sizer, output);
-    if let Err(e) = shell.resume(handover, true) {
+    if let Err(e) = shell.resume(handover) {
         error!("the upgrade's state cannot be taken over: {e}; stopping");
         shell.life.stop(now_std());
     }
@@ -195,10 +195,9 @@ impl Shell {
                             let Ok(h) = back.await else {
                                 return Ended::HandedOver;
                             };
-                            // The execve failed: everything back, as it was.
-                            if let Err(e) = shell.resume(*h, false) {
-                                error!("taking the processes back after a failed upgrade: {e}");
-                            }
+                            // The execve failed (or a step before it): everything back,
+                            // as it was.
+                            shell.give_back(*h);
                         }
                         Err(why) => {
                             let _ = reply.send(Err(why));

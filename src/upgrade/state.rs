@@ -51,6 +51,9 @@ pub(crate) struct Handover {
     /// for `cooldownSeconds`), each with what is left of it.
     #[serde(default)]
     pub cooldowns: Vec<CooldownState>,
+    /// A `SIGHUP` came during the upgrade: the new program reloads once it serves.
+    #[serde(default)]
+    pub reload_pending: bool,
 }
 
 /// A cooldown running at the capture.

@@ -8,16 +8,21 @@
 
 use std::time::Instant;
 
-use tracing::info;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use tracing::{error, info};
 
 use super::Shell;
 use crate::ipc::message::ToChild;
+use crate::process::Exit;
 use crate::process::ProcessId;
 use crate::status::keeper::KeeperState;
 use crate::supervisor::child::{self, Carried};
 use crate::supervisor::lifecycle::{LifecycleState, Status};
 use crate::supervisor::mailbox::MasterMailbox;
 use crate::upgrade::state::ShellState;
+use crate::upgrade::test_hook;
 
 /// Everything the shell hands over, with the children's fds (still open: the caller keeps
 /// them across `execve`, or gives them back to `resume` should it fail).
@@ -68,32 +73,25 @@ impl Shell {
         None
     }
 
-    /// Hands everything over (`Ok`), or says why not (`Err`: nothing was changed).
+    /// Hands everything over (`Ok`), or says why not (`Err`). A failure at any step gives
+    /// back whatever was taken ([`Shell::give_back`]): the cluster runs on as before, and a
+    /// process that ended meanwhile is then seen to have ended, as after any crash.
+    ///
+    /// Only the children are taken (their tasks stopped, their fds in `h`); everything else is
+    /// read into `h` and left as it is, so giving back is putting the children back.
     pub(super) async fn hand_over(&mut self) -> Result<Box<ShellHandover>, String> {
         if let Some(why) = self.not_steady() {
             return Err(why);
         }
         let at = crate::clock::now_std();
         let lifecycle = self.life.capture(at).map_err(|e| e.to_string())?;
+        // Its minute is closed (the counts become an event, as each minute's do); its rows are
+        // only read.
         let keeper = self.keeper.hand_over(self.hooks.tally(), at);
-        let mut children = Vec::new();
-        for (i, slot) in self.children.iter_mut().enumerate() {
-            let Some(handle) = slot.take() else { continue };
-            let carried = handle
-                .hand_over()
-                .await
-                .map_err(|e| format!("handing over {}: {e}", self.setup.processes[i].code))?;
-            children.push(HandedChild {
-                id: ProcessId(i as u16),
-                carried,
-                spoke: self.spoke[i],
-            });
-        }
-        let mailbox = std::mem::take(&mut self.master_mailbox).handed_over();
-        Ok(Box::new(ShellHandover {
+        let mut h = ShellHandover {
             at,
             lifecycle,
-            children,
+            children: Vec::new(),
             shell: ShellState {
                 generation: self.generation,
                 master_acks: self.master_acks,
@@ -101,21 +99,106 @@ impl Shell {
                 flushing: self.flushing,
                 recycle: self.recycle.capture(at),
             },
-            mailbox,
+            mailbox: self.master_mailbox.copied(),
             keeper,
-        }))
+        };
+        match self.take_children(&mut h).await {
+            Ok(()) => Ok(Box::new(h)),
+            Err(why) => {
+                self.give_back(h);
+                Err(why)
+            }
+        }
     }
 
-    /// Takes over what `h` hands: the lifecycle, each child (its tasks started on its fds, the
-    /// front door told it is up when `fresh`: a new program's), the mailbox and the flags.
+    /// Takes each child from its tasks into `h`, then makes sure none has ended meanwhile.
+    /// `Err`: `h` holds every child taken so far (the caller gives them back).
+    async fn take_children(&mut self, h: &mut ShellHandover) -> Result<(), String> {
+        for i in 0..self.children.len() {
+            let code = self.setup.processes[i].code.clone();
+            if self.children[i].is_none() {
+                continue;
+            }
+            let hook = test_hook::step(&format!("child-{code}")).await;
+            let Some(handle) = self.children[i].take() else {
+                continue;
+            };
+            let id = ProcessId(i as u16);
+            let taken = match (handle.hand_over().await, hook) {
+                (Ok(carried), Ok(())) => Ok(carried),
+                (Ok(carried), Err(why)) => Err(carried.lost(why)),
+                (Err(lost), _) => Err(lost),
+            };
+            let lost = match taken {
+                Ok(carried) => {
+                    h.children.push(HandedChild {
+                        id,
+                        carried,
+                        spoke: self.spoke[i],
+                    });
+                    continue;
+                }
+                Err(lost) => lost,
+            };
+            // Its fds are gone: it is ended, and its exit seen once given back.
+            let why = format!("handing over {code}: {}", lost.why);
+            let pid = lost.pid;
+            match lost.stand_in() {
+                Ok(carried) => h.children.push(HandedChild {
+                    id,
+                    carried,
+                    spoke: self.spoke[i],
+                }),
+                Err(e) => self.end_unheld(
+                    id,
+                    pid,
+                    &format!("its channel is lost and no stand-in could be made ({e})"),
+                ),
+            }
+            return Err(why);
+        }
+        test_hook::step("handed").await?;
+        match h.children.iter().find(|c| c.carried.has_ended()) {
+            Some(c) => Err(format!(
+                "{} (pid {}) ended during the handover",
+                self.code(c.id),
+                c.carried.pid
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts back what [`Shell::hand_over`] took: each child's handle, its tasks started again
+    /// on its fds with what was read and queued (the `execve` failed, or a step before it).
+    /// Nothing is started or signalled; a child that ended meanwhile is seen to have.
+    pub(super) fn give_back(&mut self, h: ShellHandover) {
+        for c in h.children {
+            let i = c.id.index();
+            let spec = self.setup.processes[i].clone();
+            let pid = c.carried.pid;
+            match child::attach_to(
+                &spec,
+                c.carried,
+                false,
+                self.events_tx.clone(),
+                &self.output,
+                self.setup.kill_after,
+            ) {
+                Ok(handle) => self.children[i] = Some(handle),
+                // Not seen in practice (the fds were just taken from the same tasks).
+                Err(e) => self.end_unheld(c.id, pid, &format!("cannot be taken back ({e})")),
+            }
+        }
+    }
+
+    /// Takes over what the program before handed (`h`): the lifecycle, each child (its tasks
+    /// started on its fds, the front door told it is up), the mailbox and the flags.
     /// Nothing is started or signalled.
-    pub(super) fn resume(&mut self, h: ShellHandover, fresh: bool) -> Result<(), String> {
+    pub(super) fn resume(&mut self, h: ShellHandover) -> Result<(), String> {
         self.life = crate::supervisor::lifecycle::Lifecycle::resume(&h.lifecycle, h.at)
             .map_err(|e| e.to_string())?;
-        if fresh {
-            self.life
-                .set_limits(self.setup.max_start_failures, self.setup.kill_after);
-        }
+        self.life
+            .set_limits(self.setup.max_start_failures, self.setup.kill_after);
         self.generation = h.shell.generation;
         self.master_acks = h.shell.master_acks;
         self.master_stalled = h.shell.master_stalled;
@@ -127,41 +210,65 @@ impl Shell {
         // up in the front door (or a cache-id of theirs would read as lost).
         let mut children = h.children;
         children.sort_by_key(|c| std::cmp::Reverse(c.id.index()));
+        // Every child is held or ended: none is left running with nothing watching it.
+        let mut mismatch = None;
         for c in children {
             let i = c.id.index();
+            let pid = c.carried.pid;
             if i >= n {
-                return Err(format!(
-                    "process {i} was handed over; this configuration has {n} places"
-                ));
+                let why = format!("process {i} was handed over; this configuration has {n} places");
+                error!("{why}; ending it (pid {pid}, SIGKILL)");
+                kill_group(pid);
+                crate::tree::subreaper::forget(pid);
+                mismatch.get_or_insert(why);
+                continue;
             }
             let spec = self.setup.processes[i].clone();
-            let pid = c.carried.pid;
-            let handle = child::attach_to(
+            let handle = match child::attach_to(
                 &spec,
                 c.carried,
                 false,
                 self.events_tx.clone(),
                 &self.output,
                 self.setup.kill_after,
-            )
-            .map_err(|e| format!("taking over {}: {e}", spec.code))?;
+            ) {
+                Ok(handle) => handle,
+                Err(e) => {
+                    self.end_unheld(c.id, pid, &format!("cannot be taken over ({e})"));
+                    continue;
+                }
+            };
             self.spoke[i] = c.spoke;
             self.children[i] = Some(handle);
-            if fresh {
-                self.hooks.started(c.id, pid);
-                if self.life.is_up(c.id) {
-                    self.hooks.up(c.id, pid);
-                    self.recycle.ready(c.id, Some(pid), &self.readings);
-                }
-                info!("{}: taken over (pid {pid})", spec.code);
+            self.hooks.started(c.id, pid);
+            if self.life.is_up(c.id) {
+                self.hooks.up(c.id, pid);
+                self.recycle.ready(c.id, Some(pid), &self.readings);
             }
+            info!("{}: taken over (pid {pid})", spec.code);
         }
-        if fresh {
-            for i in self.life.workers() + 1..n {
-                self.hooks.retired(ProcessId(i as u16));
-            }
-            self.fit_rows();
+        for i in self.life.workers() + 1..n {
+            self.hooks.retired(ProcessId(i as u16));
         }
-        Ok(())
+        self.fit_rows();
+        mismatch.map_or(Ok(()), Err)
+    }
+
+    /// Ends a process the supervisor cannot hold (its fds lost, or not taken back): `SIGKILL`
+    /// to its group, and its exit counted at once, so it is restarted as after any crash and
+    /// nothing waits for an exit no task would report (the subreaper reaps it).
+    fn end_unheld(&mut self, id: ProcessId, pid: u32, why: &str) {
+        error!("{}: {why}; ending it (SIGKILL)", self.code(id));
+        kill_group(pid);
+        crate::tree::subreaper::forget(pid);
+        self.hooks.exited(id);
+        self.exited(id, Exit::Signal(libc::SIGKILL), Some(pid));
+    }
+}
+
+/// `SIGKILL` to the process group `pid` leads.
+fn kill_group(pid: u32) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = kill(Pid::from_raw(-p), Signal::SIGKILL);
     }
 }

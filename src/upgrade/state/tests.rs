@@ -75,7 +75,21 @@ fn handover() -> Handover {
             id: 1,
             left_ms: 1_500,
         }],
+        reload_pending: true,
     }
+}
+
+#[test]
+fn a_state_from_a_program_that_defers_no_sighup_reads_as_none_pending() {
+    // #25: the deferred SIGHUP is a field of format 1 an older program does not write.
+    let mut json = serde_json::to_value(handover()).expect("json");
+    json.as_object_mut()
+        .expect("object")
+        .remove("reloadPending");
+    let bytes = serde_json::to_vec(&json).expect("bytes");
+    let h = decode(&bytes).expect("decode");
+    assert!(!h.reload_pending);
+    assert_eq!(h.cooldowns, handover().cooldowns);
 }
 
 #[test]
