@@ -19,7 +19,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::park::{park_after, park_at_once, Activity, Look, ParkIo, Quiet, TrackedBody};
+use super::park::{park_after, park_at_once, Activity, Look, Quiet, TrackedBody};
+use super::park_io::ParkIo;
 use super::phase::{ClientIo, ConnContext};
 use crate::proxy::admission::Early;
 use crate::proxy::pipeline::handle;
@@ -93,7 +94,9 @@ pub(super) async fn serve_until_idle(
         .keep_alive(true)
         .max_buf_size(ctx.cfg.max_head.max(8192));
     quiet.served_anew(activity.snapshot());
-    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
+    // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
+    activity.take_refused();
+    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone(), ctx.cfg.max_head));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(&ctx.served);
@@ -111,11 +114,15 @@ pub(super) async fn serve_until_idle(
                 Poll::Ready(r) => Poll::Ready(Some(r)),
                 // Looked at each time hyper is done for now, so as a response ends: one atomic
                 // load while nothing waits.
+                // A head kept back (one hyper would refuse): to the lobby once hyper is idle,
+                // its earlier answers written, for the launcher's own answer.
                 Poll::Pending
-                    if park_at_once(
-                        ctx.served.load(Ordering::Relaxed),
-                        ctx.front.admission.has_waiters(),
-                    ) && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
+                    if (activity.refused()
+                        || park_at_once(
+                            ctx.served.load(Ordering::Relaxed),
+                            ctx.front.admission.has_waiters(),
+                        ))
+                        && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
                 {
                     Poll::Ready(None)
                 }
