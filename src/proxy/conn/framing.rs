@@ -72,6 +72,11 @@ impl Framer {
         }
     }
 
+    /// At a head's start: the next bytes passed are a head.
+    pub fn at_head(&self) -> bool {
+        self.state == State::Head
+    }
+
     /// How many of the bytes at the start of `buf` may go to hyper; the framer moves past what
     /// it passes.
     pub fn step(&mut self, buf: &[u8]) -> Step {

@@ -140,6 +140,11 @@ pub async fn enter(
     let Some(head) = whole_request(&buf) else {
         return serve(buf, None);
     };
+    if buf.len() > head.len {
+        // Pipelined (more was sent without waiting for this answer): hyper's service admits it,
+        // as one of the few pipelined requests routed at once (`served`).
+        return serve(buf, None);
+    }
     let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
     let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
         return serve(buf, None);

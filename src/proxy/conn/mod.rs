@@ -10,6 +10,8 @@ mod park_io;
 mod phase;
 mod refused;
 mod served;
+mod unread;
 
 pub(crate) use head_check::Refused;
 pub(crate) use phase::{serve_client, ConnContext};
+pub(crate) use served::pipelined_at_once;

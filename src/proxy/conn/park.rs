@@ -45,6 +45,10 @@ pub struct Activity {
     /// The stream kept back a head hyper would refuse (`park_io`): the connection is to go to
     /// the lobby, which answers it, once hyper is idle.
     refused: AtomicBool,
+    /// The last head given to hyper was sent before the client had its previous answer (it was
+    /// read with the bytes before it): its request yields to those of clients that wait for
+    /// their answers (`served`).
+    pipelined: AtomicBool,
 }
 
 /// Connections served by hyper at once above which idle ones are parked sooner: a crowd of
@@ -107,6 +111,7 @@ impl Activity {
             bodied: AtomicBool::new(false),
             write_stalled: AtomicBool::new(false),
             refused: AtomicBool::new(false),
+            pipelined: AtomicBool::new(false),
         }
     }
 
@@ -149,6 +154,16 @@ impl Activity {
     /// Whether a head was kept back since the last `take_refused`, clearing it.
     pub fn take_refused(&self) -> bool {
         self.refused.swap(false, Ordering::Relaxed)
+    }
+
+    /// A head was given to hyper; `pipelined`: read with bytes before it.
+    pub(super) fn head_passed(&self, pipelined: bool) {
+        self.pipelined.store(pipelined, Ordering::Relaxed);
+    }
+
+    /// Whether the request hyper has just read was pipelined (see `head_passed`).
+    pub fn pipelined(&self) -> bool {
+        self.pipelined.load(Ordering::Relaxed)
     }
 
     /// Whether a head was kept back (hyper is to be left once idle).

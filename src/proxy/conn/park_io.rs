@@ -31,6 +31,9 @@ pub struct ParkIo<T> {
     framer: Framer,
     /// A head was refused: nothing more is given to hyper.
     refused: bool,
+    /// What is held was read with bytes given to hyper before it (the client sent it without
+    /// waiting for an answer).
+    leftover: bool,
     activity: Arc<Activity>,
 }
 
@@ -43,6 +46,7 @@ impl<T> ParkIo<T> {
             cleared: 0,
             framer: Framer::new(max_head),
             refused: false,
+            leftover: false,
             activity,
         }
     }
@@ -86,8 +90,16 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
                 return Poll::Pending;
             }
             if !this.held.is_empty() {
+                let head = this.framer.at_head();
                 match this.framer.step(&this.held) {
                     Step::Pass(n) => {
+                        if head {
+                            // Read with the bytes before it, or with more behind it: sent
+                            // without waiting for an answer.
+                            let pipelined = this.leftover || this.held.len() > n;
+                            this.activity.head_passed(pipelined);
+                        }
+                        this.leftover = this.held.len() > n;
                         this.cleared = n;
                         continue;
                     }
@@ -117,7 +129,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
             if got.is_empty() {
                 return Poll::Ready(Ok(()));
             }
+            let head = this.framer.at_head();
             let step = this.framer.step(got);
+            if let (true, Step::Pass(n)) = (head, step) {
+                this.activity.head_passed(got.len() > n);
+            }
             let keep = match step {
                 Step::Pass(n) => n,
                 Step::Wait | Step::Refuse => 0,
@@ -125,6 +141,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
             if keep < got.len() {
                 this.held.extend_from_slice(&got[keep..]);
                 buf.set_filled(before + keep);
+                this.leftover = keep > 0;
             }
             match step {
                 Step::Pass(_) => return Poll::Ready(Ok(())),

@@ -44,6 +44,8 @@ pub struct ConnContext {
     pub served: Arc<AtomicUsize>,
     /// Told of each park, to hand the memory back after a crowd.
     pub trimmer: Arc<Trimmer>,
+    /// Permits for pipelined requests, shared by the listener's connections (`served`).
+    pub pipelined: Arc<tokio::sync::Semaphore>,
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:

@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -22,6 +23,7 @@ use tracing::debug;
 use super::park::{park_after, park_at_once, Activity, Look, Quiet, TrackedBody};
 use super::park_io::ParkIo;
 use super::phase::{ClientIo, ConnContext};
+use super::unread;
 use crate::proxy::admission::Early;
 use crate::proxy::pipeline::handle;
 
@@ -39,6 +41,14 @@ impl Drop for ServedGauge<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// The permits for pipelined requests routed at once, for a listener in front of `workers` tx
+/// processes: one per worker (at least one), so that clients that pipeline share that much of
+/// the cluster, in turn (the semaphore is first come, first served), while a client waiting for
+/// its answer is served as ever.
+pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(workers.max(1)))
 }
 
 /// A connection hyper has given back, idle.
@@ -65,25 +75,52 @@ pub(super) async fn serve_until_idle(
     let tracker = activity.clone();
     // The first request hyper reads is the one the lobby admitted, if it did.
     let early = Cell::new(early);
+    let fd = io.get_ref().as_raw_fd();
+    let permits = ctx.pipelined.clone();
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let guard = tracker.begin(!req.body().is_end_stream());
         let (front, cfg) = (front.clone(), cfg.clone());
+        let early = early.take();
+        let peer = peer.clone();
+        let pipelined = (early.is_none() && tracker.pipelined()).then(|| permits.clone());
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
         // would hold it. Boxed, it exists only while a request is in flight.
-        Box::pin(handle(
-            front,
-            cfg,
-            peer.clone(),
-            req,
-            early.take(),
-            move |b, read_whole| {
+        Box::pin(async move {
+            // Its earlier answers unread: no slot until the client takes them (`unread`); one
+            // admitted by the lobby has its slot already.
+            if early.is_none()
+                && unread::unread_bytes(fd) > unread::UNREAD_AT_MOST
+                && !unread::wait(fd, cfg.write_timeout).await
+            {
+                front
+                    .counters
+                    .write_timeout_closes
+                    .fetch_add(1, Ordering::Relaxed);
+                debug!(
+                    "connection from {peer}: its answers unread for writeTimeoutSeconds: closed"
+                );
+                return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+            }
+            // Sent without waiting for its answer: one of a few such at once, of all clients,
+            // so a crowd of pipelining clients can't take every slot in turn after turn.
+            let permit = match pipelined {
+                Some(p) => p.acquire_owned().await.ok(),
+                None => None,
+            };
+            let resp = handle(front, cfg, peer, req, early, move |b, read_whole| {
                 if read_whole {
                     guard.body_read();
                 }
                 TrackedBody::new(b, guard)
-            },
-        ))
+            });
+            let resp = resp.await;
+            drop(permit);
+            match resp {
+                Ok(r) => Ok(r),
+                Err(never) => match never {},
+            }
+        })
     });
     let mut builder = http1::Builder::new();
     // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
