@@ -72,6 +72,16 @@ impl Framer {
         }
     }
 
+    /// Bytes of the body of the request just passed still to come (`u64::MAX`: not known, a
+    /// chunked body, or nothing more is followed).
+    pub fn body_left(&self) -> u64 {
+        match self.state {
+            State::Head => 0,
+            State::Length(n) => n,
+            State::Chunk(_) | State::Done => u64::MAX,
+        }
+    }
+
     /// At a head's start: the next bytes passed are a head.
     pub fn at_head(&self) -> bool {
         self.state == State::Head

@@ -94,9 +94,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
                 match this.framer.step(&this.held) {
                     Step::Pass(n) => {
                         if head {
-                            // Read with the bytes before it, or with more behind it: sent
-                            // without waiting for an answer.
-                            let pipelined = this.leftover || this.held.len() > n;
+                            // Read with the bytes before it, or with more than its body behind
+                            // it: sent without waiting for an answer.
+                            let behind = (this.held.len() - n) as u64;
+                            let pipelined = this.leftover || behind > this.framer.body_left();
                             this.activity.head_passed(pipelined);
                         }
                         this.leftover = this.held.len() > n;
@@ -132,7 +133,8 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
             let head = this.framer.at_head();
             let step = this.framer.step(got);
             if let (true, Step::Pass(n)) = (head, step) {
-                this.activity.head_passed(got.len() > n);
+                let behind = (got.len() - n) as u64;
+                this.activity.head_passed(behind > this.framer.body_left());
             }
             let keep = match step {
                 Step::Pass(n) => n,
