@@ -44,6 +44,7 @@ mod pure_core;
 mod readiness;
 mod reliability_clients;
 mod reliability_faults;
+mod reliability_front;
 mod reliability_orphans;
 mod reliability_resources;
 mod reliability_upstream_heads;

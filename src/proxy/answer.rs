@@ -41,6 +41,14 @@ pub enum Answer {
     /// The request line and headers were over `headerMaxKB`: `431`, `Connection: close`,
     /// before any process is asked.
     HeadTooLarge { max_kb: u64 },
+    /// A request head hyper's parser would refuse (a character not allowed in the target, a
+    /// malformed header, version or `Content-Length`): `400`, `Connection: close`, answered
+    /// before hyper sees it so that it is the launcher's own (`conn::head_check`).
+    BadHead(&'static str),
+    /// More headers than hyper reads (100): `431`, `Connection: close`.
+    TooManyHeaders,
+    /// A request target over 65,534 bytes: `414`, `Connection: close`.
+    TargetTooLong,
     /// The process took the request and gave no answer: `502` (LAUNCH-9).
     BadGateway { code: String },
     /// No response began within `upstreamTimeoutSeconds`: `504` naming the process
@@ -58,9 +66,12 @@ impl Answer {
     pub fn status(&self) -> StatusCode {
         match self {
             Answer::Unsupported => StatusCode::NOT_IMPLEMENTED,
-            Answer::BadTarget(_) | Answer::BadRequestBody | Answer::BadHost(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            Answer::BadTarget(_)
+            | Answer::BadRequestBody
+            | Answer::BadHost(_)
+            | Answer::BadHead(_) => StatusCode::BAD_REQUEST,
+            Answer::TooManyHeaders => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Answer::TargetTooLong => StatusCode::URI_TOO_LONG,
             Answer::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Answer::HeadTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Answer::MasterNotReady
@@ -87,6 +98,9 @@ impl Answer {
             Answer::BadHost(_) => "bad_host",
             Answer::RequestTimeout => "request_timeout",
             Answer::HeadTooLarge { .. } => "head_too_large",
+            Answer::BadHead(_) => "bad_request_head",
+            Answer::TooManyHeaders => "too_many_headers",
+            Answer::TargetTooLong => "target_too_long",
             Answer::BadGateway { .. } => "bad_gateway",
             Answer::GatewayTimeout { .. } => "gateway_timeout",
         }
@@ -115,6 +129,13 @@ impl Answer {
                      (server.cluster.headerMaxKB)"
                 ),
             ),
+            Answer::BadHead(why) => Outcome::error("invalid", format!("Bad request: {why}")),
+            Answer::TooManyHeaders => {
+                Outcome::error("too-long", "The request has more than 100 header fields")
+            }
+            Answer::TargetTooLong => {
+                Outcome::error("too-long", "The request target is over 65,534 bytes")
+            }
             Answer::MasterNotReady => Outcome::error(
                 "transient",
                 "The master server is not ready (starting or restarting); try again shortly",
@@ -192,6 +213,9 @@ impl Answer {
                 | Answer::BadHost(_)
                 | Answer::RequestTimeout
                 | Answer::HeadTooLarge { .. }
+                | Answer::BadHead(_)
+                | Answer::TooManyHeaders
+                | Answer::TargetTooLong
         )
     }
 

@@ -96,8 +96,12 @@ impl Counters {
                 (Some(&self.gateway_timeout), Some(LostKind::Timeout504))
             }
             Answer::RequestTimeout => (Some(&self.request_timeouts), None),
-            Answer::HeadTooLarge { .. } => (Some(&self.heads_too_large), None),
+            Answer::HeadTooLarge { .. } | Answer::TooManyHeaders => {
+                (Some(&self.heads_too_large), None)
+            }
             Answer::Unsupported
+            | Answer::BadHead(_)
+            | Answer::TargetTooLong
             | Answer::BadTarget(_)
             | Answer::BadRequestBody
             | Answer::BadHost(_) => (None, None),

@@ -29,6 +29,8 @@ pub(crate) enum Failure<'a> {
     BadTarget(BadTarget),
     /// A request line and headers over `max_head` bytes (`headerMaxKB`), seen by the lobby.
     HeadTooLarge { max_head: usize },
+    /// A head hyper's parser would refuse, seen by the lobby or on its way to hyper.
+    BadHead(super::conn::Refused),
     /// The client had not sent its whole body after `waited` (the `setting` that says how long
     /// it may take): read ahead before admission, or still arriving when the upstream timeout
     /// ran out. The client's doing, not the process's.
@@ -87,6 +89,16 @@ fn answer(front: &Front, failure: Failure<'_>) -> (Answer, Option<ProcessId>) {
             let max_kb = (max_head >> 10) as u64;
             debug!("a client sent a request head over {max_kb} KB (headerMaxKB): answered 431");
             (Answer::HeadTooLarge { max_kb }, None)
+        }
+        Failure::BadHead(refused) => {
+            use super::conn::Refused;
+            let answer = match refused {
+                Refused::Bad(why) => Answer::BadHead(why),
+                Refused::TooManyHeaders => Answer::TooManyHeaders,
+                Refused::TargetTooLong => Answer::TargetTooLong,
+            };
+            debug!("a client sent a request head hyper would refuse: {refused:?}; answered itself");
+            (answer, None)
         }
         Failure::BodyLate { waited, setting } => {
             debug!(

@@ -54,6 +54,8 @@ pub async fn serve_live(
     let served = front.counters.observed.connections_served.clone();
     let trimmer = Arc::new(super::trim::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run());
+    // Pipelined requests routed at once, of all the listener's connections (`conn::served`).
+    let pipelined = super::conn::pipelined_at_once(front.upstreams.len().saturating_sub(1));
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
     // Accept failures: a run of them can flap as descriptors come and go, so one line a
@@ -70,6 +72,7 @@ pub async fn serve_live(
                         peer: Peer::new(peer),
                         served: served.clone(),
                         trimmer: trimmer.clone(),
+                        pipelined: pipelined.clone(),
                     };
                     let open = front.counters.observed.accepted();
                     let drain = drain_rx.clone();

@@ -11,9 +11,11 @@
 //! A head still arriving is waited for here, with the header timeout counted from when the
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
 //! head over `headerMaxKB` is answered `431` here, before any process is asked, and the
-//! connection closed. Only a whole request is admitted: the head complete, no chunked body, all
-//! of a `Content-Length` body read, an origin-form target, one `Host`. Anything else (a large or
-//! chunked body, a malformed head) is handed to hyper as read, to be answered as ever.
+//! connection closed. A head hyper's parser would refuse (`head_check`) is answered here with the
+//! launcher's own `400` (or `431`, `414`) and closed, never hyper's bare one. Only a whole
+//! request is admitted: the head complete, no chunked body, all of a `Content-Length` body read,
+//! an origin-form target, one `Host`. Anything else (a large or chunked body, no `Host`) is
+//! handed to hyper as read, to be answered as ever.
 //!
 //! What a request waiting here holds counts against the budget (`proxy::budget`); while the
 //! budget is full, the head is read a chunk at a time, so little more than the head is read
@@ -34,6 +36,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::head_check::{self, Check, Refused};
 use crate::proxy::admission::Early;
 use crate::proxy::front::Front;
 use crate::proxy::route::{RequestHead, Route};
@@ -48,8 +51,8 @@ pub const PIPELINED_AT_MOST: usize = 8 * 1024;
 /// Bytes read from the socket at a time.
 const CHUNK: usize = 8192;
 
-/// Headers a head may have to be admitted here (hyper takes up to 100; more go to hyper).
-const MAX_HEADERS: usize = 64;
+/// Headers a head may have, as hyper.
+const MAX_HEADERS: usize = head_check::MAX_HEADERS;
 
 /// How a connection leaves the lobby.
 pub enum Leave {
@@ -57,8 +60,12 @@ pub enum Leave {
     Gone,
     /// To be closed: no whole head by the header deadline, or the drain began before one.
     Close,
-    /// To be answered `431` and closed: the head is over `max_head` bytes.
-    HeadTooLarge,
+    /// To be answered `431` and closed: the head is over `max_head` bytes (its bytes, for the
+    /// access log).
+    HeadTooLarge { head: Vec<u8> },
+    /// To be answered (`400`, `431`, `414`) and closed: a head hyper would refuse; its bytes,
+    /// for the access log.
+    Refused { why: Refused, head: Vec<u8> },
     /// To hyper, with the bytes read ahead and the first request's admission if it was admitted.
     Serve { unread: Bytes, early: Option<Early> },
 }
@@ -88,14 +95,20 @@ pub async fn enter(
         };
         match read_available(stream, &mut buf, read_up_to) {
             Ok(true) if buf.is_empty() => return Leave::Gone,
-            // Hung up after sending: hyper answers what it can, as it would have.
-            Ok(true) => return serve(buf, None),
+            // Hung up after sending: hyper answers what it can, as it would have; what it would
+            // refuse, the launcher answers.
+            Ok(true) => {
+                return match head_check::check(&buf) {
+                    Check::Refused(why) => Leave::Refused { why, head: buf },
+                    _ => serve(buf, None),
+                }
+            }
             Ok(false) => {}
             Err(_) => return Leave::Gone,
         }
         // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
-        let parsed = head_len(&buf);
-        if parsed != Some(None) || buf.len() >= max_head {
+        let parsed = head_check::check(&buf);
+        if parsed != Check::Partial || buf.len() >= max_head {
             break parsed;
         }
         if *drain.borrow() {
@@ -117,18 +130,21 @@ pub async fn enter(
             _ = drain.changed() => return Leave::Close,
         }
     };
-    let too_large = match parsed {
+    match parsed {
         // Not whole, and no more is waited for: over `max_head`.
-        Some(None) => true,
-        Some(Some(n)) => n > max_head,
-        None => false,
-    };
-    if too_large {
-        return Leave::HeadTooLarge;
+        Check::Partial => return Leave::HeadTooLarge { head: buf },
+        Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
+        Check::Refused(why) => return Leave::Refused { why, head: buf },
+        Check::Taken(_) => {}
     }
     let Some(head) = whole_request(&buf) else {
         return serve(buf, None);
     };
+    if buf.len() > head.len {
+        // Pipelined (more was sent without waiting for this answer): hyper's service admits it,
+        // as one of the few pipelined requests routed at once (`served`).
+        return serve(buf, None);
+    }
     let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
     let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
         return serve(buf, None);
@@ -205,17 +221,6 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>, up_to: usize) -> io::Re
         }
     }
     Ok(false)
-}
-
-/// The length of the head at the start of `buf`: `Some(None)` while it is not whole, `None` when
-/// the bytes are no head the lobby reads (hyper answers those).
-fn head_len(buf: &[u8]) -> Option<Option<usize>> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    match httparse::Request::new(&mut headers).parse(buf) {
-        Ok(httparse::Status::Partial) => Some(None),
-        Ok(httparse::Status::Complete(n)) => Some(Some(n)),
-        Err(_) => None,
-    }
 }
 
 /// What routing needs of a request `buf` holds whole.

@@ -40,18 +40,6 @@ fn an_http_1_0_request_may_come_without_host() {
 }
 
 #[test]
-fn a_head_is_measured_whole_or_not_yet() {
-    let raw = "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n\r\nbody";
-    assert_eq!(head_len(raw.as_bytes()), Some(Some(raw.len() - 4)));
-    assert_eq!(
-        head_len(b"GET /r4/metadata HTTP/1.1\r\nHost: a"),
-        Some(None)
-    );
-    assert_eq!(head_len(b""), Some(None));
-    assert_eq!(head_len(b"\x00\x01 nonsense\r\n\r\n"), None);
-}
-
-#[test]
 fn the_first_cache_id_counts_as_in_hyper() {
     let h = head("GET /r4/x HTTP/1.1\r\nHost: a\r\nX-Cache-Id: tx1-1\r\nx-cache-id: tx2-2\r\n\r\n");
     assert_eq!(h.and_then(|h| h.cache_id), Some(&b"tx1-1"[..]));

@@ -2,9 +2,16 @@
 //! hyper (`served`) and parked (`park`). `phase::Phase` states the transitions; `serve_client`
 //! runs them.
 
+mod framing;
+mod head_check;
 mod lobby;
 mod park;
+mod park_io;
 mod phase;
+mod refused;
 mod served;
+mod unread;
 
+pub(crate) use head_check::Refused;
 pub(crate) use phase::{serve_client, ConnContext};
+pub(crate) use served::pipelined_at_once;

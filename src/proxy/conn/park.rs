@@ -1,7 +1,7 @@
 //! The pieces that let an idle keep-alive client connection be parked outside hyper: what the
 //! service and the stream tell the connection's loop (`Activity`), the pure rule that says when
 //! a connection has been idle long enough (`Quiet`), the stream that gives hyper back the bytes
-//! read before a park (`ParkIo`), and the response body that says when hyper is done with it
+//! read before a park (`park_io::ParkIo`), and the response body that says when hyper is done with it
 //! (`TrackedBody`).
 //!
 //! Why: hyper holds about 13 KB per connection for its whole life (an 8 KB read buffer, its
@@ -18,7 +18,6 @@
 //! When: after about a second idle (`park_after`), or, in a crowd, at once as its response ends
 //! while requests wait in the queue (`park_at_once`).
 
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,9 +26,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::proxy::forward::ProxyBody;
 
@@ -44,6 +42,13 @@ pub struct Activity {
     last_end_ms: AtomicU64,
     bodied: AtomicBool,
     write_stalled: AtomicBool,
+    /// The stream kept back a head hyper would refuse (`park_io`): the connection is to go to
+    /// the lobby, which answers it, once hyper is idle.
+    refused: AtomicBool,
+    /// The last head given to hyper was sent before the client had its previous answer (it was
+    /// read with the bytes before it): its request yields to those of clients that wait for
+    /// their answers (`served`).
+    pipelined: AtomicBool,
 }
 
 /// Connections served by hyper at once above which idle ones are parked sooner: a crowd of
@@ -105,6 +110,8 @@ impl Activity {
             last_end_ms: AtomicU64::new(0),
             bodied: AtomicBool::new(false),
             write_stalled: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
+            pipelined: AtomicBool::new(false),
         }
     }
 
@@ -135,8 +142,33 @@ impl Activity {
         RequestGuard(self.clone())
     }
 
-    fn wrote(&self, stalled: bool) {
+    pub(super) fn wrote(&self, stalled: bool) {
         self.write_stalled.store(stalled, Ordering::Relaxed);
+    }
+
+    /// The stream kept back a head hyper would refuse.
+    pub(super) fn refuse(&self) {
+        self.refused.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a head was kept back since the last `take_refused`, clearing it.
+    pub fn take_refused(&self) -> bool {
+        self.refused.swap(false, Ordering::Relaxed)
+    }
+
+    /// A head was given to hyper; `pipelined`: read with bytes before it.
+    pub(super) fn head_passed(&self, pipelined: bool) {
+        self.pipelined.store(pipelined, Ordering::Relaxed);
+    }
+
+    /// Whether the request hyper has just read was pipelined (see `head_passed`).
+    pub fn pipelined(&self) -> bool {
+        self.pipelined.load(Ordering::Relaxed)
+    }
+
+    /// Whether a head was kept back (hyper is to be left once idle).
+    pub fn refused(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 }
 
@@ -202,87 +234,6 @@ impl Quiet {
     }
 }
 
-/// The client's stream as hyper sees it: first the bytes read before a park and not parsed
-/// yet, then the socket; and each write's outcome told to `Activity`.
-pub struct ParkIo<T> {
-    inner: T,
-    prefix: Bytes,
-    activity: Arc<Activity>,
-}
-
-impl<T> ParkIo<T> {
-    pub fn new(inner: T, prefix: Bytes, activity: Arc<Activity>) -> ParkIo<T> {
-        ParkIo {
-            inner,
-            prefix,
-            activity,
-        }
-    }
-
-    /// The stream and what is left of the prefix (empty unless hyper stopped before reading it).
-    pub fn into_inner(self) -> (T, Bytes) {
-        (self.inner, self.prefix)
-    }
-
-    fn wrote<R>(&self, polled: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
-        self.activity.wrote(polled.is_pending());
-        polled
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.prefix.is_empty() {
-            let n = this.prefix.len().min(buf.remaining());
-            buf.put_slice(&this.prefix[..n]);
-            this.prefix.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for ParkIo<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(polled)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(polled)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_flush(cx);
-        this.wrote(polled)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
 /// A response body that holds its request's guard, so the request ends when hyper drops it.
 pub struct TrackedBody {
     inner: ProxyBody,
@@ -321,7 +272,6 @@ impl Body for TrackedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -437,21 +387,5 @@ mod tests {
         drop(g);
         assert!(!a.snapshot().bodied);
         assert_eq!(Quiet::default().look(a.snapshot(), 60_000, SEC), Look::Park);
-    }
-
-    #[tokio::test]
-    async fn the_prefix_is_read_before_the_stream() -> io::Result<()> {
-        let (mut client, server) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut client, b" world").await?;
-        drop(client);
-        let a = Arc::new(Activity::new(Instant::now()));
-        let mut io = ParkIo::new(server, Bytes::from_static(b"hello"), a);
-        let mut small = [0u8; 3];
-        io.read_exact(&mut small).await?;
-        assert_eq!(&small, b"hel");
-        let mut rest = Vec::new();
-        io.read_to_end(&mut rest).await?;
-        assert_eq!(rest, b"lo world");
-        Ok(())
     }
 }

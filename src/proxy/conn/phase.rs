@@ -22,6 +22,7 @@ use tracing::debug;
 
 use super::lobby::{self, Leave};
 use super::park::{Activity, Quiet};
+use super::refused;
 use super::served::serve_until_idle;
 use crate::deadline::Later;
 use crate::proxy::admission::Early;
@@ -43,6 +44,8 @@ pub struct ConnContext {
     pub served: Arc<AtomicUsize>,
     /// Told of each park, to hand the memory back after a crowd.
     pub trimmer: Arc<Trimmer>,
+    /// Permits for pipelined requests, shared by the listener's connections (`served`).
+    pub pipelined: Arc<tokio::sync::Semaphore>,
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:
@@ -109,6 +112,7 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                 let deadline = (!header.is_zero()).then(|| idle_since.later(header));
                 let max_head = ctx.cfg.max_head;
                 let bytes = std::mem::take(&mut unread);
+                let entered = Instant::now();
                 match lobby::enter(
                     io.get_ref(),
                     bytes,
@@ -124,8 +128,17 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                         let _ = io.shutdown().await;
                         Phase::Closed
                     }
-                    Leave::HeadTooLarge => {
+                    Leave::Refused { why, head } => {
+                        let answer = fail(&ctx.front, Failure::BadHead(why));
+                        refused::log(&head, &ctx.peer, &answer, entered);
+                        drop(head);
+                        Box::pin(answer_and_close(&mut io, answer)).await;
+                        Phase::Closed
+                    }
+                    Leave::HeadTooLarge { head } => {
                         let answer = fail(&ctx.front, Failure::HeadTooLarge { max_head });
+                        refused::log(&head, &ctx.peer, &answer, entered);
+                        drop(head);
                         // Boxed: its read buffer would otherwise be room in every connection's
                         // task.
                         Box::pin(answer_and_close(&mut io, answer)).await;

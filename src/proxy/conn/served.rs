@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -19,8 +20,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::park::{park_after, park_at_once, Activity, Look, ParkIo, Quiet, TrackedBody};
+use super::park::{park_after, park_at_once, Activity, Look, Quiet, TrackedBody};
+use super::park_io::ParkIo;
 use super::phase::{ClientIo, ConnContext};
+use super::unread;
 use crate::proxy::admission::Early;
 use crate::proxy::pipeline::handle;
 
@@ -38,6 +41,14 @@ impl Drop for ServedGauge<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// The permits for pipelined requests routed at once, for a listener in front of `workers` tx
+/// processes: one per worker (at least one), so that clients that pipeline share that much of
+/// the cluster, in turn (the semaphore is first come, first served), while a client waiting for
+/// its answer is served as ever.
+pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(workers.max(1)))
 }
 
 /// A connection hyper has given back, idle.
@@ -64,25 +75,52 @@ pub(super) async fn serve_until_idle(
     let tracker = activity.clone();
     // The first request hyper reads is the one the lobby admitted, if it did.
     let early = Cell::new(early);
+    let fd = io.get_ref().as_raw_fd();
+    let permits = ctx.pipelined.clone();
     let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let guard = tracker.begin(!req.body().is_end_stream());
         let (front, cfg) = (front.clone(), cfg.clone());
+        let early = early.take();
+        let peer = peer.clone();
+        let pipelined = (early.is_none() && tracker.pipelined()).then(|| permits.clone());
         // Boxed: hyper keeps one future slot per connection for its whole life, sized for the
         // service's future; the forwarding future is large, so an idle keep-alive connection
         // would hold it. Boxed, it exists only while a request is in flight.
-        Box::pin(handle(
-            front,
-            cfg,
-            peer.clone(),
-            req,
-            early.take(),
-            move |b, read_whole| {
+        Box::pin(async move {
+            // Its earlier answers unread: no slot until the client takes them (`unread`); one
+            // admitted by the lobby has its slot already.
+            if early.is_none()
+                && unread::unread_bytes(fd) > unread::UNREAD_AT_MOST
+                && !unread::wait(fd, cfg.write_timeout).await
+            {
+                front
+                    .counters
+                    .write_timeout_closes
+                    .fetch_add(1, Ordering::Relaxed);
+                debug!(
+                    "connection from {peer}: its answers unread for writeTimeoutSeconds: closed"
+                );
+                return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+            }
+            // Sent without waiting for its answer: one of a few such at once, of all clients,
+            // so a crowd of pipelining clients can't take every slot in turn after turn.
+            let permit = match pipelined {
+                Some(p) => p.acquire_owned().await.ok(),
+                None => None,
+            };
+            let resp = handle(front, cfg, peer, req, early, move |b, read_whole| {
                 if read_whole {
                     guard.body_read();
                 }
                 TrackedBody::new(b, guard)
-            },
-        ))
+            });
+            let resp = resp.await;
+            drop(permit);
+            match resp {
+                Ok(r) => Ok(r),
+                Err(never) => match never {},
+            }
+        })
     });
     let mut builder = http1::Builder::new();
     // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
@@ -93,7 +131,9 @@ pub(super) async fn serve_until_idle(
         .keep_alive(true)
         .max_buf_size(ctx.cfg.max_head.max(8192));
     quiet.served_anew(activity.snapshot());
-    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
+    // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
+    activity.take_refused();
+    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone(), ctx.cfg.max_head));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(&ctx.served);
@@ -111,11 +151,15 @@ pub(super) async fn serve_until_idle(
                 Poll::Ready(r) => Poll::Ready(Some(r)),
                 // Looked at each time hyper is done for now, so as a response ends: one atomic
                 // load while nothing waits.
+                // A head kept back (one hyper would refuse): to the lobby once hyper is idle,
+                // its earlier answers written, for the launcher's own answer.
                 Poll::Pending
-                    if park_at_once(
-                        ctx.served.load(Ordering::Relaxed),
-                        ctx.front.admission.has_waiters(),
-                    ) && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
+                    if (activity.refused()
+                        || park_at_once(
+                            ctx.served.load(Ordering::Relaxed),
+                            ctx.front.admission.has_waiters(),
+                        ))
+                        && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
                 {
                     Poll::Ready(None)
                 }

@@ -1,0 +1,198 @@
+//! What hyper's HTTP/1.1 server would refuse in a request head, decided before hyper sees it, so
+//! that every refusal is the launcher's own (a `400`/`431`/`414` with an OperationOutcome and an
+//! access-log line) and never hyper's bare one, which has no body and is logged nowhere: hyper
+//! does not call the service on a parse error, it writes its own answer and closes.
+//!
+//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`), applied with the same
+//! functions hyper applies: httparse with hyper's default parser settings and 100 headers
+//! (more: hyper's `TooLarge`, `431`); the method through `http::Method`, the target through
+//! `http::Uri` (stricter than httparse: `"`, `<`, `>`, DEL and tab in a target pass httparse, not
+//! `Uri`; `{`, `|`, `\`, `^`, `` ` `` and non-ASCII pass both), header names through
+//! `http::HeaderName`; a target over 65,534 bytes (`414`); `Content-Length` only digits, and
+//! several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in `chunked`.
+//! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
+//! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
+//!
+//! Sans-I/O: a function of the bytes.
+
+/// Headers hyper's server reads at most (its `DEFAULT_MAX_HEADERS`); more is its `431`.
+pub const MAX_HEADERS: usize = 100;
+
+/// hyper's longest target (`MAX_URI_LEN`); longer is its `414`.
+const MAX_TARGET: usize = (u16::MAX - 1) as usize;
+
+/// How the body of a head hyper takes is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// `Content-Length` bytes (0 without one).
+    Length(u64),
+    Chunked,
+}
+
+/// A head hyper takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The head's length (with any empty lines before it).
+    pub len: usize,
+    pub body: Body,
+    /// hyper reads nothing after this request: `Connection: close`, HTTP/1.0 without
+    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`, an upgrade or `CONNECT`.
+    pub last: bool,
+}
+
+/// Why hyper would refuse a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `400`: the reason, as the OperationOutcome says it.
+    Bad(&'static str),
+    /// More headers than hyper reads: its `431`.
+    TooManyHeaders,
+    /// A target over hyper's limit: its `414`.
+    TargetTooLong,
+}
+
+/// What the bytes at the start of a buffer are, as hyper would read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Not a whole head yet, and nothing refused so far.
+    Partial,
+    Taken(Taken),
+    Refused(Refused),
+}
+
+/// Checks the head at the start of `buf` by hyper's rules.
+pub fn check(buf: &[u8]) -> Check {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Partial) => return Check::Partial,
+        Ok(httparse::Status::Complete(n)) => n,
+        Err(e) => return Check::Refused(parse_error(e, req.method.is_some())),
+    };
+    match taken(&req, len) {
+        Ok(t) => Check::Taken(t),
+        Err(r) => Check::Refused(r),
+    }
+}
+
+fn parse_error(e: httparse::Error, had_method: bool) -> Refused {
+    use httparse::Error as E;
+    Refused::Bad(match e {
+        E::TooManyHeaders => return Refused::TooManyHeaders,
+        E::Token if !had_method => "the request line's method is malformed",
+        E::Token => "the request target holds a character not allowed there",
+        E::Version => "the request line's HTTP version is malformed or not HTTP/1.0 or 1.1",
+        E::HeaderName => "a header name is malformed",
+        E::HeaderValue => "a header value holds a character not allowed there",
+        E::NewLine | E::Status => "the request head's line endings are malformed",
+    })
+}
+
+fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> {
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(Refused::Bad("the request line is malformed"));
+    };
+    if target.len() > MAX_TARGET {
+        return Err(Refused::TargetTooLong);
+    }
+    let method = http::Method::from_bytes(method.as_bytes())
+        .map_err(|_| Refused::Bad("the request line's method is malformed"))?;
+    if http::Uri::try_from(target).is_err() {
+        return Err(Refused::Bad(
+            "the request target holds a character not allowed there \
+             (percent-encode it: RFC 3986)",
+        ));
+    }
+    let http_11 = version == 1;
+    let mut keep_alive = http_11;
+    let mut saw_close = false;
+    let (mut length, mut has_length) = (None::<u64>, false);
+    let (mut has_te, mut chunked) = (false, false);
+    let mut upgrade = method == http::Method::CONNECT;
+    for h in req.headers.iter() {
+        let name = http::HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| Refused::Bad("a header name is malformed"))?;
+        if name == http::header::TRANSFER_ENCODING {
+            if !http_11 {
+                return Err(Refused::Bad(
+                    "Transfer-Encoding is not allowed in an HTTP/1.0 request",
+                ));
+            }
+            has_te = true;
+            length = None;
+            chunked = last_coding_is_chunked(h.value);
+        } else if name == http::header::CONTENT_LENGTH {
+            has_length = true;
+            if has_te {
+                continue;
+            }
+            let n = digits(h.value).ok_or(Refused::Bad("the Content-Length is malformed"))?;
+            match length {
+                Some(prev) if prev != n => {
+                    return Err(Refused::Bad("the request has differing Content-Lengths"))
+                }
+                _ => length = Some(n),
+            }
+        } else if name == http::header::CONNECTION {
+            if saw_close || has_token(h.value, b"close") {
+                saw_close = true;
+                keep_alive = false;
+            } else if !keep_alive {
+                keep_alive = has_token(h.value, b"keep-alive");
+            }
+        } else if name == http::header::UPGRADE {
+            upgrade = http_11;
+        }
+    }
+    if has_te && !chunked {
+        return Err(Refused::Bad(
+            "the request's Transfer-Encoding does not end in chunked",
+        ));
+    }
+    let body = if chunked {
+        Body::Chunked
+    } else {
+        Body::Length(length.unwrap_or(0))
+    };
+    Ok(Taken {
+        len,
+        body,
+        last: !keep_alive || (has_te && has_length) || upgrade,
+    })
+}
+
+/// A `Content-Length` as hyper reads it: digits only (no sign, no list), not overflowing, and
+/// below hyper's largest length.
+fn digits(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut n = 0u64;
+    for &b in v {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    // hyper's `DecodedLength::MAX_LEN`.
+    (n <= u64::MAX - 2).then_some(n)
+}
+
+fn last_coding_is_chunked(v: &[u8]) -> bool {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| s.rsplit(',').next())
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+}
+
+/// Whether the comma-separated header value holds `token` (as hyper's `connection_has`).
+fn has_token(v: &[u8], token: &[u8]) -> bool {
+    std::str::from_utf8(v).is_ok_and(|s| {
+        s.split(',')
+            .any(|t| t.trim().as_bytes().eq_ignore_ascii_case(token))
+    })
+}
+
+#[cfg(test)]
+#[path = "head_check_tests.rs"]
+mod tests;

@@ -1,0 +1,164 @@
+//! A client whose answers lie unread gets no slot for its next request until it reads them.
+//!
+//! Why: a client that pipelines requests and never reads its answers is answered one request
+//! after another, each taking a process's slot in its turn, while the kernel's buffers absorb
+//! the answers (about 128 KB in the client's receive buffer, up to 4 MB in the launcher's send
+//! buffer on Linux): the write timeout never runs, because no write ever waits. 150 such
+//! connections raised a fast-lane probe's median from 1.5 ms to 663 ms on this machine
+//! (`reliability_front::pipelining_clients_that_never_read_do_not_slow_a_client_that_does`).
+//!
+//! So before a request on a kept-alive connection is routed, the bytes of earlier answers still
+//! in the launcher's send queue (`TIOCOUTQ`: written, not yet taken by the client) are looked
+//! at. Over [`UNREAD_AT_MOST`], the request waits until the client has taken enough; a client
+//! that takes none of them for `writeTimeoutSeconds` has its connection closed, as one whose
+//! write waits that long (STREAM-4). A client that reads its answers, pipelining or not, never
+//! waits: its send queue is empty by the time its next request is read, or drains as it reads.
+//!
+//! `Unread` is the rule, a function of the queue's length and `now`; `wait` is its shell.
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Unread bytes of earlier answers a connection may have and still be given its next request's
+/// slot: a few answers' worth; a client reading as it goes has none.
+pub const UNREAD_AT_MOST: usize = 64 * 1024;
+
+/// How often a waiting request looks again, at most (it starts at 1 ms, doubling).
+const LOOK_AT_MOST: Duration = Duration::from_millis(50);
+
+/// What to do with a request whose connection has `unread` bytes of answers not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Look {
+    Go,
+    /// Look again after this long.
+    Again(Duration),
+    /// The client has taken nothing for the write timeout: close the connection.
+    Close,
+}
+
+/// One request's wait for its client to read.
+#[derive(Debug)]
+pub struct Unread {
+    /// `writeTimeoutSeconds` (zero: none).
+    timeout: Duration,
+    /// The fewest unread bytes seen, and when: the client has taken some since.
+    least: usize,
+    since: Instant,
+    next: Duration,
+}
+
+impl Unread {
+    pub fn new(timeout: Duration, now: Instant) -> Unread {
+        Unread {
+            timeout,
+            least: usize::MAX,
+            since: now,
+            next: Duration::from_millis(1),
+        }
+    }
+
+    pub fn look(&mut self, unread: usize, now: Instant) -> Look {
+        if unread <= UNREAD_AT_MOST {
+            return Look::Go;
+        }
+        if unread < self.least {
+            // The client took some (or this is the first look): its clock starts again.
+            self.least = unread;
+            self.since = now;
+        }
+        if !self.timeout.is_zero() && now.saturating_duration_since(self.since) >= self.timeout {
+            return Look::Close;
+        }
+        let wait = self.next;
+        self.next = (self.next * 2).min(LOOK_AT_MOST);
+        Look::Again(wait)
+    }
+}
+
+/// Bytes written to the socket and not yet taken by the client (`TIOCOUTQ`); 0 if unknown.
+pub fn unread_bytes(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: `fd` is the connection's open socket for as long as its requests are served, and
+    // TIOCOUTQ writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    if r == 0 {
+        usize::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// Waits while the connection's unread answers are over the bound; false: close it.
+pub async fn wait(fd: RawFd, timeout: Duration) -> bool {
+    let mut rule = Unread::new(timeout, Instant::now());
+    loop {
+        match rule.look(unread_bytes(fd), Instant::now()) {
+            Look::Go => return true,
+            Look::Close => return false,
+            Look::Again(d) => tokio::time::sleep(d).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_connection_with_its_answers_read_goes_at_once() {
+        let now = Instant::now();
+        assert_eq!(Unread::new(SEC, now).look(0, now), Look::Go);
+        assert_eq!(Unread::new(SEC, now).look(UNREAD_AT_MOST, now), Look::Go);
+    }
+
+    #[test]
+    fn one_that_takes_none_waits_then_is_closed_after_the_write_timeout() {
+        // spec: STREAM-4
+        let t0 = Instant::now();
+        let mut u = Unread::new(SEC, t0);
+        let big = 4 << 20;
+        assert_eq!(u.look(big, t0), Look::Again(Duration::from_millis(1)));
+        assert_eq!(u.look(big, t0), Look::Again(Duration::from_millis(2)));
+        let mut last = Duration::ZERO;
+        for _ in 0..10 {
+            if let Look::Again(d) = u.look(big, t0 + SEC / 2) {
+                last = d;
+            }
+        }
+        assert_eq!(last, LOOK_AT_MOST, "looks grow no rarer than this");
+        assert_eq!(u.look(big, t0 + SEC), Look::Close);
+    }
+
+    #[test]
+    fn one_that_takes_some_keeps_waiting_and_goes_once_drained() {
+        let t0 = Instant::now();
+        let mut u = Unread::new(SEC, t0);
+        assert!(matches!(u.look(1 << 20, t0), Look::Again(_)));
+        assert!(
+            matches!(u.look(900 << 10, t0 + SEC), Look::Again(_)),
+            "it took some"
+        );
+        assert!(matches!(
+            u.look(900 << 10, t0 + SEC * 3 / 2),
+            Look::Again(_)
+        ));
+        assert_eq!(u.look(900 << 10, t0 + SEC * 2), Look::Close);
+        let mut u = Unread::new(SEC, t0);
+        assert!(matches!(u.look(1 << 20, t0), Look::Again(_)));
+        assert_eq!(u.look(1000, t0 + SEC / 2), Look::Go);
+    }
+
+    #[test]
+    fn without_a_write_timeout_it_waits_for_ever() {
+        let t0 = Instant::now();
+        let mut u = Unread::new(Duration::ZERO, t0);
+        assert!(matches!(
+            u.look(1 << 20, t0 + Duration::from_secs(86_400)),
+            Look::Again(_)
+        ));
+    }
+}
