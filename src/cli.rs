@@ -69,6 +69,11 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR", global = true)]
     pub(crate) admin_address: Option<String>,
 
+    /// The control socket (for `fhircluster upgrade` and `status`), relative to the data
+    /// directory, or "off" [default: fhircluster.sock]
+    #[arg(long, value_name = "PATH", global = true)]
+    pub(crate) control_socket: Option<String>,
+
     /// The address server.port listens on, e.g. 127.0.0.1 [env: FHIRSMITH_LISTEN_ADDRESS]
     /// [default: every interface, IPv6 and IPv4]
     #[arg(long, value_name = "ADDR")]
