@@ -320,3 +320,67 @@ fn wait_child(child: &mut std::process::Child, timeout: Duration) -> Option<i32>
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn check_names_the_control_socket_and_a_group_that_does_not_exist_stops_the_check() {
+    let dir = tempfile::tempdir().expect("data dir");
+    let config = |group: &str| {
+        serde_json::json!({"server": {"cluster": {
+            "workers": 1, "command": [SIM], "controlGroup": group,
+        }}, "modules": {"tx": {"endpoints": [{"path": "/r4"}]}}})
+    };
+    write_config(dir.path(), &config(""));
+    let out = run_bounded(launcher_command(dir.path()).arg("--check"), secs(20));
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("control socket: "))
+        .unwrap_or_else(|| panic!("no control socket line: {}", out.all()));
+    assert!(
+        line.contains("fhircluster.sock") && line.contains("mode 660"),
+        "{line}"
+    );
+    assert!(out.stdout.contains("read-only: /livez") || out.stdout.contains("admin endpoint: off"));
+
+    write_config(dir.path(), &config("no-such-group-fhc"));
+    let out = run_bounded(launcher_command(dir.path()).arg("--check"), secs(20));
+    assert_eq!(out.code, Some(1), "{}", out.all());
+    assert!(
+        out.stderr.contains("server.cluster.controlGroup"),
+        "{}",
+        out.all()
+    );
+    assert!(out.stderr.contains("no such group"), "{}", out.all());
+}
+
+#[test]
+fn off_means_no_socket_and_a_place_the_launcher_cannot_write_is_a_warning_not_a_stop() {
+    let mut c = cluster()
+        .workers(1)
+        .config(serde_json::json!({"server": {"cluster": {"controlSocket": "off"}}}))
+        .start();
+    assert!(!socket_of(&c.data_dir()).exists());
+    let out = status(&c.data_dir());
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    assert!(
+        out.stderr.contains("the control socket is off"),
+        "{}",
+        out.all()
+    );
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
+
+    // procfs takes no socket, not even root's: the launcher serves on without one, and says so.
+    let mut c = cluster()
+        .workers(1)
+        .config(serde_json::json!({"server": {"cluster": {
+            "controlSocket": "/proc/fhircluster-test.sock"
+        }}}))
+        .start();
+    let line = c.wait_for("running without a control socket", secs(5));
+    assert!(line.contains("WARN"), "{line}");
+    assert_eq!(c.get("/r4/metadata").status, 200);
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
+}

@@ -122,6 +122,19 @@ pub(crate) fn group_id(name: &str) -> Result<Option<u32>> {
     }
 }
 
+/// Whether this process may give a file to group `gid` (root, or one of its groups).
+fn may_give_to(gid: u32) -> bool {
+    // SAFETY: plain getters; getgroups fills at most `len` entries of the buffer.
+    unsafe {
+        if libc::geteuid() == 0 || libc::getegid() == gid {
+            return true;
+        }
+        let mut groups = vec![0 as libc::gid_t; 1024];
+        let n = libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr());
+        n > 0 && groups[..n as usize].contains(&gid)
+    }
+}
+
 /// Makes the control socket (or takes the inherited one over): `None` when it is off.
 pub(crate) fn open(
     settings: &Settings,
@@ -134,6 +147,14 @@ pub(crate) fn open(
         return Ok(None);
     };
     let gid = group_id(&settings.cluster.control_group)?;
+    if let Some(gid) = gid.filter(|&g| !may_give_to(g)) {
+        bail!(
+            "server.cluster.controlGroup {:?} (gid {gid}): the launcher's user is not in it, so it \
+             can't give the control socket to it: add the service user to the group \
+             (usermod -aG), or name one it is in",
+            settings.cluster.control_group
+        );
+    }
     let kept = inherited.and_then(|l| {
         if placed(&l).is_some_and(|p| p == path) {
             Some(l)
@@ -149,7 +170,23 @@ pub(crate) fn open(
             permit(&path, gid)?;
             l
         }
-        None => bind(&path, gid)?,
+        None => {
+            check_place(&path)?;
+            match bind(&path, gid) {
+                Ok(l) => l,
+                // The directory can't take it (read-only, not the launcher's): the launcher
+                // serves on without, as it does when it can't write its databases there.
+                Err(e) => {
+                    warn!(
+                        "{e:#}: running without a control socket (fhircluster upgrade and status \
+                         can't reach this launcher; SIGUSR2 still upgrades and --admin-address \
+                         still shows the status): set server.cluster.controlSocket to a path the \
+                         launcher may write"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
     };
     let file = file_id(&path).with_context(|| format!("the control socket {}", path.display()))?;
     let fd = listener.as_fd().try_clone_to_owned()?;
@@ -188,8 +225,16 @@ fn permit(path: &Path, gid: Option<u32>) -> Result<()> {
 }
 
 /// What is at `path` before the start: nothing, or a socket nobody answers on (replaced); a
-/// live launcher's socket or another file refuses the start.
+/// live launcher's socket, another file or a path too long refuses the start.
 fn check_place(path: &Path) -> Result<()> {
+    let len = path.as_os_str().len();
+    if len > MAX_PATH {
+        bail!(
+            "server.cluster.controlSocket {}: {len} bytes, longer than a Unix socket's path may \
+             be ({MAX_PATH}): set a shorter controlSocket (an absolute path), or \"off\"",
+            path.display()
+        );
+    }
     let meta = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => bail!("the control socket {}: {e}", path.display()),
@@ -224,16 +269,8 @@ fn check_place(path: &Path) -> Result<()> {
     }
 }
 
+/// Binds under a temporary name, sets the group and mode, renames into place.
 fn bind(path: &Path, gid: Option<u32>) -> Result<StdListener> {
-    let len = path.as_os_str().len();
-    if len > MAX_PATH {
-        bail!(
-            "server.cluster.controlSocket {}: {len} bytes, longer than a Unix socket's path may \
-             be ({MAX_PATH}): set a shorter controlSocket (an absolute path), or \"off\"",
-            path.display()
-        );
-    }
-    check_place(path)?;
     let mut temp = path.as_os_str().to_owned();
     temp.push(".new");
     let temp = PathBuf::from(temp);
