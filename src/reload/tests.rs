@@ -131,6 +131,8 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.accessLog" => json!("json"),
         "server.cluster.accessLogPath" => json!("access.log"),
         "server.cluster.accessLogQuery" => json!(true),
+        "server.cluster.controlSocket" => json!("ctl.sock"),
+        "server.cluster.controlGroup" => json!("0"),
         "server.memory.rejectFraction" => json!(0.8),
         "server.memory.abortFraction" => json!(0.95),
         "server.memory.trimAllocator" => json!(false),
