@@ -64,10 +64,15 @@ pub struct Cli {
     #[arg(long, value_name = "\"PROGRAM ARGS...\"", allow_hyphen_values = true)]
     pub(crate) command: Option<String>,
 
-    /// Where the launcher's own endpoints listen (/livez, /readyz, /status, /metrics): a port
-    /// (on loopback) or ADDRESS:PORT [default: off]
+    /// Where the launcher's own read-only endpoints listen (/livez, /readyz, /status,
+    /// /metrics): a port (on loopback) or ADDRESS:PORT [default: off]
     #[arg(long, value_name = "ADDR", global = true)]
     pub(crate) admin_address: Option<String>,
+
+    /// The control socket (for `fhircluster upgrade` and `status`), relative to the data
+    /// directory, or "off" [default: fhircluster.sock]
+    #[arg(long, value_name = "PATH", global = true)]
+    pub(crate) control_socket: Option<String>,
 
     /// The address server.port listens on, e.g. 127.0.0.1 [env: FHIRSMITH_LISTEN_ADDRESS]
     /// [default: every interface, IPv6 and IPv4]
@@ -113,9 +118,9 @@ pub struct Cli {
 /// Subcommands.
 #[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Action {
-    /// Show a running launcher's processes, slots, memory and refusals (through its own
-    /// endpoint: --admin-address, or server.cluster.adminAddress in config.json). Exit status:
-    /// 0 ready, 1 not ready or draining, 2 no launcher answers.
+    /// Show a running launcher's processes, slots, memory and refusals (through its control
+    /// socket in the data directory, or with --admin-address its read-only HTTP listener).
+    /// Exit status: 0 ready, 1 not ready or draining, 2 no launcher answers.
     #[command(after_help = STATUS_HELP)]
     Status {
         /// Print the launcher's /status JSON (the same figures) instead of the table
@@ -123,8 +128,9 @@ pub(crate) enum Action {
         json: bool,
     },
     /// Upgrade the running launcher in place (as `kill -USR2` does: the binary now at its path,
-    /// same pid, same processes), through its own endpoint, and wait for the outcome. Exit
-    /// status: 0 upgraded, 1 refused or failed (the reason is printed), 2 no launcher answers.
+    /// same pid, same processes), through its control socket in the data directory (never the
+    /// HTTP listener), and wait for the outcome. Exit status: 0 upgraded, 1 refused or failed
+    /// (the reason is printed), 2 no launcher answers.
     Upgrade,
 }
 
@@ -132,7 +138,8 @@ const STATUS_HELP: &str = "\
 Exit status (for scripts and health checks such as Docker's HEALTHCHECK):
   0  ready: the master and at least one tx process are ready, and it is not draining
   1  not ready, or draining (the table or JSON says why)
-  2  no launcher answers on the admin address (or its answer can't be read)";
+  2  no launcher answers on the control socket or the admin address (none there, not allowed
+     to connect, or its answer can't be read)";
 
 #[cfg(test)]
 mod tests {

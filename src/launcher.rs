@@ -50,48 +50,58 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
 
 /// `fhircluster status` and `upgrade`: a client of a running launcher. Its exit status means
 /// only what `--help` says (2: no launcher found), so a health check never reads a bad
-/// `config.json` as "not ready": with `--admin-address` it reads no settings at all, and
-/// without one it reads them only to find the address.
+/// `config.json` as "not ready": by default both go to the control socket, found as the
+/// launcher finds it (reading only `controlSocket` from config.json); `status` with
+/// `--admin-address` asks the read-only HTTP listener and reads no settings at all. `upgrade`
+/// is an action: the control socket only.
 fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
+    use crate::ops::control_client::{socket_path, Target};
     let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
-    let (name, json) = match action {
-        crate::cli::Action::Status { json } => ("status", Some(*json)),
-        crate::cli::Action::Upgrade => ("upgrade", None),
+    let socket = || match socket_path(cli) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            let name = match action {
+                crate::cli::Action::Status { .. } => "status",
+                crate::cli::Action::Upgrade => "upgrade",
+            };
+            eprintln!("fhircluster {name}: {e:#}");
+            None
+        }
     };
-    let addr = match &cli.admin_address {
-        Some(text) => match settings::parse_admin_address(text) {
-            Some(addr) => addr,
-            None => {
+    match action {
+        crate::cli::Action::Status { json } => {
+            let target = match &cli.admin_address {
+                Some(text) => match settings::parse_admin_address(text) {
+                    Some(addr) => Target::Http(addr),
+                    None => {
+                        eprintln!(
+                            "fhircluster status: --admin-address {text:?} must be a port (on \
+                             loopback) or ADDRESS:PORT, e.g. 9100 or 127.0.0.1:9100"
+                        );
+                        return unreachable;
+                    }
+                },
+                None => match socket() {
+                    Some(path) => Target::Socket(path),
+                    None => return unreachable,
+                },
+            };
+            crate::ops::status_table::run(&target, *json)
+        }
+        crate::cli::Action::Upgrade => {
+            if cli.admin_address.is_some() {
                 eprintln!(
-                    "fhircluster {name}: --admin-address {text:?} must be a port (on loopback) \
-                     or ADDRESS:PORT, e.g. 9100 or 127.0.0.1:9100"
+                    "fhircluster upgrade: the admin address is read-only; an upgrade goes to the \
+                     control socket: leave out --admin-address (give --data-dir or \
+                     --control-socket)"
                 );
                 return unreachable;
             }
-        },
-        None => match settings::load(cli) {
-            Ok(s) => match s.cluster.admin_address {
-                Some(addr) => addr,
-                None => {
-                    eprintln!(
-                        "fhircluster {name} needs the launcher's own endpoint: give \
-                         --admin-address or set server.cluster.adminAddress in config.json"
-                    );
-                    return unreachable;
-                }
-            },
-            Err(e) => {
-                eprintln!(
-                    "fhircluster {name}: finding the launcher's address (give --admin-address \
-                     to read no settings): {e:#}"
-                );
-                return unreachable;
+            match socket() {
+                Some(path) => crate::ops::upgrade_cmd::run(&path),
+                None => unreachable,
             }
-        },
-    };
-    match json {
-        Some(json) => crate::ops::status_table::run(addr, json),
-        None => crate::ops::upgrade_cmd::run(addr),
+        }
     }
 }
 
@@ -120,6 +130,8 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     settings::check_command(&settings, &cwd)?;
     let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
+        // A group that doesn't exist would stop the start: so it stops the check.
+        crate::ops::control_socket::group_id(&settings.cluster.control_group)?;
         // As `nginx -t`: findings on stderr, the plan on stdout.
         for w in &settings.warnings {
             eprintln!("warning: {w}");
@@ -299,7 +311,10 @@ struct Launcher {
     /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
     /// over while the endpoint serves on until the `execve`).
     admin_fd: Option<std::os::fd::OwnedFd>,
-    /// `POST /upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade not done ended.
+    /// The control socket (`None`: off): its file goes when this is dropped at a clean stop.
+    control_socket: Option<crate::ops::control_socket::ControlSocket>,
+    /// The control socket's `upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade
+    /// not done ended.
     desk: crate::ops::upgrade_desk::UpgradeDesk,
     upgrade_asks: mpsc::Receiver<()>,
     control: mpsc::Sender<Control>,
@@ -448,7 +463,7 @@ impl Launcher {
                     }
                 }
                 Some(()) = self.upgrade_asks.recv() => {
-                    info!("upgrade asked for on the launcher's own endpoint: upgrading in place");
+                    info!("upgrade asked for on the control socket: upgrading in place");
                     return Until::Upgrade;
                 }
                 ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),

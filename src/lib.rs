@@ -40,9 +40,10 @@
 //!   them: status only, each process's state taken from the supervisor's lifecycle, the machine
 //!   read through `readings.rs`'s interface. `status/` imports nothing of `supervisor/`.
 //! * `src/ops/` — what each signal means (`signals.rs`, pure), systemd notify, where `server.port`
-//!   listens, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and
-//!   `fhircluster status`. `src/launcher.rs` — the launcher's run in phases (wire, wait for the
-//!   master, serve, stop).
+//!   listens, the launcher's own read-only endpoints (`/livez`, `/readyz`, `/status`,
+//!   `/metrics`), the control socket the actions go to (`control_socket.rs`; its protocol, pure,
+//!   `control_proto.rs`), and `fhircluster status` and `upgrade` (`control_client.rs`).
+//!   `src/launcher.rs` — the launcher's run in phases (wire, wait for the master, serve, stop).
 //! * `src/lib.rs` is the product: the launcher (`src/main.rs`) and everything it runs. Two more
 //!   binaries are its outside clients, each a module tree of its own under `src/bin/`:
 //!   `src/bin/fhirsmith-sim/` — the simulated FHIRsmith server the tests and the demo use (it

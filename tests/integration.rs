@@ -20,6 +20,7 @@ mod memory_recycle;
 mod monitoring;
 mod ops_access_log;
 mod ops_admin;
+mod ops_control;
 mod ops_demo;
 mod ops_listen;
 mod ops_logs;

@@ -67,8 +67,20 @@ fn status_with_an_admin_address_reads_no_config_json() {
         let out = status_in(cwd.path(), admin, json);
         assert_eq!(out.code, Some(0), "{}", out.all());
     }
-    // Without an address it must read the file to find one: that is "no launcher found" (2)
-    // with the file's fault named, never "not ready" (1).
+    // Without an address it goes to the control socket in the data directory, reading only
+    // `controlSocket` from its config.json: a bad unrelated value there is no fault (#26.4).
+    let bad = c.data_dir().join("config.json");
+    let mut config = c.config.clone();
+    config["server"]["cluster"]["drainSeconds"] = json!("five");
+    std::fs::write(&bad, config.to_string()).expect("config.json");
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.args(["status", "--data-dir"])
+        .arg(c.data_dir())
+        .current_dir(cwd.path())
+        .env_remove("FHIRSMITH_DATA_DIR");
+    let out = run_bounded(&mut cmd, secs(20));
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    // No launcher on a data directory: "no launcher found" (2), never "not ready" (1).
     let mut cmd = Command::new(LAUNCHER);
     cmd.args(["status", "--data-dir"])
         .arg(cwd.path())
@@ -76,7 +88,7 @@ fn status_with_an_admin_address_reads_no_config_json() {
         .env_remove("FHIRSMITH_DATA_DIR");
     let out = run_bounded(&mut cmd, secs(20));
     assert_eq!(out.code, Some(2), "{}", out.all());
-    assert!(out.stderr.contains("drainSeconds"), "{}", out.all());
+    assert!(out.stderr.contains("no control socket"), "{}", out.all());
     c.signal(SIGTERM);
     c.wait_exit(secs(20));
 }

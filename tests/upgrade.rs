@@ -371,18 +371,29 @@ fn a_missing_binary_a_failing_check_an_unknown_format_and_moved_processes_are_re
     assert!(exe.ends_with("(deleted)"), "{exe}");
 }
 
-/// `fhircluster upgrade --admin-address PORT`, from a directory without config.json.
-fn upgrade_cmd(admin: std::net::SocketAddr) -> RunOutput {
+/// `fhircluster upgrade --data-dir DIR` (the control socket there), run elsewhere, with `extra`.
+fn upgrade_cmd(dir: &Path, extra: &[&str]) -> RunOutput {
     let cwd = tempfile::tempdir().expect("cwd");
     let mut cmd = std::process::Command::new(LAUNCHER);
-    cmd.args(["upgrade", "--admin-address", &admin.port().to_string()])
+    cmd.args(["upgrade", "--data-dir"])
+        .arg(dir)
+        .args(extra)
         .current_dir(cwd.path())
         .env_remove("FHIRSMITH_DATA_DIR");
     run_bounded(&mut cmd, secs(120))
 }
 
+/// The control socket file's inode and mode.
+fn socket_file(dir: &Path) -> (u64, u32) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = std::fs::symlink_metadata(dir.join("fhircluster.sock")).expect("the control socket");
+    (m.ino(), m.permissions().mode() & 0o777)
+}
+
 #[test]
 fn fhircluster_upgrade_waits_for_the_outcome_and_says_it() {
+    // #26.4: through the control socket, which the upgrade keeps (the same file and fd); the
+    // HTTP admin listener takes no upgrade.
     let bin = Bin::new();
     let admin = admin_addr();
     let c = cluster()
@@ -391,17 +402,40 @@ fn fhircluster_upgrade_waits_for_the_outcome_and_says_it() {
         .start_wrapped(&bin.wrap());
     let launcher = c.child.id() as i32;
     let children = sorted(c.child_pids());
+    let dir = c.data_dir();
+    let before = socket_file(&dir);
+    assert_eq!(before.1, 0o660);
 
+    // Not over HTTP, nor by `--admin-address`: refused, nothing begins.
     bin.replace_with(Path::new(LAUNCHER));
-    let out = upgrade_cmd(admin);
+    let r = request(admin, "POST", "/upgrade", &[], b"");
+    assert_eq!(r.status, 404, "{}", r.text());
+    let out = upgrade_cmd(&dir, &["--admin-address", &admin.port().to_string()]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("control socket"), "{out:?}");
+    assert!(c.line_index("upgrading in place").is_none());
+
+    let out = upgrade_cmd(&dir, &[]);
     assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
     assert!(out.stdout.contains("upgraded in place"), "{out:?}");
     assert_eq!(sorted(c.child_pids()), children);
     assert_eq!(exe_of(launcher), bin.path().display().to_string());
+    assert_eq!(
+        socket_file(&dir),
+        before,
+        "the same socket file across the upgrade"
+    );
+    // The new program answers on it (a socket bound anew would be a new file: a new inode).
+    let mut s = std::os::unix::net::UnixStream::connect(dir.join("fhircluster.sock"))
+        .expect("connect after the upgrade");
+    std::io::Write::write_all(&mut s, b"upgrade-state\n").expect("send");
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).expect("read");
+    assert!(answer.contains(&format!("\"pid\":{launcher}")), "{answer}");
 
     // A refusal: exit 1, the reason printed, the same program serving.
     std::fs::remove_file(bin.path()).expect("remove the binary");
-    let out = upgrade_cmd(admin);
+    let out = upgrade_cmd(&dir, &[]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(out.stderr.contains("No such file"), "{out:?}");
     assert_eq!(c.get(LOOKUP).status, 200);
@@ -439,7 +473,7 @@ fn a_cooldown_running_goes_on_after_the_upgrade() {
     });
 
     bin.replace_with(Path::new(LAUNCHER));
-    let out = upgrade_cmd(admin);
+    let out = upgrade_cmd(&c.data_dir(), &[]);
     assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
     assert_eq!(
         cooling(),

@@ -333,6 +333,8 @@ impl Launcher {
         let mut keep = vec![listener.as_raw_fd()];
         let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
         keep.extend(admin_fd);
+        let control_fd = self.control_socket.as_ref().map(|c| c.raw_fd());
+        keep.extend(control_fd);
         let guardian = crate::tree::guardian::hand_over();
         keep.extend(guardian.as_ref().map(|g| g.fd));
         let raw = |p: &Option<(OwnedFd, Vec<u8>)>| p.as_ref().map(|(fd, _)| fd.as_raw_fd());
@@ -373,6 +375,7 @@ impl Launcher {
             keeper: handed.keeper.clone(),
             client_fd: listener.as_raw_fd(),
             admin_fd,
+            control_fd,
             mark: crate::tree::run::current()
                 .map(|r| r.mark.clone())
                 .unwrap_or_default(),
@@ -420,6 +423,10 @@ impl Resume {
 
     pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
         Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
+    }
+
+    pub(super) fn control_listener(&self) -> Option<std::os::unix::net::UnixListener> {
+        Resume::fd(self.handover.control_fd?).map(std::os::unix::net::UnixListener::from)
     }
 
     /// The run's mark and the guardian, taken over.

@@ -80,6 +80,7 @@ impl Launcher {
         // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
         let mut admin_fd = None;
         let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
+        let admin = Admin::start(front.clone(), control.clone());
         if let Some(addr) = c.admin_address {
             let inherited = resume
                 .and_then(Resume::admin_listener)
@@ -96,11 +97,33 @@ impl Launcher {
             };
             admin_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
             info!(
-                "the launcher's own endpoints (/livez, /readyz, /status, /metrics) on http://{addr}"
+                "the launcher's own endpoints, read-only (/livez, /readyz, /status, /metrics), \
+                 on http://{addr}"
             );
-            let admin = Arc::new(Admin::new(front.clone(), control.clone(), desk.clone()));
-            tokio::spawn(admin::serve(l, admin));
+            tokio::spawn(admin::serve(l, admin.clone()));
         }
+        // The actions' way in, for the service user and its group only.
+        let inherited = resume.and_then(Resume::control_listener);
+        let control_socket = match crate::ops::control_socket::open(settings, inherited)? {
+            Some((socket, listener)) => {
+                info!(
+                    "the control socket (status, upgrade) on {} (mode 660, for the launcher's \
+                     user and {})",
+                    socket.path().display(),
+                    match c.control_group.as_str() {
+                        "" => "its own group".to_string(),
+                        g => format!("group {g}"),
+                    }
+                );
+                tokio::spawn(crate::ops::control_socket::serve(
+                    listener,
+                    admin.clone(),
+                    desk.clone(),
+                ));
+                Some(socket)
+            }
+            None => None,
+        };
         let notifier = Arc::new(Notifier::from_env());
         let (state, state_rx) = watch::channel(notify::State::Starting);
         let status_front = front.clone();
@@ -153,6 +176,7 @@ impl Launcher {
         Ok(Launcher {
             front,
             admin_fd,
+            control_socket,
             desk,
             upgrade_asks,
             control,

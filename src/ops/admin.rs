@@ -1,9 +1,10 @@
 //! The launcher's own endpoints, on a listener of their own (`adminAddress`, off unless set) so
-//! they never collide with FHIRsmith's paths: `/livez` (the launcher is up), `/readyz` (`200`
-//! when the master and at least one tx process are ready and it isn't draining, else `503` with
-//! a JSON reason), `/status` (the cluster snapshot with the front door's live figures),
-//! `/metrics` (Prometheus text) and `/upgrade` (`POST`: upgrade in place, as `SIGUSR2` does;
-//! `GET`: which program serves and how the last upgrade not done ended: `upgrade_desk.rs`).
+//! they never collide with FHIRsmith's paths, read-only: `/livez` (the launcher is up),
+//! `/readyz` (`200` when the master and at least one tx process are ready and it isn't
+//! draining, else `503` with a JSON reason), `/status` (the cluster snapshot with the front
+//! door's live figures) and `/metrics` (Prometheus text). No action is here: an action's path
+//! (`/upgrade`) is `404` naming the control socket (`control_socket.rs`), where the actions
+//! go, for the service user and its group only. `Admin` is the figures both serve.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,9 +21,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
+use super::control_proto::{level_of, Level};
 use super::log_queue::{queue, Source};
 use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
-use super::upgrade_desk::UpgradeDesk;
 use crate::process::ProcessId;
 use crate::proxy::counters::CLASSES;
 use crate::proxy::forward::{full, ProxyBody};
@@ -39,22 +40,32 @@ pub struct Admin {
     pub control: mpsc::Sender<Control>,
     /// Total refusals sampled every few seconds over the last minute, oldest first.
     pub window: std::sync::Mutex<std::collections::VecDeque<(tokio::time::Instant, u64)>>,
-    /// `/upgrade`: `fhircluster upgrade`'s way to the launcher.
-    pub(crate) desk: UpgradeDesk,
 }
 
 impl Admin {
-    pub(crate) fn new(
-        front: Arc<Front>,
-        control: mpsc::Sender<Control>,
-        desk: UpgradeDesk,
-    ) -> Admin {
-        Admin {
+    /// The figures, and their sampler (the refusals in the last minute) started.
+    pub(crate) fn start(front: Arc<Front>, control: mpsc::Sender<Control>) -> Arc<Admin> {
+        let admin = Arc::new(Admin {
             front,
             control,
             window: Default::default(),
-            desk,
-        }
+        });
+        let sampler = admin.clone();
+        tokio::spawn(async move {
+            loop {
+                sampler.sample();
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+        admin
+    }
+
+    /// `/status`'s JSON (and the control socket's `status`).
+    pub(crate) async fn status_value(&self) -> Value {
+        let report = report(self).await;
+        let mut v = status_json(&self.front, report.as_ref());
+        v["front"]["refusalsLastMinute"] = json!(self.refusals_last_minute());
+        v
     }
 
     fn refusals_total(&self) -> u64 {
@@ -86,13 +97,6 @@ impl Admin {
 
 /// Serves the launcher's endpoints until the process exits.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
-    let sampler = admin.clone();
-    tokio::spawn(async move {
-        loop {
-            sampler.sample();
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    });
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -130,33 +134,38 @@ fn json_response(status: StatusCode, v: &Value) -> Response<ProxyBody> {
     respond(status, "application/json", v.to_string())
 }
 
+/// What this listener serves.
+const ENDPOINTS: [&str; 4] = ["/livez", "/readyz", "/status", "/metrics"];
+
 async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
-    if req.uri().path() == "/upgrade" && req.method() == Method::POST {
-        return if admin.desk.ask() {
-            json_response(StatusCode::ACCEPTED, &json!({"upgrade": "asked"}))
-        } else {
-            json_response(
-                StatusCode::CONFLICT,
-                &json!({"error": "an upgrade is already asked for"}),
-            )
-        };
+    // An action's path, whatever the method: not here (this listener only looks).
+    let name = req.uri().path().trim_start_matches('/');
+    if level_of(name) == Some(Level::Action) {
+        return json_response(
+            StatusCode::NOT_FOUND,
+            &json!({
+                "error": format!(
+                    "not on this listener, which is read-only: {name} is an action, taken on \
+                     the launcher's control socket (server.cluster.controlSocket) by \
+                     `fhircluster {name}`, as the service user or controlGroup"
+                ),
+                "endpoints": ENDPOINTS,
+            }),
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return json_response(
+        let mut r = json_response(
             StatusCode::METHOD_NOT_ALLOWED,
             &json!({"error": "only GET and HEAD"}),
         );
+        r.headers_mut()
+            .insert(http::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
     }
     match req.uri().path() {
         "/livez" => respond(StatusCode::OK, "text/plain", "live\n"),
         "/readyz" => readyz(&admin.front),
-        "/upgrade" => json_response(StatusCode::OK, &admin.desk.state()),
-        "/status" => {
-            let report = report(admin).await;
-            let mut v = status_json(&admin.front, report.as_ref());
-            v["front"]["refusalsLastMinute"] = json!(admin.refusals_last_minute());
-            json_response(StatusCode::OK, &v)
-        }
+        "/status" => json_response(StatusCode::OK, &admin.status_value().await),
         "/metrics" => {
             let report = report(admin).await;
             respond(
@@ -167,7 +176,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         }
         _ => json_response(
             StatusCode::NOT_FOUND,
-            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
+            &json!({"error": "not found", "endpoints": ENDPOINTS}),
         ),
     }
 }

@@ -1,12 +1,15 @@
 //! What an operator runs fhircluster with: the signals and what each means, systemd's notify
-//! protocol, the launcher's own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) and the
-//! `fhircluster status` table.
+//! protocol, the launcher's own read-only endpoints (`/livez`, `/readyz`, `/status`,
+//! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
 pub(crate) mod access_log;
 pub(crate) mod admin;
 pub mod build_info;
 pub(crate) mod child_log;
 pub(crate) mod client_port;
+pub(crate) mod control_client;
+pub(crate) mod control_proto;
+pub(crate) mod control_socket;
 pub(crate) mod extend;
 pub(crate) mod journald;
 pub(crate) mod log_queue;

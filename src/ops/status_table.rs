@@ -1,4 +1,5 @@
-//! `fhircluster status`: asks a running launcher (its `/status` endpoint) and prints a table a
+//! `fhircluster status`: asks a running launcher (its control socket's `status`, or with
+//! `--admin-address` the HTTP listener's `/status`: the same JSON) and prints a table a
 //! person reads at a glance, as `passenger-status` and `pm2 ls` do, or (`--json`) the answer
 //! itself for scripts; its exit status says whether the launcher is ready (0), not ready or
 //! draining (1), or not there (2). The rendering and the exit status are pure.
@@ -47,10 +48,10 @@ pub(crate) fn exchange(addr: SocketAddr, method: &str, path: &str) -> Result<(St
 /// Exit status 2: no launcher answers (or its answer can't be read).
 pub const UNREACHABLE: u8 = 2;
 
-/// `fhircluster status [--json]` against the launcher at `addr`: prints the table or the JSON on
-/// stdout, or why there is none on stderr, and returns the exit status.
-pub fn run(addr: SocketAddr, json: bool) -> ExitCode {
-    match fetch(addr) {
+/// `fhircluster status [--json]` against the launcher at `target`: prints the table or the JSON
+/// on stdout, or why there is none on stderr, and returns the exit status.
+pub(crate) fn run(target: &super::control_client::Target, json: bool) -> ExitCode {
+    match super::control_client::status(target) {
         Ok(v) => {
             if json {
                 println!("{v:#}");

@@ -1,33 +1,31 @@
-//! `fhircluster upgrade`: asks a running launcher (its own endpoint, `POST /upgrade`) to
-//! upgrade in place, as `kill -USR2` does, and waits for the outcome: the launcher answering
-//! with another program (`GET /upgrade`'s `programStartedMs` changed) is success, exit 0; a
-//! refusal or a failure it reports is printed with its reason, exit 1; no launcher, exit 2.
-//! The asking and the waiting go through the admin listening socket, which the upgrade keeps:
-//! while the new program starts, the requests wait in its backlog.
+//! `fhircluster upgrade`: asks a running launcher, on its control socket (`upgrade`; never the
+//! HTTP admin listener, which is read-only), to upgrade in place, as `kill -USR2` does, and
+//! waits for the outcome: the launcher answering with another program (`upgrade-state`'s
+//! `programStartedMs` changed) is success, exit 0; a refusal or a failure it reports is printed
+//! with its reason, exit 1; no launcher (or no way to its socket), exit 2. The asking and the
+//! waiting go through the control socket, which the upgrade keeps: while the new program
+//! starts, the requests wait in its backlog.
 
-use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::Value;
 
-use super::status_table::{exchange, UNREACHABLE};
+use super::control_client::ask;
+use super::status_table::UNREACHABLE;
 
 /// How long the outcome may take: the drain (`drainSeconds`, at most a few minutes) and the
 /// new program's start.
 const WAIT: Duration = Duration::from_secs(600);
 
-fn state(addr: SocketAddr) -> Result<Value> {
-    let (head, body) = exchange(addr, "GET", "/upgrade")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!(
-            "the launcher on {addr} answered: {} (a launcher too old for `fhircluster upgrade`? \
-             send it SIGUSR2)",
-            head.lines().next().unwrap_or("")
-        );
+fn state(path: &Path) -> Result<Value> {
+    let v = ask(path, "upgrade-state")?;
+    if let Some(why) = v["error"].as_str() {
+        bail!("the launcher on {} answered: {why}", path.display());
     }
-    serde_json::from_str(&body).context("the launcher's /upgrade is not JSON")
+    Ok(v)
 }
 
 /// The outcome once known: `Ok(Some(..))` upgraded, `Err` refused or failed.
@@ -48,21 +46,20 @@ fn outcome(before: &Value, now: &Value) -> Result<Option<String>, String> {
     Ok(None)
 }
 
-pub fn run(addr: SocketAddr) -> ExitCode {
-    let before = match state(addr) {
+pub(crate) fn run(path: &Path) -> ExitCode {
+    let before = match state(path) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("fhircluster upgrade: {e:#}");
             return ExitCode::from(UNREACHABLE);
         }
     };
-    match exchange(addr, "POST", "/upgrade") {
-        Ok((head, _)) if head.starts_with("HTTP/1.1 202") => {}
-        Ok((head, body)) => {
-            let why = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_string))
-                .unwrap_or_else(|| head.lines().next().unwrap_or("").to_string());
+    match ask(path, "upgrade") {
+        Ok(v) if v["upgrade"] == "asked" => {}
+        Ok(v) => {
+            let why = v["error"]
+                .as_str()
+                .map_or_else(|| v.to_string(), str::to_string);
             eprintln!("fhircluster upgrade: not started: {why}");
             return ExitCode::from(1);
         }
@@ -75,8 +72,8 @@ pub fn run(addr: SocketAddr) -> ExitCode {
     // Polls the launcher's answer until it says how the upgrade ended, or `WAIT` runs out.
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        // Between the programs the endpoint may not answer for a moment: ask again.
-        let Ok(now) = state(addr) else { continue };
+        // Across the execve a connection may be cut, or wait in the backlog: ask again.
+        let Ok(now) = state(path) else { continue };
         match outcome(&before, &now) {
             Ok(Some(line)) => {
                 println!("{line}");

@@ -1,14 +1,14 @@
-//! Where the launcher's own endpoint and the launcher meet about an in-place upgrade:
-//! `POST /upgrade` asks for one (as `SIGUSR2` does), `GET /upgrade` says which program serves
-//! (`programStartedMs`, which an upgrade changes) and how the last upgrade that did not happen
-//! ended (`last`: a sequence number, refused or failed, the reason), for `fhircluster upgrade`.
+//! Where the control socket and the launcher meet about an in-place upgrade: `upgrade` asks
+//! for one (as `SIGUSR2` does), `upgrade-state` says which program serves (`programStartedMs`,
+//! which an upgrade changes) and how the last upgrade that did not happen ended (`last`: a
+//! sequence number, refused or failed, the reason), for `fhircluster upgrade`.
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-/// Cheap to clone: the endpoint's and the launcher's halves are the same desk.
+/// Cheap to clone: the socket's and the launcher's halves are the same desk.
 #[derive(Clone)]
 pub(crate) struct UpgradeDesk {
     ask: mpsc::Sender<()>,
@@ -43,7 +43,7 @@ impl UpgradeDesk {
         });
     }
 
-    /// `GET /upgrade`'s answer.
+    /// `upgrade-state`'s answer.
     pub(crate) fn state(&self) -> Value {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
         json!({

@@ -91,8 +91,22 @@ pub fn render_where(s: &Settings) -> String {
         Some(ip) => host_port(&ip.to_string(), s.port),
     };
     let admin = match c.admin_address {
-        Some(a) => format!("{a} (/livez /readyz /status /metrics /upgrade)"),
+        Some(a) => format!("{a} (read-only: /livez /readyz /status /metrics)"),
         None => "off (server.cluster.adminAddress)".to_string(),
+    };
+    let control = match s.control_socket_path() {
+        Some(p) => {
+            let p = std::path::absolute(&p).unwrap_or(p);
+            let group = match c.control_group.as_str() {
+                "" => "its own group".to_string(),
+                g => format!("group {g}"),
+            };
+            format!(
+                "{} (status, upgrade; mode 660: the launcher's user and {group})",
+                p.display()
+            )
+        }
+        None => "off (server.cluster.controlSocket)".to_string(),
     };
     let access = match (c.access_log.as_str(), c.access_log_path.as_str()) {
         ("off", _) => "off (server.cluster.accessLog)".to_string(),
@@ -102,7 +116,10 @@ pub fn render_where(s: &Settings) -> String {
             format!("{format}, to {} (reopened on SIGUSR1)", file.display())
         }
     };
-    format!("clients: {clients}\nadmin endpoint: {admin}\naccess log: {access}\n")
+    format!(
+        "clients: {clients}\nadmin endpoint: {admin}\ncontrol socket: {control}\naccess log: \
+         {access}\n"
+    )
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub(crate) use command::check_command;
 pub(crate) use error::{SettingsError, Source, Sources};
 #[cfg(test)]
 pub(crate) use load::from_sources;
-pub(crate) use load::load;
+pub(crate) use load::{data_dir, load};
 pub(crate) use setting::Reload;
 pub(crate) use table::{parse_admin_address, setting, TABLE};
 pub(crate) use validate::check_port_range;
@@ -121,6 +121,13 @@ pub struct ClusterSettings {
     /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
     /// means loopback.
     pub(crate) admin_address: Option<std::net::SocketAddr>,
+    /// `server.cluster.controlSocket` / `--control-socket` (fhircluster's own): the control
+    /// socket's path, relative to the data directory (`fhircluster.sock`); `off`: none. The
+    /// actions (`fhircluster upgrade`) go there only: `ops/control_socket.rs`.
+    pub(crate) control_socket: String,
+    /// `server.cluster.controlGroup` (fhircluster's own): the group (name or number) that may
+    /// use the control socket besides the launcher's user. Empty: the launcher's own group.
+    pub(crate) control_group: String,
     /// `server.cluster.listenAddress` / `--listen-address` / `FHIRSMITH_LISTEN_ADDRESS`
     /// (fhircluster's own): the address `server.port` listens on. None: every interface, IPv6
     /// and IPv4 (IPv4 alone on a host without IPv6).
@@ -170,6 +177,14 @@ pub(crate) enum LogLevel {
     Debug,
     /// `RUST_LOG`'s value, a `tracing` filter (`info,fhircluster::proxy=debug`).
     Filter(String),
+}
+
+impl Settings {
+    /// Where the control socket is (`controlSocket` under the data directory), or `None`: off.
+    pub(crate) fn control_socket_path(&self) -> Option<PathBuf> {
+        let c = &self.cluster.control_socket;
+        (c != "off").then(|| self.data_dir.join(c))
+    }
 }
 
 impl LogLevel {

@@ -402,6 +402,8 @@ macro_rules! settings_table {
     (@kind endpoints) => { Kind::Endpoints };
     (@kind header_name) => { Kind::Text };
     (@kind access_log) => { Kind::Text };
+    (@kind control_socket) => { Kind::Text };
+    (@kind control_group) => { Kind::Text };
 
     (@read $r:ident, $d:expr, whole($min:expr, $max:expr)) => { $r.whole($min, $max) };
     (@read $r:ident, $d:expr, seconds) => { $r.seconds(false) };
@@ -420,5 +422,7 @@ macro_rules! settings_table {
     (@read $r:ident, $d:expr, endpoints) => { super::table::endpoints($r) };
     (@read $r:ident, $d:expr, header_name) => { super::table::header_name($r) };
     (@read $r:ident, $d:expr, access_log) => { super::table::access_log($r) };
+    (@read $r:ident, $d:expr, control_socket) => { super::table::control_socket($r) };
+    (@read $r:ident, $d:expr, control_group) => { super::table::control_group($r) };
 }
 pub(crate) use settings_table;

@@ -80,6 +80,10 @@ settings_table! {
         kill_after ["server.cluster.killSeconds", secs(30), seconds, Launcher]
         admin_address ["server.cluster.adminAddress", None, admin_address, Launcher,
             flag "--admin-address" admin_address, unset "off"]
+        control_socket ["server.cluster.controlSocket", "fhircluster.sock".into(), control_socket,
+            Launcher, flag "--control-socket" control_socket]
+        control_group ["server.cluster.controlGroup", String::new(), control_group, Launcher,
+            unset "the launcher's own group"]
         listen_address ["server.cluster.listenAddress", None, address, Launcher,
             flag "--listen-address" listen_address, env "FHIRSMITH_LISTEN_ADDRESS",
             unset "every interface, IPv6 and IPv4"]
@@ -180,6 +184,26 @@ pub(crate) fn parse_admin_address(text: &str) -> Option<SocketAddr> {
         return (port > 0).then(|| SocketAddr::from(([127, 0, 0, 1], port)));
     }
     text.parse::<SocketAddr>().ok().filter(|a| a.port() > 0)
+}
+
+/// `controlSocket`: the control socket's path (relative to the data directory), or `off`.
+pub(super) fn control_socket(r: &Raw<'_>) -> Result<String, SettingsError> {
+    let text = r.string()?;
+    if text.is_empty() || text.contains('\0') {
+        return Err(r.invalid("must be a path, e.g. \"fhircluster.sock\", or \"off\""));
+    }
+    Ok(text)
+}
+
+/// `controlGroup`: a group's name or number, or empty (the launcher's own group). Whether the
+/// group exists is found where the socket is made (`ops/control_socket.rs`), and by `--check`.
+pub(super) fn control_group(r: &Raw<'_>) -> Result<String, SettingsError> {
+    let text = r.string()?;
+    let bad = |c: char| c == ':' || c == '\0' || c.is_whitespace();
+    if text.contains(bad) {
+        return Err(r.invalid("must be a group's name or number, e.g. \"fhirsmith\", or \"\""));
+    }
+    Ok(text)
 }
 
 /// `servedByHeader`: a response header's name (`X-Served-By`), or empty (off). Not one whose

@@ -44,6 +44,9 @@ pub(crate) struct Handover {
     /// The client listening socket's fd, and the launcher's own endpoint's.
     pub client_fd: i32,
     pub admin_fd: Option<i32>,
+    /// The control socket's listening fd (its file stays where it is).
+    #[serde(default)]
+    pub control_fd: Option<i32>,
     /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
     pub mark: String,
     pub guardian: Option<GuardianState>,

@@ -1,5 +1,6 @@
 //! `server.cluster.adminAddress`: its forms (a port, as README writes it, or an address and
-//! port) and the ports it must leave to the front door and the processes.
+//! port) and the ports it must leave to the front door and the processes; the control socket's
+//! `controlSocket` (a path in the data directory, or `off`) and `controlGroup`.
 
 use serde_json::{json, Value};
 
@@ -65,4 +66,51 @@ fn admin_address_must_not_take_the_client_port_or_a_process_port() {
         .cluster
         .admin_address
         .is_some());
+}
+
+#[test]
+fn the_control_socket_is_in_the_data_directory_or_off_and_its_group_a_name_or_number() {
+    // #26.4
+    let path = |args: &[&str], v: Option<Value>| {
+        let file = v.map(|v| json!({"server": {"cluster": {"controlSocket": v}}}));
+        ok(args, &[], file).control_socket_path()
+    };
+    let d = std::path::Path::new("/d");
+    let dir = ["--data-dir", "/d"];
+    assert_eq!(path(&dir, None), Some(d.join("fhircluster.sock")));
+    assert_eq!(
+        path(&dir, Some(json!("ctl.sock"))),
+        Some(d.join("ctl.sock"))
+    );
+    assert_eq!(
+        path(&dir, Some(json!("/run/f.sock"))),
+        Some(std::path::PathBuf::from("/run/f.sock"))
+    );
+    assert_eq!(path(&dir, Some(json!("off"))), None);
+    assert_eq!(
+        path(&["--control-socket", "off"], Some(json!("x.sock"))),
+        None
+    );
+    for bad in [json!(""), json!(1)] {
+        refused(
+            settings(&[], &[], cluster(json!({ "controlSocket": bad }))),
+            "server.cluster.controlSocket",
+            "",
+        );
+    }
+    let group = |v: Value| {
+        ok(&[], &[], cluster(json!({ "controlGroup": v })))
+            .cluster
+            .control_group
+    };
+    assert_eq!(group(json!("fhirsmith")), "fhirsmith");
+    assert_eq!(group(json!("998")), "998");
+    assert_eq!(group(json!("")), "");
+    for bad in [json!("a b"), json!("x:y"), json!(7)] {
+        refused(
+            settings(&[], &[], cluster(json!({ "controlGroup": bad }))),
+            "server.cluster.controlGroup",
+            "",
+        );
+    }
 }

@@ -39,6 +39,9 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("accessLog", json!("json")),
         ("accessLogPath", json!("access.log")),
         ("accessLogQuery", json!(true)),
+        ("controlSocket", json!("/run/fhircluster/ctl.sock")),
+        ("controlGroup", json!("fhirsmith")),
+        ("pidFile", json!("run/fhircluster.pid")),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -103,6 +106,10 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (LogFormat::Json, &LogLevel::Debug, "h")
     );
     assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        (c.control_socket.as_str(), c.control_group.as_str()),
+        ("/run/fhircluster/ctl.sock", "fhirsmith")
+    );
     assert_eq!(
         (
             c.access_log.as_str(),

@@ -64,6 +64,7 @@ fn handover() -> Handover {
         .expect("keeper state"),
         client_fd: 5,
         admin_fd: Some(6),
+        control_fd: Some(7),
         mark: "123.456".into(),
         guardian: Some(GuardianState {
             pid: 99,

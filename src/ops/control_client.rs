@@ -1,0 +1,106 @@
+//! `fhircluster status` and `upgrade`'s way to a running launcher: its control socket (found
+//! as the launcher finds it: `--control-socket`, else `controlSocket` in the data directory's
+//! config.json, else `fhircluster.sock` there), one request line and one JSON answer
+//! (`control_proto.rs`); or, for `status` with `--admin-address`, the read-only HTTP listener.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::Value;
+
+use crate::cli::Cli;
+
+/// Where a client asks.
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    /// The control socket: every command.
+    Socket(PathBuf),
+    /// The HTTP admin listener: `status` only.
+    Http(SocketAddr),
+}
+
+/// The control socket's path for a client: `--control-socket`, `controlSocket` in
+/// config.json (that one value, so a bad unrelated setting in the file never hides a running
+/// launcher), else the default; relative to the data directory. `Err`: it is off.
+pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
+    let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
+    let (dir, _) = crate::settings::data_dir(cli, &env);
+    let from_file = || -> Option<String> {
+        let text = crate::settings::jsonc::read_text(&dir).ok()??;
+        text.json
+            .pointer("/server/cluster/controlSocket")?
+            .as_str()
+            .map(str::to_string)
+    };
+    let name = cli
+        .control_socket
+        .clone()
+        .or_else(from_file)
+        .unwrap_or_else(|| "fhircluster.sock".to_string());
+    if name == "off" || name.is_empty() {
+        bail!("the control socket is off (server.cluster.controlSocket); give --admin-address for status, or send SIGUSR2 to upgrade");
+    }
+    Ok(dir.join(name))
+}
+
+/// Connects to the control socket, with what each failure means for an operator.
+fn connect(path: &Path) -> Result<UnixStream> {
+    UnixStream::connect(path).map_err(|e| {
+        let at = path.display();
+        match e.kind() {
+            std::io::ErrorKind::NotFound => anyhow!(
+                "no launcher: no control socket at {at} (is the launcher running with this data \
+                 directory? give --data-dir, or --admin-address for status)"
+            ),
+            std::io::ErrorKind::ConnectionRefused => {
+                anyhow!("no launcher answers on {at} (a socket left by a launcher that is gone)")
+            }
+            std::io::ErrorKind::PermissionDenied => anyhow!(
+                "{at}: permission denied ({e}): the control socket is for the launcher's user \
+                 and server.cluster.controlGroup (run as one of them; --admin-address gives \
+                 status to anyone)"
+            ),
+            _ => anyhow!("{at}: {e}"),
+        }
+    })
+}
+
+/// One command on the control socket: its JSON answer (an `error` answer is returned as such).
+pub(crate) fn ask(path: &Path, command: &str) -> Result<Value> {
+    let timeout = Duration::from_secs(5);
+    let mut s = connect(path)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    s.write_all(format!("{command}\n").as_bytes())?;
+    let mut line = String::new();
+    // At most 16 MB (a `status` answer is a few KB).
+    BufReader::new(s.take(16 << 20))
+        .read_line(&mut line)
+        .with_context(|| format!("reading the answer on {}", path.display()))?;
+    if line.is_empty() {
+        bail!(
+            "the launcher on {} closed without an answer",
+            path.display()
+        );
+    }
+    serde_json::from_str(&line)
+        .with_context(|| format!("the answer on {} is not JSON", path.display()))
+}
+
+/// `status`'s JSON from either target.
+pub(crate) fn status(target: &Target) -> Result<Value> {
+    match target {
+        Target::Http(addr) => super::status_table::fetch(*addr),
+        Target::Socket(path) => {
+            let v = ask(path, "status")?;
+            match v["error"].as_str() {
+                Some(why) => bail!("the launcher on {} answered: {why}", path.display()),
+                None => Ok(v),
+            }
+        }
+    }
+}

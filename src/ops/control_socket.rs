@@ -1,0 +1,364 @@
+//! The control socket: a Unix socket in the data directory (`server.cluster.controlSocket`,
+//! `fhircluster.sock`; `off`: none), mode 0660, owned by the launcher's user and
+//! `server.cluster.controlGroup` (else its own group), so only they reach it, as HAProxy's
+//! `stats socket ... mode 660 level admin`. Every action goes here (`fhircluster upgrade`),
+//! never to the HTTP admin listener, which is read-only; the protocol is `control_proto.rs`.
+//!
+//! Its life: made at start under a temporary name, its owner and mode set, then renamed into
+//! place, so no client ever finds it with other permissions. A socket file already there is
+//! connected to first: a live launcher answering on it is never displaced (the start is refused,
+//! naming it); one nobody answers on (a launcher killed) is replaced. Kept across an in-place
+//! upgrade (the same file, the listening fd inherited through the `execve`); removed at a clean
+//! stop, if it is still the file this launcher made.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tracing::{debug, info, warn};
+
+use super::admin::Admin;
+use super::control_proto::{self as proto, Command, Level, MAX_LINE};
+use super::upgrade_desk::UpgradeDesk;
+use crate::settings::Settings;
+
+/// The socket's mode: the owner and the group read and write (connect), nobody else.
+pub(crate) const MODE: u32 = 0o660;
+
+/// The longest path a Unix socket takes (`sun_path` holds 108 bytes with its NUL), less the
+/// temporary name's `.new`.
+const MAX_PATH: usize = 107 - 4;
+
+/// How long a client may take to send its request line.
+const READ_WAIT: Duration = Duration::from_secs(10);
+
+/// The control socket this launcher made (or took over): removed when dropped at a clean stop,
+/// if the file is still the one it made. An upgrade's `execve` drops nothing, so it stays.
+pub(crate) struct ControlSocket {
+    path: PathBuf,
+    /// The file's device and inode when made.
+    file: (u64, u64),
+    /// A second fd for the listening socket, for the upgrade's handover.
+    fd: OwnedFd,
+}
+
+impl ControlSocket {
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The listening socket's fd, for the upgrade's handover.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        if file_id(&self.path).is_some_and(|id| id == self.file) {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => debug!("removed the control socket {}", self.path.display()),
+                Err(e) => warn!("removing the control socket {}: {e}", self.path.display()),
+            }
+        }
+    }
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The group `controlGroup` names: `None` for the launcher's own.
+pub(crate) fn group_id(name: &str) -> Result<Option<u32>> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(Some(gid));
+    }
+    let c_name = std::ffi::CString::new(name).context("a NUL in the group's name")?;
+    let mut size = 16 * 1024;
+    loop {
+        let mut buf = vec![0 as libc::c_char; size];
+        // SAFETY: a zeroed `group` to be filled; getgrnam_r writes only into it and `buf`.
+        let mut group = unsafe { std::mem::zeroed::<libc::group>() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: valid pointers to a C string, the struct, the buffer of `size` bytes and the
+        // result pointer, all living through the call.
+        let rc = unsafe {
+            libc::getgrnam_r(
+                c_name.as_ptr(),
+                &mut group,
+                buf.as_mut_ptr(),
+                size,
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && size < 1 << 20 {
+            size *= 4;
+            continue;
+        }
+        if rc != 0 {
+            bail!(
+                "server.cluster.controlGroup {name:?}: looking the group up: {}",
+                io::Error::from_raw_os_error(rc)
+            );
+        }
+        if found.is_null() {
+            bail!("server.cluster.controlGroup {name:?}: no such group (give a group's name or number, or \"\")");
+        }
+        return Ok(Some(group.gr_gid));
+    }
+}
+
+/// Whether this process may give a file to group `gid` (root, or one of its groups).
+fn may_give_to(gid: u32) -> bool {
+    // SAFETY: plain getters; getgroups fills at most `len` entries of the buffer.
+    unsafe {
+        if libc::geteuid() == 0 || libc::getegid() == gid {
+            return true;
+        }
+        let mut groups = vec![0 as libc::gid_t; 1024];
+        let n = libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr());
+        n > 0 && groups[..n as usize].contains(&gid)
+    }
+}
+
+/// Makes the control socket (or takes the inherited one over): `None` when it is off.
+pub(crate) fn open(
+    settings: &Settings,
+    inherited: Option<StdListener>,
+) -> Result<Option<(ControlSocket, UnixListener)>> {
+    let Some(path) = settings.control_socket_path() else {
+        if let Some(old) = inherited {
+            retire(&old);
+        }
+        return Ok(None);
+    };
+    let gid = group_id(&settings.cluster.control_group)?;
+    if let Some(gid) = gid.filter(|&g| !may_give_to(g)) {
+        bail!(
+            "server.cluster.controlGroup {:?} (gid {gid}): the launcher's user is not in it, so it \
+             can't give the control socket to it: add the service user to the group \
+             (usermod -aG), or name one it is in",
+            settings.cluster.control_group
+        );
+    }
+    let kept = inherited.and_then(|l| {
+        if placed(&l).is_some_and(|p| p == path) {
+            Some(l)
+        } else {
+            info!("upgrade: server.cluster.controlSocket changed");
+            retire(&l);
+            None
+        }
+    });
+    let listener = match kept {
+        Some(l) => {
+            // The group may have changed with config.json: set again, on the same file.
+            permit(&path, gid)?;
+            l
+        }
+        None => {
+            check_place(&path)?;
+            match bind(&path, gid) {
+                Ok(l) => l,
+                // The directory can't take it (read-only, not the launcher's): the launcher
+                // serves on without, as it does when it can't write its databases there.
+                Err(e) => {
+                    warn!(
+                        "{e:#}: running without a control socket (fhircluster upgrade and status \
+                         can't reach this launcher; SIGUSR2 still upgrades and --admin-address \
+                         still shows the status): set server.cluster.controlSocket to a path the \
+                         launcher may write"
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    let file = file_id(&path).with_context(|| format!("the control socket {}", path.display()))?;
+    let fd = listener.as_fd().try_clone_to_owned()?;
+    listener.set_nonblocking(true)?;
+    let listener = UnixListener::from_std(listener)?;
+    Ok(Some((ControlSocket { path, file, fd }, listener)))
+}
+
+/// Where a listening socket made by [`bind`] is: the name it was bound to, less the `.new`
+/// it was renamed from.
+fn placed(l: &StdListener) -> Option<PathBuf> {
+    let bound = l.local_addr().ok()?.as_pathname()?.to_path_buf();
+    let text = bound.as_os_str().as_encoded_bytes();
+    let placed = text.strip_suffix(b".new").map_or(bound.clone(), |p| {
+        PathBuf::from(std::ffi::OsStr::from_bytes(p))
+    });
+    Some(placed)
+}
+
+/// An inherited socket no longer wanted: its file goes (the old program made it).
+fn retire(old: &StdListener) {
+    if let Some(p) = placed(old) {
+        let _ = std::fs::remove_file(&p);
+        info!("closed the control socket {}", p.display());
+    }
+}
+
+/// The owner's group and mode: set on the file.
+fn permit(path: &Path, gid: Option<u32>) -> Result<()> {
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .with_context(|| format!("giving {} to group {gid} (controlGroup)", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(MODE))
+        .with_context(|| format!("chmod {MODE:o} {}", path.display()))
+}
+
+/// What is at `path` before the start: nothing, or a socket nobody answers on (replaced); a
+/// live launcher's socket, another file or a path too long refuses the start.
+fn check_place(path: &Path) -> Result<()> {
+    let len = path.as_os_str().len();
+    if len > MAX_PATH {
+        bail!(
+            "server.cluster.controlSocket {}: {len} bytes, longer than a Unix socket's path may \
+             be ({MAX_PATH}): set a shorter controlSocket (an absolute path), or \"off\"",
+            path.display()
+        );
+    }
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => bail!("the control socket {}: {e}", path.display()),
+        Ok(m) => m,
+    };
+    use std::os::unix::fs::FileTypeExt;
+    if !meta.file_type().is_socket() {
+        bail!(
+            "server.cluster.controlSocket {} exists and is not a socket: move it, or set \
+             controlSocket to another path (or \"off\")",
+            path.display()
+        );
+    }
+    match StdStream::connect(path) {
+        Ok(_) => bail!(
+            "another launcher answers on the control socket {}: it runs with this data \
+             directory; stop it first (or give this one another data directory or \
+             server.cluster.controlSocket)",
+            path.display()
+        ),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            info!(
+                "replacing the control socket {} (left by a launcher that is gone)",
+                path.display()
+            );
+            Ok(())
+        }
+        Err(e) => bail!(
+            "the control socket {}: an existing socket there can't be tried ({e})",
+            path.display()
+        ),
+    }
+}
+
+/// Binds under a temporary name, sets the group and mode, renames into place.
+fn bind(path: &Path, gid: Option<u32>) -> Result<StdListener> {
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".new");
+    let temp = PathBuf::from(temp);
+    let _ = std::fs::remove_file(&temp);
+    let made = (|| -> Result<StdListener> {
+        let l = StdListener::bind(&temp).with_context(|| {
+            format!(
+                "server.cluster.controlSocket {}: cannot listen",
+                path.display()
+            )
+        })?;
+        permit(&temp, gid)?;
+        std::fs::rename(&temp, path)
+            .with_context(|| format!("putting the control socket at {}", path.display()))?;
+        Ok(l)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    made
+}
+
+/// Serves the control socket until the process exits.
+pub(crate) async fn serve(listener: UnixListener, admin: Arc<Admin>, desk: UpgradeDesk) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let (admin, desk) = (admin.clone(), desk.clone());
+        tokio::spawn(async move {
+            if let Err(e) = exchange(stream, &admin, &desk).await {
+                debug!("control socket connection: {e}");
+            }
+        });
+    }
+}
+
+/// One request line read (bounded in size and time), one answer line written.
+async fn exchange(mut stream: UnixStream, admin: &Admin, desk: &UpgradeDesk) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(128);
+    let mut chunk = [0u8; 256];
+    let read = async {
+        while !buf.contains(&b'\n') && buf.len() < MAX_LINE {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n.min(MAX_LINE - buf.len())]);
+        }
+        io::Result::Ok(())
+    };
+    let answer = match tokio::time::timeout(READ_WAIT, read).await {
+        Err(_) => proto::error("no request line within 10 s"),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(())) => match proto::request_line(&buf).and_then(proto::parse) {
+            Err(why) => proto::error(&why),
+            Ok(command) => {
+                if command.level() == Level::Action {
+                    // Who acted, for the log: the kernel's word for the peer.
+                    let who = stream
+                        .peer_cred()
+                        .map(|c| format!("uid {}, pid {}", c.uid(), c.pid().unwrap_or(0)))
+                        .unwrap_or_else(|_| "an unknown peer".into());
+                    info!("control socket: {line:?} from {who}", line = command.name());
+                }
+                answer(command, admin, desk).await
+            }
+        },
+    };
+    stream
+        .write_all(proto::answer_line(&answer).as_bytes())
+        .await?;
+    stream.shutdown().await
+}
+
+/// A command's answer: one arm per command.
+async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
+    match command {
+        Command::Help => proto::help(),
+        Command::Status => admin.status_value().await,
+        Command::UpgradeState => desk.state(),
+        Command::Upgrade => {
+            if desk.ask() {
+                json!({"upgrade": "asked"})
+            } else {
+                proto::error("an upgrade is already asked for")
+            }
+        }
+    }
+}
