@@ -57,6 +57,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
     let (name, json) = match action {
         crate::cli::Action::Status { json } => ("status", Some(*json)),
         crate::cli::Action::Upgrade => ("upgrade", None),
+        crate::cli::Action::Print(what) => return crate::kit::run(cli, what),
     };
     let addr = match &cli.admin_address {
         Some(text) => match settings::parse_admin_address(text) {

@@ -1,5 +1,5 @@
-//! The monitoring files operators import (`tests/monitoring/`): the Prometheus alert rules pass
-//! `promtool check rules` and `promtool test rules` on series recorded from a real run (a surge
+//! The monitoring files operators import (`src/kit/`, printed by `fhircluster print alerts` and
+//! `print dashboard`): the Prometheus alert rules pass `promtool check rules` and `promtool test rules` on series recorded from a real run (a surge
 //! of refusals, the master killed and slow to be ready again, a refused reload, processes over a
 //! tiny memory limit), and the Grafana dashboard and the rules name only series `/metrics`
 //! exports.
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 fn monitoring(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/monitoring")
+        .join("src/kit")
         .join(file)
 }
 
