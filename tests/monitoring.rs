@@ -113,6 +113,33 @@ fn annotations(yaml: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     all
 }
 
+/// Every series `expr` selects is filtered by the dashboard's `$job` and `$instance`, so one
+/// launcher's panels never mix in another job's `process_*` series or another launcher.
+fn assert_filtered_by_job_and_instance(expr: &str) {
+    for name in metric_names(expr) {
+        let uses: Vec<&str> = expr
+            .match_indices(name.as_str())
+            .map(|(i, _)| &expr[i + name.len()..])
+            .collect();
+        for rest in uses {
+            // A longer name that begins with this one (`_bucket` after a histogram's base).
+            if rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let selector = rest
+                .strip_prefix('{')
+                .and_then(|r| r.split('}').next())
+                .unwrap_or_else(|| panic!("{name} without a selector in {expr}"));
+            for wanted in ["job=~\"$job\"", "instance=~\"$instance\""] {
+                assert!(
+                    selector.split(',').any(|m| m.trim() == wanted),
+                    "{name} in {expr:?} is not filtered by {wanted}"
+                );
+            }
+        }
+    }
+}
+
 /// A scrape of a cluster run with the processes' memory guard limit set (so the thresholds are
 /// exported).
 fn checked_against_a_scrape(names: &BTreeSet<String>, what: &str, m: &Exposition) {
@@ -163,8 +190,25 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
             let expr = t["expr"].as_str().expect("expr");
             let found = metric_names(expr);
             assert!(!found.is_empty(), "{expr}: no series");
+            assert_filtered_by_job_and_instance(expr);
             names.extend(found);
         }
+    }
+    // The variables the queries filter by, from the launchers' own series.
+    let vars = dash["templating"]["list"].as_array().expect("templating");
+    for var in ["job", "instance"] {
+        let v = vars
+            .iter()
+            .find(|v| v["name"] == var)
+            .unwrap_or_else(|| panic!("no ${var} variable: {vars:?}"));
+        assert_eq!(v["type"], "query", "{v}");
+        assert!(
+            v["query"]["query"]
+                .as_str()
+                .is_some_and(|q| q.starts_with("label_values(fhircluster_build_info")
+                    && q.ends_with(&format!(", {var})"))),
+            "{v}"
+        );
     }
     // What the issue asks the dashboard to show.
     for needed in [
@@ -182,7 +226,7 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
 
     let yaml = std::fs::read_to_string(&rules).expect("rules");
     let exprs = rule_exprs(&yaml);
-    assert_eq!(exprs.len(), 5, "{exprs:?}");
+    assert_eq!(exprs.len(), 6, "{exprs:?}");
     let names: BTreeSet<String> = exprs.iter().flat_map(|e| metric_names(e)).collect();
     checked_against_a_scrape(&names, "the alert rules", &m);
 }
@@ -190,17 +234,41 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
 /// One recorded series: its name and labels.
 type Key = (String, BTreeMap<String, String>);
 
-/// The recorded values of every series of `families`, by scrape (None: absent in that one).
-fn series(scrapes: &[Exposition], families: &[&str]) -> BTreeMap<Key, Vec<Option<f64>>> {
+/// The job the rules ask for (README's scrape config names it so).
+const JOB: &str = "fhircluster";
+
+/// One scrape as Prometheus stores it: the target's samples with `job` and `instance` added,
+/// or None when the scrape failed (the target down: `up` 0, no samples).
+type Scrape = Option<Exposition>;
+
+/// The recorded values of every series of `families` by scrape (None: absent in that one),
+/// labelled as Prometheus labels a target's series, and `up` for each scrape.
+fn series(
+    scrapes: &[Scrape],
+    families: &[&str],
+    instance: &str,
+) -> BTreeMap<Key, Vec<Option<f64>>> {
+    let target = |mut l: BTreeMap<String, String>| {
+        l.insert("job".into(), JOB.into());
+        l.insert("instance".into(), instance.into());
+        l
+    };
     let mut all: BTreeMap<Key, Vec<Option<f64>>> = BTreeMap::new();
+    let up = all
+        .entry(("up".into(), target(BTreeMap::new())))
+        .or_insert_with(|| vec![None; scrapes.len()]);
     for (i, m) in scrapes.iter().enumerate() {
+        up[i] = Some(if m.is_some() { 1.0 } else { 0.0 });
+    }
+    for (i, m) in scrapes.iter().enumerate() {
+        let Some(m) = m else { continue };
         for fam in families {
             let Some(f) = m.families.get(*fam) else {
                 continue;
             };
             for s in &f.samples {
                 let v = all
-                    .entry((s.name.clone(), s.labels.clone()))
+                    .entry((s.name.clone(), target(s.labels.clone())))
                     .or_insert_with(|| vec![None; scrapes.len()]);
                 v[i] = Some(s.value);
             }
@@ -214,48 +282,119 @@ fn selector((name, labels): &Key) -> String {
     format!("{name}{{{}}}", l.join(","))
 }
 
+/// A series' values in promtool's notation. A sample missing after one that was there is
+/// `stale`: Prometheus marks a series stale when a scrape lacks it or fails, so it is gone at
+/// once rather than looked back to for five minutes; `_` before it ever was.
+fn promtool_values(values: &[Option<f64>]) -> String {
+    let mut seen = false;
+    let mut out = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        out.push(match v {
+            Some(x) => {
+                seen = true;
+                format!("{x}")
+            }
+            None if seen && values[i - 1].is_some() => "stale".to_string(),
+            None => "_".to_string(),
+        });
+    }
+    out.join(" ")
+}
+
 fn at(values: &[Option<f64>], t: usize) -> Option<f64> {
     values.get(t).copied().flatten()
 }
 
+/// Scrapes once: None when nothing answers. While the launcher is being stopped a scrape may
+/// also be cut off midway: that is a failed scrape too, as Prometheus counts it.
+fn try_scrape(admin: u16, stopping: bool) -> Scrape {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], admin));
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    if stopping {
+        std::panic::catch_unwind(|| scrape(admin)).ok()
+    } else {
+        Some(scrape(admin))
+    }
+}
+
+/// The memory limit of the cgroup the run gets, in MiB, when it has one.
+const LIMIT_MB: u64 = 1000;
+
 #[test]
-fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
+fn the_alert_rules_fire_on_series_recorded_from_a_real_run_without_a_cgroup_limit() {
+    // The processes measured against the limit their guards report (1 MiB), as without
+    // MemoryMax: the rule's per-process branch.
+    alert_rules_on_a_recorded_run(None);
+}
+
+#[test]
+fn the_alert_rules_fire_on_series_recorded_from_a_real_run_with_a_cgroup_limit() {
+    // The cgroup measured against its own limit: the rule's cgroup branch.
+    alert_rules_on_a_recorded_run(Some(LIMIT_MB));
+}
+
+/// A real run in a memory cgroup of the test's own, with `limit_mb` or no limit: a surge of
+/// refusals, the master killed and slow to be ready, memory over the refusal threshold, a
+/// refused reload, then the launcher stopped; every scrape recorded, and promtool asked which
+/// alerts fire at the checked minutes.
+fn alert_rules_on_a_recorded_run(limit_mb: Option<u64>) {
+    let name = if limit_mb.is_some() {
+        "alerts-limited"
+    } else {
+        "alerts-unlimited"
+    };
+    let group = MemCgroup::for_test(name, limit_mb.map(|mb| mb * 1024 * 1024));
     let admin = free_port();
-    let c = cluster()
+    let instance = format!("127.0.0.1:{admin}");
+    let mut builder = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": {
             "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
             "recycleSeconds": 0
         } } }))
-        // A limit the processes are over from the start; the master slow to be ready, so
-        // its restart leaves it not ready for several scrapes.
-        .env("SIM_MEMORY_LIMIT_MB", "1")
+        // The master slow to be ready, so its restart leaves it not ready for several scrapes.
         .env("SIM_READY_DELAY_MS_m0", "3000")
         .arg("--admin-address")
-        .arg(&admin.to_string())
-        .start();
+        .arg(&admin.to_string());
+    if limit_mb.is_none() {
+        // A guard limit the processes are over from the start.
+        builder = builder.env("SIM_MEMORY_LIMIT_MB", "1");
+    }
+    let mut c = builder.start_wrapped(&group.wrapper());
     let addr = c.addr();
 
     // The recorder: one scrape a second.
-    let scrapes: Arc<Mutex<Vec<Exposition>>> = Arc::default();
+    let scrapes: Arc<Mutex<Vec<Scrape>>> = Arc::default();
     let done = Arc::new(AtomicBool::new(false));
+    let stopping = Arc::new(AtomicBool::new(false));
     let recorder = {
-        let (scrapes, done) = (scrapes.clone(), done.clone());
+        let (scrapes, done, stopping) = (scrapes.clone(), done.clone(), stopping.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let m = scrape(admin);
+                let m = try_scrape(admin, stopping.load(Ordering::Relaxed));
                 scrapes.lock().expect("scrapes").push(m);
                 std::thread::sleep(Duration::from_secs(1));
             }
         })
     };
     let count = || scrapes.lock().map(|s| s.len()).unwrap_or(0);
-    let refusals = |m: &Exposition| m.sum("fhircluster_refusals_total", &[]);
+    let refusals = |m: &Scrape| {
+        m.as_ref()
+            .map_or(0.0, |m| m.sum("fhircluster_refusals_total", &[]))
+    };
+    let ready_m0 = |m: &Scrape| {
+        m.as_ref()
+            .and_then(|m| m.get("fhircluster_process_ready", &[("process", "m0")]))
+    };
     let wait_scrapes = |n: usize| {
         let target = count() + n;
         wait_until("scrapes", secs(30), || count() >= target);
     };
     wait_scrapes(3);
+    assert!(
+        scrapes.lock().expect("scrapes").iter().all(Option::is_some),
+        "the running launcher's scrapes all answered"
+    );
 
     // A surge: two clients hold both slots (1 s each, again and again), six more are refused,
     // until three scrapes in a row each saw over 120 more refusals (over 1/s on the rule
@@ -299,25 +438,39 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
         let s = scrapes.lock().expect("scrapes");
         let n = s.len();
         n >= 3
-            && s[n - 3..]
-                .iter()
-                .any(|m| m.value("fhircluster_process_ready", &[("process", "m0")]) == 0.0)
-            && s[n - 1].value("fhircluster_process_ready", &[("process", "m0")]) == 1.0
+            && s[n - 3..].iter().any(|m| ready_m0(m) == Some(0.0))
+            && ready_m0(&s[n - 1]) == Some(1.0)
     });
-    // The master over the memory threshold (2 MiB of a 1 MiB limit).
-    let r = c.request("POST", "/sim/alloc?mb=2", &[], b"");
+    // The master over the memory threshold: 2 MiB of a 1 MiB guard limit, or 87% of the
+    // cgroup's (its threshold 85%, the abort at 92%).
+    let mb = limit_mb.map_or(2, |l| l * 87 / 100);
+    let r = c.request("POST", &format!("/sim/alloc?mb={mb}"), &[], b"");
     assert_eq!(r.status, 200, "{}", r.text());
     wait_scrapes(2);
 
     // A refused reload.
     std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("write");
     c.signal(1);
+    let reload_failed_scraped = |s: &[Scrape]| {
+        s.iter().all(|m| {
+            m.as_ref()
+                .is_some_and(|m| m.value("fhircluster_config_last_reload_successful", &[]) == 0.0)
+        })
+    };
     wait_until("the refused reload scraped", secs(30), || {
         let s = scrapes.lock().expect("scrapes");
-        s.len() >= 2
-            && s[s.len() - 2..]
-                .iter()
-                .all(|m| m.value("fhircluster_config_last_reload_successful", &[]) == 0.0)
+        s.len() >= 2 && reload_failed_scraped(&s[s.len() - 2..])
+    });
+    let reload_end = count() - 1;
+
+    // The launcher stopped: the target down for three scrapes in a row.
+    stopping.store(true, Ordering::Relaxed);
+    c.signal(15);
+    let status = c.wait_exit(secs(60));
+    assert_eq!(status.code(), Some(0), "the launcher stopped in order");
+    wait_until("three scrapes of the stopped launcher", secs(30), || {
+        let s = scrapes.lock().expect("scrapes");
+        s.len() >= 3 && s[s.len() - 3..].iter().all(Option::is_none)
     });
     done.store(true, Ordering::Relaxed);
     let _ = recorder.join();
@@ -335,13 +488,20 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
             "fhircluster_process_memory_bytes",
             "fhircluster_config_last_reload_successful",
         ],
+        &instance,
     );
-    let get = |name: &str, labels: &[(&str, &str)]| -> Vec<Option<f64>> {
-        let want: BTreeMap<String, String> = labels
+    let target = |labels: &[(&str, &str)]| -> BTreeMap<String, String> {
+        labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        rec.get(&(name.to_string(), want))
+            .chain([
+                ("job".to_string(), JOB.to_string()),
+                ("instance".to_string(), instance.clone()),
+            ])
+            .collect()
+    };
+    let get = |name: &str, labels: &[(&str, &str)]| -> Vec<Option<f64>> {
+        rec.get(&(name.to_string(), target(labels)))
             .cloned()
             .unwrap_or_else(|| vec![None; n])
     };
@@ -357,24 +517,32 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
         .filter(|(name, l)| name == "fhircluster_process_info" && l["role"] == "master")
         .map(|(_, l)| l["process"].clone())
         .collect();
+    let target_down = |t: usize| at(&get("up", &[]), t) == Some(0.0);
     let down = |p: &str, t: usize| {
         at(&get("fhircluster_process_ready", &[("process", p)]), t) == Some(0.0)
     };
-    let total_refusals = |t: usize| -> f64 {
-        rec.iter()
+    let total_refusals = |t: usize| -> Option<f64> {
+        let v: Vec<f64> = rec
+            .iter()
             .filter(|((name, _), _)| name == "fhircluster_refusals_total")
             .filter_map(|(_, v)| at(v, t))
-            .sum()
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum())
     };
     let refusing = |t: usize| -> Option<bool> {
         // Over 120 more in the last step: over 1/s on any reading of rate[2m]; none: 0/s.
+        // The launcher stopped: no series, no rate, nothing fires.
         if t < 2 {
             return Some(false);
         }
-        let (d0, d1) = (
-            total_refusals(t - 1) - total_refusals(t - 2),
-            total_refusals(t) - total_refusals(t - 1),
-        );
+        let (Some(a), Some(b), Some(c)) = (
+            total_refusals(t - 2),
+            total_refusals(t - 1),
+            total_refusals(t),
+        ) else {
+            return Some(false).filter(|_| total_refusals(t).is_none());
+        };
+        let (d0, d1) = (b - a, c - b);
         match (d0 > 120.0 && d1 > 120.0, d0 == 0.0 && d1 == 0.0) {
             (true, _) => Some(true),
             (_, true) => Some(false),
@@ -402,13 +570,13 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
     let reload_failed =
         |t: usize| at(&get("fhircluster_config_last_reload_successful", &[]), t) == Some(0.0);
 
-    // The checked minutes: the start, the surge, the master down, the end.
+    // The checked minutes: the start, the surge, the master down, the refused reload, the end
+    // (the launcher stopped).
     let surge = (3..n)
         .find(|&t| refusing(t - 1) == Some(true) && refusing(t) == Some(true))
         .expect("the surge in the recorded refusals");
-    let master = &masters[..];
     assert_eq!(
-        master,
+        masters,
         ["m0"],
         "the master's role from fhircluster_process_info"
     );
@@ -416,23 +584,39 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
         .find(|&t| down("m0", t - 1) && down("m0", t))
         .expect("m0 not ready in two scrapes in a row");
     let end = n - 1;
-    assert!(reload_failed(end) && !reload_failed(0));
+    assert!(reload_failed(reload_end) && !reload_failed(0));
     assert!(
-        processes.iter().any(|p| over(p, end) && over(p, end - 1)) || cgroup_over(end),
-        "no process over the 1 MiB limit's threshold: the memory alert would be untested: \
-         threshold {:?}, private {:?}",
-        at(&threshold, end),
-        processes
-            .iter()
-            .map(|p| at(
-                &get(
-                    "fhircluster_process_memory_bytes",
-                    &[("process", p), ("kind", "private")]
-                ),
-                end
-            ))
-            .collect::<Vec<_>>()
+        (0..=reload_end).all(|t| !target_down(t)) && target_down(end) && target_down(end - 1),
+        "up: {:?}",
+        get("up", &[])
     );
+    // The branch of the memory rule this run is for has something to fire on.
+    match limit_mb {
+        Some(_) => assert!(
+            cgroup_over(reload_end) && cgroup_over(reload_end - 1),
+            "the cgroup is not over its threshold: the cgroup branch would be untested: \
+             threshold {:?}, anon {:?}",
+            at(&threshold, reload_end),
+            at(
+                &get("fhircluster_cgroup_memory_bytes", &[("kind", "anon")]),
+                reload_end
+            )
+        ),
+        None => {
+            assert!(
+                (0..n).all(|t| !cgroup_over(t)),
+                "no cgroup limit: no cgroup series"
+            );
+            assert!(
+                processes
+                    .iter()
+                    .any(|p| over(p, reload_end) && over(p, reload_end - 1)),
+                "no process over the 1 MiB guard limit's threshold: the memory alert would be \
+                 untested: threshold {:?}",
+                at(&threshold, reload_end),
+            );
+        }
+    }
 
     let notes = annotations(&std::fs::read_to_string(monitoring(RULES)).expect("rules"));
     let alert = |name: &str, labels: BTreeMap<String, String>| -> Value {
@@ -443,41 +627,45 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
             }
         }
         let mut l = labels;
+        let critical = ["FhirclusterMasterNotReady", "FhirclusterDown"].contains(&name);
         l.insert(
             "severity".into(),
-            if name == "FhirclusterMasterNotReady" {
-                "critical"
-            } else {
-                "warning"
-            }
-            .into(),
+            if critical { "critical" } else { "warning" }.into(),
         );
         json!({"exp_labels": l, "exp_annotations": ann})
     };
-    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
+    const ALERTS: [&str; 6] = [
+        "FhirclusterDown",
+        "FhirclusterProcessDown",
+        "FhirclusterMasterNotReady",
+        "FhirclusterRefusing",
+        "FhirclusterMemoryAboveRefuseThreshold",
+        "FhirclusterReloadFailed",
+    ];
     let mut checks = Vec::new();
     let mut checked = BTreeSet::new();
-    for t in [0, surge, master_down, end] {
+    for t in [0, surge, master_down, reload_end, end] {
         let held = |cond: &dyn Fn(usize) -> bool| t >= 1 && cond(t - 1) && cond(t);
         let mut expected: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        if held(&target_down) {
+            expected
+                .entry("FhirclusterDown")
+                .or_default()
+                .push(alert("FhirclusterDown", target(&[])));
+        }
         for p in &processes {
             if held(&|u| down(p, u)) {
                 expected
                     .entry("FhirclusterProcessDown")
                     .or_default()
-                    .push(alert("FhirclusterProcessDown", labels(&[("process", p)])));
+                    .push(alert("FhirclusterProcessDown", target(&[("process", p)])));
                 if masters.contains(p) {
                     expected
                         .entry("FhirclusterMasterNotReady")
                         .or_default()
                         .push(alert(
                             "FhirclusterMasterNotReady",
-                            labels(&[("process", p)]),
+                            target(&[("process", p)]),
                         ));
                 }
             }
@@ -487,7 +675,7 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
                     .or_default()
                     .push(alert(
                         "FhirclusterMemoryAboveRefuseThreshold",
-                        labels(&[("process", p), ("kind", "private")]),
+                        target(&[("process", p), ("kind", "private")]),
                     ));
             }
         }
@@ -495,31 +683,22 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
             expected
                 .entry("FhirclusterMemoryAboveRefuseThreshold")
                 .or_default()
-                .push(alert(
-                    "FhirclusterMemoryAboveRefuseThreshold",
-                    BTreeMap::new(),
-                ));
+                .push(alert("FhirclusterMemoryAboveRefuseThreshold", target(&[])));
         }
         let refusals_known = t < 1 || (refusing(t - 1).is_some() && refusing(t).is_some());
         if t >= 1 && refusing(t - 1) == Some(true) && refusing(t) == Some(true) {
             expected
                 .entry("FhirclusterRefusing")
                 .or_default()
-                .push(alert("FhirclusterRefusing", BTreeMap::new()));
+                .push(alert("FhirclusterRefusing", target(&[])));
         }
         if reload_failed(t) {
             expected
                 .entry("FhirclusterReloadFailed")
                 .or_default()
-                .push(alert("FhirclusterReloadFailed", BTreeMap::new()));
+                .push(alert("FhirclusterReloadFailed", target(&[])));
         }
-        for name in [
-            "FhirclusterProcessDown",
-            "FhirclusterMasterNotReady",
-            "FhirclusterRefusing",
-            "FhirclusterMemoryAboveRefuseThreshold",
-            "FhirclusterReloadFailed",
-        ] {
+        for name in ALERTS {
             if name == "FhirclusterRefusing" && !refusals_known {
                 continue;
             }
@@ -533,24 +712,28 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
     }
     assert_eq!(
         checked.len(),
-        5,
+        ALERTS.len(),
         "every alert fires at some checked minute: {checked:?}"
     );
 
-    let input: Vec<Value> = rec
-        .iter()
-        .map(|(k, v)| {
-            let values: Vec<String> = v
-                .iter()
-                .map(|x| x.map_or("_".to_string(), |x| format!("{x}")))
-                .collect();
-            json!({"series": selector(k), "values": values.join(" ")})
-        })
-        .collect();
+    let input = |skip_up: bool| -> Vec<Value> {
+        rec.iter()
+            .filter(|((name, _), _)| !(skip_up && name == "up"))
+            .map(|(k, v)| json!({"series": selector(k), "values": promtool_values(v)}))
+            .collect()
+    };
+    // The same run with no target for the job at all (taken out of the scrape config, or its
+    // service discovery finding none): `absent(up)` fires, with the job's label.
+    let absent = json!({"eval_time": "2m", "alertname": "FhirclusterDown", "exp_alerts": [
+        alert("FhirclusterDown", BTreeMap::from([("job".to_string(), JOB.to_string())]))
+    ]});
     let test = json!({
         "rule_files": [monitoring(RULES).to_string_lossy()],
         "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": input, "alert_rule_test": checks}],
+        "tests": [
+            {"interval": "1m", "input_series": input(false), "alert_rule_test": checks},
+            {"interval": "1m", "input_series": input(true), "alert_rule_test": [absent]},
+        ],
     });
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("recorded-run.test.yml");
@@ -562,4 +745,5 @@ fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
         "promtool test rules on the recorded run:\n{text}\n{}",
         serde_json::to_string_pretty(&test).unwrap_or_default()
     );
+    drop(group);
 }
