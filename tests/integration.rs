@@ -22,6 +22,7 @@ mod ops_access_log;
 mod ops_admin;
 mod ops_demo;
 mod ops_listen;
+mod ops_logrotate;
 mod ops_logs;
 mod ops_metrics;
 mod ops_nginx;

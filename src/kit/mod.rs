@@ -111,14 +111,15 @@ fn render(what: &Print, s: &Settings) -> String {
     }
 }
 
-/// The settings of the data directory given, or Deploy's layout's defaults when none is.
+/// The settings of the data directory given; when none is, Deploy's layout's directory and
+/// no config.json (the flags and environment still count: `--port 8080 print nginx`).
 fn settings_for_print(cli: &Cli) -> anyhow::Result<Settings> {
     let env = |key: &str| std::env::var(key).ok();
     match settings::data_dir(cli, &env).1 {
         Some(_) => Ok(settings::load(cli)?),
         None => Ok(Settings {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
-            ..Settings::default()
+            ..settings::from_sources(cli, &env, None)?
         }),
     }
 }

@@ -27,7 +27,6 @@ mod value;
 pub(crate) use command::check_command;
 pub(crate) use error::{SettingsError, Source, Sources};
 pub(crate) use load::data_dir;
-#[cfg(test)]
 pub(crate) use load::from_sources;
 pub(crate) use load::load;
 pub(crate) use setting::Reload;
