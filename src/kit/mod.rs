@@ -161,7 +161,30 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_files_are_the_ones_in_the_repository() {
-        assert!(ALERTS.contains("groups:") && DASHBOARD.contains("\"panels\""));
+    fn help_lists_print_and_print_help_lists_what_it_prints() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli.render_long_help().to_string();
+        assert!(help.contains("print "), "{help}");
+        let print = cli.find_subcommand_mut("print").expect("print");
+        let help = print.render_long_help().to_string();
+        for what in ["systemd-unit", "logrotate", "nginx", "alerts", "dashboard"] {
+            assert!(help.contains(what), "{what} missing from:\n{help}");
+        }
+    }
+
+    #[test]
+    fn print_takes_its_subcommands_and_their_flags() {
+        use clap::Parser;
+        let c = Cli::try_parse_from(["fhircluster", "print", "systemd-unit", "--user", "u"])
+            .expect("parses");
+        assert_eq!(
+            c.action,
+            Some(crate::cli::Action::Print(Print::SystemdUnit {
+                user: "u".into(),
+                working_directory: DEFAULT_WORKING_DIR.into(),
+            }))
+        );
+        assert!(Cli::try_parse_from(["fhircluster", "print", "recipes"]).is_err());
     }
 }
