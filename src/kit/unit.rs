@@ -98,11 +98,11 @@ mod tests {
         assert_eq!(longest_stop(&s), Duration::from_secs(95));
         assert_eq!(timeout_stop_secs(&s), 120);
         s.cluster.drain = Duration::from_secs(300);
-        assert!(
-            timeout_stop_secs(&s) >= 395 + 25,
-            "{}",
-            timeout_stop_secs(&s)
-        );
+        // 300 + 30 + 5 + 30 = 365 s, and the margin.
+        assert_eq!(longest_stop(&s), Duration::from_secs(365));
+        assert_eq!(timeout_stop_secs(&s), 390);
+        s.cluster.kill_after = Duration::from_secs(31);
+        assert_eq!(timeout_stop_secs(&s), 420, "rounded up to a half minute");
     }
 
     #[test]
