@@ -73,8 +73,8 @@ pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
     let text = match what {
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
-        other => match settings_for_print(cli) {
-            Ok(s) => render(other, &s),
+        other => match settings_for_print(cli).and_then(|s| render(other, &s)) {
+            Ok(text) => text,
             Err(e) => {
                 eprintln!("fhircluster print: {e:#}");
                 return ExitCode::from(1);
@@ -85,30 +85,81 @@ pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The file a subcommand prints, from settings already loaded.
-fn render(what: &Print, s: &Settings) -> String {
+/// The file a subcommand prints, from settings already loaded; or why a value can't go in it.
+fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
     let data_dir = absolute(&s.data_dir);
-    match what {
+    Ok(match what {
         Print::SystemdUnit {
             user,
             working_directory,
-        } => unit::render(&unit::Unit {
-            exe: std::env::current_exe().unwrap_or_else(|_| "/usr/local/bin/fhircluster".into()),
-            user,
-            working_directory: &absolute(working_directory),
-            data_dir: &data_dir,
-            longest_secs: unit::longest_stop(s).as_secs_f64().ceil() as u64,
-            stop_secs: unit::timeout_stop_secs(s),
-        }),
-        Print::Logrotate { user } => logrotate::render(
-            &logrotate::access_log_file(&data_dir, &s.cluster.access_log_path),
-            user,
-            s.cluster.access_log_path.is_empty(),
-        ),
-        Print::Nginx { listen } => nginx::render(listen, &nginx::upstream(s)),
+        } => {
+            let exe =
+                std::env::current_exe().unwrap_or_else(|_| "/usr/local/bin/fhircluster".into());
+            let working_directory = absolute(working_directory);
+            check_name("--user", user)?;
+            for (what, path) in [
+                ("the binary's path", &exe),
+                ("--working-directory", &working_directory),
+                ("the data directory", &data_dir),
+            ] {
+                check_path(what, path)?;
+            }
+            unit::render(&unit::Unit {
+                exe,
+                user,
+                working_directory: &working_directory,
+                data_dir: &data_dir,
+                longest_secs: unit::longest_stop(s).as_secs_f64().ceil() as u64,
+                stop_secs: unit::timeout_stop_secs(s),
+            })
+        }
+        Print::Logrotate { user } => {
+            check_name("--user", user)?;
+            let file = logrotate::access_log_file(&data_dir, &s.cluster.access_log_path);
+            check_path("the access log's path", &file)?;
+            logrotate::render(&file, user, s.cluster.access_log_path.is_empty())
+        }
+        Print::Nginx { listen } => {
+            if listen.is_empty() || listen.chars().any(|c| c.is_control() || ";{}#".contains(c)) {
+                anyhow::bail!(
+                    "--listen {listen:?}: give nginx's listen arguments, e.g. 80 or \"443 ssl\""
+                );
+            }
+            nginx::render(listen, &nginx::upstream(s))
+        }
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
+    })
+}
+
+/// A user name as useradd takes it: letters, digits, `_`, `-`, `.`; so it goes into a unit or
+/// a logrotate `su` line as one word.
+fn check_name(flag: &str, name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    anyhow::ensure!(
+        ok,
+        "{flag} {name:?} is not a user name (letters, digits, _ - .)"
+    );
+    Ok(())
+}
+
+/// A path that goes into a unit or logrotate file as written: no whitespace, quotes, `%`
+/// (systemd's specifiers), `\` or control characters, which each file would read otherwise.
+fn check_path(what: &str, path: &Path) -> anyhow::Result<()> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("{what} {} is not UTF-8", path.display()))?;
+    let bad = text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "\"'%\\".contains(*c));
+    if let Some(c) = bad {
+        anyhow::bail!("{what} {text:?} has {c:?}, which the printed file can't carry as written: use a path without it");
     }
+    Ok(())
 }
 
 /// The settings of the data directory given; when none is, Deploy's layout's directory and
@@ -151,6 +202,30 @@ mod tests {
                 PathBuf::from(DEFAULT_DATA_DIR)
             );
         }
+    }
+
+    #[test]
+    fn values_the_files_cant_carry_are_refused_with_a_reason() {
+        assert!(check_name("--user", "fhirsmith").is_ok());
+        for bad in ["", "a b", "-x", "a\nExecStartPre=/bin/sh", "r%oot"] {
+            assert!(check_name("--user", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_path("p", Path::new("/var/lib/fhirsmith")).is_ok());
+        for bad in ["/a b", "/a%h", "/a\"b", "/a\nb", "/a\\b"] {
+            let e = check_path("p", Path::new(bad)).expect_err(bad).to_string();
+            assert!(e.contains("can't carry"), "{e}");
+        }
+        let s = Settings::default();
+        let nginx = |listen: &str| {
+            render(
+                &Print::Nginx {
+                    listen: listen.into(),
+                },
+                &s,
+            )
+        };
+        assert!(nginx("443 ssl").is_ok());
+        assert!(nginx("80; include /etc/passwd").is_err());
     }
 
     #[test]
