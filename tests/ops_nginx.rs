@@ -237,7 +237,7 @@ fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launc
     let c = cluster().workers(1).start();
     let port = c.port.to_string();
     let out = run_bounded(
-        Command::new(LAUNCHER).args(["--port", &port, "print", "nginx", "--listen", "{{LISTEN}}"]),
+        Command::new(LAUNCHER).args(["--port", &port, "print", "nginx", "--listen", "80"]),
         Duration::from_secs(20),
     );
     assert_eq!(out.code, Some(0), "print nginx: {}", out.all());
@@ -247,9 +247,12 @@ fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launc
         "the upstream is the launcher's port on loopback:\n{printed}"
     );
     // nginx.md's block with its placeholders filled in, nothing else but the comment on top.
-    let expected = block("one-host.conf").replace("{{FHIRCLUSTER}}", &host(&c));
+    let expected = block("one-host.conf")
+        .replace("{{FHIRCLUSTER}}", &host(&c))
+        .replace("{{LISTEN}}", "80");
     assert!(printed.ends_with(&expected), "{printed}\n---\n{expected}");
-    let nginx = Nginx::start(&printed, &[]);
+    // Run on a free port of the test's (Nginx::start fills {{LISTEN}} in), not 80.
+    let nginx = Nginx::start(&printed.replace("listen 80;", "listen {{LISTEN}};"), &[]);
     let r = nginx.request("GET", "/r4/metadata", &[], b"");
     assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
 }
