@@ -229,5 +229,6 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
     checked_against_a_scrape(&names, "the alert rules", &m);
 }
 
+mod real_prometheus;
 mod recorded_run;
 mod recording;
