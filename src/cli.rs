@@ -132,6 +132,10 @@ pub(crate) enum Action {
     /// HTTP listener), and wait for the outcome. Exit status: 0 upgraded, 1 refused or failed
     /// (the reason is printed), 2 no launcher answers.
     Upgrade,
+    /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
+    /// configs, the Prometheus alert rules, the Grafana dashboard
+    #[command(subcommand, after_help = crate::kit::PRINT_HELP)]
+    Print(crate::kit::Print),
 }
 
 const STATUS_HELP: &str = "\

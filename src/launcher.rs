@@ -56,6 +56,9 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
 /// is an action: the control socket only.
 fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
     use crate::ops::control_client::{socket_path, Target};
+    if let crate::cli::Action::Print(what) = action {
+        return crate::kit::run(cli, what);
+    }
     let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
     let socket = || match socket_path(cli) {
         Ok(path) => Some(path),
@@ -63,6 +66,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             let name = match action {
                 crate::cli::Action::Status { .. } => "status",
                 crate::cli::Action::Upgrade => "upgrade",
+                crate::cli::Action::Print(_) => "print",
             };
             eprintln!("fhircluster {name}: {e:#}");
             None
@@ -102,6 +106,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
                 None => unreachable,
             }
         }
+        crate::cli::Action::Print(what) => crate::kit::run(cli, what),
     }
 }
 

@@ -59,6 +59,7 @@ pub(crate) mod deadline;
 pub mod fatal;
 pub(crate) mod held_ports;
 pub mod ipc;
+pub(crate) mod kit;
 pub mod launcher;
 pub(crate) mod log_throttle;
 pub mod ops;

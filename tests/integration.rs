@@ -23,6 +23,7 @@ mod ops_admin;
 mod ops_control;
 mod ops_demo;
 mod ops_listen;
+mod ops_logrotate;
 mod ops_logs;
 mod ops_metrics;
 mod ops_nginx;

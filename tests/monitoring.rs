@@ -1,10 +1,11 @@
-//! The monitoring files operators import (`tests/monitoring/`): the Prometheus alert rules pass
-//! `promtool check rules` and `promtool test rules` on series recorded from a real run (a surge
-//! of refusals, the master killed and slow to be ready again, a refused reload, processes over a
-//! tiny memory limit), and the Grafana dashboard and the rules name only series `/metrics`
-//! exports.
+//! The monitoring files operators import (`src/kit/`, printed by `fhircluster print alerts` and
+//! `print dashboard`): the Prometheus alert rules pass `promtool check rules`, and `promtool test
+//! rules` on series recorded from real runs (`recorded_run`: a surge of refusals, the master
+//! killed and slow to be ready again, memory over the threshold with and without a cgroup limit,
+//! a refused reload, the launcher stopped); the Grafana dashboard and the rules name only series
+//! `/metrics` exports, and every dashboard query is filtered by its `$job` and `$instance`.
 //!
-//! The run is scraped once a second and each scrape becomes one minute of the rule test's
+//! A run is scraped once a second and each scrape becomes one minute of the rule test's
 //! timeline (`interval: 1m`): the values are the run's, the clock is sped up sixty times, so
 //! `for: 1m` means two scrapes in a row. Which alerts fire at each checked minute is worked out
 //! from the recorded values alone (the conditions are simple), and promtool must agree.
@@ -14,16 +15,13 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use common::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn monitoring(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/monitoring")
+        .join("src/kit")
         .join(file)
 }
 
@@ -113,6 +111,33 @@ fn annotations(yaml: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     all
 }
 
+/// Every series `expr` selects is filtered by the dashboard's `$job` and `$instance`, so one
+/// launcher's panels never mix in another job's `process_*` series or another launcher.
+fn assert_filtered_by_job_and_instance(expr: &str) {
+    for name in metric_names(expr) {
+        let uses: Vec<&str> = expr
+            .match_indices(name.as_str())
+            .map(|(i, _)| &expr[i + name.len()..])
+            .collect();
+        for rest in uses {
+            // A longer name that begins with this one (`_bucket` after a histogram's base).
+            if rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
+            }
+            let selector = rest
+                .strip_prefix('{')
+                .and_then(|r| r.split('}').next())
+                .unwrap_or_else(|| panic!("{name} without a selector in {expr}"));
+            for wanted in ["job=~\"$job\"", "instance=~\"$instance\""] {
+                assert!(
+                    selector.split(',').any(|m| m.trim() == wanted),
+                    "{name} in {expr:?} is not filtered by {wanted}"
+                );
+            }
+        }
+    }
+}
+
 /// A scrape of a cluster run with the processes' memory guard limit set (so the thresholds are
 /// exported).
 fn checked_against_a_scrape(names: &BTreeSet<String>, what: &str, m: &Exposition) {
@@ -163,8 +188,25 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
             let expr = t["expr"].as_str().expect("expr");
             let found = metric_names(expr);
             assert!(!found.is_empty(), "{expr}: no series");
+            assert_filtered_by_job_and_instance(expr);
             names.extend(found);
         }
+    }
+    // The variables the queries filter by, from the launchers' own series.
+    let vars = dash["templating"]["list"].as_array().expect("templating");
+    for var in ["job", "instance"] {
+        let v = vars
+            .iter()
+            .find(|v| v["name"] == var)
+            .unwrap_or_else(|| panic!("no ${var} variable: {vars:?}"));
+        assert_eq!(v["type"], "query", "{v}");
+        assert!(
+            v["query"]["query"]
+                .as_str()
+                .is_some_and(|q| q.starts_with("label_values(fhircluster_build_info")
+                    && q.ends_with(&format!(", {var})"))),
+            "{v}"
+        );
     }
     // What the issue asks the dashboard to show.
     for needed in [
@@ -182,384 +224,11 @@ fn the_rules_pass_promtool_check_and_the_dashboard_and_rules_name_only_exported_
 
     let yaml = std::fs::read_to_string(&rules).expect("rules");
     let exprs = rule_exprs(&yaml);
-    assert_eq!(exprs.len(), 5, "{exprs:?}");
+    assert_eq!(exprs.len(), 6, "{exprs:?}");
     let names: BTreeSet<String> = exprs.iter().flat_map(|e| metric_names(e)).collect();
     checked_against_a_scrape(&names, "the alert rules", &m);
 }
 
-/// One recorded series: its name and labels.
-type Key = (String, BTreeMap<String, String>);
-
-/// The recorded values of every series of `families`, by scrape (None: absent in that one).
-fn series(scrapes: &[Exposition], families: &[&str]) -> BTreeMap<Key, Vec<Option<f64>>> {
-    let mut all: BTreeMap<Key, Vec<Option<f64>>> = BTreeMap::new();
-    for (i, m) in scrapes.iter().enumerate() {
-        for fam in families {
-            let Some(f) = m.families.get(*fam) else {
-                continue;
-            };
-            for s in &f.samples {
-                let v = all
-                    .entry((s.name.clone(), s.labels.clone()))
-                    .or_insert_with(|| vec![None; scrapes.len()]);
-                v[i] = Some(s.value);
-            }
-        }
-    }
-    all
-}
-
-fn selector((name, labels): &Key) -> String {
-    let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    format!("{name}{{{}}}", l.join(","))
-}
-
-fn at(values: &[Option<f64>], t: usize) -> Option<f64> {
-    values.get(t).copied().flatten()
-}
-
-#[test]
-fn the_alert_rules_fire_on_series_recorded_from_a_real_run() {
-    let admin = free_port();
-    let c = cluster()
-        .workers(1)
-        .config(json!({ "server": { "cluster": {
-            "queueSeconds": 0, "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
-            "recycleSeconds": 0
-        } } }))
-        // A limit the processes are over from the start; the master slow to be ready, so
-        // its restart leaves it not ready for several scrapes.
-        .env("SIM_MEMORY_LIMIT_MB", "1")
-        .env("SIM_READY_DELAY_MS_m0", "3000")
-        .arg("--admin-address")
-        .arg(&admin.to_string())
-        .start();
-    let addr = c.addr();
-
-    // The recorder: one scrape a second.
-    let scrapes: Arc<Mutex<Vec<Exposition>>> = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let recorder = {
-        let (scrapes, done) = (scrapes.clone(), done.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                let m = scrape(admin);
-                scrapes.lock().expect("scrapes").push(m);
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        })
-    };
-    let count = || scrapes.lock().map(|s| s.len()).unwrap_or(0);
-    let refusals = |m: &Exposition| m.sum("fhircluster_refusals_total", &[]);
-    let wait_scrapes = |n: usize| {
-        let target = count() + n;
-        wait_until("scrapes", secs(30), || count() >= target);
-    };
-    wait_scrapes(3);
-
-    // A surge: two clients hold both slots (1 s each, again and again), six more are refused,
-    // until three scrapes in a row each saw over 120 more refusals (over 1/s on the rule
-    // test's minute).
-    let surging = Arc::new(AtomicBool::new(true));
-    let clients: Vec<_> = (0..8)
-        .map(|i| {
-            let surging = surging.clone();
-            std::thread::spawn(move || {
-                let path = if i < 2 {
-                    "/r4/CodeSystem/$lookup?_sim_stream=1"
-                } else {
-                    "/r4/CodeSystem/$lookup"
-                };
-                while surging.load(Ordering::Relaxed) {
-                    request(addr, "GET", path, &[], b"");
-                }
-            })
-        })
-        .collect();
-    wait_until(
-        "three scrapes in a row with over 120 refusals each",
-        secs(40),
-        || {
-            let s = scrapes.lock().expect("scrapes");
-            s.len() >= 4
-                && s[s.len() - 4..]
-                    .windows(2)
-                    .all(|w| refusals(&w[1]) - refusals(&w[0]) > 120.0)
-        },
-    );
-    surging.store(false, Ordering::Relaxed);
-    for t in clients {
-        let _ = t.join();
-    }
-    wait_scrapes(3);
-
-    // The master killed: not ready while it waits and starts again (3 s to be ready).
-    unsafe_kill(c.pid_of("m0"), 9);
-    wait_until("m0 ready again", secs(30), || {
-        let s = scrapes.lock().expect("scrapes");
-        let n = s.len();
-        n >= 3
-            && s[n - 3..]
-                .iter()
-                .any(|m| m.value("fhircluster_process_ready", &[("process", "m0")]) == 0.0)
-            && s[n - 1].value("fhircluster_process_ready", &[("process", "m0")]) == 1.0
-    });
-    // The master over the memory threshold (2 MiB of a 1 MiB limit).
-    let r = c.request("POST", "/sim/alloc?mb=2", &[], b"");
-    assert_eq!(r.status, 200, "{}", r.text());
-    wait_scrapes(2);
-
-    // A refused reload.
-    std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("write");
-    c.signal(1);
-    wait_until("the refused reload scraped", secs(30), || {
-        let s = scrapes.lock().expect("scrapes");
-        s.len() >= 2
-            && s[s.len() - 2..]
-                .iter()
-                .all(|m| m.value("fhircluster_config_last_reload_successful", &[]) == 0.0)
-    });
-    done.store(true, Ordering::Relaxed);
-    let _ = recorder.join();
-    let scrapes = std::mem::take(&mut *scrapes.lock().expect("scrapes"));
-    let n = scrapes.len();
-
-    let rec = series(
-        &scrapes,
-        &[
-            "fhircluster_process_ready",
-            "fhircluster_process_info",
-            "fhircluster_refusals_total",
-            "fhircluster_cgroup_memory_bytes",
-            "fhircluster_memory_refuse_threshold_bytes",
-            "fhircluster_process_memory_bytes",
-            "fhircluster_config_last_reload_successful",
-        ],
-    );
-    let get = |name: &str, labels: &[(&str, &str)]| -> Vec<Option<f64>> {
-        let want: BTreeMap<String, String> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        rec.get(&(name.to_string(), want))
-            .cloned()
-            .unwrap_or_else(|| vec![None; n])
-    };
-
-    // What each alert's condition is at scrape t, from the recorded values.
-    let processes: Vec<String> = rec
-        .keys()
-        .filter(|(name, _)| name == "fhircluster_process_ready")
-        .map(|(_, l)| l["process"].clone())
-        .collect();
-    let masters: Vec<String> = rec
-        .keys()
-        .filter(|(name, l)| name == "fhircluster_process_info" && l["role"] == "master")
-        .map(|(_, l)| l["process"].clone())
-        .collect();
-    let down = |p: &str, t: usize| {
-        at(&get("fhircluster_process_ready", &[("process", p)]), t) == Some(0.0)
-    };
-    let total_refusals = |t: usize| -> f64 {
-        rec.iter()
-            .filter(|((name, _), _)| name == "fhircluster_refusals_total")
-            .filter_map(|(_, v)| at(v, t))
-            .sum()
-    };
-    let refusing = |t: usize| -> Option<bool> {
-        // Over 120 more in the last step: over 1/s on any reading of rate[2m]; none: 0/s.
-        if t < 2 {
-            return Some(false);
-        }
-        let (d0, d1) = (
-            total_refusals(t - 1) - total_refusals(t - 2),
-            total_refusals(t) - total_refusals(t - 1),
-        );
-        match (d0 > 120.0 && d1 > 120.0, d0 == 0.0 && d1 == 0.0) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        }
-    };
-    let threshold = get("fhircluster_memory_refuse_threshold_bytes", &[]);
-    let over = |p: &str, t: usize| -> bool {
-        let v = at(
-            &get(
-                "fhircluster_process_memory_bytes",
-                &[("process", p), ("kind", "private")],
-            ),
-            t,
-        );
-        matches!((v, at(&threshold, t)), (Some(v), Some(th)) if v > th)
-    };
-    let cgroup_over = |t: usize| -> bool {
-        let v = at(
-            &get("fhircluster_cgroup_memory_bytes", &[("kind", "anon")]),
-            t,
-        );
-        matches!((v, at(&threshold, t)), (Some(v), Some(th)) if v > th)
-    };
-    let reload_failed =
-        |t: usize| at(&get("fhircluster_config_last_reload_successful", &[]), t) == Some(0.0);
-
-    // The checked minutes: the start, the surge, the master down, the end.
-    let surge = (3..n)
-        .find(|&t| refusing(t - 1) == Some(true) && refusing(t) == Some(true))
-        .expect("the surge in the recorded refusals");
-    let master = &masters[..];
-    assert_eq!(
-        master,
-        ["m0"],
-        "the master's role from fhircluster_process_info"
-    );
-    let master_down = (1..n)
-        .find(|&t| down("m0", t - 1) && down("m0", t))
-        .expect("m0 not ready in two scrapes in a row");
-    let end = n - 1;
-    assert!(reload_failed(end) && !reload_failed(0));
-    assert!(
-        processes.iter().any(|p| over(p, end) && over(p, end - 1)) || cgroup_over(end),
-        "no process over the 1 MiB limit's threshold: the memory alert would be untested: \
-         threshold {:?}, private {:?}",
-        at(&threshold, end),
-        processes
-            .iter()
-            .map(|p| at(
-                &get(
-                    "fhircluster_process_memory_bytes",
-                    &[("process", p), ("kind", "private")]
-                ),
-                end
-            ))
-            .collect::<Vec<_>>()
-    );
-
-    let notes = annotations(&std::fs::read_to_string(monitoring(RULES)).expect("rules"));
-    let alert = |name: &str, labels: BTreeMap<String, String>| -> Value {
-        let mut ann = notes.get(name).cloned().unwrap_or_default();
-        if let Some(p) = labels.get("process") {
-            for v in ann.values_mut() {
-                *v = v.replace("{{ $labels.process }}", p);
-            }
-        }
-        let mut l = labels;
-        l.insert(
-            "severity".into(),
-            if name == "FhirclusterMasterNotReady" {
-                "critical"
-            } else {
-                "warning"
-            }
-            .into(),
-        );
-        json!({"exp_labels": l, "exp_annotations": ann})
-    };
-    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    let mut checks = Vec::new();
-    let mut checked = BTreeSet::new();
-    for t in [0, surge, master_down, end] {
-        let held = |cond: &dyn Fn(usize) -> bool| t >= 1 && cond(t - 1) && cond(t);
-        let mut expected: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
-        for p in &processes {
-            if held(&|u| down(p, u)) {
-                expected
-                    .entry("FhirclusterProcessDown")
-                    .or_default()
-                    .push(alert("FhirclusterProcessDown", labels(&[("process", p)])));
-                if masters.contains(p) {
-                    expected
-                        .entry("FhirclusterMasterNotReady")
-                        .or_default()
-                        .push(alert(
-                            "FhirclusterMasterNotReady",
-                            labels(&[("process", p)]),
-                        ));
-                }
-            }
-            if p != "launcher" && held(&|u| over(p, u)) {
-                expected
-                    .entry("FhirclusterMemoryAboveRefuseThreshold")
-                    .or_default()
-                    .push(alert(
-                        "FhirclusterMemoryAboveRefuseThreshold",
-                        labels(&[("process", p), ("kind", "private")]),
-                    ));
-            }
-        }
-        if held(&cgroup_over) {
-            expected
-                .entry("FhirclusterMemoryAboveRefuseThreshold")
-                .or_default()
-                .push(alert(
-                    "FhirclusterMemoryAboveRefuseThreshold",
-                    BTreeMap::new(),
-                ));
-        }
-        let refusals_known = t < 1 || (refusing(t - 1).is_some() && refusing(t).is_some());
-        if t >= 1 && refusing(t - 1) == Some(true) && refusing(t) == Some(true) {
-            expected
-                .entry("FhirclusterRefusing")
-                .or_default()
-                .push(alert("FhirclusterRefusing", BTreeMap::new()));
-        }
-        if reload_failed(t) {
-            expected
-                .entry("FhirclusterReloadFailed")
-                .or_default()
-                .push(alert("FhirclusterReloadFailed", BTreeMap::new()));
-        }
-        for name in [
-            "FhirclusterProcessDown",
-            "FhirclusterMasterNotReady",
-            "FhirclusterRefusing",
-            "FhirclusterMemoryAboveRefuseThreshold",
-            "FhirclusterReloadFailed",
-        ] {
-            if name == "FhirclusterRefusing" && !refusals_known {
-                continue;
-            }
-            let exp = expected.remove(name).unwrap_or_default();
-            if !exp.is_empty() {
-                checked.insert(name);
-            }
-            checks
-                .push(json!({"eval_time": format!("{t}m"), "alertname": name, "exp_alerts": exp}));
-        }
-    }
-    assert_eq!(
-        checked.len(),
-        5,
-        "every alert fires at some checked minute: {checked:?}"
-    );
-
-    let input: Vec<Value> = rec
-        .iter()
-        .map(|(k, v)| {
-            let values: Vec<String> = v
-                .iter()
-                .map(|x| x.map_or("_".to_string(), |x| format!("{x}")))
-                .collect();
-            json!({"series": selector(k), "values": values.join(" ")})
-        })
-        .collect();
-    let test = json!({
-        "rule_files": [monitoring(RULES).to_string_lossy()],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": input, "alert_rule_test": checks}],
-    });
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("recorded-run.test.yml");
-    // JSON is YAML: promtool reads it as written.
-    std::fs::write(&file, serde_json::to_string_pretty(&test).expect("json")).expect("write");
-    let (ok, text) = promtool(&["test", "rules", &file.to_string_lossy()]);
-    assert!(
-        ok,
-        "promtool test rules on the recorded run:\n{text}\n{}",
-        serde_json::to_string_pretty(&test).unwrap_or_default()
-    );
-}
+mod real_prometheus;
+mod recorded_run;
+mod recording;

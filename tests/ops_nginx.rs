@@ -230,6 +230,33 @@ fn one_host_conf_passes_requests_buffered_bodies_and_forwarded_headers() {
     );
 }
 
+#[test]
+fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launcher() {
+    // `fhircluster print nginx` with the launcher's port from its settings: nginx -t passes it
+    // (Nginx::start runs it first), and requests pass through it to the launcher.
+    let c = cluster().workers(1).start();
+    let port = c.port.to_string();
+    let out = run_bounded(
+        Command::new(LAUNCHER).args(["--port", &port, "print", "nginx", "--listen", "80"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(0), "print nginx: {}", out.all());
+    let printed = out.stdout;
+    assert!(
+        printed.contains(&format!("server {};", host(&c))),
+        "the upstream is the launcher's port on loopback:\n{printed}"
+    );
+    // nginx.md's block with its placeholders filled in, nothing else but the comment on top.
+    let expected = block("one-host.conf")
+        .replace("{{FHIRCLUSTER}}", &host(&c))
+        .replace("{{LISTEN}}", "80");
+    assert!(printed.ends_with(&expected), "{printed}\n---\n{expected}");
+    // Run on a free port of the test's (Nginx::start fills {{LISTEN}} in), not 80.
+    let nginx = Nginx::start(&printed.replace("listen 80;", "listen {{LISTEN}};"), &[]);
+    let r = nginx.request("GET", "/r4/metadata", &[], b"");
+    assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
+}
+
 /// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
 fn issuer(id: &str) -> &str {
     id.split('.').next().unwrap_or("")

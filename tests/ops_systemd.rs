@@ -1,4 +1,5 @@
-//! README's systemd unit and Docker advice, checked: the unit has the keys the launcher needs
+//! The systemd unit `fhircluster print systemd-unit` prints (README's "Under systemd" installs it)
+//! and README's Docker advice, checked: the unit has the keys the launcher needs
 //! (`Type=notify`, `ExecReload=` sending `SIGHUP` so `systemctl reload` works, `KillMode=mixed`,
 //! `MemoryMax=`, a `TimeoutStopSec` at least the longest orderly stop, computed from the
 //! settings' defaults), `systemd-analyze verify` finds nothing wrong with it, and the Compose
@@ -70,21 +71,29 @@ fn longest_stop_secs() -> f64 {
     longest_stop(c.drain, c.kill_after).as_secs_f64()
 }
 
-/// README unit's `TimeoutStopSec`, in seconds.
+/// The printed unit's `TimeoutStopSec`, in seconds.
 fn readme_timeout_stop_sec() -> f64 {
-    let keys = service_keys(&unit());
+    timeout_stop_sec(&unit(&[]))
+}
+
+fn timeout_stop_sec(unit: &str) -> f64 {
+    let keys = service_keys(unit);
     keys.get("TimeoutStopSec")
         .and_then(|v| timespan(v))
         .unwrap_or_else(|| panic!("no readable TimeoutStopSec: {keys:?}"))
 }
 
-fn unit() -> String {
-    fenced_block(
-        &crate_file("README.md"),
-        "README.md",
-        "ini",
-        "fhircluster.service",
-    )
+/// `fhircluster [args] print systemd-unit`'s output (exit 0).
+fn unit(args: &[&str]) -> String {
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(args)
+            .args(["print", "systemd-unit"])
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(0), "print systemd-unit: {}", out.all());
+    out.stdout
 }
 
 #[test]
@@ -97,10 +106,10 @@ fn the_timespan_parser_reads_systemd_spans() {
 }
 
 #[test]
-fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
+fn the_printed_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
     // spec: STOP-10
     assert_eq!(longest_stop_secs(), 95.0, "the spec's 95 s");
-    let keys = service_keys(&unit());
+    let keys = service_keys(&unit(&[]));
     assert_eq!(
         keys.get("Type").map(String::as_str),
         Some("notify"),
@@ -136,10 +145,67 @@ fn readme_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
     if let Some(w) = keys.get("WatchdogSec").and_then(|v| timespan(v)) {
         assert!(w >= 2.0, "WatchdogSec {w}");
     }
+    // Deploy's layout when no data directory is given; ExecStart= is the binary that printed it.
+    assert_eq!(keys["Environment"], "FHIRSMITH_DATA_DIR=/var/lib/fhirsmith");
+    assert_eq!(keys["User"], "fhirsmith");
+    assert_eq!(keys["ExecStart"], LAUNCHER);
 }
 
 #[test]
-fn systemd_analyze_verify_finds_nothing_wrong_with_the_readme_unit() {
+fn the_printed_unit_takes_the_data_directory_user_and_stop_time_from_the_settings() {
+    // spec: STOP-10
+    let dir = tempfile::tempdir().expect("data dir");
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"server": {"cluster": {"drainSeconds": 100, "killSeconds": 40}}}"#,
+    )
+    .expect("config.json");
+    let d = dir.path().to_string_lossy().to_string();
+    let text = unit(&["--data-dir", &d]);
+    let keys = service_keys(&text);
+    assert_eq!(keys["Environment"], format!("FHIRSMITH_DATA_DIR={d}"));
+    let longest = longest_stop(Duration::from_secs(100), Duration::from_secs(40));
+    let stop = timeout_stop_sec(&text);
+    assert!(
+        stop >= longest.as_secs_f64() + 20.0,
+        "{stop} s for a {longest:?} stop:\n{text}"
+    );
+    let out = run_bounded(
+        Command::new(LAUNCHER).args([
+            "print",
+            "systemd-unit",
+            "--user",
+            "fhir",
+            "--working-directory",
+            "/srv/fhir",
+        ]),
+        Duration::from_secs(20),
+    );
+    let keys = service_keys(&out.stdout);
+    assert_eq!(
+        (keys["User"].as_str(), keys["WorkingDirectory"].as_str()),
+        ("fhir", "/srv/fhir")
+    );
+    // A bad config.json: exit 1 and the setting named, not a unit with the defaults.
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"server": {"cluster": {"drainSeconds": "five"}}}"#,
+    )
+    .expect("config.json");
+    let out = run_bounded(
+        Command::new(LAUNCHER).args(["print", "systemd-unit", "--data-dir", &d]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.all());
+    assert!(
+        out.stdout.is_empty() && out.stderr.contains("drainSeconds"),
+        "{}",
+        out.all()
+    );
+}
+
+#[test]
+fn systemd_analyze_verify_finds_nothing_wrong_with_the_printed_unit() {
     let available = Command::new("systemd-analyze")
         .arg("--version")
         .output()
@@ -150,8 +216,8 @@ fn systemd_analyze_verify_finds_nothing_wrong_with_the_readme_unit() {
          (apt-get install -y systemd)"
     );
     let dir = tempfile::tempdir().expect("unit dir");
-    // ExecStart must name an executable that exists for verify: the binary under test.
-    let unit = unit().replace("/usr/local/bin/fhircluster", LAUNCHER);
+    // ExecStart names the binary that printed it, which exists, as verify wants.
+    let unit = unit(&[]);
     let path = dir.path().join("fhircluster.service");
     std::fs::write(&path, &unit).expect("write the unit");
     let out = run_bounded(

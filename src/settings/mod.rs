@@ -26,9 +26,9 @@ mod value;
 
 pub(crate) use command::check_command;
 pub(crate) use error::{SettingsError, Source, Sources};
-#[cfg(test)]
+pub(crate) use load::data_dir;
 pub(crate) use load::from_sources;
-pub(crate) use load::{data_dir, load};
+pub(crate) use load::load;
 pub(crate) use setting::Reload;
 pub(crate) use table::{parse_admin_address, setting, TABLE};
 pub(crate) use validate::check_port_range;

@@ -1,0 +1,265 @@
+//! `fhircluster print ...`: what a package would ship beside the binary, printed by the binary
+//! itself so an operator has it wherever the binary is, and it always matches the binary: the
+//! systemd unit, a logrotate config for the access log, nginx's one-host configuration (from
+//! nginx.md), the Prometheus alert rules and the Grafana dashboard (embedded from this folder).
+//!
+//! The paths, ports and stop time come from the settings where they have one (the data
+//! directory given with `--data-dir` or `FHIRSMITH_DATA_DIR` and its `config.json`); without a
+//! data directory given, Deploy's layout (`/var/lib/fhirsmith`, defaults) is printed, so the
+//! output is never tied to the directory it happened to be run in. Rendering is pure (`unit`,
+//! `logrotate`, `nginx` take their inputs); `run` only gathers them.
+
+mod logrotate;
+mod nginx;
+mod unit;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::cli::Cli;
+use crate::settings::{self, Settings};
+
+/// The Prometheus alert rules (`prometheus.yml`'s `rule_files:`).
+pub const ALERTS: &str = include_str!("fhircluster-alerts.yml");
+/// The Grafana dashboard (Dashboards > New > Import).
+pub const DASHBOARD: &str = include_str!("fhircluster-dashboard.json");
+
+/// The data directory of Deploy's layout, printed when none is given.
+pub(crate) const DEFAULT_DATA_DIR: &str = "/var/lib/fhirsmith";
+/// Where the launcher runs the servers from (their code), in Deploy's layout.
+const DEFAULT_WORKING_DIR: &str = "/opt/fhirsmith";
+/// The service user of Deploy's layout.
+const DEFAULT_USER: &str = "fhirsmith";
+
+/// What `fhircluster print` prints.
+#[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
+pub enum Print {
+    /// The systemd unit: `fhircluster print systemd-unit > /etc/systemd/system/fhircluster.service`
+    /// (ExecStart= is this binary's path; TimeoutStopSec= covers the settings' longest stop)
+    SystemdUnit {
+        /// The service user
+        #[arg(long, value_name = "NAME", default_value = DEFAULT_USER)]
+        user: String,
+        /// The servers' code directory (server.js), their working directory
+        #[arg(long, value_name = "DIR", default_value = DEFAULT_WORKING_DIR)]
+        working_directory: PathBuf,
+    },
+    /// A logrotate config for the access log (accessLogPath), reopened with SIGUSR1:
+    /// `fhircluster print logrotate > /etc/logrotate.d/fhircluster`
+    Logrotate {
+        /// The service user, who owns the log
+        #[arg(long, value_name = "NAME", default_value = DEFAULT_USER)]
+        user: String,
+    },
+    /// nginx.md's one-host configuration, for inside nginx's `http { }`:
+    /// `fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf`
+    Nginx {
+        /// What nginx listens on (its `listen` directive's arguments), e.g. "443 ssl"
+        #[arg(long, value_name = "LISTEN", default_value = "80")]
+        listen: String,
+    },
+    /// The Prometheus alert rules (for rule_files: in prometheus.yml)
+    Alerts,
+    /// The Grafana dashboard (Dashboards > New > Import)
+    Dashboard,
+}
+
+pub(crate) const PRINT_HELP: &str = "\
+Paths, ports and times come from the data directory's config.json when one is given (--data-dir
+or FHIRSMITH_DATA_DIR); without one, Deploy's layout: /var/lib/fhirsmith and the defaults.";
+
+/// Prints `what` on stdout: exit 0, or 1 with one line on stderr when the settings are bad.
+pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
+    let text = match what {
+        Print::Alerts => ALERTS.to_string(),
+        Print::Dashboard => DASHBOARD.to_string(),
+        other => match settings_for_print(cli).and_then(|s| render(other, &s)) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("fhircluster print: {e:#}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    print!("{text}");
+    ExitCode::SUCCESS
+}
+
+/// The file a subcommand prints, from settings already loaded; or why a value can't go in it.
+fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
+    let data_dir = absolute(&s.data_dir);
+    Ok(match what {
+        Print::SystemdUnit {
+            user,
+            working_directory,
+        } => {
+            let exe =
+                std::env::current_exe().unwrap_or_else(|_| "/usr/local/bin/fhircluster".into());
+            let working_directory = absolute(working_directory);
+            check_name("--user", user)?;
+            for (what, path) in [
+                ("the binary's path", &exe),
+                ("--working-directory", &working_directory),
+                ("the data directory", &data_dir),
+            ] {
+                check_path(what, path)?;
+            }
+            unit::render(&unit::Unit {
+                exe,
+                user,
+                working_directory: &working_directory,
+                data_dir: &data_dir,
+                longest_secs: unit::longest_stop(s).as_secs_f64().ceil() as u64,
+                stop_secs: unit::timeout_stop_secs(s),
+            })
+        }
+        Print::Logrotate { user } => {
+            check_name("--user", user)?;
+            let file = logrotate::access_log_file(&data_dir, &s.cluster.access_log_path);
+            check_path("the access log's path", &file)?;
+            logrotate::render(&file, user, s.cluster.access_log_path.is_empty())
+        }
+        Print::Nginx { listen } => {
+            if listen.is_empty() || listen.chars().any(|c| c.is_control() || ";{}#".contains(c)) {
+                anyhow::bail!(
+                    "--listen {listen:?}: give nginx's listen arguments, e.g. 80 or \"443 ssl\""
+                );
+            }
+            nginx::render(listen, &nginx::upstream(s))
+        }
+        Print::Alerts => ALERTS.to_string(),
+        Print::Dashboard => DASHBOARD.to_string(),
+    })
+}
+
+/// A user name as useradd takes it: letters, digits, `_`, `-`, `.`; so it goes into a unit or
+/// a logrotate `su` line as one word.
+fn check_name(flag: &str, name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    anyhow::ensure!(
+        ok,
+        "{flag} {name:?} is not a user name (letters, digits, _ - .)"
+    );
+    Ok(())
+}
+
+/// A path that goes into a unit or logrotate file as written: no whitespace, quotes, `%`
+/// (systemd's specifiers), `\` or control characters, which each file would read otherwise.
+fn check_path(what: &str, path: &Path) -> anyhow::Result<()> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("{what} {} is not UTF-8", path.display()))?;
+    let bad = text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "\"'%\\".contains(*c));
+    if let Some(c) = bad {
+        anyhow::bail!("{what} {text:?} has {c:?}, which the printed file can't carry as written: use a path without it");
+    }
+    Ok(())
+}
+
+/// The settings of the data directory given; when none is, Deploy's layout's directory and
+/// no config.json (the flags and environment still count: `--port 8080 print nginx`).
+fn settings_for_print(cli: &Cli) -> anyhow::Result<Settings> {
+    let env = |key: &str| std::env::var(key).ok();
+    match settings::data_dir(cli, &env).1 {
+        Some(_) => Ok(settings::load(cli)?),
+        None => Ok(Settings {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            ..settings::from_sources(cli, &env, None)?
+        }),
+    }
+}
+
+/// `dir` from the current directory when relative: a unit or logrotate file runs elsewhere.
+fn absolute(dir: &Path) -> PathBuf {
+    if dir.is_absolute() {
+        return dir.to_path_buf();
+    }
+    let joined = std::env::current_dir().map_or_else(|_| dir.to_path_buf(), |c| c.join(dir));
+    // `./x` and `x/.` would read oddly in a unit; the components without `.` say the same.
+    joined
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_data_dir_deploys_layout_is_printed() {
+        let s = settings_for_print(&Cli::default());
+        // FHIRSMITH_DATA_DIR may be set where the tests run; only the unset case is Deploy's.
+        if std::env::var_os("FHIRSMITH_DATA_DIR").is_none() {
+            assert_eq!(
+                s.expect("defaults").data_dir,
+                PathBuf::from(DEFAULT_DATA_DIR)
+            );
+        }
+    }
+
+    #[test]
+    fn values_the_files_cant_carry_are_refused_with_a_reason() {
+        assert!(check_name("--user", "fhirsmith").is_ok());
+        for bad in ["", "a b", "-x", "a\nExecStartPre=/bin/sh", "r%oot"] {
+            assert!(check_name("--user", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_path("p", Path::new("/var/lib/fhirsmith")).is_ok());
+        for bad in ["/a b", "/a%h", "/a\"b", "/a\nb", "/a\\b"] {
+            let e = check_path("p", Path::new(bad)).expect_err(bad).to_string();
+            assert!(e.contains("can't carry"), "{e}");
+        }
+        let s = Settings::default();
+        let nginx = |listen: &str| {
+            render(
+                &Print::Nginx {
+                    listen: listen.into(),
+                },
+                &s,
+            )
+        };
+        assert!(nginx("443 ssl").is_ok());
+        assert!(nginx("80; include /etc/passwd").is_err());
+    }
+
+    #[test]
+    fn relative_paths_are_made_absolute_without_dots() {
+        let p = absolute(Path::new("./data/."));
+        assert!(p.is_absolute() && p.ends_with("data"), "{p:?}");
+        assert_eq!(absolute(Path::new("/srv/d")), PathBuf::from("/srv/d"));
+    }
+
+    #[test]
+    fn help_lists_print_and_print_help_lists_what_it_prints() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli.render_long_help().to_string();
+        assert!(help.contains("print "), "{help}");
+        let print = cli.find_subcommand_mut("print").expect("print");
+        let help = print.render_long_help().to_string();
+        for what in ["systemd-unit", "logrotate", "nginx", "alerts", "dashboard"] {
+            assert!(help.contains(what), "{what} missing from:\n{help}");
+        }
+    }
+
+    #[test]
+    fn print_takes_its_subcommands_and_their_flags() {
+        use clap::Parser;
+        let c = Cli::try_parse_from(["fhircluster", "print", "systemd-unit", "--user", "u"])
+            .expect("parses");
+        assert_eq!(
+            c.action,
+            Some(crate::cli::Action::Print(Print::SystemdUnit {
+                user: "u".into(),
+                working_directory: DEFAULT_WORKING_DIR.into(),
+            }))
+        );
+        assert!(Cli::try_parse_from(["fhircluster", "print", "recipes"]).is_err());
+    }
+}
