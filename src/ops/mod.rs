@@ -3,6 +3,7 @@
 //! `fhircluster status` table.
 
 pub(crate) mod access_log;
+pub(crate) mod access_log_file;
 pub(crate) mod admin;
 pub mod build_info;
 pub(crate) mod child_log;
