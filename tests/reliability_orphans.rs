@@ -469,3 +469,52 @@ fn the_guardian_survives_an_in_place_upgrade_and_is_watched_and_replaced_by_the_
         ),
     );
 }
+
+#[test]
+fn after_a_failed_execve_a_guardian_killed_is_replaced_and_the_replacement_ends_the_servers() {
+    // spec: STOP-11 (#25 item 4). The upgrade's state named the guardian's pipe, so it is not
+    // replaced until `HANDOVER_WINDOW` (2 s) after the handover; the execve failing (a test
+    // hook), the old program serves on and must replace it after that, not never.
+    let script = format!("env -u NODE_CHANNEL_FD {SIM} \"$@\" 3>&-");
+    let c = cluster()
+        .workers(1)
+        .env("FHIRCLUSTER_TEST_EXEC_FAIL", "1")
+        .command(&["sh", "-c", &script, "sh"])
+        .start();
+    let launcher = c.child.id() as i32;
+    let first = c.guardian_pid().expect("a guardian below the launcher");
+    let mark = c.mark();
+    unsafe_kill(launcher, libc::SIGUSR2);
+    c.wait_for_after(mark, "upgrade: cannot execute", secs(60));
+    assert_eq!(
+        c.guardian_pid(),
+        Some(first),
+        "the same guardian after the failed execve"
+    );
+    let began = Instant::now();
+    unsafe_kill(first, SIGKILL);
+    let replaced = eventually(secs(10), || c.guardian_pid().is_some_and(|p| p != first));
+    let took = began.elapsed();
+    let all = descendants(launcher);
+    c.signal(SIGKILL);
+    let left = left_after(&all, secs(15));
+    assert!(
+        replaced && left.is_empty(),
+        "replaced: {replaced}; still running 15 s after the launcher's SIGKILL: {left:?}; \
+         output:\n{}",
+        c.log_lines().join("\n")
+    );
+    report_figures(
+        "orphans_guardian_after_failed_execve",
+        "an upgrade whose execve fails, then the guardian SIGKILLed, then the launcher SIGKILLed",
+        3,
+        0,
+        0,
+        &format!(
+            "the guardian replaced {} ms after its kill (held back to 2 s after the handover); \
+             all {} processes gone after the launcher's SIGKILL",
+            took.as_millis(),
+            all.len()
+        ),
+    );
+}
