@@ -10,6 +10,7 @@ pub(crate) mod child_log;
 pub(crate) mod client_port;
 pub(crate) mod extend;
 pub(crate) mod journald;
+pub(crate) mod line_file;
 pub(crate) mod log_queue;
 pub mod logging;
 pub(crate) mod metrics;

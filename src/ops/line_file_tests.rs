@@ -141,12 +141,12 @@ fn a_line_begun_when_the_disk_filled_is_finished_by_the_next_write_even_an_empty
     assert_eq!(w.dropped, 0, "begun, not dropped");
     assert!(matches!(w.change, Some(Change::Failed(_))));
     // Still full: nothing changes, nothing is said again.
-    let w = f.write(&[]);
+    let w = f.write::<&[u8]>(&[]);
     assert!(w.change.is_none() && w.dropped == 0);
     assert_eq!(f.out.data, l[..5]);
     f.out.room = usize::MAX;
     // The writer's tick: no new line, the begun one finished.
-    let w = f.write(&[]);
+    let w = f.write::<&[u8]>(&[]);
     assert!(matches!(w.change, Some(Change::Recovered { dropped: 0 })));
     assert_eq!(f.out.data, l);
     // Nothing begun and nothing failing: an empty write writes nothing and says nothing.
