@@ -216,6 +216,25 @@ fn tell(pgid: u32, add: bool) {
     }
 }
 
+/// Test hook: `FHIRCLUSTER_TEST_GUARDIAN_FAIL=<n>` in the launcher's environment makes its first
+/// `n` replacements fail, so a test can see the launcher keep trying (nothing else makes a fork
+/// fail reliably from outside).
+pub(crate) const TEST_FAIL_ENV: &str = "FHIRCLUSTER_TEST_GUARDIAN_FAIL";
+
+fn test_refusal() -> Option<io::Error> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static LEFT: OnceLock<AtomicU32> = OnceLock::new();
+    let left = LEFT.get_or_init(|| {
+        let n = std::env::var(TEST_FAIL_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok());
+        AtomicU32::new(n.unwrap_or(0))
+    });
+    left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .ok()
+        .map(|_| io::Error::other(format!("{TEST_FAIL_ENV} is set (a test hook)")))
+}
+
 /// How [`replace`] went.
 #[derive(Debug)]
 pub(crate) enum Replaced {
@@ -244,7 +263,11 @@ pub(crate) fn replace(old: u32, end: &str, now: Instant) -> Replaced {
         // The `execve` did not take place: this program serves on and may replace it.
         g.handed = None;
     }
-    let (mut pipe, pid) = match spawn(g.kill_after, &g.run) {
+    let started = match test_refusal() {
+        Some(e) => Err(e),
+        None => spawn(g.kill_after, &g.run),
+    };
+    let (mut pipe, pid) = match started {
         Ok(started) => started,
         Err(e) => return Replaced::Failed(e),
     };
