@@ -40,9 +40,15 @@ pub const NAME: &str = "fhircluster-guardian";
 /// replaced: the `execve` follows the handover at once (a few ms); past this it has failed.
 pub(crate) const HANDOVER_WINDOW: Duration = Duration::from_secs(2);
 
-struct Inner {
+/// The guardian that runs: the write end of its pipe, and its pid.
+struct Running {
     pipe: File,
     pid: u32,
+}
+
+struct Inner {
+    /// `None` while none could be started: its watch keeps trying.
+    now: Option<Running>,
     /// When it was started (a guardian taken over in an upgrade: when it was taken over).
     started: Instant,
     /// The groups told so far, replayed to a new guardian should this one go.
@@ -63,12 +69,15 @@ fn lock() -> Option<std::sync::MutexGuard<'static, Inner>> {
     Some(GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// Starts the guardian for this run (`run`, the run's mark); returns its pid.
+/// Starts the guardian for this run (`run`, the run's mark); returns its pid. Should it fail,
+/// its watch (`guardian_watch`) keeps trying, from the runtime's start.
 pub fn start(kill_after: Duration, run: &str) -> io::Result<u32> {
-    let (pipe, pid) = spawn(kill_after, run)?;
+    let (now, started) = match spawn_unless_refused(kill_after, run) {
+        Ok((pipe, pid)) => (Some(Running { pipe, pid }), Ok(pid)),
+        Err(e) => (None, Err(e)),
+    };
     let inner = Inner {
-        pipe,
-        pid,
+        now,
         started: crate::clock::now_std(),
         groups: BTreeSet::new(),
         kill_after,
@@ -80,7 +89,14 @@ pub fn start(kill_after: Duration, run: &str) -> io::Result<u32> {
     GUARDIAN
         .set(Mutex::new(inner))
         .map_err(|_| io::Error::other("the guardian was started already"))?;
-    Ok(pid)
+    started
+}
+
+fn spawn_unless_refused(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
+    match test_refusal() {
+        Some(e) => Err(e),
+        None => spawn(kill_after, run),
+    }
 }
 
 /// A guardian started: the write end of its pipe, and its pid (registered with the subreaper:
@@ -121,12 +137,13 @@ fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
 
 /// The guardian's pid (`None` without one).
 pub fn pid() -> Option<u32> {
-    lock().map(|g| g.pid)
+    lock()?.now.as_ref().map(|r| r.pid)
 }
 
-/// The guardian to watch: its pid and when it was started.
-pub(crate) fn current() -> Option<(u32, Instant)> {
-    lock().map(|g| (g.pid, g.started))
+/// The guardian to watch: its pid (`None`: none could be started) and when it was started;
+/// `None` when this launcher has none to keep (it was never started).
+pub(crate) fn current() -> Option<(Option<u32>, Instant)> {
+    lock().map(|g| (g.now.as_ref().map(|r| r.pid), g.started))
 }
 
 /// The guardian as an in-place upgrade hands it over: its pid, the fd of its pipe (kept open
@@ -145,9 +162,10 @@ pub(crate) struct GuardianState {
 pub(crate) fn hand_over() -> Option<GuardianState> {
     let mut g = lock()?;
     g.handed = Some(crate::clock::now_std());
+    let r = g.now.as_ref()?;
     Some(GuardianState {
-        pid: g.pid,
-        fd: g.pipe.as_raw_fd(),
+        pid: r.pid,
+        fd: r.pipe.as_raw_fd(),
         groups: g.groups.iter().copied().collect(),
         respawns: g.respawns,
     })
@@ -163,8 +181,10 @@ pub(crate) fn resume(
 ) {
     subreaper::known(s.pid);
     let inner = Inner {
-        pipe: File::from(pipe),
-        pid: s.pid,
+        now: Some(Running {
+            pipe: File::from(pipe),
+            pid: s.pid,
+        }),
         started: crate::clock::now_std(),
         groups: s.groups.iter().copied().collect(),
         kill_after,
@@ -193,21 +213,24 @@ fn tell(pgid: u32, add: bool) {
     } else {
         g.groups.remove(&pgid);
     }
+    let stuck = g.stuck;
+    // None running: its watch starts one and tells it every group.
+    let Some(r) = g.now.as_mut() else { return };
     let line = format!("{}{pgid}\n", if add { '+' } else { '-' });
     // Shorter than PIPE_BUF: written whole or not at all.
-    match g.pipe.write_all(line.as_bytes()) {
+    match r.pipe.write_all(line.as_bytes()) {
         Ok(()) => {}
         // Its pipe is full: it has stopped reading (stopped, or stuck). Killed, it is replaced
         // by its watch like any guardian that ends, and the new one is told every group.
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            if !g.stuck {
-                g.stuck = true;
-                if let Ok(p) = i32::try_from(g.pid) {
+            if !stuck {
+                if let Ok(p) = i32::try_from(r.pid) {
                     let _ = nix::sys::signal::kill(
                         nix::unistd::Pid::from_raw(p),
                         nix::sys::signal::Signal::SIGKILL,
                     );
                 }
+                g.stuck = true;
             }
         }
         // It has gone (EPIPE): its watch replaces it and tells the new one every group, this
@@ -217,8 +240,8 @@ fn tell(pgid: u32, add: bool) {
 }
 
 /// Test hook: `FHIRCLUSTER_TEST_GUARDIAN_FAIL=<n>` in the launcher's environment makes its first
-/// `n` replacements fail, so a test can see the launcher keep trying (nothing else makes a fork
-/// fail reliably from outside).
+/// `n` guardian starts fail (the first one included), so a test can see the launcher keep
+/// trying (nothing else makes a fork fail reliably from outside).
 pub(crate) const TEST_FAIL_ENV: &str = "FHIRCLUSTER_TEST_GUARDIAN_FAIL";
 
 fn test_refusal() -> Option<io::Error> {
@@ -246,13 +269,14 @@ pub(crate) enum Replaced {
     Failed(io::Error),
 }
 
-/// The guardian `old` has ended (`end`: how, as `process::Exit` says it): another is started
-/// and told every group, and one WARNING line says so.
-pub(crate) fn replace(old: u32, end: &str, now: Instant) -> Replaced {
+/// The guardian `old` has ended (`end`: how, as `process::Exit` says it), or none could be
+/// started (`old` `None`): another is started and told every group, and one WARNING line says
+/// so.
+pub(crate) fn replace(old: Option<u32>, end: &str, now: Instant) -> Replaced {
     let Some(mut g) = lock() else {
         return Replaced::Done;
     };
-    if g.pid != old {
+    if g.now.as_ref().map(|r| r.pid) != old {
         return Replaced::Done;
     }
     if let Some(at) = g.handed {
@@ -263,11 +287,7 @@ pub(crate) fn replace(old: u32, end: &str, now: Instant) -> Replaced {
         // The `execve` did not take place: this program serves on and may replace it.
         g.handed = None;
     }
-    let started = match test_refusal() {
-        Some(e) => Err(e),
-        None => spawn(g.kill_after, &g.run),
-    };
-    let (mut pipe, pid) = match started {
+    let (mut pipe, pid) = match spawn_unless_refused(g.kill_after, &g.run) {
         Ok(started) => started,
         Err(e) => return Replaced::Failed(e),
     };
@@ -280,20 +300,19 @@ pub(crate) fn replace(old: u32, end: &str, now: Instant) -> Replaced {
     } else {
         ""
     };
-    g.pipe = pipe;
-    g.pid = pid;
+    g.now = Some(Running { pipe, pid });
     g.started = now;
     g.respawns = g.respawns.saturating_add(1);
     let groups = g.groups.len();
+    let gone = match old {
+        Some(old) => format!("the guardian (pid {old}) is gone ({end}{why}); started another"),
+        None => "no guardian could be started before; started one".to_string(),
+    };
     match told {
-        Ok(()) => warn!(
-            "the guardian (pid {old}) is gone ({end}{why}); started another (pid {pid}), told \
-             {groups} process groups"
-        ),
-        Err(e) => warn!(
-            "the guardian (pid {old}) is gone ({end}{why}); started another (pid {pid}), but \
-             telling it the {groups} process groups failed ({e})"
-        ),
+        Ok(()) => warn!("{gone} (pid {pid}), told {groups} process groups"),
+        Err(e) => {
+            warn!("{gone} (pid {pid}), but telling it the {groups} process groups failed ({e})")
+        }
     }
     Replaced::Done
 }

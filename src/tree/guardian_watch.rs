@@ -28,10 +28,16 @@ pub fn keep_watched() {
 async fn watch() {
     let mut backoff = Backoff::default();
     while let Some((pid, started)) = guardian::current() {
-        let end = exit_watch::exited(pid).await.to_string();
-        subreaper::forget(pid);
-        let lived = crate::clock::now_std().saturating_duration_since(started);
-        let mut wait = backoff.ended(lived);
+        let (end, mut wait) = match pid {
+            Some(pid) => {
+                let end = exit_watch::exited(pid).await.to_string();
+                subreaper::forget(pid);
+                let lived = crate::clock::now_std().saturating_duration_since(started);
+                (end, backoff.ended(lived))
+            }
+            // None could be started (at the launcher's start): try again.
+            None => (String::new(), backoff.failed()),
+        };
         loop {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
@@ -41,10 +47,15 @@ async fn watch() {
                 Replaced::Later(d) => wait = d,
                 Replaced::Failed(e) => {
                     wait = backoff.failed();
+                    let what = match pid {
+                        Some(pid) => format!(
+                            "the guardian (pid {pid}) is gone ({end}) and another cannot be started"
+                        ),
+                        None => "no guardian can be started".to_string(),
+                    };
                     error!(
-                        "the guardian (pid {pid}) is gone ({end}) and another cannot be started \
-                         ({e}); trying again in {:.1} s. Until then a launcher killed with \
-                         SIGKILL leaves its processes running",
+                        "{what} ({e}); trying again in {:.1} s. Until then a launcher killed \
+                         with SIGKILL leaves its processes running",
                         wait.as_secs_f64()
                     );
                 }
