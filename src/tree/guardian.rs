@@ -309,9 +309,9 @@ pub(crate) fn replace(old: Option<u32>, end: &str, now: Instant) -> Replaced {
         None => "no guardian could be started before; started one".to_string(),
     };
     match told {
-        Ok(()) => warn!("{gone} (pid {pid}), told {groups} process groups"),
+        Ok(()) => warn!("{gone} (pid {pid}), told every process group ({groups})"),
         Err(e) => {
-            warn!("{gone} (pid {pid}), but telling it the {groups} process groups failed ({e})")
+            warn!("{gone} (pid {pid}), but telling it every process group ({groups}) failed ({e})")
         }
     }
     Replaced::Done
