@@ -240,6 +240,8 @@ async fn run(
     let mut signals = Signals::install()?;
     // Held back across an upgrade's execve (no handler then): taken now that they are caught.
     crate::upgrade::exec::unblock_signals();
+    // The guardian (started, or taken over, before the runtime) is replaced whenever it ends.
+    crate::tree::guardian_watch::keep_watched();
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;

@@ -154,3 +154,156 @@ fn on_stderr_json_lines_go_with_the_launchers_own_and_the_query_when_asked() {
     );
     assert_eq!(v["refusal"], Value::Null);
 }
+
+/// A tmpfs of `size` on a fresh directory, unmounted when dropped (a failed assert included).
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// Panics, saying why, when the mount is refused: the test needs a filesystem that fills.
+    fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mount -t tmpfs -o size={size} was refused ({}; {}): this test needs root \
+             (CAP_SYS_ADMIN) to make a small filesystem that fills",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        SmallDisk { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        // Lazy: detached at once even should a process still hold a file open on it.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn on_a_full_disk_every_line_is_written_whole_or_counted_and_the_outage_is_said_twice() {
+    // #25 item 5: a 64 KiB filesystem, most of it taken by a ballast file; 3,000 requests fill
+    // the rest, then the ballast is removed and 50 more are sent.
+    const FIRST: usize = 3000;
+    const AFTER: usize = 50;
+    let disk = SmallDisk::mount("64k");
+    let ballast = disk.path().join("ballast");
+    std::fs::write(&ballast, vec![b'.'; 40 * 1024]).expect("write the ballast");
+    let log_path = disk.path().join("access.log");
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "accessLog": "json",
+            "accessLogPath": log_path.display().to_string(),
+            "adminAddress": admin.to_string(),
+        } } }))
+        .start();
+    let send = |n: usize| {
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        for _ in 0..n {
+            conn.send("GET", "/r4/metadata", &[], b"", true)
+                .expect("send");
+            assert_eq!(conn.read().status, 200);
+        }
+    };
+    send(FIRST);
+    // A reader sees whole lines, and at most the beginning of one at the end, to be finished.
+    let full = std::fs::read_to_string(&log_path).expect("read the access log");
+    let begun = full
+        .rsplit_once('\n')
+        .map_or(full.as_str(), |(_, tail)| tail);
+    assert!(
+        begun.is_empty()
+            || "{\"timestamp\":\"".starts_with(begun)
+            || begun.starts_with("{\"timestamp\":\""),
+        "the file ends with {begun:?}"
+    );
+    let begun = !begun.is_empty();
+    let mark = c.mark();
+    std::fs::remove_file(&ballast).expect("remove the ballast");
+    send(AFTER);
+    let sent = FIRST + AFTER;
+    // Each line is written when its answer has been sent: wait until the writer has had them all.
+    let dropped =
+        || scrape(admin.port()).value("fhircluster_access_log_lines_dropped_total", &[]) as usize;
+    let counted = eventually(secs(15), || lines_of(&log_path).len() + dropped() == sent);
+    let (lines, lost) = (lines_of(&log_path), dropped());
+    assert!(
+        counted,
+        "{sent} requests: {} lines in the file, {lost} counted dropped ({} missing uncounted); \
+         output:\n{}",
+        lines.len(),
+        sent as i64 - lines.len() as i64 - lost as i64,
+        c.log_lines().join("\n")
+    );
+    let text = std::fs::read_to_string(&log_path).expect("read the access log");
+    assert!(text.ends_with('\n'), "the file ends inside a line");
+    for l in &lines {
+        let v: Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("a torn line ({e}): {l:?}"));
+        assert_eq!(v["path"], "/r4/metadata", "{l}");
+    }
+    assert!(lost > 0, "the disk never filled");
+    let log = c.log_lines();
+    let failed: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("cannot be written"))
+        .collect();
+    assert_eq!(failed.len(), 1, "one WARNING for the outage: {log:#?}");
+    assert!(failed[0].contains("WARN"), "{}", failed[0]);
+    assert!(
+        failed[0].contains(&log_path.display().to_string()),
+        "{}",
+        failed[0]
+    );
+    assert!(
+        failed[0].contains("No space left on device"),
+        "{}",
+        failed[0]
+    );
+    let again: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("is written again"))
+        .collect();
+    assert_eq!(again.len(), 1, "one line for the recovery: {log:#?}");
+    assert!(
+        again[0].contains(&format!("{lost} lines were dropped meanwhile")),
+        "{} ({lost} counted)",
+        again[0]
+    );
+    // Said as it happened: the failure while the disk was full, the recovery after.
+    assert!(c.line_index("cannot be written") < Some(mark));
+    c.wait_for_after(mark, "is written again", secs(1));
+    // The last AFTER lines, sent once there was room again, are all there.
+    assert!(lines.len() >= AFTER);
+    drop(c);
+    report_figures(
+        "access_log_disk_full",
+        "the access log's file on a 64 KiB tmpfs filled by 3,000 requests, then space freed and \
+         50 more",
+        1,
+        sent as u64,
+        0,
+        &format!(
+            "{} lines written whole, {lost} counted dropped (= the lines missing), no torn line \
+             (a line begun as the disk filled: {begun}, finished after); one WARNING at the \
+             first failure, one line at the recovery",
+            lines.len()
+        ),
+    );
+}

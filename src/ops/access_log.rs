@@ -7,15 +7,15 @@
 //!
 //! Where: on stderr with the launcher's other lines, through the one log queue (so journald's
 //! priorities apply), or to `accessLogPath`, written by a thread of its own that `SIGUSR1`
-//! makes reopen the file (logrotate's convention). Never waiting: a line that finds the queue
-//! full is dropped and counted (`fhircluster_access_log_lines_dropped_total`).
+//! makes reopen the file (logrotate's convention; `access_log_file`). Never waiting: a line
+//! that finds the queue full is dropped and counted (`fhircluster_access_log_lines_dropped_total`),
+//! and so is one the file can't take (a full disk), none of them torn.
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -200,7 +200,8 @@ pub struct AccessLog {
     /// `accessLogQuery`: the query string is logged with the path.
     pub query: bool,
     sink: Sink,
-    dropped: AtomicU64,
+    /// Lines dropped: by a full queue here, by a file that can't take them in its writer.
+    dropped: Arc<AtomicU64>,
 }
 
 static LOG: OnceLock<AccessLog> = OnceLock::new();
@@ -245,49 +246,8 @@ pub fn reopen() -> Option<&'static Path> {
     }
 }
 
-fn open(path: &Path) -> std::io::Result<File> {
+pub(super) fn open(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
-}
-
-/// The file's writer: lines as they come, flushed whenever none is waiting; reopened when asked.
-fn write_file(file: File, path: &Path, rx: &Receiver<Vec<u8>>, reopen: &AtomicBool) {
-    let mut out = BufWriter::new(file);
-    loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) => {
-                let _ = out.write_all(&line);
-                loop {
-                    match rx.try_recv() {
-                        Ok(line) => {
-                            let _ = out.write_all(&line);
-                        }
-                        Err(TryRecvError::Empty) => break,
-                        Err(TryRecvError::Disconnected) => {
-                            let _ = out.flush();
-                            return;
-                        }
-                    }
-                }
-                let _ = out.flush();
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                let _ = out.flush();
-                return;
-            }
-        }
-        if reopen.swap(false, Ordering::AcqRel) {
-            let _ = out.flush();
-            match open(path) {
-                Ok(f) => out = BufWriter::new(f),
-                Err(e) => tracing::warn!(
-                    "SIGUSR1: the access log {} could not be reopened ({e}); still writing to \
-                     the file it had open",
-                    path.display()
-                ),
-            }
-        }
-    }
 }
 
 impl AccessLog {
@@ -299,6 +259,7 @@ impl AccessLog {
         path: Option<PathBuf>,
         journal: bool,
     ) -> anyhow::Result<AccessLog> {
+        let dropped = Arc::new(AtomicU64::new(0));
         let sink = match path {
             None => Sink::Stderr { journal },
             Some(path) => {
@@ -306,10 +267,10 @@ impl AccessLog {
                     .with_context(|| format!("can't open {} for appending", path.display()))?;
                 let (tx, rx) = sync_channel(QUEUE_LINES);
                 let reopen = Arc::new(AtomicBool::new(false));
-                let (p, r) = (path.clone(), reopen.clone());
+                let (p, r, d) = (path.clone(), reopen.clone(), dropped.clone());
                 std::thread::Builder::new()
                     .name("access-log".into())
-                    .spawn(move || write_file(file, &p, &rx, &r))
+                    .spawn(move || super::access_log_file::write_file(file, &p, &rx, &r, &d))
                     .context("starting the access log's writer thread")?;
                 Sink::File { tx, reopen, path }
             }
@@ -318,7 +279,7 @@ impl AccessLog {
             format,
             query,
             sink,
-            dropped: AtomicU64::new(0),
+            dropped,
         })
     }
 

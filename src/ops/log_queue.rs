@@ -3,7 +3,8 @@
 //! thread that writes to stdout and stderr. Everyone else only `try_send`s, so when the output is
 //! stuck (a stalled journald, a full pipe, a paused terminal) the writer thread alone waits in its
 //! write; a proxy thread, the signal handling or a child never does. Lines that find the queue
-//! full are dropped and counted by source (the launcher's own, the children's); the count is
+//! full, or that the output fails to take (a full disk), are dropped and counted by source (the
+//! launcher's own, the children's), none written torn (`line_file`); the count is
 //! logged once a line gets through again (`DropReport` says when) and shown in `/metrics`
 //! (`fhircluster_log_lines_dropped_total`). The writer writes that report line itself, between
 //! two queued lines, so the report can't be dropped in its turn by the queue it reports on.
@@ -12,13 +13,13 @@
 //! none of std's `Stdout`/`Stderr` locks (a panic message, written through those, is not queued
 //! behind it).
 
-use std::io::Write;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::line_file::LineFile;
 use crate::log_throttle::LogThrottle;
 
 /// Lines waiting for the writer before further lines are dropped.
@@ -60,6 +61,7 @@ impl Source {
 
 struct Entry {
     target: Target,
+    source: Source,
     line: Vec<u8>,
 }
 
@@ -108,9 +110,13 @@ impl LogQueue {
             .spawn(move || {
                 let mut reports = DropReport::default();
                 for e in rx {
-                    // A failed write (a closed descriptor) loses the line; nothing else can be
-                    // done with it, and nothing waits for it.
+                    // A failed write (a closed descriptor, a full disk) loses the line; nothing
+                    // else can be done with it, and nothing waits for it: it is counted as a
+                    // dropped one, and reported with them once a line gets through again.
                     let wrote = out(e.target, &e.line).is_ok();
+                    if !wrote {
+                        c.dropped[e.source as usize].fetch_add(1, Ordering::Relaxed);
+                    }
                     c.bytes.fetch_sub(e.line.len(), Ordering::Relaxed);
                     let left = c.pending.fetch_sub(1, Ordering::Relaxed) - 1;
                     c.done.fetch_add(1, Ordering::Relaxed);
@@ -136,7 +142,15 @@ impl LogQueue {
         let room = c.bytes.fetch_add(len, Ordering::Relaxed) + len <= QUEUE_BYTES;
         if room {
             c.pending.fetch_add(1, Ordering::Relaxed);
-            if self.tx.try_send(Entry { target, line }).is_ok() {
+            if self
+                .tx
+                .try_send(Entry {
+                    target,
+                    source,
+                    line,
+                })
+                .is_ok()
+            {
                 return true;
             }
             c.pending.fetch_sub(1, Ordering::Relaxed);
@@ -194,9 +208,13 @@ pub fn queue() -> &'static LogQueue {
 }
 
 /// Writes to duplicates of descriptors 1 and 2 (see the module notes); a descriptor that can't be
-/// duplicated (closed) loses its lines.
+/// duplicated (closed) loses its lines. Each line whole or not at all (`LineFile`): stderr to a
+/// file on a full disk holds no torn line, and a line not written is an `Err` (counted).
 fn stdio_out() -> Out {
-    let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().map(std::fs::File::from);
+    let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .map(|fd| LineFile::new(std::fs::File::from(fd)))
+    };
     let mut stdout = dup(std::io::stdout().as_fd());
     let mut stderr = dup(std::io::stderr().as_fd());
     Box::new(move |target, line| {
@@ -205,7 +223,10 @@ fn stdio_out() -> Out {
             Target::Stderr => stderr.as_mut(),
         };
         match file {
-            Ok(f) => f.write_all(line),
+            Ok(f) => match f.write(&[line]).dropped {
+                0 => Ok(()),
+                _ => Err(std::io::Error::other("not written")),
+            },
             Err(e) => Err(std::io::Error::new(e.kind(), "no such output")),
         }
     })
@@ -213,8 +234,8 @@ fn stdio_out() -> Out {
 
 fn log_report([launcher, children]: [u64; 2]) {
     tracing::warn!(
-        "{} log lines dropped while the output (stdout/stderr) was stuck or slower than the \
-         lines came: {children} of the processes' output, {launcher} of the launcher's own \
+        "{} log lines dropped while the output (stdout/stderr) was stuck, failing or slower \
+         than the lines came: {children} of the processes' output, {launcher} of the launcher's own \
          (fhircluster_log_lines_dropped_total)",
         launcher + children
     );
@@ -323,6 +344,46 @@ mod tests {
             .expect("a report");
         assert_eq!(n, [1, (QUEUE_LINES + 500 - kept) as u64]);
         assert!(q.flush(Duration::from_secs(1), Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_line_the_output_fails_to_take_is_counted_by_source_and_reported_once_it_works() {
+        // #25 item 5: a full disk under stderr lost lines uncounted.
+        let (lines_tx, lines) = channel();
+        let (rep_tx, reports) = channel();
+        let rep_tx = Mutex::new(rep_tx);
+        let mut failing = 3;
+        let q = LogQueue::start(
+            Box::new(move |_, line| {
+                if failing > 0 {
+                    failing -= 1;
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+                let _ = lines_tx.send(line.to_vec());
+                Ok(())
+            }),
+            Box::new(move |n| {
+                let _ = rep_tx.lock().map(|t| t.send(n));
+                b"report\n".to_vec()
+            }),
+        );
+        for (source, line) in [
+            (Source::Launcher, "a\n"),
+            (Source::Children, "b\n"),
+            (Source::Launcher, "c\n"),
+            (Source::Children, "d\n"),
+        ] {
+            assert!(q.push(Target::Stderr, source, line.as_bytes().to_vec()));
+        }
+        assert!(q.flush(Duration::from_secs(1), Duration::from_secs(5)));
+        assert_eq!(q.dropped(Source::Launcher), 2);
+        assert_eq!(q.dropped(Source::Children), 1);
+        let n = reports
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a report");
+        assert_eq!(n, [2, 1]);
+        let written: Vec<Vec<u8>> = lines.try_iter().collect();
+        assert_eq!(written, [b"d\n".to_vec(), b"report\n".to_vec()]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
 pub(crate) mod access_log;
+pub(crate) mod access_log_file;
 pub(crate) mod admin;
 pub mod build_info;
 pub(crate) mod child_log;
@@ -12,6 +13,7 @@ pub(crate) mod control_proto;
 pub(crate) mod control_socket;
 pub(crate) mod extend;
 pub(crate) mod journald;
+pub(crate) mod line_file;
 pub(crate) mod log_queue;
 pub mod logging;
 pub(crate) mod metrics;

@@ -8,18 +8,25 @@
 //! The launcher tells it each process group as a child starts (`+<pgid>`) and once that child's
 //! group has ended (`-<pgid>`), one line each; the guardian also finds what carries the run's
 //! mark (`members`). The write end is close-on-exec and non-blocking: no child inherits it, and
-//! a guardian that stops reading (stopped by a debugger) can never block the launcher. An
-//! in-place upgrade that `execve`s the launcher must clear its close-on-exec first ([`fd`]) so
-//! the guardian sees no EOF and the children live on.
+//! a guardian that stops reading (stopped by a debugger) can never block the launcher: it is
+//! killed instead, and replaced. An in-place upgrade that `execve`s the launcher must clear its
+//! close-on-exec first so the guardian sees no EOF and the children live on.
+//!
+//! The launcher is never left without a guardian unawares: its end is watched (`guardian_watch`,
+//! by its pidfd) and it is replaced at once, the new one told every group ([`replace`]); one
+//! WARNING line says which ended, how, and which replaced it. While the state is being handed to
+//! an upgrade, the pipe's fd is named in it, so no replacement (which would close that fd) is
+//! made until [`HANDOVER_WINDOW`] has passed: by then the `execve` took place (the new program
+//! watches the guardian it was handed, its child still) or failed and this program serves on.
 
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use tracing::warn;
@@ -29,45 +36,72 @@ use super::subreaper;
 /// The name the guardian runs under (its `argv[0]`), which `main` recognises.
 pub const NAME: &str = "fhircluster-guardian";
 
-struct Inner {
+/// After the state was handed to an upgrade, how long a guardian that ended waits to be
+/// replaced: the `execve` follows the handover at once (a few ms); past this it has failed.
+pub(crate) const HANDOVER_WINDOW: Duration = Duration::from_secs(2);
+
+/// The guardian that runs: the write end of its pipe, and its pid.
+struct Running {
     pipe: File,
-    /// `None` for a guardian taken over in an in-place upgrade (started by the program before;
-    /// still this process's child, reaped by the subreaper when it ends).
-    child: Option<Child>,
     pid: u32,
+}
+
+struct Inner {
+    /// `None` while none could be started: its watch keeps trying.
+    now: Option<Running>,
+    /// When it was started (a guardian taken over in an upgrade: when it was taken over).
+    started: Instant,
     /// The groups told so far, replayed to a new guardian should this one go.
     groups: BTreeSet<u32>,
     kill_after: Duration,
     run: String,
-    /// Guardians started after the first; past [`MAX_RESPAWNS`] there is none.
+    /// Guardians started after the first, over every program of the run.
     respawns: u32,
+    /// It stopped reading and was killed for it (said when it is replaced).
+    stuck: bool,
+    /// When the state was handed to an upgrade (its pipe's fd named in it).
+    handed: Option<Instant>,
 }
-
-/// A guardian that keeps going at once is not started again and again.
-const MAX_RESPAWNS: u32 = 3;
 
 static GUARDIAN: OnceLock<Mutex<Inner>> = OnceLock::new();
 
-/// Starts the guardian for this run (`run`, the run's mark); returns its pid.
+fn lock() -> Option<std::sync::MutexGuard<'static, Inner>> {
+    Some(GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Starts the guardian for this run (`run`, the run's mark); returns its pid. Should it fail,
+/// its watch (`guardian_watch`) keeps trying, from the runtime's start.
 pub fn start(kill_after: Duration, run: &str) -> io::Result<u32> {
-    let (pipe, child) = spawn(kill_after, run)?;
-    let pid = child.id();
+    let (now, started) = match spawn_unless_refused(kill_after, run) {
+        Ok((pipe, pid)) => (Some(Running { pipe, pid }), Ok(pid)),
+        Err(e) => (None, Err(e)),
+    };
     let inner = Inner {
-        pipe,
-        child: Some(child),
-        pid,
+        now,
+        started: crate::clock::now_std(),
         groups: BTreeSet::new(),
         kill_after,
         run: run.to_string(),
         respawns: 0,
+        stuck: false,
+        handed: None,
     };
     GUARDIAN
         .set(Mutex::new(inner))
         .map_err(|_| io::Error::other("the guardian was started already"))?;
-    Ok(pid)
+    started
 }
 
-fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, Child)> {
+fn spawn_unless_refused(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
+    match test_refusal() {
+        Some(e) => Err(e),
+        None => spawn(kill_after, run),
+    }
+}
+
+/// A guardian started: the write end of its pipe, and its pid (registered with the subreaper:
+/// its exit is `guardian_watch`'s to reap, by pid).
+fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
     // Its own path when it still exists; /proc/self/exe when the binary was replaced on disk.
     let exe = std::env::current_exe()
         .ok()
@@ -91,18 +125,25 @@ fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, Child)> {
     for var in crate::ops::notify::NOTIFY_ENV {
         cmd.env_remove(var);
     }
-    let child = subreaper::spawn_known(|| {
+    // Waited for by pid (`guardian_watch`), like a guardian taken over in an upgrade; dropping
+    // the `Child` neither kills nor waits.
+    let pid = subreaper::spawn_known(|| {
         let c = cmd.spawn()?;
         let pid = c.id();
-        Ok((c, pid))
+        Ok((pid, pid))
     })?;
-    Ok((File::from(write), child))
+    Ok((File::from(write), pid))
 }
 
 /// The guardian's pid (`None` without one).
 pub fn pid() -> Option<u32> {
-    let g = GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner());
-    Some(g.pid)
+    lock()?.now.as_ref().map(|r| r.pid)
+}
+
+/// The guardian to watch: its pid (`None`: none could be started) and when it was started;
+/// `None` when this launcher has none to keep (it was never started).
+pub(crate) fn current() -> Option<(Option<u32>, Instant)> {
+    lock().map(|g| (g.now.as_ref().map(|r| r.pid), g.started))
 }
 
 /// The guardian as an in-place upgrade hands it over: its pid, the fd of its pipe (kept open
@@ -116,31 +157,41 @@ pub(crate) struct GuardianState {
     pub respawns: u32,
 }
 
+/// The state for an upgrade; from now until [`HANDOVER_WINDOW`] has passed the guardian is not
+/// replaced here (its fd must stay the one the state names).
 pub(crate) fn hand_over() -> Option<GuardianState> {
-    let g = GUARDIAN.get()?.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = lock()?;
+    g.handed = Some(crate::clock::now_std());
+    let r = g.now.as_ref()?;
     Some(GuardianState {
-        pid: g.pid,
-        fd: g.pipe.as_raw_fd(),
+        pid: r.pid,
+        fd: r.pipe.as_raw_fd(),
         groups: g.groups.iter().copied().collect(),
         respawns: g.respawns,
     })
 }
 
-/// Takes over the guardian the program before started (`pipe`: its inherited write end).
+/// Takes over the guardian the program before started (`pipe`: its inherited write end). It is
+/// this process's child still: its exit is watched and reaped by pid, not by the subreaper.
 pub(crate) fn resume(
     s: &GuardianState,
     pipe: std::os::fd::OwnedFd,
     kill_after: Duration,
     run: &str,
 ) {
+    subreaper::known(s.pid);
     let inner = Inner {
-        pipe: File::from(pipe),
-        child: None,
-        pid: s.pid,
+        now: Some(Running {
+            pipe: File::from(pipe),
+            pid: s.pid,
+        }),
+        started: crate::clock::now_std(),
         groups: s.groups.iter().copied().collect(),
         kill_after,
         run: run.to_string(),
         respawns: s.respawns,
+        stuck: false,
+        handed: None,
     };
     let _ = GUARDIAN.set(Mutex::new(inner));
 }
@@ -156,71 +207,112 @@ pub fn unwatch(pgid: u32) {
 }
 
 fn tell(pgid: u32, add: bool) {
-    let Some(g) = GUARDIAN.get() else { return };
-    let mut g = g.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut g) = lock() else { return };
     if add {
         g.groups.insert(pgid);
     } else {
         g.groups.remove(&pgid);
     }
-    if g.respawns > MAX_RESPAWNS {
-        return;
-    }
+    let stuck = g.stuck;
+    // None running: its watch starts one and tells it every group.
+    let Some(r) = g.now.as_mut() else { return };
     let line = format!("{}{pgid}\n", if add { '+' } else { '-' });
     // Shorter than PIPE_BUF: written whole or not at all.
-    if g.pipe.write_all(line.as_bytes()).is_ok() {
-        return;
-    }
-    respawn(&mut g);
-}
-
-/// The guardian has gone (or stopped reading): start another and tell it every group.
-fn respawn(g: &mut Inner) {
-    let old = g.pid;
-    let status = match g.child.as_mut().map(Child::try_wait) {
-        Some(Ok(Some(s))) => s.to_string(),
-        Some(_) => "not reading".to_string(),
-        None => "gone or not reading".to_string(),
-    };
-    g.respawns += 1;
-    if g.respawns > MAX_RESPAWNS {
-        warn!(
-            "the guardian (pid {old}) is gone ({status}), the {}th time: no guardian any more; \
-             a launcher killed with SIGKILL may now leave processes behind",
-            g.respawns
-        );
-        return;
-    }
-    match spawn(g.kill_after, &g.run) {
-        Ok((pipe, child)) => {
-            let replay: String = g.groups.iter().map(|p| format!("+{p}\n")).collect();
-            let mut pipe = pipe;
-            let _ = pipe.write_all(replay.as_bytes());
-            g.pid = child.id();
-            let old_child = g.child.replace(child);
-            g.pipe = pipe;
-            warn!(
-                "the guardian (pid {old}) is gone ({status}); started another (pid {})",
-                g.pid
-            );
-            if let Some(old_child) = old_child {
-                reap_later(old_child);
+    match r.pipe.write_all(line.as_bytes()) {
+        Ok(()) => {}
+        // Its pipe is full: it has stopped reading (stopped, or stuck). Killed, it is replaced
+        // by its watch like any guardian that ends, and the new one is told every group.
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            if !stuck {
+                if let Ok(p) = i32::try_from(r.pid) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                g.stuck = true;
             }
         }
-        Err(e) => warn!(
-            "the guardian (pid {old}) is gone ({status}) and cannot be started again ({e}): \
-             a launcher killed with SIGKILL may now leave processes behind"
-        ),
+        // It has gone (EPIPE): its watch replaces it and tells the new one every group, this
+        // one included.
+        Err(_) => {}
     }
 }
 
-/// The old guardian is waited for (so it leaves no zombie) off the caller's thread: one that
-/// stopped reading may take its time.
-fn reap_later(mut old: Child) {
-    let pid = old.id();
-    let _ = old.kill();
-    std::thread::spawn(move || {
-        let _ = old.wait();
-        subreaper::forget(pid);
+/// Test hook: `FHIRCLUSTER_TEST_GUARDIAN_FAIL=<n>` in the launcher's environment makes its first
+/// `n` guardian starts fail (the first one included), so a test can see the launcher keep
+/// trying (nothing else makes a fork fail reliably from outside).
+pub(crate) const TEST_FAIL_ENV: &str = "FHIRCLUSTER_TEST_GUARDIAN_FAIL";
+
+fn test_refusal() -> Option<io::Error> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static LEFT: OnceLock<AtomicU32> = OnceLock::new();
+    let left = LEFT.get_or_init(|| {
+        let n = std::env::var(TEST_FAIL_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok());
+        AtomicU32::new(n.unwrap_or(0))
     });
+    left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .ok()
+        .map(|_| io::Error::other(format!("{TEST_FAIL_ENV} is set (a test hook)")))
+}
+
+/// How [`replace`] went.
+#[derive(Debug)]
+pub(crate) enum Replaced {
+    /// Another guardian runs, told every group (or `old` had been replaced already).
+    Done,
+    /// Not now: the state was handed to an upgrade; ask again after this long.
+    Later(Duration),
+    /// No guardian could be started.
+    Failed(io::Error),
+}
+
+/// The guardian `old` has ended (`end`: how, as `process::Exit` says it), or none could be
+/// started (`old` `None`): another is started and told every group, and one WARNING line says
+/// so.
+pub(crate) fn replace(old: Option<u32>, end: &str, now: Instant) -> Replaced {
+    let Some(mut g) = lock() else {
+        return Replaced::Done;
+    };
+    if g.now.as_ref().map(|r| r.pid) != old {
+        return Replaced::Done;
+    }
+    if let Some(at) = g.handed {
+        let until = at + HANDOVER_WINDOW;
+        if now < until {
+            return Replaced::Later(until - now);
+        }
+        // The `execve` did not take place: this program serves on and may replace it.
+        g.handed = None;
+    }
+    let (mut pipe, pid) = match spawn_unless_refused(g.kill_after, &g.run) {
+        Ok(started) => started,
+        Err(e) => return Replaced::Failed(e),
+    };
+    let replay: String = g.groups.iter().map(|p| format!("+{p}\n")).collect();
+    // A new pipe holds 64 KiB, some 8,000 groups: this is written whole. Should it not be, the
+    // next `tell` finds the guardian not reading and it is replaced again.
+    let told = pipe.write_all(replay.as_bytes());
+    let why = if std::mem::take(&mut g.stuck) {
+        ", killed: it had stopped reading"
+    } else {
+        ""
+    };
+    g.now = Some(Running { pipe, pid });
+    g.started = now;
+    g.respawns = g.respawns.saturating_add(1);
+    let groups = g.groups.len();
+    let gone = match old {
+        Some(old) => format!("the guardian (pid {old}) is gone ({end}{why}); started another"),
+        None => "no guardian could be started before; started one".to_string(),
+    };
+    match told {
+        Ok(()) => warn!("{gone} (pid {pid}), told every process group ({groups})"),
+        Err(e) => {
+            warn!("{gone} (pid {pid}), but telling it every process group ({groups}) failed ({e})")
+        }
+    }
+    Replaced::Done
 }

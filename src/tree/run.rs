@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::members::{self, Mark, Wanted};
 use super::{guardian, subreaper, sweep};
@@ -48,9 +48,10 @@ pub fn start(kill_after: Duration) {
         Ok(pid) => {
             info!("guardian pid {pid}: stops the processes should the launcher be killed (SIGKILL)")
         }
-        Err(e) => warn!(
-            "no guardian ({e}): a launcher killed with SIGKILL leaves to PR_SET_PDEATHSIG alone \
-             to stop its processes (a server under a wrapper shell without exec may outlive it)"
+        Err(e) => error!(
+            "no guardian ({e}): trying again at once, then backing off; until one runs, a \
+             launcher killed with SIGKILL leaves to PR_SET_PDEATHSIG alone to stop its \
+             processes (a server under a wrapper shell without exec may outlive it)"
         ),
     }
 }
@@ -70,8 +71,15 @@ pub(crate) fn resume(
     if let Err(e) = subreaper::become_subreaper() {
         warn!("cannot become the processes' subreaper again ({e})");
     }
-    if let Some((s, pipe)) = guardian_state {
-        guardian::resume(s, pipe, run.kill_after, &run.mark);
+    match guardian_state {
+        Some((s, pipe)) => guardian::resume(s, pipe, run.kill_after, &run.mark),
+        // The program before had none (none could be started): this one starts one, or keeps
+        // trying.
+        None => {
+            if let Err(e) = guardian::start(run.kill_after, &run.mark) {
+                error!("no guardian ({e}): trying again at once, then backing off");
+            }
+        }
     }
 }
 
