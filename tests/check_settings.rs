@@ -226,7 +226,7 @@ fn an_admin_address_on_the_client_port_or_a_process_port_is_refused_naming_both(
 
 #[test]
 fn a_fractional_interval_minutes_is_taken_and_sets_the_sample_period() {
-    // Issue 18: 0.5 stopped the launcher at start; FHIRsmith reads it as 30 s. The spec's
+    // spec: DEC-28. Issue 18: 0.5 stopped the launcher at start; FHIRsmith reads it as 30 s. The spec's
     // sample period with a role: a minute, or stats.intervalMinutes if shorter; the launcher
     // says it in `hello`.
     let out = check(&sim_config(json!({"stats": {"intervalMinutes": 0.5}})), &[]);
