@@ -330,6 +330,8 @@ impl Keeper {
         let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
         self.hold(ev);
         self.outbox.save_history(&self.history, ms);
+        // DEC-32, EVENT-16: what a cap dropped this minute, in one line.
+        self.outbox.log_drops();
     }
 
     /// The graph history's changes for the master, now that it is up.
@@ -338,6 +340,15 @@ impl Keeper {
             .drain(..)
             .map(|history| ToChild::History { history })
             .collect()
+    }
+
+    /// The whole graph history for the master, in place of the changes it has not taken
+    /// (DEC-32: a master not reading gets one whole history, not hours of changes).
+    pub fn whole_history_for_master(&mut self) -> ToChild {
+        self.history_updates.clear();
+        ToChild::History {
+            history: self.history.to_json(crate::clock::unix_ms()),
+        }
     }
 
     /// The next `events` message for the master and the last id in it, if any event waits
