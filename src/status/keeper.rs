@@ -85,6 +85,9 @@ impl Row {
 
 pub struct Keeper {
     rows: Vec<Row>,
+    /// Every process's code by index, kept when its row goes (a worker retired by a reload):
+    /// what the front door counted against it since the last minute still reaches the report.
+    codes: Vec<String>,
     settings: SnapshotSettings,
     history: History,
     events: EventLog,
@@ -116,6 +119,7 @@ impl Keeper {
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
         Keeper {
             rows: specs.iter().map(Row::new).collect(),
+            codes: specs.iter().map(|s| s.code.clone()).collect(),
             settings: SnapshotSettings::from_settings(settings),
             history,
             events: EventLog::new(outbox.last_id(), ms),
@@ -130,6 +134,12 @@ impl Keeper {
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
     /// beyond `specs` go, new ones start afresh; the others keep their record.
     pub fn resize_rows(&mut self, specs: &[ProcessSpec]) {
+        for (i, spec) in specs.iter().enumerate() {
+            match self.codes.get_mut(i) {
+                Some(code) => code.clone_from(&spec.code),
+                None => self.codes.push(spec.code.clone()),
+            }
+        }
         self.rows.truncate(specs.len());
         let have = self.rows.len();
         self.rows.extend(specs[have..].iter().map(Row::new));
@@ -326,8 +336,11 @@ impl Keeper {
     pub fn minute(&mut self, tally: Tally) {
         let ms = crate::clock::unix_ms();
         let last = std::mem::replace(&mut self.last_tally, tally);
-        let codes: Vec<String> = self.rows.iter().map(|r| r.code.clone()).collect();
-        let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
+        // Every code ever had, not only the rows': a worker retired since the last minute
+        // still has its 502s, 504s and lost cache-ids counted (EVENT-6..8).
+        let ev = self
+            .last_tally
+            .since(&last, &self.codes, &mut self.events, ms);
         self.hold(ev);
         self.outbox.save_history(&self.history, ms);
         // DEC-32, EVENT-16: what a cap dropped this minute, in one line.
