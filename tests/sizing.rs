@@ -280,7 +280,10 @@ fn in_a_memory_cgroup_too_small_for_one_worker_one_starts_with_warnings_naming_t
     assert!(line.contains("memory fits 0"), "{line}");
     check_decision(&line, &cpus);
     let warning = c.wait_for("not even one worker fits in memory", secs(5));
-    assert!(warning.contains(" WARN "), "a warning: {warning}");
+    assert!(
+        warning.contains(" WARNING "),
+        "a WARNING (MEM-10): {warning}"
+    );
     for figure in [
         "each worker about",
         "in use now",
@@ -294,7 +297,7 @@ fn in_a_memory_cgroup_too_small_for_one_worker_one_starts_with_warnings_naming_t
     let idle = idle_line(&mut c, 1);
     // MEM-13: less than the headroom left under the threshold is a WARNING.
     assert!(
-        idle.contains(" WARN ") && idle.contains("less than memoryHeadroomGB 2 to spare"),
+        idle.contains(" WARNING ") && idle.contains("less than memoryHeadroomGB 2 to spare"),
         "{idle}"
     );
     assert!(c.line_index("tx2: started").is_none());

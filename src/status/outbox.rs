@@ -150,14 +150,14 @@ impl Outbox {
         }
         if self.db.is_some() {
             warn!(
-                "WARNING: {n} cluster event(s) dropped in the last minute, the oldest first: the \
-                 master has not taken them and the database holds at most {} events",
+                "{n} cluster event(s) dropped in the last minute, the oldest first: the master \
+                 has not taken them and the database holds at most {} events",
                 self.pending.disk_cap()
             );
         } else {
             warn!(
-                "WARNING: {n} cluster event(s) dropped in the last minute, the oldest first: the \
-                 master has not taken them and memory holds at most {MAX_HELD} events (no \
+                "{n} cluster event(s) dropped in the last minute, the oldest first: the master \
+                 has not taken them and memory holds at most {MAX_HELD} events (no \
                  database)"
             );
         }
@@ -290,7 +290,7 @@ impl Outbox {
             self.pending.restore(ev);
         }
         if lost > 0 {
-            warn!("WARNING: {lost} cluster events waiting on disk could not be read back: lost");
+            warn!("{lost} cluster events waiting on disk could not be read back: lost");
         }
     }
 

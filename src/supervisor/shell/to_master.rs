@@ -76,7 +76,7 @@ impl Shell {
         self.master_stalled = full;
         if full {
             warn!(
-                "WARNING: the master is not reading its IPC channel (its queue is full); what is \
+                "the master is not reading its IPC channel (its queue is full); what is \
                  for it is held until it reads again"
             );
         } else {
