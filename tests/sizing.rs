@@ -302,3 +302,18 @@ fn in_a_memory_cgroup_too_small_for_one_worker_one_starts_with_warnings_naming_t
     );
     assert!(c.line_index("tx2: started").is_none());
 }
+
+#[test]
+fn workers_given_that_do_not_fit_all_start_with_a_warning_line() {
+    // spec: MEM-11, DEC-2 (all start; one WARNING line, the word in it for `grep WARNING`)
+    const LIMIT: u64 = 256 << 20;
+    let group = MemCgroup::for_test("sizing-given", Some(LIMIT));
+    let mut c = cluster().workers(2).spawn_wrapped(&group.wrapper());
+    let warning = c.wait_for("2 workers asked for", secs(20));
+    assert!(warning.contains(" WARNING "), "a WARNING: {warning}");
+    assert!(
+        warning.contains("but only 0 fit in memory") && warning.contains("starting all 2"),
+        "{warning}"
+    );
+    c.wait_for("tx2: ready", secs(20));
+}

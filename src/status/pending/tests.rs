@@ -171,11 +171,16 @@ fn counts_on_disk_only_are_merged_there() {
 
 #[test]
 fn a_default_queue_has_the_spec_cap() {
-    // spec: EVENT-16
+    // spec: EVENT-16 (memory only: 5,000, the oldest dropped first)
     let mut log = EventLog::new(0, T0);
     let mut q = Pending::default();
-    q.hold(event(&mut log, 1));
-    assert_eq!(q.len(), 1);
+    let first = q.hold(event(&mut log, 0)).held.map(|e| e.id);
+    for i in 1..=MAX_HELD as u64 {
+        q.hold(event(&mut log, i));
+    }
+    assert_eq!((q.len(), q.dropped()), (MAX_HELD, 1));
+    assert_eq!(MAX_HELD, 5000);
+    assert_ne!(q.waiting().first().map(|e| e.id), first, "the oldest went");
 }
 
 #[test]
