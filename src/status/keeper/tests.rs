@@ -186,3 +186,24 @@ fn a_retired_workers_last_minute_reaches_the_report() {
     );
     assert_eq!(k.rows(), 2, "the row is gone all the same");
 }
+
+#[test]
+fn history_changes_that_pile_up_give_way_to_the_whole_history() {
+    // spec: DEC-32 (bounded while the master is down or not taking them; the whole history has
+    // every point the changes carried)
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    for _ in 0..=MAX_UPDATES {
+        k.started(worker);
+    }
+    assert!(k.history_updates.len() <= MAX_UPDATES);
+    let sent = k.history_for_master();
+    assert!(
+        matches!(sent.as_slice(), [ToChild::History { history }] if history["append"] == false),
+        "{} messages",
+        sent.len()
+    );
+    // And then the changes again, as they come.
+    k.started(worker);
+    assert_eq!(states(&mut k), ["starting"]);
+}
