@@ -160,7 +160,7 @@ fn a_decoy_on_a_workers_port_never_makes_it_ready() {
     c.wait_until_listening(WAIT);
 
     let warning = c.wait_for(&format!("pid {me} ("), WAIT);
-    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains(" WARNING "), "{warning}");
     assert!(warning.contains("tx1: its port"), "{warning}");
     assert!(
         warning.contains(&format!("127.0.0.1:{}", internal + 1)),
@@ -271,7 +271,7 @@ fn a_node_child_with_another_major_version_is_warned_about_and_works() {
             &format!("{code}: speaks IPC protocol 2.0, the launcher {PROTOCOL_VERSION}"),
             WAIT,
         );
-        assert!(w.contains("WARN"), "{w}");
+        assert!(w.contains(" WARNING "), "{w}");
         let line = c.wait_for(&format!("{code}: ready on port"), WAIT);
         assert!(line.contains("(said so on its channel)"), "{line}");
     }
@@ -320,7 +320,7 @@ fn a_server_listening_on_every_interface_is_warned_about_once_per_start() {
     };
     for (code, port) in [("m0", c.internal), ("tx1", c.internal + 1)] {
         let w = c.wait_for(&format!("{code}: pid {}", c.pid_of(code)), WAIT);
-        assert!(w.contains("WARN"), "{w}");
+        assert!(w.contains(" WARNING "), "{w}");
         for want in [
             format!("listens on 0.0.0.0:{port}, every interface"),
             "bindAddress 127.0.0.1".to_string(),

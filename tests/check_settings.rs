@@ -1,7 +1,8 @@
 //! The settings' start-up answers through the real binary: every number's bound, the server
 //! command's program and node script, `adminAddress` (a port number, and the ports it must
 //! leave), the real source of a setting in every message, a fractional `stats.intervalMinutes`
-//! and the sample period the launcher tells the processes, and the tx endpoints in the plan.
+//! and the sample period the launcher tells the processes, the tx endpoints in the plan, and a
+//! host name for `bindAddress` (refused, saying why).
 //! Each failure is one line naming the setting, exit 1, before anything starts.
 
 use crate::common;
@@ -225,8 +226,53 @@ fn an_admin_address_on_the_client_port_or_a_process_port_is_refused_naming_both(
 }
 
 #[test]
+fn a_host_name_bind_address_is_refused_naming_the_setting_and_why() {
+    // spec: ROLE-9 (the processes are reached at bindAddress); proposed DEC: an IP address, not
+    // a host name. The processes resolve a name for themselves (Node 17+ takes whichever address
+    // the system lists first, ::1 or 127.0.0.1) and the launcher must reach that same one.
+    let mut names = vec!["localhost".to_string()];
+    // A name of /etc/hosts other than localhost, where the host has one.
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    if let Some(name) = hosts
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split_whitespace().skip(1))
+        .find(|n| *n != "localhost" && n.parse::<std::net::IpAddr>().is_err())
+    {
+        names.push(name.to_string());
+    }
+    for name in &names {
+        let config = sim_config(json!({"server": {"cluster": {"bindAddress": name}}}));
+        let out = check(&config, &[]);
+        let shown = format!("server.cluster.bindAddress = \"{name}\"");
+        let needles = [
+            shown.as_str(),
+            "not a host name",
+            "resolves a name for itself",
+            "\"127.0.0.1\" for localhost",
+        ];
+        assert_refused(&out, &needles);
+        assert_eq!(out.stderr.lines().count(), 1, "one line:\n{}", out.all());
+        // At start too: exit 1 at once, nothing started.
+        let dir = tempfile::tempdir().expect("data dir");
+        std::fs::write(dir.path().join("config.json"), &config).expect("write config.json");
+        let out = run_bounded(&mut launcher_command(dir.path()), CHECK_LIMIT);
+        assert_refused(&out, &needles);
+        assert!(!out.stderr.contains("started"), "{}", out.all());
+    }
+    // Its addresses are taken as they are.
+    for ip in ["127.0.0.1", "::1", "0.0.0.0", "::"] {
+        let out = check(
+            &sim_config(json!({"server": {"cluster": {"bindAddress": ip}}})),
+            &[],
+        );
+        assert_eq!(out.code, Some(0), "{ip}: {}", out.all());
+    }
+}
+
+#[test]
 fn a_fractional_interval_minutes_is_taken_and_sets_the_sample_period() {
-    // Issue 18: 0.5 stopped the launcher at start; FHIRsmith reads it as 30 s. The spec's
+    // spec: DEC-28. Issue 18: 0.5 stopped the launcher at start; FHIRsmith reads it as 30 s. The spec's
     // sample period with a role: a minute, or stats.intervalMinutes if shorter; the launcher
     // says it in `hello`.
     let out = check(&sim_config(json!({"stats": {"intervalMinutes": 0.5}})), &[]);

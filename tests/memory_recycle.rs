@@ -236,3 +236,26 @@ fn a_recycled_worker_that_ignores_sigterm_gets_sigkill_after_kill_seconds_then_s
     drop(c);
     drop(group);
 }
+
+#[test]
+fn a_worker_that_has_not_grown_is_left_running_with_one_warning() {
+    // spec: RECYCLE-12, DEC-4 (with a cgroup): the group is over the threshold because the
+    // master grew, tx1 has not, so recycling it would not help: one WARNING line (the word in
+    // it, for `grep WARNING`), and tx1 left running.
+    let group = MemCgroup::for_test("recycle-12", Some(LIMIT));
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({"server": {"cluster": {"recycleSeconds": 2, "drainSeconds": 5}}}))
+        .start_wrapped(&group.wrapper());
+    let tx1 = c.pid_of("tx1");
+    let r = c.direct(0, "POST", "/sim/alloc?mb=360");
+    assert_eq!(r.status, 200, "alloc: {}", r.text());
+    let needle = "would come back over the threshold, so it is left running";
+    let line = c.wait_for(needle, Duration::from_secs(20));
+    assert!(line.contains(" WARNING ") && line.contains("tx1"), "{line}");
+    holds_for(
+        "one warning, tx1 left running",
+        Duration::from_secs(4),
+        || c.count_lines(needle) == 1 && alive(tx1) && c.line_index("tx1: recycling").is_none(),
+    );
+}

@@ -36,7 +36,7 @@ fn outward_ipv4() -> Option<Ipv4Addr> {
 
 #[test]
 fn by_default_it_answers_on_ipv4_and_on_ipv6_loopback() {
-    // spec: LAUNCH-6 (every interface, IPv6 too)
+    // spec: LAUNCH-15 (every interface, IPv6 as well as IPv4), LAUNCH-6
     let mut c = cluster().workers(1).start();
     let line = c.wait_for("listening on port", Duration::from_secs(5));
     assert_eq!(c.get("/r4/metadata").status, 200, "127.0.0.1");
@@ -87,6 +87,7 @@ fn by_default_it_answers_on_ipv4_and_on_ipv6_loopback() {
 
 #[test]
 fn listen_address_127_0_0_1_answers_on_loopback_only() {
+    // spec: LAUNCH-15 ("unless told an address")
     let mut c = cluster()
         .workers(1)
         .config(json!({"server": {"cluster": {"listenAddress": "127.0.0.1"}}}))

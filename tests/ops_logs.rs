@@ -117,7 +117,8 @@ fn launcher_lines(lines: &[String]) -> Vec<&str> {
 fn priority_of(level: &str) -> Option<u8> {
     match level {
         "ERROR" => Some(3),
-        "WARN" => Some(4),
+        // text says WARNING, JSON says WARN
+        "WARN" | "WARNING" => Some(4),
         "INFO" => Some(6),
         "DEBUG" => Some(7),
         _ => None,
@@ -182,6 +183,38 @@ fn under_the_journal_each_line_has_its_priority_and_no_timestamp_and_elsewhere_n
 }
 
 #[test]
+fn a_warning_line_says_warning_in_text_and_warn_in_json() {
+    // spec: MEM-10, MEM-11, MEM-13, RECYCLE-12 (the launcher "logs a WARNING": in text every
+    // warn-level line of its own carries the word, for `grep WARNING`); JSON keeps tracing's WARN
+    let text = short_run("text", Journal::Unset, &[]);
+    let exited = text
+        .iter()
+        .find(|l| l.contains("m0: exited"))
+        .unwrap_or_else(|| panic!("no exit line: {text:#?}"));
+    assert_eq!(
+        exited.split_whitespace().nth(1),
+        Some("WARNING"),
+        "{exited}"
+    );
+    let warnings: Vec<&String> = text.iter().filter(|l| l.contains("WARNING")).collect();
+    assert!(
+        warnings.iter().all(|l| !l.contains("WARNING WARNING")),
+        "{warnings:#?}"
+    );
+    let json = short_run("json", Journal::Unset, &[]);
+    let exited: Value = json
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("m0: exited"))
+        })
+        .unwrap_or_else(|| panic!("no exit line: {json:#?}"));
+    assert_eq!(exited["level"], "WARN", "{exited}");
+}
+
+#[test]
 fn log_level_chooses_the_launchers_lines_written() {
     let has = |lines: &[String], level: &str| {
         launcher_lines(lines)
@@ -192,7 +225,7 @@ fn log_level_chooses_the_launchers_lines_written() {
     assert!(has(&debug, "DEBUG") && has(&debug, "INFO"), "{debug:#?}");
     let errors = short_run("text", Journal::Unset, &["--log-level", "error"]);
     assert!(
-        !has(&errors, "INFO") && !has(&errors, "WARN"),
+        !has(&errors, "INFO") && !has(&errors, "WARNING"),
         "{errors:#?}"
     );
     assert!(has(&errors, "ERROR"), "{errors:#?}");

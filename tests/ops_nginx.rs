@@ -265,7 +265,8 @@ fn issuer(id: &str) -> &str {
 #[test]
 fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and_a_down_hosts_ids_to_cache_id_unknown(
 ) {
-    // spec: ROUTE-3a, ROUTE-3c, ROUTE-1 (one level up, across hosts)
+    // spec: ROUTE-3a, ROUTE-3c, ROUTE-1a, ROUTE-2a (one level up, across hosts: cache-ids to
+    // their issuer's host, `$closure` and the master's pages to the master host's master)
     let a = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": { "hostPrefix": "a" } } }))

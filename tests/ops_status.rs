@@ -292,7 +292,7 @@ fn a_tx_endpoint_nobody_uses_is_warned_about_once_naming_the_prefix() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains(" WARNING "), "{line}");
     assert!(line.contains("the most common prefix was /4_0_0"), "{line}");
     assert!(line.contains("modules.tx.endpoints (/r4)"), "{line}");
     // Once per run.

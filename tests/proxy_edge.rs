@@ -1,5 +1,5 @@
 //! The front door's edges that the other proxy tests don't reach: the few limits of its own it
-//! keeps on clients, a decision (cluster.md, Headers: it departs from EDGE-5 there and nowhere
+//! keeps on clients, DEC-31 (it departs from EDGE-5 there and nowhere
 //! else), and its own refusals stay out of the graphs' refusal counts, which are the memory
 //! guard's alone (QUEUE-18).
 
@@ -13,7 +13,7 @@ use serde_json::json;
 
 #[test]
 fn the_launchers_own_limits_on_clients_are_only_those_it_decided_on() {
-    // decision: cluster.md "Limits of its own on clients" (departs from EDGE-5)
+    // spec: DEC-31 (the launcher's own limits on clients; the departure from EDGE-5)
     // What a request carries passes whole (nginx in front sets client_max_body_size)...
     let c = cluster()
         .workers(1)

@@ -249,6 +249,7 @@ fn in_a_crowd_a_kept_alive_connections_next_request_waits_in_the_lobby() {
 
 #[test]
 fn a_head_still_arriving_is_cut_off_at_the_header_timeout_counted_from_the_accept() {
+    // spec: DEC-31
     // hyper's header timer starts at the accept; a head begun 2 s later still has only the
     // 1 s left, not a new 3 s.
     let c = cluster()

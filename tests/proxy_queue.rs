@@ -21,7 +21,8 @@ fn a_surge_past_capacity_gets_503_retry_after_5_and_connection_close_after_queue
         .workers(1)
         .env("SIM_COST_EXPAND_MS", "200")
         .config(json!({ "server": { "cluster": {
-            "maxOutstanding": 2, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 0.5
+            "maxOutstanding": 2, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 0.5,
+            "saturatedPercent": 0
         } } }))
         .start();
     let addr = c.addr();

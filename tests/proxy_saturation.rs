@@ -46,6 +46,7 @@ fn one_process(expand_ms: u64, saturated_percent: u32) -> (Cluster, u16) {
 
 #[test]
 fn a_saturated_process_is_held_to_one_heavy_request_and_the_lane_passes_the_rest() {
+    // spec: DEC-29
     let (c, admin) = one_process(20_000, 90);
     let addr = c.addr();
     // One long `$expand` keeps the loop busy all the time: saturated within a few samples.
@@ -117,6 +118,7 @@ fn probe_median(addr: SocketAddr, n: usize) -> Duration {
 
 #[test]
 fn a_cheap_request_waits_behind_one_heavy_turn_while_held_not_behind_every_one() {
+    // spec: DEC-29
     // The same 8 long `$expand`s on two one-process clusters: one held (1 running, 7 waiting
     // in the launcher), one with saturatedPercent 0 (all 8 running). A `$lookup` waits one
     // 25 ms turn per heavy request running, so the held one answers it several times sooner;
@@ -157,6 +159,7 @@ fn a_cheap_request_waits_behind_one_heavy_turn_while_held_not_behind_every_one()
 
 #[test]
 fn with_saturated_percent_0_a_busy_process_gets_max_outstanding_as_the_spec_says() {
+    // spec: DEC-29, QUEUE-1 (with the hold off, a CPU-bound process gets maxOutstanding)
     let (c, admin) = one_process(20_000, 0);
     let addr = c.addr();
     expands(addr, 1);
@@ -184,6 +187,7 @@ fn with_saturated_percent_0_a_busy_process_gets_max_outstanding_as_the_spec_says
 
 #[test]
 fn saturation_ends_when_the_loop_has_nothing_to_do() {
+    // spec: DEC-29
     let (c, admin) = one_process(1_500, 90);
     let addr = c.addr();
     let worker = std::thread::spawn(move || {
@@ -219,6 +223,7 @@ fn saturation_ends_when_the_loop_has_nothing_to_do() {
 
 #[test]
 fn saturated_percent_is_taken_live_on_reload() {
+    // spec: DEC-29
     let (c, admin) = one_process(20_000, 0);
     let addr = c.addr();
     let mut config = c.config.clone();

@@ -1,6 +1,8 @@
 //! Which sign makes a process ready (LAUNCH-3, DEC-27), on the real binaries: a process that
 //! speaks the IPC protocol (its `hello` came) is ready only on its `ready` message, however long
-//! it has been listening; a server with no channel is ready by its own listening socket.
+//! it has been listening; a server with no channel is ready by its own listening socket; and a
+//! child that never says `hello` but says `ready` just after it listens (FHIRsmith 1.0.0) is
+//! ready by its message, the socket counting only after a second of silence.
 
 use crate::common;
 
@@ -111,5 +113,49 @@ fn a_server_without_the_channel_is_ready_by_its_listening_socket() {
     c.wait_until_listening(Duration::from_secs(10));
     poll("both processes serve", Duration::from_secs(10), || {
         (c.get("/r4/CodeSystem/$lookup?system=x&code=y").served_by() == "tx1").then_some(())
+    });
+}
+
+/// A Node child as FHIRsmith is today: no `hello`, listens, says `ready` 0.5 s later.
+const LISTEN_THEN_READY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/listen-then-ready.js"
+);
+
+#[test]
+fn a_child_that_never_says_hello_and_says_ready_just_after_it_listens_is_ready_by_its_message() {
+    // spec: DEC-27 (the 1 s grace: a socket counts only after a second of silence, so a child
+    // that says `ready` 0.5 s after it listens, as FHIRsmith does, is ready by its message),
+    // LAUNCH-3, ROUTE-4c
+    let mut c = cluster()
+        .workers(1)
+        .command(&["node", LISTEN_THEN_READY])
+        .spawn();
+    let line = c.wait_for("m0: ready", Duration::from_secs(20));
+    assert!(line.contains("(said so on its channel)"), "{line}");
+    c.wait_until_listening(Duration::from_secs(10));
+    // tx1 starts once m0 is ready; while it listens and has not said `ready`, the launcher
+    // sends it nothing: every answer comes from a process that had said it.
+    let tx1 = c.internal + 1;
+    wait_accepting(tx1, "tx1 listening");
+    let mut asked = 0;
+    while c.line_index("tx1: ready").is_none() {
+        let r = c.get("/r4/CodeSystem/$lookup?system=x&code=y");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(
+            r.header("x-said-ready"),
+            Some("yes"),
+            "{} served before its ready:\n{}",
+            r.served_by(),
+            c.log_lines().join("\n")
+        );
+        asked += 1;
+        assert!(asked < 10_000, "tx1 never became ready");
+    }
+    let line = c.wait_for("tx1: ready", Duration::from_secs(20));
+    assert!(line.contains("(said so on its channel)"), "{line}");
+    poll("a request served by tx1", Duration::from_secs(10), || {
+        let r = c.get("/r4/CodeSystem/$lookup?system=x&code=y");
+        (r.served_by() == "tx1" && r.header("x-said-ready") == Some("yes")).then_some(())
     });
 }

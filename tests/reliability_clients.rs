@@ -76,6 +76,7 @@ fn trickle(addr: SocketAddr, every: Duration, give_up: Duration) -> Option<Durat
 
 #[test]
 fn headers_sent_a_byte_at_a_time_are_cut_off_by_the_header_timeout_and_slow_nobody() {
+    // spec: DEC-31 (headerTimeoutSeconds)
     let c = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": { "headerTimeoutSeconds": 1 } } }))
@@ -795,7 +796,8 @@ fn metric(admin: SocketAddr, series: &str) -> Option<u64> {
 
 #[test]
 fn responses_held_for_clients_that_never_read_stay_within_buffer_max_mb() {
-    // spec: STREAM-1, STREAM-4
+    // spec: DEC-30 (past the budget a response is streamed and keeps its slot: the departure
+    // from STREAM-1), STREAM-4
     const STUCK: usize = 24;
     const MB: u64 = 16;
     const BUDGET_MB: u64 = 32;

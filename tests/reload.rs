@@ -82,6 +82,50 @@ fn a_bad_config_is_refused_and_the_cluster_carries_on() {
 }
 
 #[test]
+fn a_reload_that_raises_workers_into_server_port_is_refused_and_the_count_stays() {
+    // spec: DEC-21 (the internalPort range is checked again whenever the count changes), CONF-10
+    // The processes' ports start below server.port: one worker fits (base, base + 1), a second
+    // would take base + 2, server.port itself.
+    let base = free_ports(4);
+    let dir = tempfile::tempdir().expect("temp data dir");
+    let config = json!({
+        "server": { "port": base + 2, "cluster": {
+            "internalPort": base, "workers": 1, "command": [SIM],
+            "statusSeconds": 1, "killSeconds": 5
+        } },
+        "modules": { "tx": { "endpoints": [ { "path": "/r4" } ] } }
+    });
+    let mut c = launch(dir, config, &[], &[], &[]);
+    c.wait_for("m0: ready", Duration::from_secs(20));
+    c.wait_for("tx1: ready", Duration::from_secs(20));
+    c.wait_until_listening(Duration::from_secs(10));
+    let pids: Vec<i32> = ["m0", "tx1"].iter().map(|p| c.pid_of(p)).collect();
+
+    rewrite(&c, json!({ "server": { "cluster": { "workers": 2 } } }));
+    c.signal(SIGHUP);
+    let line = refusal(&c, 1);
+    for part in [
+        "server.cluster.internalPort",
+        &format!("{base}-{}", base + 2),
+        &(base + 2).to_string(),
+    ] {
+        assert!(line.contains(part), "{part:?} in: {line}");
+    }
+    holds_for(
+        "no worker more, nothing restarted",
+        Duration::from_millis(1500),
+        || c.line_index("tx2: started").is_none() && c.count_lines("reload: workers") == 0,
+    );
+    let after: Vec<i32> = ["m0", "tx1"].iter().map(|p| c.pid_of(p)).collect();
+    assert_eq!(pids, after, "the same processes");
+    let by = served_by(&c, 6);
+    assert!(
+        by.iter().all(|b| b == "m0" || b == "tx1"),
+        "the launcher still serves on server.port: {by:?}"
+    );
+}
+
+#[test]
 fn changed_queue_settings_take_effect_and_launcher_only_ones_wait_for_the_next_start() {
     // spec: QUEUE-4 (with the reloaded maxOutstanding and queueSeconds)
     let c = cluster()

@@ -280,7 +280,10 @@ fn in_a_memory_cgroup_too_small_for_one_worker_one_starts_with_warnings_naming_t
     assert!(line.contains("memory fits 0"), "{line}");
     check_decision(&line, &cpus);
     let warning = c.wait_for("not even one worker fits in memory", secs(5));
-    assert!(warning.contains(" WARN "), "a warning: {warning}");
+    assert!(
+        warning.contains(" WARNING "),
+        "a WARNING (MEM-10): {warning}"
+    );
     for figure in [
         "each worker about",
         "in use now",
@@ -294,8 +297,23 @@ fn in_a_memory_cgroup_too_small_for_one_worker_one_starts_with_warnings_naming_t
     let idle = idle_line(&mut c, 1);
     // MEM-13: less than the headroom left under the threshold is a WARNING.
     assert!(
-        idle.contains(" WARN ") && idle.contains("less than memoryHeadroomGB 2 to spare"),
+        idle.contains(" WARNING ") && idle.contains("less than memoryHeadroomGB 2 to spare"),
         "{idle}"
     );
     assert!(c.line_index("tx2: started").is_none());
+}
+
+#[test]
+fn workers_given_that_do_not_fit_all_start_with_a_warning_line() {
+    // spec: MEM-11, DEC-2 (all start; one WARNING line, the word in it for `grep WARNING`)
+    const LIMIT: u64 = 256 << 20;
+    let group = MemCgroup::for_test("sizing-given", Some(LIMIT));
+    let mut c = cluster().workers(2).spawn_wrapped(&group.wrapper());
+    let warning = c.wait_for("2 workers asked for", secs(20));
+    assert!(warning.contains(" WARNING "), "a WARNING: {warning}");
+    assert!(
+        warning.contains("but only 0 fit in memory") && warning.contains("starting all 2"),
+        "{warning}"
+    );
+    c.wait_for("tx2: ready", secs(20));
 }

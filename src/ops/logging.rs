@@ -3,6 +3,10 @@
 //! top level), and where: every line goes into the one bounded log queue (`log_queue.rs`), so
 //! writing a log line never waits on a stuck stderr. Under the journal (`journald.rs`) each line
 //! starts with its syslog priority and carries no timestamp of its own.
+//!
+//! In text, a warning's level is written `WARNING`, not tracing's `WARN`: the spec says the
+//! launcher "logs a `WARNING`" (MEM-10, MEM-11, MEM-13, RECYCLE-12), and `grep WARNING` is what
+//! its readers will try. JSON keeps `"level": "WARN"`, the name log shippers map.
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -27,6 +31,7 @@ pub(crate) fn init(format: LogFormat, level: &LogLevel, journal: Journal) {
     let (filter, handle) = reload::Layer::new(env_filter(level));
     let writer = QueueWriter {
         journal: journal.stderr,
+        warning_word: format == LogFormat::Text,
     };
     let lines = tracing_subscriber::fmt::layer()
         .with_target(false)
@@ -105,6 +110,8 @@ pub(crate) fn capture(log: impl FnOnce()) -> Vec<u8> {
 /// formatter is done with it, never waiting.
 struct QueueWriter {
     journal: bool,
+    /// Text: a warning's level is written `WARNING` (the module notes say why).
+    warning_word: bool,
 }
 
 impl<'a> MakeWriter<'a> for QueueWriter {
@@ -123,6 +130,7 @@ impl QueueWriter {
     fn for_level(&self, level: &Level) -> EventLine {
         EventLine {
             priority: self.journal.then(|| priority(level)),
+            warning: self.warning_word && *level == Level::WARN,
             buf: Vec::with_capacity(256),
         }
     }
@@ -131,7 +139,19 @@ impl QueueWriter {
 /// One event's text, queued when dropped.
 pub(crate) struct EventLine {
     priority: Option<u8>,
+    /// A warning in text: its level is written `WARNING`.
+    warning: bool,
     buf: Vec<u8>,
+}
+
+/// A text line of tracing's at WARN level with the level written `WARNING`. The level is the
+/// first `WARN` in the line: only the timestamp (digits and punctuation) or, on a terminal, a
+/// colour code comes before it.
+fn warning_word(mut line: Vec<u8>) -> Vec<u8> {
+    if let Some(at) = line.windows(4).position(|w| w == b"WARN") {
+        line.splice(at + 4..at + 4, *b"ING");
+    }
+    line
 }
 
 impl Write for EventLine {
@@ -150,7 +170,11 @@ impl Drop for EventLine {
         if self.buf.is_empty() {
             return;
         }
-        let line = lines_with_priority(self.priority, std::mem::take(&mut self.buf));
+        let mut buf = std::mem::take(&mut self.buf);
+        if self.warning {
+            buf = warning_word(buf);
+        }
+        let line = lines_with_priority(self.priority, buf);
         let line = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
             Some(captured) => {
                 captured.extend_from_slice(&line);
@@ -161,5 +185,39 @@ impl Drop for EventLine {
         if let Some(line) = line {
             queue().push(Target::Stderr, Source::Launcher, line);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_warning_says_warning_where_tracing_says_warn() {
+        // spec: MEM-10, MEM-11, MEM-13, RECYCLE-12 (the spec's word, for `grep WARNING`)
+        let line = b"2026-12-01T10:00:00.000000Z  WARN not even one worker fits in memory\n";
+        assert_eq!(
+            warning_word(line.to_vec()),
+            b"2026-12-01T10:00:00.000000Z  WARNING not even one worker fits in memory\n"
+        );
+        // on a terminal: inside the colour code; under the journal: no timestamp
+        assert_eq!(
+            warning_word(b"\x1b[33m WARN\x1b[0m x WARN y".to_vec()),
+            b"\x1b[33m WARNING\x1b[0m x WARN y"
+        );
+        assert_eq!(warning_word(b" WARN x".to_vec()), b" WARNING x");
+        assert_eq!(warning_word(b"no level".to_vec()), b"no level");
+        let w = QueueWriter {
+            journal: false,
+            warning_word: true,
+        };
+        assert!(w.for_level(&Level::WARN).warning);
+        assert!(!w.for_level(&Level::INFO).warning);
+        assert!(!w.for_level(&Level::ERROR).warning);
+        let json = QueueWriter {
+            journal: false,
+            warning_word: false,
+        };
+        assert!(!json.for_level(&Level::WARN).warning, "JSON keeps \"WARN\"");
     }
 }

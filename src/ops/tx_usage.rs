@@ -83,7 +83,7 @@ impl TxUsage {
             .max_by_key(|(p, n)| (**n, std::cmp::Reverse(p.as_str())))?;
         self.warned = true;
         Some(format!(
-            "WARNING: in the last {} no tx request reached the tx processes, while {} \
+            "in the last {} no tx request reached the tx processes, while {} \
              tx-capable requests went to the master because their paths are outside \
              modules.tx.endpoints ({}); the most common prefix was {prefix} ({n}). If that is \
              the server's FHIR base, add it to modules.tx.endpoints: the {workers} worker(s) sit \

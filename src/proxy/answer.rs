@@ -284,6 +284,7 @@ mod tests {
 
     #[test]
     fn a_head_too_large_is_431_closed_and_whole_as_bytes() {
+        // spec: DEC-31
         let a = Answer::HeadTooLarge { max_kb: 32 };
         let r = a.respond();
         assert_eq!(r.status(), 431);
@@ -306,6 +307,7 @@ mod tests {
 
     #[test]
     fn a_body_that_never_came_is_408_and_closes() {
+        // spec: DEC-31
         let r = Answer::RequestTimeout.respond();
         assert_eq!(r.status(), 408);
         assert_eq!(r.headers()[CONNECTION], "close");

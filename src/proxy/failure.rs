@@ -242,6 +242,7 @@ mod tests {
 
     #[test]
     fn the_clients_own_doing_is_counted_against_no_process() {
+        // spec: DEC-31 (408 and 431 are the launcher's own answers, counted against no process)
         let front = test_front(1);
         let late = Failure::BodyLate {
             waited: Duration::from_secs(10),

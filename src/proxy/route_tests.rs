@@ -261,6 +261,7 @@ fn options_is_routed_by_the_same_rules_but_not_counted() {
 
 #[test]
 fn bad_targets_are_refused() {
+    // spec: DEC-31 (an unroutable target is the launcher's own 400)
     let t = table(false, false, false);
     let bad = |target: &str| {
         t.route(&RequestHead {

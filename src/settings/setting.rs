@@ -396,6 +396,7 @@ macro_rules! settings_table {
     (@kind text) => { Kind::Text };
     (@kind words) => { Kind::Words };
     (@kind address) => { Kind::Address };
+    (@kind bind_address) => { Kind::Address };
     (@kind admin_address) => { Kind::AdminAddress };
     (@kind log_format) => { Kind::LogFormat };
     (@kind log_level) => { Kind::LogLevel };
@@ -416,6 +417,7 @@ macro_rules! settings_table {
     (@read $r:ident, $d:expr, text) => { $r.string() };
     (@read $r:ident, $d:expr, words) => { $r.words() };
     (@read $r:ident, $d:expr, address) => { super::table::address($r) };
+    (@read $r:ident, $d:expr, bind_address) => { super::table::bind_address($r) };
     (@read $r:ident, $d:expr, admin_address) => { super::table::admin_address($r) };
     (@read $r:ident, $d:expr, log_format) => { super::table::log_format($r) };
     (@read $r:ident, $d:expr, log_level) => { super::table::log_level($r) };

@@ -52,7 +52,7 @@ settings_table! {
             flag "--master-serves-tx" master_serves_tx]
         internal_port ["server.cluster.internalPort", 3001, port, Launcher,
             flag "--internal-port" internal_port, unset "port + 1" (internal_port_default)]
-        bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), address, Launcher]
+        bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), bind_address, Launcher]
         drain ["server.cluster.drainSeconds", secs(30), seconds, Live]
         max_outstanding ["server.cluster.maxOutstanding", 16, whole(0, MAX_COUNT), Live]
         queue ["server.cluster.queueSeconds", secs(1), seconds, Live]
@@ -163,6 +163,22 @@ pub(super) fn address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
             r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\"")
         ),
     }
+}
+
+/// `server.cluster.bindAddress`: an IP address, never a host name (proposed DEC: the processes
+/// read the name from config.json and resolve it for themselves, Node 17+ taking whichever
+/// address the system lists first, `::1` or `127.0.0.1`, nodejs/node#40537; the launcher,
+/// resolving it apart, could reach for the one they don't listen on). Refused at start with
+/// that reason, as every bad setting is.
+pub(super) fn bind_address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
+    address(r).map_err(|_| {
+        r.invalid(
+            "must be an IP address, not a host name: each process resolves a name for itself \
+             (Node takes whichever address the system lists first, ::1 or 127.0.0.1) and the \
+             launcher must reach it at that same address; write the address, e.g. \"127.0.0.1\" \
+             for localhost, \"::1\", \"0.0.0.0\" or \"::\"",
+        )
+    })
 }
 
 /// `server.cluster.adminAddress`: a port (JSON number or text; on loopback, as README writes

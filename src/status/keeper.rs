@@ -26,6 +26,9 @@ use crate::settings::Settings;
 /// channel is at most 1 MiB).
 const EVENTS_PER_MESSAGE: usize = 500;
 const EVENT_BYTES_PER_MESSAGE: usize = 256 * 1024;
+/// History changes held for the master at most before the whole history replaces them
+/// (DEC-32; the mailbox has the same bound for what the master's channel has not taken).
+const MAX_UPDATES: usize = 1000;
 
 /// The launcher's view for its own endpoints.
 #[derive(Clone, Debug)]
@@ -85,13 +88,19 @@ impl Row {
 
 pub struct Keeper {
     rows: Vec<Row>,
+    /// Every process's code by index, kept when its row goes (a worker retired by a reload):
+    /// what the front door counted against it since the last minute still reaches the report.
+    codes: Vec<String>,
     settings: SnapshotSettings,
     history: History,
     events: EventLog,
     outbox: Outbox,
     last_tally: Tally,
-    /// History changes not yet passed to the master.
+    /// History changes not yet passed to the master (at most [`MAX_UPDATES`]; past it they
+    /// give way to the whole history, `whole_due`).
     history_updates: Vec<Value>,
+    /// The master is to get the whole history instead of the changes dropped (DEC-32).
+    whole_due: bool,
     started: Instant,
     pid: u32,
 }
@@ -116,12 +125,14 @@ impl Keeper {
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
         Keeper {
             rows: specs.iter().map(Row::new).collect(),
+            codes: specs.iter().map(|s| s.code.clone()).collect(),
             settings: SnapshotSettings::from_settings(settings),
             history,
             events: EventLog::new(outbox.last_id(), ms),
             outbox,
             last_tally: Tally::default(),
             history_updates: Vec::new(),
+            whole_due: false,
             started: now,
             pid: std::process::id(),
         }
@@ -130,6 +141,12 @@ impl Keeper {
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
     /// beyond `specs` go, new ones start afresh; the others keep their record.
     pub fn resize_rows(&mut self, specs: &[ProcessSpec]) {
+        for (i, spec) in specs.iter().enumerate() {
+            match self.codes.get_mut(i) {
+                Some(code) => code.clone_from(&spec.code),
+                None => self.codes.push(spec.code.clone()),
+            }
+        }
         self.rows.truncate(specs.len());
         let have = self.rows.len();
         self.rows.extend(specs[have..].iter().map(Row::new));
@@ -159,7 +176,7 @@ impl Keeper {
         };
         let (code, role) = (row.code.clone(), row.role.as_str());
         let u = change(&mut self.history, &code, role, crate::clock::unix_ms());
-        self.history_updates.push(u);
+        self.queue_update(u);
     }
 
     /// A process was started: nothing it said before counts any more (STATUS-22).
@@ -215,7 +232,7 @@ impl Keeper {
             ExitFate::Restarting => self.history.process_restarting(&code, role, ms),
             ExitFate::Stopped | ExitFate::Died => self.history.process_unavailable(&code, role, ms),
         };
-        self.history_updates.push(u);
+        self.queue_update(u);
         if fate != ExitFate::Stopped {
             let ev = self.events.exited(&code, role, pid, exit, ms);
             self.hold(ev);
@@ -267,7 +284,7 @@ impl Keeper {
         };
         let rss = lives.get(id.index()).and_then(rss_of);
         let u = self.history.record_sample(&code, role, sample, rss, ms);
-        self.history_updates.push(u);
+        self.queue_update(u);
         if id.is_master() {
             let own = match readings.cgroup() {
                 Ok(c) if matches!(c.limit, CgroupLimit::Own(_)) => Some(c.anon),
@@ -276,7 +293,7 @@ impl Keeper {
             let every: Vec<Option<u64>> = lives.iter().map(rss_of).collect();
             let total = memory_total(own, &every);
             let u = self.history.record_memory_total(sample.at, total, ms);
-            self.history_updates.push(u);
+            self.queue_update(u);
         }
     }
 
@@ -326,18 +343,48 @@ impl Keeper {
     pub fn minute(&mut self, tally: Tally) {
         let ms = crate::clock::unix_ms();
         let last = std::mem::replace(&mut self.last_tally, tally);
-        let codes: Vec<String> = self.rows.iter().map(|r| r.code.clone()).collect();
-        let ev = self.last_tally.since(&last, &codes, &mut self.events, ms);
+        // Every code ever had, not only the rows': a worker retired since the last minute
+        // still has its 502s, 504s and lost cache-ids counted (EVENT-6..8).
+        let ev = self
+            .last_tally
+            .since(&last, &self.codes, &mut self.events, ms);
         self.hold(ev);
         self.outbox.save_history(&self.history, ms);
+        // DEC-32, EVENT-16: what a cap dropped this minute, in one line.
+        self.outbox.log_drops();
     }
 
-    /// The graph history's changes for the master, now that it is up.
+    /// A history change for the master. Past [`MAX_UPDATES`] waiting (the master down, or
+    /// not taking them) they are dropped and the whole history goes instead (DEC-32): it holds
+    /// every point they carried.
+    fn queue_update(&mut self, u: Value) {
+        if self.history_updates.len() >= MAX_UPDATES {
+            self.history_updates.clear();
+            self.whole_due = true;
+        }
+        self.history_updates.push(u);
+    }
+
+    /// The graph history's changes for the master, now that it is up (or the whole history,
+    /// when too many piled up).
     pub fn history_for_master(&mut self) -> Vec<ToChild> {
+        if std::mem::take(&mut self.whole_due) {
+            return vec![self.whole_history_for_master()];
+        }
         self.history_updates
             .drain(..)
             .map(|history| ToChild::History { history })
             .collect()
+    }
+
+    /// The whole graph history for the master, in place of the changes it has not taken
+    /// (DEC-32: a master not reading gets one whole history, not hours of changes).
+    pub fn whole_history_for_master(&mut self) -> ToChild {
+        self.history_updates.clear();
+        self.whole_due = false;
+        ToChild::History {
+            history: self.history.to_json(crate::clock::unix_ms()),
+        }
     }
 
     /// The next `events` message for the master and the last id in it, if any event waits
@@ -379,6 +426,7 @@ impl Keeper {
     /// hasn't confirmed goes (again) to it.
     pub fn master_ready(&mut self) -> Vec<ToChild> {
         self.history_updates.clear();
+        self.whole_due = false;
         self.outbox.resend();
         vec![ToChild::History {
             history: self.history.to_json(crate::clock::unix_ms()),
@@ -389,6 +437,7 @@ impl Keeper {
     /// it is back); events wait in the outbox.
     pub fn master_down(&mut self) {
         self.history_updates.clear();
+        self.whole_due = false;
         self.outbox.resend();
     }
 

@@ -9,8 +9,10 @@
 //! acknowledged it (`eventsReceived`) or, for a master that doesn't acknowledge, its channel
 //! write succeeded (the shell then calls [`Outbox::delivered`]). Queued for the channel is not
 //! delivered, so a master alive but not reading, or a launcher killed with events queued, loses
-//! none. The disk holds every event waiting; memory holds the oldest [`MAX_HELD`] and reads the
-//! rest back as they go. The highest id ever used is kept too, so ids go on increasing.
+//! none. The disk holds every event waiting, up to [`MAX_ON_DISK`] (DEC-32: beyond, the oldest
+//! is dropped, counted, and the drops logged once a minute); memory holds the oldest
+//! [`MAX_HELD`] and reads the rest back as they go. The highest id ever used is kept too, so ids
+//! go on increasing.
 //!
 //! The database is a convenience, not a duty: if it can't be opened or written (a read-only or
 //! full disk) the outbox logs one WARNING, takes back into memory what it can still read,
@@ -26,7 +28,7 @@ use tracing::warn;
 use super::events::Event;
 use super::history::History;
 use super::history_saver::HistorySaver;
-use super::pending::{Pending, MAX_HELD};
+use super::pending::{Pending, MAX_HELD, MAX_ON_DISK};
 
 /// The database's file name under `<data dir>/databases/`.
 pub const DB_FILE: &str = "fhircluster.db";
@@ -55,15 +57,28 @@ impl Outbox {
 
     /// Opens the database at `path`; on any failure, logs once and keeps everything in memory.
     pub fn open_at(path: &Path) -> Outbox {
+        Outbox::open_with_caps(path, MAX_HELD, MAX_ON_DISK)
+    }
+
+    /// The same with the window's and the disk's caps given (tests use small ones).
+    fn open_with_caps(path: &Path, window: usize, disk_cap: usize) -> Outbox {
         let mut outbox = Outbox::in_memory();
         outbox.path = path.to_path_buf();
-        match load(path) {
-            Ok((db, events, beyond, last_id, history)) => {
-                outbox.pending = Pending::with_cap(MAX_HELD, true);
+        match load(path, window, disk_cap) {
+            Ok(Loaded {
+                db,
+                events,
+                beyond,
+                last_id,
+                history,
+                dropped,
+            }) => {
+                outbox.pending = Pending::with_caps(window, disk_cap, true);
                 for ev in events {
                     outbox.pending.restore(ev);
                 }
                 outbox.pending.set_beyond(beyond);
+                outbox.pending.dropped_before(dropped);
                 outbox.last_id = last_id.max(outbox.pending.last_id().unwrap_or(0));
                 outbox.history = history;
                 outbox.db = Some(db);
@@ -100,7 +115,7 @@ impl Outbox {
         self.last_id
     }
 
-    /// Holds an event for the master (EVENT-15, EVENT-16, DEC-18).
+    /// Holds an event for the master (EVENT-15, EVENT-16, DEC-18, DEC-32).
     pub fn hold(&mut self, ev: Event) {
         self.last_id = self.last_id.max(ev.id);
         let held = self.pending.hold(ev);
@@ -122,6 +137,30 @@ impl Outbox {
             )?;
             Ok(())
         });
+        // At the disk's cap the oldest left the window: the next comes back from disk.
+        self.refill();
+    }
+
+    /// Called once a minute: the events dropped for a cap since the last call, in one line
+    /// (DEC-32, EVENT-16), none when none were.
+    pub fn log_drops(&mut self) {
+        let n = self.pending.take_dropped();
+        if n == 0 {
+            return;
+        }
+        if self.db.is_some() {
+            warn!(
+                "{n} cluster event(s) dropped in the last minute, the oldest first: the master \
+                 has not taken them and the database holds at most {} events",
+                self.pending.disk_cap()
+            );
+        } else {
+            warn!(
+                "{n} cluster event(s) dropped in the last minute, the oldest first: the master \
+                 has not taken them and memory holds at most {MAX_HELD} events (no \
+                 database)"
+            );
+        }
     }
 
     /// What waits in memory for the master, oldest first (EVENT-17).
@@ -251,7 +290,7 @@ impl Outbox {
             self.pending.restore(ev);
         }
         if lost > 0 {
-            warn!("WARNING: {lost} cluster events waiting on disk could not be read back: lost");
+            warn!("{lost} cluster events waiting on disk could not be read back: lost");
         }
     }
 
@@ -263,11 +302,22 @@ impl Outbox {
     }
 }
 
-/// The database, the oldest events waiting (at most [`MAX_HELD`]), how many more wait, the
-/// highest id used and the graph history.
-type Loaded = (Connection, Vec<Event>, u64, u64, Option<Value>);
+/// What an opened database holds.
+struct Loaded {
+    db: Connection,
+    /// The oldest events waiting (at most the window).
+    events: Vec<Event>,
+    /// How many more wait on disk only.
+    beyond: u64,
+    /// The highest id used.
+    last_id: u64,
+    history: Option<Value>,
+    /// Events dropped at the open, the database being over its cap (an older version kept
+    /// every event).
+    dropped: u64,
+}
 
-fn load(path: &Path) -> anyhow::Result<Loaded> {
+fn load(path: &Path, window: usize, disk_cap: usize) -> anyhow::Result<Loaded> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -280,18 +330,33 @@ fn load(path: &Path) -> anyhow::Result<Loaded> {
     }
     db.execute_batch("PRAGMA synchronous = NORMAL;")?;
     db.execute_batch(SCHEMA)?;
-    let events = read_events(&db, 0, MAX_HELD)?;
-    let total: i64 = db.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
-    let beyond = u64::try_from(total)
-        .unwrap_or(0)
-        .saturating_sub(events.len() as u64);
+    let count = |db: &Connection| -> rusqlite::Result<u64> {
+        let n: i64 = db.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    };
+    let over = count(&db)?.saturating_sub(disk_cap as u64);
+    if over > 0 {
+        db.execute(
+            "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?1)",
+            params![to_sql(over)],
+        )?;
+    }
+    let events = read_events(&db, 0, window)?;
+    let beyond = count(&db)?.saturating_sub(events.len() as u64);
     let meta = |key: &str| -> rusqlite::Result<Option<String>> {
         db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
     };
     let last_id = meta("lastId")?.and_then(|v| v.parse().ok()).unwrap_or(0);
     let history = meta("history")?.and_then(|v| serde_json::from_str(&v).ok());
-    Ok((db, events, beyond, last_id, history))
+    Ok(Loaded {
+        db,
+        events,
+        beyond,
+        last_id,
+        history,
+        dropped: over,
+    })
 }
 
 /// At most `max` events with ids above `after`, oldest first. A row this version can't read is

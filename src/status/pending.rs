@@ -11,9 +11,12 @@
 //! * **sent**, at or below `sent_up_to`: on its way to this master; not sent again to it, and
 //!   sent again to the next master should this one end first (`resend`);
 //! * **on disk only** (`beyond`): with a database, memory holds a window of the oldest
-//!   [`MAX_HELD`] events and the rest wait on disk, read back as the window empties. Nothing is
-//!   dropped. Without a database (a disk that can't be written) memory is all there is, and
-//!   beyond the cap the oldest event is dropped (EVENT-16, cluster.js's own limit), counted.
+//!   [`MAX_HELD`] events and the rest wait on disk, read back as the window empties. The disk
+//!   holds at most [`MAX_ON_DISK`] (DEC-32): beyond, the oldest event is dropped, counted, so a
+//!   master that never reads costs a bounded file. Without a database (a disk that can't be
+//!   written) memory is all there is, and beyond the cap the oldest event is dropped (EVENT-16,
+//!   cluster.js's own limit), counted. Either way the drops are logged once a minute
+//!   ([`Pending::take_dropped`]).
 //!
 //! A `counts` event is merged into the one waiting, if that one was never sent (DEC-18: one
 //! entry while they wait; a sent one may be at the master already, and merging it would count
@@ -25,6 +28,10 @@ use super::events::{Event, EventBody};
 
 /// Events held in memory at most (EVENT-16): beyond, on disk only (or, with no disk, dropped).
 pub const MAX_HELD: usize = 5000;
+/// Events held at most with a database, memory and disk together (DEC-32): beyond, the oldest
+/// is dropped. A day of a crash-looping cluster's events is far fewer; 100,000 events are a few
+/// tens of MB on disk.
+pub const MAX_ON_DISK: usize = 100_000;
 
 /// What holding an event did, so a copy (the outbox's database) can follow.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,6 +48,8 @@ pub struct Pending {
     /// The window in memory, oldest first, ids increasing.
     events: VecDeque<Event>,
     cap: usize,
+    /// With a database: events held at most, window and disk together (DEC-32).
+    disk_cap: usize,
     /// True with a database: beyond the cap, events wait on disk instead of being dropped.
     spill: bool,
     /// Events waiting on disk only, newer than every event in the window.
@@ -54,6 +63,8 @@ pub struct Pending {
     /// Ids up to this one were handed to some master (never reset): never merged again.
     ever_sent: u64,
     dropped: u64,
+    /// Of those, not yet taken for the once-a-minute log line.
+    dropped_unlogged: u64,
 }
 
 impl Default for Pending {
@@ -70,9 +81,17 @@ impl Pending {
 
     /// `spill`: events beyond `cap` wait on disk (the outbox has a database).
     pub fn with_cap(cap: usize, spill: bool) -> Pending {
+        Pending::with_caps(cap, MAX_ON_DISK, spill)
+    }
+
+    /// `disk_cap`: with `spill`, events held at most in memory and on disk together (taken as
+    /// at least `cap`).
+    pub fn with_caps(cap: usize, disk_cap: usize, spill: bool) -> Pending {
+        let cap = cap.max(1);
         Pending {
             events: VecDeque::new(),
-            cap: cap.max(1),
+            cap,
+            disk_cap: disk_cap.max(cap),
             spill,
             beyond: 0,
             counts_beyond: None,
@@ -80,6 +99,7 @@ impl Pending {
             sent_up_to: 0,
             ever_sent: 0,
             dropped: 0,
+            dropped_unlogged: 0,
         }
     }
 
@@ -125,6 +145,13 @@ impl Pending {
     }
 
     fn place(&mut self, ev: Event, mut removed: Vec<u64>) -> Held {
+        if self.spill && self.events.len() as u64 + self.beyond >= self.disk_cap as u64 {
+            // The disk is full (DEC-32): the oldest goes (from the window, which holds the
+            // oldest; the counts entry last), and the window reads the next back from disk.
+            if let Some(old) = self.drop_oldest() {
+                removed.push(old);
+            }
+        }
         if self.spill && (self.beyond > 0 || self.events.len() >= self.cap) {
             self.beyond += 1;
             if ev.is_counts() {
@@ -140,16 +167,41 @@ impl Pending {
         let mut held = Some(ev);
         while self.events.len() > self.cap {
             // No disk: the oldest goes, the counts entry last (the cap is on events, DEC-18).
-            let i = self.events.iter().position(|e| !e.is_counts()).unwrap_or(0);
-            if let Some(old) = self.events.remove(i) {
-                if held.as_ref().is_some_and(|h| h.id == old.id) {
-                    held = None;
-                }
-                removed.push(old.id);
-                self.dropped += 1;
+            let Some(old) = self.drop_oldest() else {
+                break;
+            };
+            if held.as_ref().is_some_and(|h| h.id == old) {
+                held = None;
             }
+            removed.push(old);
         }
         Held { removed, held }
+    }
+
+    /// Drops the oldest event in the window, the counts entry last (the cap is on events,
+    /// DEC-18), counted; its id.
+    fn drop_oldest(&mut self) -> Option<u64> {
+        let i = self.events.iter().position(|e| !e.is_counts()).unwrap_or(0);
+        let old = self.events.remove(i)?;
+        self.dropped += 1;
+        self.dropped_unlogged += 1;
+        Some(old.id)
+    }
+
+    /// Events dropped for a cap since the last call (for the once-a-minute log line).
+    pub fn take_dropped(&mut self) -> u64 {
+        std::mem::take(&mut self.dropped_unlogged)
+    }
+
+    /// Events dropped before this queue was made (the database was over its cap when opened).
+    pub fn dropped_before(&mut self, n: u64) {
+        self.dropped += n;
+        self.dropped_unlogged += n;
+    }
+
+    /// What memory and disk hold together at most with a database.
+    pub fn disk_cap(&self) -> usize {
+        self.disk_cap
     }
 
     /// How many events the window has room for while some wait on disk only (0 otherwise),

@@ -109,8 +109,8 @@ mod tests {
         assert_eq!(v["lost"]["tx1"]["badGateway502"], 2);
         assert_eq!(v["refused"]["queueWait"], 1);
         assert_eq!(v["writeTimeoutCloses"], 1);
-        // The next minute counts only what grew since: a row for a process beyond the codes
-        // (a worker retired) is left out.
+        // The next minute counts only what grew since: an index with no code (no such process;
+        // the keeper keeps the codes of retired workers) is left out.
         let second = Tally {
             lost: vec![lost([1, 0, 0]), lost([0, 2, 3]), lost([9, 9, 9])],
             refused: refused([1, 4, 2]),

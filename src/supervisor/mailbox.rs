@@ -3,8 +3,12 @@
 //! (a master alive but not reading), and passed on once it takes messages again. Counts are
 //! never dropped (DEC-18): a worker's later counts from the same run join the ones it has
 //! waiting (one entry each); past [`MASTER_MAILBOX`] entries, a worker's two oldest runs are
-//! merged into one, so memory stays bounded by the number of workers and nothing is lost. (The
-//! 5,000 cap on events is the outbox's, `status/pending.rs`.) Pure: the shell does the sending.
+//! merged into one, so memory stays bounded by the number of workers and nothing is lost. The
+//! graph history's changes are bounded too (DEC-32): past [`MAX_HISTORY_HELD`] of them waiting,
+//! they are all replaced by one whole history (which holds every point they carried), so a
+//! master alive but not reading for hours costs a bounded mailbox. (The 5,000 cap on events is
+//! the outbox's, `status/pending.rs`; snapshots are never held, a newer one follows.) Pure: the
+//! shell does the sending.
 
 use std::collections::VecDeque;
 
@@ -12,11 +16,26 @@ use crate::ipc::message::{RequestCounts, ToChild};
 
 /// Entries held before a worker's runs are merged to make room (never dropped).
 const MASTER_MAILBOX: usize = 5000;
+/// History changes held before they are replaced by the whole history (DEC-32): a minute of a
+/// 16-worker cluster's samples at 1 s, and a whole history is a few MB at most.
+const MAX_HISTORY_HELD: usize = 1000;
 
 #[derive(Debug)]
 pub(super) struct MasterMailbox {
     held: VecDeque<ToChild>,
     cap: usize,
+    /// How many of `held` are `History` messages.
+    history_held: usize,
+    history_cap: usize,
+}
+
+fn is_history(m: &ToChild) -> bool {
+    matches!(m, ToChild::History { .. })
+}
+
+/// A history message that replaces what the master has (`append: false`, DEC-17), not a change.
+fn is_whole_history(m: &ToChild) -> bool {
+    matches!(m, ToChild::History { history } if history.get("append") == Some(&serde_json::Value::Bool(false)))
 }
 
 impl Default for MasterMailbox {
@@ -30,6 +49,8 @@ impl MasterMailbox {
         MasterMailbox {
             held: VecDeque::new(),
             cap,
+            history_held: 0,
+            history_cap: MAX_HISTORY_HELD,
         }
     }
 
@@ -59,7 +80,23 @@ impl MasterMailbox {
         if self.held.len() >= self.cap {
             self.make_room();
         }
+        self.push(msg);
+    }
+
+    fn push(&mut self, msg: ToChild) {
+        if is_whole_history(&msg) {
+            // The whole history supersedes every change held before it.
+            self.drop_history();
+        }
+        if is_history(&msg) {
+            self.history_held += 1;
+        }
         self.held.push_back(msg);
+    }
+
+    fn drop_history(&mut self) {
+        self.held.retain(|m| !is_history(m));
+        self.history_held = 0;
     }
 
     /// Merges the oldest held counts of a worker that has two runs waiting into its next, so
@@ -92,9 +129,28 @@ impl MasterMailbox {
         }
     }
 
-    /// Holds the keeper's messages as they are (the master is up when they come).
+    /// Holds the keeper's messages as they are (the master is up when they come); a whole
+    /// history takes the place of the changes held before it.
     pub(super) fn append(&mut self, msgs: impl IntoIterator<Item = ToChild>) {
-        self.held.extend(msgs);
+        for msg in msgs {
+            self.push(msg);
+        }
+    }
+
+    /// Holds the graph history's changes; past [`MAX_HISTORY_HELD`] waiting (a master that
+    /// does not read), all of them give way to `whole()`, the whole history (DEC-32), so the
+    /// mailbox stays bounded and the master, when it reads again, has every point.
+    pub(super) fn append_history(
+        &mut self,
+        changes: Vec<ToChild>,
+        whole: impl FnOnce() -> ToChild,
+    ) {
+        if self.history_held + changes.len() > self.history_cap {
+            self.drop_history();
+            self.push(whole());
+        } else {
+            self.append(changes);
+        }
     }
 
     /// The oldest message held, to try to send; [`MasterMailbox::sent`] once it went.
@@ -104,7 +160,15 @@ impl MasterMailbox {
 
     /// The oldest message was queued for the master.
     pub(super) fn sent(&mut self) {
-        self.held.pop_front();
+        if self.held.pop_front().as_ref().is_some_and(is_history) {
+            self.history_held = self.history_held.saturating_sub(1);
+        }
+    }
+
+    /// Messages held (for a bound's test).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.held.len()
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -113,6 +177,7 @@ impl MasterMailbox {
 
     #[cfg(test)]
     fn take_all(&mut self) -> impl Iterator<Item = ToChild> + '_ {
+        self.history_held = 0;
         self.held.drain(..)
     }
 
@@ -124,10 +189,9 @@ impl MasterMailbox {
 
     /// The mailbox as the program before an in-place upgrade left it.
     pub(super) fn resumed(held: Vec<ToChild>) -> MasterMailbox {
-        MasterMailbox {
-            held: held.into(),
-            ..MasterMailbox::default()
-        }
+        let mut m = MasterMailbox::default();
+        m.append(held);
+        m
     }
 }
 
@@ -273,5 +337,83 @@ mod tests {
         m.append([ToChild::Events { events: vec![] }]);
         assert_eq!(taken(&mut m).len(), 1);
         assert!(taken(&mut m).is_empty());
+    }
+
+    fn change(code: &str, at: u64) -> ToChild {
+        ToChild::History {
+            history: serde_json::json!({"append": true, "processes": [{"code": code, "at": at}]}),
+        }
+    }
+
+    fn whole(at: u64) -> ToChild {
+        ToChild::History {
+            history: serde_json::json!({"append": false, "at": at}),
+        }
+    }
+
+    // spec: DEC-32 (what waits for a master alive but not reading is bounded: counts merged,
+    // history changes replaced by the whole history)
+    #[test]
+    fn a_master_that_stops_reading_for_an_hour_costs_a_bounded_mailbox_and_loses_no_count() {
+        let mut m = MasterMailbox::default();
+        let workers: Vec<String> = (1..=16).map(|i| format!("tx{i}")).collect();
+        let mut want = std::collections::BTreeMap::<String, u64>::new();
+        let mut most = 0;
+        // An hour of simulated time, a second a step: every process sends a sample a second
+        // (a history change each, and the memory Total), every worker its counts a minute;
+        // tx16 crash-loops, a new run (seq from 1) each minute. The master reads nothing.
+        for second in 0..3600u64 {
+            let mut changes: Vec<ToChild> = workers.iter().map(|c| change(c, second)).collect();
+            changes.push(change("m0", second));
+            changes.push(change("memoryTotal", second));
+            m.append_history(changes, || whole(second));
+            if second % 60 == 59 {
+                let minute = second / 60;
+                for code in &workers {
+                    let seq = if code == "tx16" { 1 } else { minute + 1 };
+                    m.post(from(code, counts(seq, second - 59, second + 1, 3, "read")));
+                    *want.entry(code.clone()).or_default() += 3;
+                }
+            }
+            most = most.max(m.len());
+        }
+        // The bound: the history's cap, a whole history, and the counts' own cap (a worker's
+        // runs merge past it); here the counts are 16 entries and tx16's 60 runs.
+        assert!(
+            most <= MAX_HISTORY_HELD + 1 + workers.len() + 60,
+            "the mailbox held up to {most} messages"
+        );
+        let held = taken(&mut m);
+        assert_eq!(totals(&held), want, "every request counted once");
+        // What the master gets when it reads again: one whole history, then the changes since.
+        let histories: Vec<&ToChild> = held.iter().filter(|msg| is_history(msg)).collect();
+        assert!(
+            histories.first().is_some_and(|h| is_whole_history(h)),
+            "the first history the master gets is whole"
+        );
+        assert_eq!(
+            histories.iter().filter(|h| is_whole_history(h)).count(),
+            1,
+            "the older changes gave way"
+        );
+        let last_at = |msg: &ToChild| match msg {
+            ToChild::History { history } => history["processes"][0]["at"].as_u64(),
+            _ => None,
+        };
+        assert_eq!(histories.last().and_then(|h| last_at(h)), Some(3599));
+    }
+
+    #[test]
+    fn a_whole_history_takes_the_place_of_the_changes_before_it() {
+        // spec: DEC-32, DEC-17 (a master back up gets the whole history; the changes held for
+        // the one before are superseded)
+        let mut m = MasterMailbox::default();
+        m.append([change("tx1", 1), change("tx1", 2)]);
+        m.post(from("tx1", counts(1, 0, 1, 1, "read")));
+        m.append([whole(3)]);
+        assert_eq!(
+            taken(&mut m),
+            vec![from("tx1", counts(1, 0, 1, 1, "read")), whole(3)]
+        );
     }
 }

@@ -155,7 +155,8 @@ mod tests {
 
     #[test]
     fn the_small_body_fits_the_fast_lane_and_the_large_one_does_not() {
-        // spec: LANE-9, LANE-10 (the bodies fall on either side of fastLaneMaxBytes, 1024)
+        // The load tool's own bodies, not the launcher's lane (its tests are in `proxy::lane`):
+        // sized either side of the default fastLaneMaxBytes (1024), so a run has both kinds.
         let small = small_validate_body().len();
         let large = large_validate_body().len();
         assert!((400..=520).contains(&small), "small body is {small} bytes");

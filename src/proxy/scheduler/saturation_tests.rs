@@ -7,6 +7,7 @@ use crate::proxy::lane::Lane;
 
 #[test]
 fn a_saturated_process_takes_only_min_normal_heavy_requests_and_the_lane_keeps_its_slots() {
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 1);
     h.s.set_saturated(P0, Some(4), h.now);
     assert!(h.s.load(P0).saturated);
@@ -28,6 +29,7 @@ fn a_saturated_process_takes_only_min_normal_heavy_requests_and_the_lane_keeps_i
 
 #[test]
 fn the_end_of_saturation_lets_waiting_requests_in_at_once() {
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 1);
     h.s.set_saturated(P0, Some(4), h.now);
     h.fill(4, Lane::Normal);
@@ -43,6 +45,7 @@ fn the_end_of_saturation_lets_waiting_requests_in_at_once() {
 
 #[test]
 fn heavy_requests_go_to_the_process_that_is_not_saturated() {
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 2);
     h.s.set_saturated(P0, Some(4), h.now);
     let to: Vec<_> = (0..12)
@@ -57,6 +60,7 @@ fn heavy_requests_go_to_the_process_that_is_not_saturated() {
 
 #[test]
 fn a_process_that_goes_down_comes_back_not_saturated() {
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 1);
     h.s.set_saturated(P0, Some(4), h.now);
     h.s.set_process(P0, ProcessState::Down, h.now);
@@ -71,7 +75,7 @@ fn a_process_that_goes_down_comes_back_not_saturated() {
 
 #[test]
 fn a_hold_of_one_runs_one_heavy_request_and_a_higher_hold_lets_the_next_in_at_once() {
-    // fhircluster's own (the adaptive hold, `proxy::saturation`)
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 1);
     h.s.set_saturated(P0, Some(1), h.now);
     assert_eq!(h.s.load(P0).held, Some(1));
@@ -97,6 +101,7 @@ fn a_hold_of_one_runs_one_heavy_request_and_a_higher_hold_lets_the_next_in_at_on
 
 #[test]
 fn growing_the_hold_dispatches_the_oldest_waiting_heavy_request_and_shrinking_evicts_none() {
+    // spec: DEC-29
     let mut h = Harness::new(cfg(16, 4, 4), 1);
     h.s.set_saturated(P0, Some(1), h.now);
     let first = h.any(Lane::Normal);

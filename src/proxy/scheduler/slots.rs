@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn normal_uses_up_to_max_or_more_while_few_normal_run() {
-        // spec: LANE-4, LANE-5, QUEUE-1
+        // spec: LANE-4, LANE-5, QUEUE-1 (the saturation hold off: `held` None, DEC-29)
         let l = limits(16, 4, 4);
         assert!(l.admits(s(15, 15), Lane::Normal, true, None));
         assert!(!l.admits(s(16, 16), Lane::Normal, true, None));
@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn cheap_requests_leave_room_for_min_normal_while_normal_wait() {
-        // spec: LANE-6
+        // spec: LANE-6 (the saturation hold off: `held` None, DEC-29)
         let l = limits(16, 4, 4);
         // 2 normal running: 2 more must stay free while normal requests wait
         assert!(l.admits(s(17, 2), Lane::Fast, true, None));
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn a_saturated_process_takes_normal_requests_only_up_to_min_normal() {
-        // fhircluster's own (saturation): the lane's rule is the same either way.
+        // spec: DEC-29 (the hold; the lane's rule is the same either way)
         let l = limits(16, 4, 4);
         assert!(l.admits(s(10, 3), Lane::Normal, true, Some(4)));
         assert!(!l.admits(s(4, 4), Lane::Normal, true, Some(4)));
@@ -220,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_hold_below_min_normal_admits_that_many_and_the_lane_reserves_no_more() {
-        // fhircluster's own (the adaptive hold): 1 ..= normalMinSlots, whatever the meter says
+        // spec: DEC-29 (the adaptive hold: 1 ..= normalMinSlots, whatever the meter says)
         let l = limits(16, 4, 4);
         assert!(l.admits(s(0, 0), Lane::Normal, true, Some(1)));
         assert!(!l.admits(s(1, 1), Lane::Normal, true, Some(1)));

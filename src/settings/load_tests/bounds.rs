@@ -120,7 +120,7 @@ fn workers_are_bounded_by_the_ports() {
 
 #[test]
 fn interval_minutes_takes_fractions_as_fhirsmith_does() {
-    // Issue 18: 0.5 stopped the launcher; FHIRsmith reads it as 30 s.
+    // spec: DEC-28 (issue 18: 0.5 stopped the launcher; FHIRsmith reads it as 30 s)
     let stats = |v: Value| Some(json!({"stats": v}));
     let s = ok(&[], &[], stats(json!({"intervalMinutes": 0.5})));
     assert_eq!(s.stats.interval_minutes, 0.5);
@@ -140,8 +140,8 @@ fn interval_minutes_takes_fractions_as_fhirsmith_does() {
 
 #[test]
 fn the_sample_period_is_a_minute_or_interval_minutes_if_shorter_unless_set() {
-    // spec: "stats.sampleSeconds ... Not set: a minute with a role (or stats.intervalMinutes,
-    // if shorter)"; the launcher tells the processes this in `hello`.
+    // spec: DEC-28 (0.5 → 30 s); "stats.sampleSeconds ... Not set: a minute with a role (or
+    // stats.intervalMinutes, if shorter)"; the launcher tells the processes this in `hello`.
     let period = |v: Value| {
         ok(&[], &[], Some(json!({ "stats": v })))
             .stats

@@ -325,10 +325,12 @@ fn instance_code_rule_and_bind_address() {
             .bind_address,
         "::"
     );
+    // ROLE-9; proposed DEC: a host name is refused, saying why (each process resolves it for
+    // itself, and the launcher must reach it at the same address).
     refused(
         settings(&[], &[], cluster(json!({"bindAddress": "localhost"}))),
         "server.cluster.bindAddress",
-        "IP address",
+        "not a host name",
     );
 }
 

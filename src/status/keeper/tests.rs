@@ -141,3 +141,69 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
     );
     assert_eq!(v["totals"]["restarts"], 2);
 }
+
+#[test]
+fn a_retired_workers_last_minute_reaches_the_report() {
+    // spec: EVENT-6, EVENT-7, EVENT-8, EVENT-14 (a worker removed by a reload since the last
+    // minute tick: its 502s, 504s and lost cache-ids are still counted, under its code)
+    use crate::status::events::LostKind;
+    use crate::status::tally::Lost;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let s = Settings {
+        data_dir: dir.path().to_path_buf(),
+        ..Settings::default()
+    };
+    let plan = replan(&s, 2, String::new()).expect("a plan with two workers");
+    let mut k = Keeper::new(&s, &plan.processes, Instant::now());
+    let tx2 = plan.processes[2].code.clone();
+    let quiet = Tally {
+        lost: vec![Lost::default(); 3],
+        ..Tally::default()
+    };
+    k.minute(quiet.clone());
+    // A reload lowers workers to 1: tx2 drains, exits, and its row goes (`fit_rows`); the
+    // front door counted against it after the last minute tick.
+    k.resize_rows(&plan.processes[..2]);
+    let mut lost = quiet.lost.clone();
+    lost[2][LostKind::Timeout504] = 2;
+    lost[2][LostKind::BadGateway502] = 1;
+    lost[2][LostKind::CacheIdWhileRestarting] = 3;
+    k.minute(Tally {
+        lost,
+        ..Tally::default()
+    });
+    let counts = match k.events_to_send() {
+        Some((ToChild::Events { events }, _)) => events
+            .into_iter()
+            .find(|e| e["kind"] == "counts")
+            .unwrap_or_default(),
+        _ => Value::Null,
+    };
+    assert_eq!(
+        counts["lost"][tx2.as_str()],
+        serde_json::json!({"timeout504": 2, "badGateway502": 1, "cacheIdWhileRestarting": 3}),
+        "{counts}"
+    );
+    assert_eq!(k.rows(), 2, "the row is gone all the same");
+}
+
+#[test]
+fn history_changes_that_pile_up_give_way_to_the_whole_history() {
+    // spec: DEC-32 (bounded while the master is down or not taking them; the whole history has
+    // every point the changes carried)
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    for _ in 0..=MAX_UPDATES {
+        k.started(worker);
+    }
+    assert!(k.history_updates.len() <= MAX_UPDATES);
+    let sent = k.history_for_master();
+    assert!(
+        matches!(sent.as_slice(), [ToChild::History { history }] if history["append"] == false),
+        "{} messages",
+        sent.len()
+    );
+    // And then the changes again, as they come.
+    k.started(worker);
+    assert_eq!(states(&mut k), ["starting"]);
+}

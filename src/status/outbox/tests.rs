@@ -79,6 +79,62 @@ fn events_sent_but_not_delivered_are_kept_and_the_window_reads_the_rest_back() {
 }
 
 #[test]
+fn a_database_at_its_cap_drops_the_oldest_and_the_master_gets_the_newest_in_order() {
+    // spec: DEC-32 (the disk holds at most its cap, the oldest dropped first and counted; the
+    // window reads the next back from disk as the oldest go)
+    let dir = temp();
+    let path = dir.path().join("databases").join(DB_FILE);
+    let mut log = EventLog::new(0, T0);
+    let evs: Vec<Event> = (0..12)
+        .map(|i| log.recycling(&format!("tx{i}"), "r", T0 + i))
+        .collect();
+    let rows = || {
+        Connection::open(&path)
+            .and_then(|c| c.query_row("SELECT COUNT(*) FROM events", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(-1)
+    };
+    {
+        let mut out = Outbox::open_with_caps(&path, 3, 5);
+        for e in &evs {
+            out.hold(e.clone());
+        }
+        assert_eq!((out.len(), out.dropped()), (5, 7));
+        assert_eq!(rows(), 5, "the disk holds the cap, no more");
+        assert_eq!(
+            out.waiting(),
+            evs[7..10].to_vec(),
+            "the window: the oldest kept"
+        );
+        assert_eq!(
+            out.pending.take_dropped(),
+            7,
+            "counted for the minute's line"
+        );
+    }
+    // A reopen finds the same five; what the master gets, in order, is the newest five.
+    let mut out = Outbox::open_with_caps(&path, 3, 5);
+    let mut got = Vec::new();
+    while let Some(last) = out.to_send(2).last().map(|e| e.id) {
+        got.extend(out.to_send(2));
+        out.sent(last);
+        out.delivered(last);
+    }
+    assert_eq!(got, evs[7..].to_vec());
+    assert_eq!(rows(), 0);
+    // A database over the cap when opened (an older version kept everything) is cut to it.
+    drop(out);
+    {
+        let mut out = Outbox::open(dir.path());
+        for e in &evs {
+            out.hold(e.clone());
+        }
+    }
+    let mut out = Outbox::open_with_caps(&path, 3, 4);
+    assert_eq!((out.len(), out.pending.take_dropped()), (4, 8));
+    assert_eq!(out.waiting(), evs[8..11].to_vec());
+}
+
+#[test]
 fn delivered_events_do_not_come_back() {
     // spec: EVENT-17, COUNT-3 (nothing delivered twice)
     let dir = temp();

@@ -35,7 +35,7 @@ fn with_no_disk_it_holds_at_most_5000_dropping_the_oldest() {
 
 #[test]
 fn with_a_disk_nothing_is_dropped_and_memory_holds_a_window() {
-    // spec: EVENT-15, EVENT-17 (never dropped: beyond the window, on disk only)
+    // spec: EVENT-15, EVENT-17 (below the disk's cap never dropped: beyond the window, on disk only)
     let mut log = EventLog::new(0, T0);
     let mut q = Pending::with_cap(3, true);
     let evs: Vec<Event> = (0..5).map(|i| event(&mut log, i)).collect();
@@ -171,9 +171,35 @@ fn counts_on_disk_only_are_merged_there() {
 
 #[test]
 fn a_default_queue_has_the_spec_cap() {
-    // spec: EVENT-16
+    // spec: EVENT-16 (memory only: 5,000, the oldest dropped first)
     let mut log = EventLog::new(0, T0);
     let mut q = Pending::default();
-    q.hold(event(&mut log, 1));
-    assert_eq!(q.len(), 1);
+    let first = q.hold(event(&mut log, 0)).held.map(|e| e.id);
+    for i in 1..=MAX_HELD as u64 {
+        q.hold(event(&mut log, i));
+    }
+    assert_eq!((q.len(), q.dropped()), (MAX_HELD, 1));
+    assert_eq!(MAX_HELD, 5000);
+    assert_ne!(q.waiting().first().map(|e| e.id), first, "the oldest went");
+}
+
+#[test]
+fn with_a_disk_the_store_holds_at_most_its_cap_dropping_the_oldest_counted() {
+    // spec: DEC-32 (the disk's own cap: the oldest dropped first, counted for the log line)
+    let mut log = EventLog::new(0, T0);
+    let mut q = Pending::with_caps(3, 5, true);
+    let evs: Vec<Event> = (0..8).map(|i| event(&mut log, i)).collect();
+    let mut removed = Vec::new();
+    for e in &evs {
+        let held = q.hold(e.clone());
+        assert_eq!(held.held.as_ref(), Some(e), "the newest is always kept");
+        removed.extend(held.removed);
+        assert!(q.len() <= 5, "{} held", q.len());
+    }
+    assert_eq!(removed, ids(&evs[..3]), "the oldest three, in order");
+    assert_eq!((q.len(), q.dropped()), (5, 3));
+    assert_eq!(q.take_dropped(), 3);
+    assert_eq!(q.take_dropped(), 0, "each drop logged once");
+    assert_eq!(Pending::with_cap(3, true).disk_cap(), MAX_ON_DISK);
+    assert_eq!(MAX_ON_DISK, 100_000);
 }

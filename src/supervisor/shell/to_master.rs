@@ -20,8 +20,10 @@ impl Shell {
         if !self.life.is_up(ProcessId::MASTER) || self.children[0].is_none() {
             return;
         }
-        let history = self.keeper.history_for_master();
-        self.master_mailbox.append(history);
+        let changes = self.keeper.history_for_master();
+        let keeper = &mut self.keeper;
+        self.master_mailbox
+            .append_history(changes, || keeper.whole_history_for_master());
         self.deliver_to_master();
         // Events leave the outbox only when delivered (`Written` or `eventsReceived`): queued
         // for the channel they are still waiting, and a full queue just means later.
@@ -74,7 +76,7 @@ impl Shell {
         self.master_stalled = full;
         if full {
             warn!(
-                "WARNING: the master is not reading its IPC channel (its queue is full); what is \
+                "the master is not reading its IPC channel (its queue is full); what is \
                  for it is held until it reads again"
             );
         } else {
