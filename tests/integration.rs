@@ -41,6 +41,7 @@ mod proxy_saturation;
 mod proxy_slots;
 mod pure_core;
 mod readiness;
+mod reliability_attribution;
 mod reliability_clients;
 mod reliability_faults;
 mod reliability_orphans;
