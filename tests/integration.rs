@@ -46,6 +46,7 @@ mod reliability_clients;
 mod reliability_faults;
 mod reliability_orphans;
 mod reliability_resources;
+mod reliability_retry;
 mod reload;
 mod shared_cache;
 mod sim_answers;
