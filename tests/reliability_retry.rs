@@ -25,7 +25,11 @@ fn own(addr: std::net::SocketAddr, id: &str, b: &str) -> Result<(), String> {
         Ok(())
     } else {
         let text = r.text();
-        Err(format!("{id}: {} {:?}", r.status, &text[..text.len().min(120)]))
+        Err(format!(
+            "{id}: {} {:?}",
+            r.status,
+            &text[..text.len().min(120)]
+        ))
     }
 }
 

@@ -1,5 +1,6 @@
-//! Whether an idle connection to a process is still fit to carry a request: a real look at its
-//! socket, and the pool's trust in a process that has written bytes outside any response.
+//! Whether a connection to a process is fit to carry another request: a real look at its
+//! socket, the framing of the response it carried, and the pool's trust in a process that has
+//! written bytes outside any response.
 //!
 //! Why a system call: HTTP/1.1 has no way to tell which request a response answers but its
 //! order, so a byte the process wrote after a response had ended (a second or late response, a
@@ -21,6 +22,8 @@ use std::os::fd::AsRawFd;
 use nix::errno::Errno;
 use nix::sys::socket::{recv, MsgFlags};
 use tokio::net::TcpStream;
+
+use super::response_head::Head;
 
 /// What an idle connection's socket holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +81,22 @@ impl Trust {
     }
 }
 
+/// Whether a head framed its body the ordinary way. After an odd one the pool does not reuse the
+/// connection (hyper's client would; the differential test holds `UpstreamConn` to hyper's
+/// rules, the pool is stricter): a `204` announcing a body (RFC 9110 §8.6 and RFC 9112
+/// §6.1 forbid both headers there), whose process may well write that body after it.
+pub fn usual_framing(head: &Head) -> bool {
+    let headers = &head.parts.headers;
+    if head.parts.status == http::StatusCode::NO_CONTENT {
+        let announces = headers
+            .get(http::header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+            || headers.contains_key(http::header::TRANSFER_ENCODING);
+        return !announces;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +114,29 @@ mod tests {
         assert_eq!(t.after(Idle::Stray), (Trust::OneRequestEach, false));
         assert_eq!(t.after(Idle::Quiet), (Trust::OneRequestEach, false));
         assert!(!t.reuses());
+    }
+
+    #[test]
+    fn a_204_announcing_a_body_is_not_reused() {
+        let usual = |raw: &str| {
+            let mut buf = bytes::BytesMut::from(raw);
+            let head = super::super::response_head::parse(&mut buf, &http::Method::GET);
+            usual_framing(&head.unwrap().unwrap())
+        };
+        assert!(usual("HTTP/1.1 204 No Content\r\n\r\n"));
+        assert!(usual(
+            "HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"
+        ));
+        assert!(usual("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n"));
+        assert!(usual(
+            "HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n"
+        ));
+        assert!(!usual(
+            "HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n"
+        ));
+        assert!(!usual(
+            "HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\n\r\n"
+        ));
     }
 
     /// The look sees bytes the reactor has not been asked about: the stream is never polled

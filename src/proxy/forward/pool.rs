@@ -339,6 +339,9 @@ impl<B: OutgoingBody> Upstream<B> {
             }
         }
         let replayable = replay::replayable(&parts.method, body.is_end_stream());
+        // A connection from the pool was looked at a moment ago, with nothing awaited since; one
+        // handed in (the tests') is looked at before the write.
+        let mut unlooked = preset.is_some();
         let mut conn = match preset.or_else(|| self.inner.checkout()) {
             Some(conn) => conn,
             None => match self.connect().await {
@@ -348,9 +351,8 @@ impl<B: OutgoingBody> Upstream<B> {
         };
         let mut reconnected = false;
         loop {
-            // Looked at again just before the write (it may have left the pool a moment ago):
-            // closed, or holding bytes no request asked for, it is not used.
-            let seen = if conn.reused {
+            // Closed, or holding bytes no request asked for: not used.
+            let seen = if std::mem::take(&mut unlooked) && conn.reused {
                 look(conn.io())
             } else {
                 Look::Quiet

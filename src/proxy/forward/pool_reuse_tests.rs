@@ -23,7 +23,11 @@ fn get(path: &str) -> Request<Empty<Bytes>> {
 }
 
 fn answer(body: &str) -> Vec<u8> {
-    format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// Reads one request head; its path, or `None` at the end of the connection.
@@ -104,8 +108,15 @@ fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
         go_tx.send(()).unwrap();
         // Blocks the runtime's only thread: the stray arrives unseen by the reactor.
         wrote_rx.recv().unwrap();
-        assert_eq!(body_of(&up, "/second").await, "/second", "the stray taken as the answer");
-        assert!(!up.reuses(), "the process is no longer trusted with a second request");
+        assert_eq!(
+            body_of(&up, "/second").await,
+            "/second",
+            "the stray taken as the answer"
+        );
+        assert!(
+            !up.reuses(),
+            "the process is no longer trusted with a second request"
+        );
     });
 }
 

@@ -161,7 +161,9 @@ async fn a_server_that_closes_after_reading_the_request_is_a_sent_failure() {
     });
     // A POST may have been acted on: spent, a 502.
     let up = Upstream::<Full<Bytes>>::new(addr, 4);
-    let post = Request::post("/").body(Full::new(Bytes::from_static(b"x"))).unwrap();
+    let post = Request::post("/")
+        .body(Full::new(Bytes::from_static(b"x")))
+        .unwrap();
     let failure = bounded("failure", up.try_send(post)).await.unwrap_err();
     assert!(
         matches!(failure.error, ForwardError::Sent(_)),
@@ -175,8 +177,15 @@ async fn a_server_that_closes_after_reading_the_request_is_a_sent_failure() {
     let failure = bounded("failure", up.try_send(get("/"))).await.unwrap_err();
     assert!(failure.error.unanswered(), "{:?}", failure.error);
     assert!(!failure.error.nothing_sent());
-    assert_eq!(failure.request.map(|r| r.uri().clone()), Some("/".parse().unwrap()));
-    assert_eq!(up.retried(), 0, "a fresh connection is not tried again here");
+    assert_eq!(
+        failure.request.map(|r| r.uri().clone()),
+        Some("/".parse().unwrap())
+    );
+    assert_eq!(
+        up.retried(),
+        0,
+        "a fresh connection is not tried again here"
+    );
 }
 
 #[tokio::test]

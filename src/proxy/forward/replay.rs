@@ -31,7 +31,12 @@ pub fn replayable(method: &Method, bodiless: bool) -> bool {
 /// The request is `replayable`; `heard_nothing`: no byte of an answer came; `reused`: the
 /// connection had carried a request before; `reconnected`: this is already the fresh
 /// connection's try.
-pub fn after_silence(replayable: bool, heard_nothing: bool, reused: bool, reconnected: bool) -> Next {
+pub fn after_silence(
+    replayable: bool,
+    heard_nothing: bool,
+    reused: bool,
+    reconnected: bool,
+) -> Next {
     if !replayable || !heard_nothing {
         Next::Fail
     } else if reused && !reconnected {

@@ -363,7 +363,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         head: Head,
         home: Option<Arc<dyn Home<IO>>>,
     ) -> http::Response<UpstreamBody<IO>> {
-        self.odd_framing = !usual_framing(&head);
+        self.odd_framing = !super::idle_check::usual_framing(&head);
         let state = match head.framing {
             Framing::Empty => State::Length(0),
             Framing::Length(n) => State::Length(n),
@@ -402,22 +402,6 @@ pub struct UpstreamBody<IO = tokio::net::TcpStream> {
     state: State,
     keep_alive: bool,
     home: Option<Arc<dyn Home<IO>>>,
-}
-
-/// Whether a head framed its body the ordinary way. After an odd one the pool does not reuse the
-/// connection (hyper's client would; the differential test holds `UpstreamConn` to hyper's
-/// rules, the pool is stricter): a `204` announcing a body (RFC 9110 §8.6 and RFC 9112
-/// §6.1 forbid both headers there), whose process may well write that body after it.
-fn usual_framing(head: &Head) -> bool {
-    let headers = &head.parts.headers;
-    if head.parts.status == http::StatusCode::NO_CONTENT {
-        let announces = headers
-            .get(http::header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0")
-            || headers.contains_key(http::header::TRANSFER_ENCODING);
-        return !announces;
-    }
-    true
 }
 
 impl<IO> UpstreamBody<IO> {
