@@ -123,3 +123,37 @@ fn gets_in_flight_on_a_process_sigkilled_go_once_to_another() {
         "each GET the dead process had was answered by the other (DEC-33)",
     );
 }
+
+#[test]
+fn gets_with_a_cache_id_whose_issuer_is_killed_in_flight_are_not_sent_elsewhere() {
+    // spec: DEC-33, ROUTE-3b
+    let mut c = cluster()
+        .workers(2)
+        .config(json!({ "server": { "cluster": { "maxOutstanding": 8 } } }))
+        .env("SIM_COST_EXPAND_MS", "3000")
+        .start();
+    let addr = c.addr();
+    let session = c.session_on("tx1");
+    let owned: Vec<_> = (0..2)
+        .map(|_| {
+            let s = session.clone();
+            std::thread::spawn(move || request(addr, "GET", EXPAND, &[("X-Cache-Id", &s)], b""))
+        })
+        .collect();
+    // The sim works on one at a time: one in progress, the other sent and waiting in it.
+    wait_until("tx1 working on its session's", secs(20), || {
+        in_flight_on(&c, "tx1") >= 1
+    });
+    unsafe_kill(c.pid_of("tx1"), SIGKILL);
+    for t in owned {
+        let r = t.join().expect("owned");
+        // Lost with its issuer, never a 200 from tx2 (which has no such cache) nor a 502.
+        assert!(
+            r.is_cache_id_unknown() && r.outcome_text().contains("restart"),
+            "a request of tx1's session, tx1 killed: {} {}",
+            r.status,
+            r.text()
+        );
+    }
+    c.wait_for("tx1: ready", secs(20));
+}
