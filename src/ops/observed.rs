@@ -105,9 +105,11 @@ struct Reloads {
 #[derive(Debug, Default)]
 pub struct Observed {
     durations: [[Histogram; OUTCOMES]; ROUTES],
-    /// Tx requests offered to another process because the first refused the connection before
-    /// anything was sent.
-    pub retries: AtomicU64,
+    /// Requests sent again: tx requests offered to another process because the first refused
+    /// the connection before anything was sent, or closed it without a byte of an answer to an
+    /// idempotent request, and such requests sent again on a fresh connection (DEC-33). Shared
+    /// with each process's pool.
+    pub retries: Arc<AtomicU64>,
     /// Connections closed because no whole request head came within `headerTimeoutSeconds`.
     pub header_timeouts: AtomicU64,
     pub connections_accepted: AtomicU64,
@@ -201,8 +203,9 @@ impl Observed {
         let counters = [
             (
                 "fhircluster_retries_total",
-                "Tx requests offered to another process because the first refused the connection \
-                 before anything was sent.",
+                "Requests sent again: to another process after the first refused the \
+                 connection, or to a fresh connection or another process after it closed \
+                 without answering an idempotent request (DEC-33).",
                 get(&self.retries),
             ),
             (

@@ -48,11 +48,14 @@ impl Front {
         slots_per_process: usize,
         upstream_timeout: Duration,
     ) -> Arc<Front> {
+        let counters = Counters::new(processes.len());
         let upstreams = processes
             .iter()
-            .map(|p| Upstream::new(p.connect_addr, slots_per_process.max(4)))
+            .map(|p| {
+                let retries = Arc::clone(&counters.observed.retries);
+                Upstream::for_process(p.connect_addr, slots_per_process.max(4), &p.code, retries)
+            })
             .collect();
-        let counters = Counters::new(processes.len());
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),

@@ -27,7 +27,7 @@ use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::admission::{Decision, Early, Ticket};
 use super::answer::Answer;
@@ -394,14 +394,29 @@ async fn to_tx(
                     };
                     return served::answered(cfg, resp, process, Some(queued), first_byte);
                 }
+                // A request its cache-id's issuer closed on unanswered goes nowhere else: the
+                // issuer's fate decides, as for any failure (ROUTE-3b, DEC-33).
+                Err(SendFailure {
+                    request: Some(_),
+                    error,
+                }) if error.unanswered() && demand.target == Target::Owner(process) => error,
                 Err(SendFailure {
                     request: Some(back),
                     error,
                 }) => {
-                    debug!(
-                        "{}: not sent ({error}); trying another process",
-                        front.roster.code(process)
-                    );
+                    if error.unanswered() {
+                        // spec: DEC-33
+                        info!(
+                            "{}: {error}; sending the {} once to another process",
+                            front.roster.code(process),
+                            back.method()
+                        );
+                    } else {
+                        debug!(
+                            "{}: not sent ({error}); trying another process",
+                            front.roster.code(process)
+                        );
+                    }
                     front
                         .counters
                         .observed

@@ -1,7 +1,7 @@
 //! Why a request could not be forwarded, as a decision the listener acts on: retry elsewhere
-//! (nothing reached the process), `502` (the process took the request and did not answer), or
-//! `504` (no response head in time). Classified by where the failure happened, never by message
-//! text.
+//! (nothing reached the process, or it closed without a byte of an answer to an idempotent
+//! request: DEC-33), `502` (the process took the request and did not answer), or `504` (no
+//! response head in time). Classified by where the failure happened, never by message text.
 
 use std::fmt;
 use std::io;
@@ -21,6 +21,10 @@ pub enum ForwardError {
     /// The request was (at least partly) written and the process gave no complete response head:
     /// it may have acted on it, so it is never retried (LAUNCH-9: `502`).
     Sent(UpstreamError),
+    /// The request was written and the process closed the connection (or it failed) before any
+    /// byte of an answer, on a fresh connection: it most likely died. Only an idempotent
+    /// request without a body ends so, and it is handed back for another process (DEC-33).
+    Unanswered(UpstreamError),
     /// The response head did not begin within the upstream timeout after the request was sent
     /// (TIMEOUT-1: `504`). The upstream connection has been closed, which aborts the request on
     /// the process (TIMEOUT-3).
@@ -43,6 +47,11 @@ impl ForwardError {
         matches!(self, ForwardError::Sent(UpstreamError::ClientBody(_)))
     }
 
+    /// The process closed without answering a request that came back for another (DEC-33).
+    pub fn unanswered(&self) -> bool {
+        matches!(self, ForwardError::Unanswered(_))
+    }
+
     /// The upstream timeout ran out (TIMEOUT-1).
     pub fn is_timeout(&self) -> bool {
         matches!(self, ForwardError::Timeout(_))
@@ -55,6 +64,9 @@ impl fmt::Display for ForwardError {
             ForwardError::Connect(e) => write!(f, "could not connect: {e}"),
             ForwardError::NotSent(e) => write!(f, "request not sent: {e}"),
             ForwardError::Sent(e) => write!(f, "no response after the request was sent: {e}"),
+            ForwardError::Unanswered(e) => {
+                write!(f, "closed without a byte of an answer to the request: {e}")
+            }
             ForwardError::Timeout(d) => {
                 write!(f, "no response began within {} ms", d.as_millis())
             }
@@ -67,7 +79,10 @@ impl std::error::Error for ForwardError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ForwardError::Connect(e) => Some(e),
-            ForwardError::NotSent(e) | ForwardError::Sent(e) | ForwardError::Body(e) => Some(e),
+            ForwardError::NotSent(e)
+            | ForwardError::Sent(e)
+            | ForwardError::Unanswered(e)
+            | ForwardError::Body(e) => Some(e),
             ForwardError::Timeout(_) => None,
         }
     }

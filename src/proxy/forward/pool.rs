@@ -10,12 +10,18 @@
 //! A request takes a connection off the stack whole; its response body gives it back when the
 //! body has ended, if the response allowed keep-alive and was read to its end (a body dropped
 //! unread closes it). LIFO keeps the most recently used connection hot and lets the others age
-//! out on the server's keep-alive timeout. Checkout looks at each candidate's socket without
-//! waiting: one the server closed is dropped. If one still races the server's close and its
-//! first write fails before any byte went, the request goes on a fresh connection instead.
+//! out on the server's keep-alive timeout. Check-in and checkout look at the socket itself
+//! (`idle_check`): one the server closed is dropped, and one holding bytes no request asked for
+//! is dropped and costs its process the reuse of its connections until it restarts. If one
+//! still races the server's close and its first write fails before any byte went, the request
+//! goes on a fresh connection instead; if the write went and the process closed without a byte
+//! of an answer, an idempotent request without a body goes once more on a fresh connection too
+//! (DEC-33; what Go's `net/http` transport does on a reused connection), and on a fresh one it is
+//! handed back for another process.
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,10 +30,14 @@ use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tracing::{debug, warn};
 
 use super::error::{ForwardError, SendFailure};
+use super::idle_check::{look, Idle as Look, Trust};
 use super::outgoing::OutgoingBody;
+use super::replay::{self, Next};
 use super::upstream_conn::{Home, UpstreamBody, UpstreamConn, WriteError};
+use super::upstream_error::UpstreamError;
 
 /// Below Node.js's default `server.keepAliveTimeout` (5 s), so a connection is retired before the
 /// server may close it.
@@ -54,9 +64,14 @@ impl<B> Clone for Upstream<B> {
 
 struct Inner {
     addr: SocketAddr,
+    /// The process's instance code, for the log.
+    name: String,
     max_idle: usize,
     idle_timeout: Duration,
     idle: Mutex<Idle>,
+    /// Requests sent again after the process closed without answering (DEC-33), shared with
+    /// `fhircluster_retries_total`.
+    retries: Arc<AtomicU64>,
 }
 
 struct Idle {
@@ -64,6 +79,8 @@ struct Idle {
     conns: Vec<Conn>,
     /// Bumped by `clear()`: a connection made before it never comes back to the stack.
     generation: u64,
+    /// Lost when the process writes outside a response; back when it restarts (`clear()`).
+    trust: Trust,
 }
 
 impl Inner {
@@ -75,22 +92,60 @@ impl Inner {
     fn checkout(&self) -> Option<Conn> {
         let mut stale = Vec::new();
         let now = Instant::now();
+        let mut strays = false;
         let found = {
             let mut idle = self.lock();
             let mut found = None;
             // From the top: the most recently used first.
-            while let Some(mut c) = idle.conns.pop() {
-                if self.too_old(&c, now) || c.observed_closed() {
+            while let Some(c) = idle.conns.pop() {
+                if self.too_old(&c, now) {
                     stale.push(c);
-                } else {
-                    found = Some(c);
-                    break;
+                    continue;
+                }
+                match look(c.io()) {
+                    Look::Quiet => {
+                        found = Some(c);
+                        break;
+                    }
+                    Look::Stray => {
+                        strays = true;
+                        stale.push(c);
+                    }
+                    Look::Closed => stale.push(c),
                 }
             }
             found
         };
         drop(stale); // closes them outside the lock
+        if strays {
+            self.saw(Look::Stray);
+        }
         found
+    }
+
+    /// What a look at one of the process's connections saw: bytes outside a response cost it
+    /// the reuse of its connections (logged once), and the idle ones are closed.
+    fn saw(&self, what: Look) {
+        let (lost, old) = {
+            let mut idle = self.lock();
+            let (trust, lost) = idle.trust.after(what);
+            idle.trust = trust;
+            let old = if lost {
+                std::mem::take(&mut idle.conns)
+            } else {
+                Vec::new()
+            };
+            (lost, old)
+        };
+        drop(old);
+        if lost {
+            warn!(
+                "{}: wrote bytes outside any response (a second or late response, or more than \
+                 its framing announced); its connections now carry one request each until it \
+                 restarts, so what it writes after an answer reaches no other request",
+                self.name
+            );
+        }
     }
 
     /// Idle long enough that the server may be closing it right now: the race of a request with
@@ -103,41 +158,97 @@ impl Inner {
 
 impl Home<TcpStream> for Inner {
     fn take_back(&self, mut conn: Conn) {
+        if conn.odd_framing {
+            return;
+        }
+        // A real look first: what the process wrote after the response (read or not) is seen
+        // now, before any request can take it for its answer.
+        match look(conn.io()) {
+            Look::Quiet => {}
+            Look::Stray => return self.saw(Look::Stray),
+            Look::Closed => return,
+        }
         conn.idle_since = Instant::now();
         let mut idle = self.lock();
-        if conn.generation != idle.generation || idle.conns.len() >= self.max_idle {
+        if conn.generation != idle.generation
+            || idle.conns.len() >= self.max_idle
+            || !idle.trust.reuses()
+        {
             return;
         }
         idle.conns.push(conn);
+    }
+
+    fn stray(&self) {
+        self.saw(Look::Stray);
     }
 }
 
 impl<B: OutgoingBody> Upstream<B> {
     /// The process listening at `addr`, keeping at most `max_idle` idle connections (one per slot
-    /// is the natural figure: `maxOutstanding + fastLaneExtra` for a tx process).
+    /// is the natural figure: `maxOutstanding + fastLaneExtra` for a tx process). For the tests.
+    #[cfg(test)]
     pub fn new(addr: SocketAddr, max_idle: usize) -> Upstream<B> {
         Upstream::with_idle_timeout(addr, max_idle, DEFAULT_IDLE_TIMEOUT)
     }
 
+    /// As [`Upstream::new`], for the process `name` (its instance code, for the log), counting
+    /// its retries (DEC-33) in `retries`.
+    pub fn for_process(
+        addr: SocketAddr,
+        max_idle: usize,
+        name: &str,
+        retries: Arc<AtomicU64>,
+    ) -> Upstream<B> {
+        Upstream::build(addr, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
+    }
+
     /// As [`Upstream::new`], with how long a connection may sit idle and still be reused (zero:
-    /// forever). Keep it below the server's keep-alive timeout.
+    /// forever). Keep it below the server's keep-alive timeout. For the tests.
+    #[cfg(test)]
     pub fn with_idle_timeout(
         addr: SocketAddr,
         max_idle: usize,
         idle_timeout: Duration,
     ) -> Upstream<B> {
+        let name = addr.to_string();
+        Upstream::build(addr, max_idle, idle_timeout, &name, Arc::default())
+    }
+
+    fn build(
+        addr: SocketAddr,
+        max_idle: usize,
+        idle_timeout: Duration,
+        name: &str,
+        retries: Arc<AtomicU64>,
+    ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
                 addr,
+                name: name.to_string(),
                 max_idle,
                 idle_timeout,
                 idle: Mutex::new(Idle {
                     conns: Vec::new(),
                     generation: 0,
+                    trust: Trust::Reuse,
                 }),
+                retries,
             }),
             _body: PhantomData,
         }
+    }
+
+    /// Whether the process's connections are reused (not since it wrote outside a response).
+    #[cfg(test)]
+    pub fn reuses(&self) -> bool {
+        self.inner.lock().trust.reuses()
+    }
+
+    /// Requests this pool sent again on a fresh connection (DEC-33). For the tests.
+    #[cfg(test)]
+    pub fn retried(&self) -> u64 {
+        self.inner.retries.load(Ordering::Relaxed)
     }
 
     /// How many idle connections are held now and still usable (one the server has closed is
@@ -145,16 +256,17 @@ impl<B: OutgoingBody> Upstream<B> {
     #[cfg(test)]
     pub fn idle_count(&self) -> usize {
         let mut idle = self.inner.lock();
-        idle.conns.retain_mut(|c| !c.observed_closed());
+        idle.conns.retain(|c| look(c.io()) == Look::Quiet);
         idle.conns.len()
     }
 
     /// Drops every idle connection, and keeps those now busy from coming back (the process
-    /// restarted: its old connections lead nowhere).
+    /// restarted: its old connections lead nowhere). A new process is trusted again.
     pub fn clear(&self) {
         let old = {
             let mut idle = self.inner.lock();
             idle.generation = idle.generation.wrapping_add(1);
+            idle.trust = Trust::Reuse;
             std::mem::take(&mut idle.conns)
         };
         drop(old);
@@ -226,6 +338,10 @@ impl<B: OutgoingBody> Upstream<B> {
                 parts.headers.insert(HOST, v);
             }
         }
+        let replayable = replay::replayable(&parts.method, body.is_end_stream());
+        // A connection from the pool was looked at a moment ago, with nothing awaited since; one
+        // handed in (the tests') is looked at before the write.
+        let mut unlooked = preset.is_some();
         let mut conn = match preset.or_else(|| self.inner.checkout()) {
             Some(conn) => conn,
             None => match self.connect().await {
@@ -233,18 +349,35 @@ impl<B: OutgoingBody> Upstream<B> {
                 Err(error) => return Err(back(error, parts, body)),
             },
         };
+        let mut reconnected = false;
         loop {
-            // A pooled connection seen closed since it was handed out: a fresh one instead.
-            let closed = conn.reused && conn.observed_closed();
-            let written = if closed {
+            // Closed, or holding bytes no request asked for: not used.
+            let seen = if std::mem::take(&mut unlooked) && conn.reused {
+                look(conn.io())
+            } else {
+                Look::Quiet
+            };
+            if seen == Look::Stray {
+                self.inner.saw(Look::Stray);
+            }
+            let written = if seen != Look::Quiet {
                 Err(WriteError::Unsent(
                     std::io::ErrorKind::ConnectionReset.into(),
                 ))
             } else {
                 conn.write_request(&mut parts, &mut body).await
             };
-            match written {
-                Ok(()) => break,
+            let error = match written {
+                Ok(()) => match conn.read_head(&parts.method).await {
+                    Ok(head) => {
+                        let home = (self.inner.max_idle > 0).then(|| {
+                            let inner: Arc<dyn Home<TcpStream>> = self.inner.clone();
+                            inner
+                        });
+                        return Ok(conn.respond(head, home));
+                    }
+                    Err(e) => e,
+                },
                 // A pooled connection lost the race with the server's keep-alive close before
                 // anything was written: the same request goes on a fresh one.
                 Err(WriteError::Unsent(_)) if conn.reused => {
@@ -252,31 +385,37 @@ impl<B: OutgoingBody> Upstream<B> {
                         Ok(conn) => conn,
                         Err(error) => return Err(back(error, parts, body)),
                     };
+                    continue;
                 }
                 Err(WriteError::Unsent(e)) => {
-                    let error = ForwardError::NotSent(super::upstream_error::UpstreamError::Io(e));
+                    let error = ForwardError::NotSent(UpstreamError::Io(e));
                     return Err(back(error, parts, body));
                 }
-                Err(WriteError::Sent(e)) => {
-                    return Err(SendFailure {
-                        error: ForwardError::Sent(e),
-                        request: None,
-                    })
+                Err(WriteError::Sent(e @ UpstreamError::Io(_))) => e,
+                Err(WriteError::Sent(e)) => return Err(sent(e)),
+            };
+            // Sent, and no answer: DEC-33.
+            let silent = matches!(error, UpstreamError::Closed | UpstreamError::Io(_))
+                && conn.heard_nothing();
+            match replay::after_silence(replayable, silent, conn.reused, reconnected) {
+                Next::Fail => return Err(sent(error)),
+                Next::Reconnect => {
+                    self.inner.retries.fetch_add(1, Ordering::Relaxed);
+                    debug!(
+                        "{}: closed a kept-alive connection without answering {} ({error}); \
+                         sending it again on a fresh connection",
+                        self.inner.name, parts.method
+                    );
+                    reconnected = true;
+                    conn = match self.connect().await {
+                        Ok(conn) => conn,
+                        Err(error) => return Err(back(error, parts, body)),
+                    };
+                }
+                Next::HandBack => {
+                    return Err(back(ForwardError::Unanswered(error), parts, body));
                 }
             }
-        }
-        match conn.read_head(&parts.method).await {
-            Ok(head) => {
-                let home = (self.inner.max_idle > 0).then(|| {
-                    let inner: Arc<dyn Home<TcpStream>> = self.inner.clone();
-                    inner
-                });
-                Ok(conn.respond(head, home))
-            }
-            Err(e) => Err(SendFailure {
-                error: ForwardError::Sent(e),
-                request: None,
-            }),
         }
     }
 
@@ -287,6 +426,14 @@ impl<B: OutgoingBody> Upstream<B> {
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
         Ok(Box::new(UpstreamConn::new(stream, generation)))
+    }
+}
+
+/// A failure after the request went: it is spent.
+fn sent<B>(e: UpstreamError) -> SendFailure<B> {
+    SendFailure {
+        error: ForwardError::Sent(e),
+        request: None,
     }
 }
 
@@ -301,3 +448,7 @@ fn back<B>(error: ForwardError, parts: http::request::Parts, body: B) -> SendFai
 #[cfg(test)]
 #[path = "pool_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "pool_reuse_tests.rs"]
+mod reuse_tests;

@@ -152,15 +152,19 @@ async fn connect_refused_is_not_sent_and_hands_the_request_back() {
 
 #[tokio::test]
 async fn a_server_that_closes_after_reading_the_request_is_a_sent_failure() {
-    // spec: LAUNCH-9
+    // spec: LAUNCH-9, DEC-33
     let (l, addr) = listener().await;
     tokio::spawn(async move {
-        if let Ok((mut s, _)) = l.accept().await {
+        while let Ok((mut s, _)) = l.accept().await {
             read_head(&mut s).await;
         }
     });
-    let up = Up::new(addr, 4);
-    let failure = bounded("failure", up.try_send(get("/"))).await.unwrap_err();
+    // A POST may have been acted on: spent, a 502.
+    let up = Upstream::<Full<Bytes>>::new(addr, 4);
+    let post = Request::post("/")
+        .body(Full::new(Bytes::from_static(b"x")))
+        .unwrap();
+    let failure = bounded("failure", up.try_send(post)).await.unwrap_err();
     assert!(
         matches!(failure.error, ForwardError::Sent(_)),
         "{:?}",
@@ -168,6 +172,20 @@ async fn a_server_that_closes_after_reading_the_request_is_a_sent_failure() {
     );
     assert!(!failure.error.nothing_sent());
     assert!(failure.request.is_none());
+    // A GET on a fresh connection comes back, for another process (DEC-33).
+    let up = Up::new(addr, 4);
+    let failure = bounded("failure", up.try_send(get("/"))).await.unwrap_err();
+    assert!(failure.error.unanswered(), "{:?}", failure.error);
+    assert!(!failure.error.nothing_sent());
+    assert_eq!(
+        failure.request.map(|r| r.uri().clone()),
+        Some("/".parse().unwrap())
+    );
+    assert_eq!(
+        up.retried(),
+        0,
+        "a fresh connection is not tried again here"
+    );
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll, Waker};
+use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::Method;
@@ -43,6 +43,11 @@ pub const UPSTREAM_READ_AT_MOST: usize = 64 << 10;
 /// Where a connection goes when its response has ended and it may carry another request.
 pub trait Home<IO>: Send + Sync {
     fn take_back(&self, conn: Box<UpstreamConn<IO>>);
+
+    /// The process wrote bytes past the end of a response on one of its connections (a second
+    /// response, more than its `Content-Length`, a body after a `204` or a `HEAD`): the pool no
+    /// longer trusts its connections with a second request (`idle_check`).
+    fn stray(&self) {}
 }
 
 /// A connection to a process, between requests or carrying one.
@@ -59,6 +64,12 @@ pub struct UpstreamConn<IO> {
     /// short there, so the connection is never reused.
     early: Option<Result<Head, HeadError>>,
     cut_short: bool,
+    /// The last response's head framed its body in a way hyper accepts for reuse but the pool
+    /// does not (`usual_framing`).
+    pub odd_framing: bool,
+    /// Bytes read since the request began to be written: 0 when the process closed without a
+    /// byte of an answer (DEC-33).
+    heard: u64,
     /// It has carried a request before (a stale connection, closed by the process while idle,
     /// is only possible then).
     pub reused: bool,
@@ -93,17 +104,31 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             head: Vec::new(),
             early: None,
             cut_short: false,
+            odd_framing: false,
+            heard: 0,
             reused: false,
             generation,
             idle_since: Instant::now(),
         }
     }
 
-    /// An idle connection the process has closed (or sent something unasked on) is of no use:
-    /// a look at the socket without waiting. It costs no system call unless the reactor saw the
-    /// socket readable since the last read.
+    /// The socket, for a real look at it between requests (`idle_check::look`).
+    pub fn io(&self) -> &IO {
+        &self.io
+    }
+
+    /// The process sent no byte of an answer to the request being carried (it closed, or the
+    /// connection failed, before any).
+    pub fn heard_nothing(&self) -> bool {
+        self.heard == 0
+    }
+
+    /// An idle connection the process has closed (or sent something unasked on), as far as the
+    /// reactor knows: a poll with a no-op waker, which sees nothing the reactor has not marked
+    /// yet. The pool makes a real check (`idle_check::look`); this is the tests' for any `IO`.
+    #[cfg(test)]
     pub fn observed_closed(&mut self) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut probe = [0u8; 1];
         let mut buf = ReadBuf::new(&mut probe);
         !matches!(
@@ -125,6 +150,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             body.is_end_stream(),
             &body.size_hint(),
         );
+        self.heard = 0;
         self.head.clear();
         encode(parts, &mut self.head);
         let whole = match framing {
@@ -319,6 +345,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         let mut buf = ReadBuf::uninit(spare);
         ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
         let n = buf.filled().len();
+        self.heard += n as u64;
         // SAFETY: `ReadBuf` guarantees its first `n` bytes, the spare capacity's, were written.
         unsafe { self.read.set_len(self.read.len() + n) };
         if n == want {
@@ -332,10 +359,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// The response to the request just written, its body read from this connection as it is
     /// polled; the connection goes `home` when the body has ended, if it may be reused.
     pub fn respond(
-        self: Box<Self>,
+        mut self: Box<Self>,
         head: Head,
         home: Option<Arc<dyn Home<IO>>>,
     ) -> http::Response<UpstreamBody<IO>> {
+        self.odd_framing = !super::idle_check::usual_framing(&head);
         let state = match head.framing {
             Framing::Empty => State::Length(0),
             Framing::Length(n) => State::Length(n),
@@ -378,12 +406,19 @@ pub struct UpstreamBody<IO = tokio::net::TcpStream> {
 
 impl<IO> UpstreamBody<IO> {
     /// The body has ended: the connection goes home if the response allowed it, was read to its
-    /// end and nothing followed it; otherwise it is closed.
+    /// end and nothing followed it; otherwise it is closed. Bytes past the end of a body read
+    /// whole are the process's stray writes: its pool is told.
     fn finish(&mut self, complete: bool) {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        if complete && self.keep_alive && conn.read.is_empty() {
+        if complete && !conn.read.is_empty() {
+            if let Some(home) = &self.home {
+                home.stray();
+            }
+            return;
+        }
+        if complete && self.keep_alive {
             if let Some(home) = &self.home {
                 conn.reused = true;
                 home.take_back(conn);

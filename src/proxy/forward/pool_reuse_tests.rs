@@ -1,0 +1,196 @@
+//! The pool's reuse against a process that writes outside its answers (issue #25, defect 3) and
+//! one that closes a kept-alive connection as the next request arrives (DEC-33): scripted
+//! servers on 127.0.0.1 in plain threads, so what they write is in the socket before the
+//! launcher's next step, whatever its reactor has seen.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::thread;
+
+use http::Request;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Bytes;
+
+use super::super::test_support::bounded;
+use super::super::ForwardError;
+use super::Upstream;
+
+type Up = Upstream<Empty<Bytes>>;
+
+fn get(path: &str) -> Request<Empty<Bytes>> {
+    Request::get(path).body(Empty::new()).unwrap()
+}
+
+fn answer(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads one request head; its path, or `None` at the end of the connection.
+fn read_request(r: &mut BufReader<TcpStream>) -> Option<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let path = line.split(' ').nth(1)?.to_string();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    Some(path)
+}
+
+/// A server in a thread running `script` on each connection it accepts (with its number).
+fn server(script: impl Fn(usize, TcpStream) + Send + Sync + 'static) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let script = std::sync::Arc::new(script);
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(s) = s else { return };
+            let script = std::sync::Arc::clone(&script);
+            thread::spawn(move || script(n, s));
+        }
+    });
+    addr
+}
+
+/// Each request answered with its path.
+fn echo(mut s: TcpStream) {
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    while let Some(path) = read_request(&mut r) {
+        let _ = s.write_all(&answer(&path));
+    }
+}
+
+async fn body_of(up: &Up, path: &str) -> Bytes {
+    let resp = bounded("response", up.send(get(path))).await.unwrap();
+    resp.into_body().collect().await.unwrap().to_bytes()
+}
+
+/// A stray response written after the answer was read, in its own write, reaches the socket
+/// while the runtime is busy: the reactor has not marked the socket readable, so a poll with a
+/// no-op waker would see nothing and hand the connection on, and the next request would take
+/// the stray for its answer. The real look at checkout sees it.
+#[test]
+fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
+    let (wrote_tx, wrote_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(Some(go_rx));
+    let addr = server(move |n, mut s| {
+        if n > 0 {
+            return echo(s);
+        }
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let first = read_request(&mut r).unwrap();
+        s.write_all(&answer(&first)).unwrap();
+        if let Some(go) = go_rx.lock().unwrap().take() {
+            let _ = go.recv();
+        }
+        s.write_all(&answer("stray")).unwrap();
+        let _ = wrote_tx.send(());
+        echo(s);
+    });
+    // One thread, so nothing polls the reactor while this task runs without yielding.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let up = Up::new(addr, 4);
+        assert_eq!(body_of(&up, "/first").await, "/first");
+        go_tx.send(()).unwrap();
+        // Blocks the runtime's only thread: the stray arrives unseen by the reactor.
+        wrote_rx.recv().unwrap();
+        assert_eq!(
+            body_of(&up, "/second").await,
+            "/second",
+            "the stray taken as the answer"
+        );
+        assert!(
+            !up.reuses(),
+            "the process is no longer trusted with a second request"
+        );
+    });
+}
+
+/// Bytes past a response's framed end, in the same write: the connection is not reused, and
+/// the process's connections carry one request each from then on; a restart (`clear`) trusts it
+/// again.
+#[tokio::test]
+async fn bytes_past_the_framed_end_cost_the_process_its_reuse_until_it_restarts() {
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let a = std::sync::Arc::clone(&accepted);
+    let addr = server(move |_, mut s| {
+        a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        while let Some(path) = read_request(&mut r) {
+            let mut out = answer(&path);
+            if path == "/twice" {
+                out.extend_from_slice(&answer("stray"));
+            }
+            let _ = s.write_all(&out);
+        }
+    });
+    let up = Up::new(addr, 4);
+    let count = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(body_of(&up, "/a").await, "/a");
+    assert_eq!(body_of(&up, "/b").await, "/b");
+    assert_eq!(count(), 1, "a clean process's connection is reused");
+    assert!(up.reuses());
+    assert_eq!(body_of(&up, "/twice").await, "/twice");
+    assert!(!up.reuses());
+    for path in ["/c", "/d", "/e"] {
+        assert_eq!(body_of(&up, path).await, path);
+    }
+    assert_eq!(count(), 4, "one connection per request once distrusted");
+    up.clear();
+    assert!(up.reuses());
+    assert_eq!(body_of(&up, "/f").await, "/f");
+    assert_eq!(body_of(&up, "/g").await, "/g");
+    assert_eq!(count(), 5, "reused again after the restart");
+}
+
+/// A server that answers the first request of each connection and closes it as the second
+/// arrives, without a byte of an answer: what a keep-alive timeout racing the next request does.
+fn closes_on_the_second_request(_: usize, mut s: TcpStream) {
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    if let Some(path) = read_request(&mut r) {
+        let _ = s.write_all(&answer(&path));
+    }
+    let _ = read_request(&mut r);
+}
+
+#[tokio::test]
+async fn a_get_its_kept_alive_connection_closed_on_unanswered_goes_again_on_a_fresh_one() {
+    // spec: DEC-33
+    let addr = server(closes_on_the_second_request);
+    let up = Up::new(addr, 4);
+    for i in 0..20 {
+        let path = format!("/{i}");
+        assert_eq!(body_of(&up, &path).await, path);
+    }
+    // The first went on a fresh connection; every later one was written on a pooled connection
+    // the process then closed, and sent again on a fresh one.
+    assert_eq!(up.retried(), 19);
+}
+
+#[tokio::test]
+async fn a_post_its_kept_alive_connection_closed_on_unanswered_is_spent() {
+    // spec: LAUNCH-9, DEC-33
+    let addr = server(closes_on_the_second_request);
+    let up = Upstream::<Full<Bytes>>::new(addr, 4);
+    let post = |b: &'static str| Request::post("/").body(Full::new(Bytes::from(b))).unwrap();
+    let first = bounded("first", up.send(post("1"))).await.unwrap();
+    first.into_body().collect().await.unwrap();
+    let f = bounded("second", up.try_send(post("2"))).await.unwrap_err();
+    assert!(matches!(f.error, ForwardError::Sent(_)), "{:?}", f.error);
+    assert!(f.request.is_none());
+    assert_eq!(up.retried(), 0);
+}
