@@ -213,6 +213,7 @@ impl Launcher {
             return NotExecuted::Failed(why);
         }
         // Signals that came since the drain: the new program would never hear them.
+        signals.settle().await;
         while let Some(sig) = signals.pending() {
             match meaning(sig, Phase::Upgrading) {
                 Meaning::Stop | Meaning::StopNow => {

@@ -27,6 +27,14 @@ impl Signals {
     }
 
     /// A signal received and not yet taken, without waiting.
+    /// Gives the runtime's driver a turn, so a signal already delivered to the process (its
+    /// handler has run) is seen by [`pending`](Self::pending): the driver reads the handler's
+    /// wake-up only when it is polled, and a look with a no-op waker does not poll it (a
+    /// runtime thread busy or blocked until now would otherwise hide it).
+    pub async fn settle(&mut self) {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+
     pub fn pending(&mut self) -> Option<Sig> {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         self.streams.iter_mut().find_map(|(sig, stream)| {

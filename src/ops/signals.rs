@@ -149,7 +149,7 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
 pub const TABLE: &[(&str, &str)] = &[
     (
         "HUP",
-        "reload config.json, then restart the processes in turn (ignored while the master starts)",
+        "reload config.json, then restart the processes in turn (ignored while the master starts; during an upgrade, carried out once it is over)",
     ),
     (
         "TERM, INT",
