@@ -64,4 +64,5 @@ mod status_snapshot;
 mod stop;
 mod supervise;
 mod upgrade;
+mod upgrade_counters;
 mod upgrade_faults;

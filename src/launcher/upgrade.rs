@@ -382,6 +382,11 @@ impl Launcher {
                 .unwrap_or_default(),
             guardian,
             reload_pending: false,
+            counters: crate::ops::carried_counters::carry(&crate::ops::admin::metrics_text(
+                &self.front,
+                None,
+            )),
+            last_reload: Some(self.front.counters.observed.reload_state()),
             cooldowns: self
                 .front
                 .admission

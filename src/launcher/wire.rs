@@ -68,6 +68,10 @@ impl Launcher {
         front.budget.set_limit(live.buffer_limit);
         if let Some(r) = resume {
             front.admission.resume_cooldowns(&r.cooldowns());
+            let _ = front.carried.set(r.handover.counters.clone());
+            if let Some((failed, ok_ms)) = r.handover.last_reload {
+                front.counters.observed.resume_reloads(failed, ok_ms);
+            }
         }
         tokio::spawn(front.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));

@@ -314,5 +314,9 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
         access_log_dropped: super::access_log::dropped(),
         started_ms: super::process_self::start_time_ms().unwrap_or(0),
     };
-    render(&input)
+    let text = render(&input);
+    match front.carried.get() {
+        Some(carried) => crate::ops::carried_counters::add(&text, carried),
+        None => text,
+    }
 }

@@ -6,6 +6,7 @@ pub(crate) mod access_log;
 pub(crate) mod access_log_file;
 pub(crate) mod admin;
 pub mod build_info;
+pub(crate) mod carried_counters;
 pub(crate) mod child_log;
 pub(crate) mod client_port;
 pub(crate) mod control_client;

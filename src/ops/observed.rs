@@ -172,6 +172,23 @@ impl Observed {
         r.last_failed.store(!ok, Ordering::Relaxed);
     }
 
+    /// The last reload, for the next program of an in-place upgrade: whether it was refused,
+    /// and when the last good one was (Unix ms, 0: none).
+    pub fn reload_state(&self) -> (bool, u64) {
+        let r = &self.reloads;
+        (
+            r.last_failed.load(Ordering::Relaxed),
+            r.last_ok_ms.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Takes over the program before's last reload (its counts are carried with `/metrics`').
+    pub fn resume_reloads(&self, last_failed: bool, last_ok_ms: u64) {
+        let r = &self.reloads;
+        r.last_failed.store(last_failed, Ordering::Relaxed);
+        r.last_ok_ms.store(last_ok_ms, Ordering::Relaxed);
+    }
+
     /// The series, in the text format; `started_ms`: when the launcher started (the time of
     /// its settings while no reload has succeeded).
     pub fn write(&self, out: &mut String, started_ms: u64) {

@@ -36,6 +36,8 @@ pub struct Front {
     /// Requests on the master's own paths forwarded and not yet answered whole (they take no
     /// slot), so the master's drain waits for them before its SIGTERM.
     pub master_paths_in_flight: AtomicU32,
+    /// What `/metrics`' counters had reached in the program before an in-place upgrade.
+    pub carried: std::sync::OnceLock<crate::ops::carried_counters::Carried>,
 }
 
 impl Front {
@@ -66,6 +68,7 @@ impl Front {
             budget: Arc::default(),
             upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
             master_paths_in_flight: AtomicU32::new(0),
+            carried: std::sync::OnceLock::new(),
         })
     }
 

@@ -57,6 +57,14 @@ pub(crate) struct Handover {
     /// A `SIGHUP` came during the upgrade: the new program reloads once it serves.
     #[serde(default)]
     pub reload_pending: bool,
+    /// What `/metrics`' counters and histograms had reached, each series by its name and labels
+    /// (`ops::carried_counters`): the new program's go on from them.
+    #[serde(default)]
+    pub counters: crate::ops::carried_counters::Carried,
+    /// The last reload: whether it was refused, and when the last good one was (Unix ms, 0:
+    /// none since the start).
+    #[serde(default)]
+    pub last_reload: Option<(bool, u64)>,
 }
 
 /// A cooldown running at the capture.

@@ -77,6 +77,13 @@ fn handover() -> Handover {
             left_ms: 1_500,
         }],
         reload_pending: true,
+        counters: [(
+            "fhircluster_requests_total{route=\"tx\",status=\"2xx\"}".to_string(),
+            7.0,
+        )]
+        .into_iter()
+        .collect(),
+        last_reload: Some((false, 5_000)),
     }
 }
 
