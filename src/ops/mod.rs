@@ -10,6 +10,7 @@ pub(crate) mod client_port;
 pub(crate) mod extend;
 pub(crate) mod journald;
 pub(crate) mod log_queue;
+pub(crate) mod node_report;
 pub mod logging;
 pub(crate) mod metrics;
 pub mod notify;

@@ -39,6 +39,8 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("accessLog", json!("json")),
         ("accessLogPath", json!("access.log")),
         ("accessLogQuery", json!(true)),
+        ("pidFile", json!("launcher.pid")),
+        ("nodeReport", json!(true)),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -111,6 +113,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ),
         ("json", "access.log", true)
     );
+    assert_eq!((c.pid_file.as_str(), c.node_report), ("launcher.pid", true));
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),
         (0.5, 0.6)
