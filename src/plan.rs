@@ -184,7 +184,10 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             // A wrapper may not pass FHIRCLUSTER_NODE_FLAGS on: the node it starts finds the
             // preload in NODE_OPTIONS (loaded once however many times it is named).
             if let Some(path) = &preload {
-                env.push(("NODE_OPTIONS".to_string(), node_options(node_options_now.as_deref(), path)));
+                env.push((
+                    "NODE_OPTIONS".to_string(),
+                    node_options(node_options_now.as_deref(), path),
+                ));
             }
         }
         processes.push(ProcessSpec {

@@ -26,7 +26,10 @@ const FILE_NAME: &str = "node-report.js";
 /// so the path passes whole through `FHIRCLUSTER_NODE_FLAGS` (space-separated) and `NODE_OPTIONS`.
 pub fn path_for(runtime_dir: Option<&str>, temp_dir: &Path, pid: u32, uid: u32) -> PathBuf {
     let usable = |p: &str| {
-        p.starts_with('/') && !p.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\')
+        p.starts_with('/')
+            && !p
+                .chars()
+                .any(|c| c.is_whitespace() || c == '"' || c == '\\')
     };
     let dir = match runtime_dir.filter(|d| usable(d)) {
         Some(d) => Path::new(d).join(format!("fhircluster-{pid}")),
@@ -151,7 +154,10 @@ mod tests {
     fn only_a_private_directory_of_ours_holds_it() {
         assert!(dir_is_ours(true, false, 0o40700, 5, 5));
         assert!(!dir_is_ours(true, false, 0o40755, 5, 5), "open to others");
-        assert!(!dir_is_ours(true, false, 0o40770, 5, 5), "open to the group");
+        assert!(
+            !dir_is_ours(true, false, 0o40770, 5, 5),
+            "open to the group"
+        );
         assert!(!dir_is_ours(true, false, 0o40700, 6, 5), "another user's");
         assert!(!dir_is_ours(false, true, 0o120777, 5, 5), "a symlink");
         assert!(!dir_is_ours(false, false, 0o100600, 5, 5), "a file");
@@ -181,7 +187,8 @@ mod tests {
         let _ = std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777));
         let e = install(&open.join(FILE_NAME)).err().map(|e| e.to_string());
         assert!(
-            e.as_deref().is_some_and(|e| e.contains("not a directory only this user")),
+            e.as_deref()
+                .is_some_and(|e| e.contains("not a directory only this user")),
             "{e:?}"
         );
         remove(&path);

@@ -313,7 +313,10 @@ fn node_report_adds_the_preload_where_node_flags_go() {
         let want = format!("--expose-gc --require {preload}");
         assert_eq!(env(p, NODE_FLAGS_ENV), Some(want.as_str()));
         let options = env(p, "NODE_OPTIONS").unwrap_or_default();
-        assert!(options.ends_with(&format!("--require {preload}")), "{options}");
+        assert!(
+            options.ends_with(&format!("--require {preload}")),
+            "{options}"
+        );
     }
     assert_eq!(node_options(None, "/r/p.js"), "--require /r/p.js");
     assert_eq!(
