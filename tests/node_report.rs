@@ -246,3 +246,37 @@ fn a_wrapper_shells_node_finds_the_preload_in_node_options() {
     figures_reach(admin, [0, 0, 0]);
     stop_and_check_removed(c, &preload, "(exit code 0)");
 }
+
+#[test]
+fn the_preload_is_kept_across_an_in_place_upgrade_and_loaded_by_a_process_started_after() {
+    // Issue #30.3: the preload kept across an in-place upgrade (cluster.md, The in-place upgrade),
+    // removed at the stop after it.
+    let runtime = tempfile::tempdir().expect("runtime dir");
+    let admin = free_port();
+    let own = json!({"server": {"cluster": {"masterServesTx": false}}});
+    let c = start(&["node", PLAIN_NODE], own, runtime.path(), admin);
+    let preload = preload_path(runtime.path(), c.child.id());
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", WAIT);
+    assert_eq!(
+        mode(&preload),
+        0o600,
+        "{} after the upgrade",
+        preload.display()
+    );
+
+    // A worker started by the upgraded launcher loads it from the same place.
+    let old = c.pid_of("tx1");
+    let mark = c.mark();
+    common::unsafe_kill(old, libc::SIGKILL);
+    let line = c.wait_for_after(mark, "tx1: ready on port", WAIT);
+    assert!(line.contains("(said so on its channel)"), "{line}");
+    assert_eq!(c.get("/r4/after").status, 200);
+    poll("the new tx1's own figures", WAIT, || {
+        let v: Value = admin_get(admin, "/status").json();
+        let r = row(&v, "tx1");
+        (r["pid"] != old && r["heapUsed"].as_u64().is_some_and(|h| h > 0)).then_some(())
+    });
+    stop_and_check_removed(c, &preload, "exit");
+}
