@@ -163,6 +163,10 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         .then(crate::ops::node_report::path);
     if let Some(path) = preload {
         crate::ops::node_report::install(path)?;
+        info!(
+            "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
+            path.display()
+        );
     }
     let ended = run_processes(cli, settings, sizing, plan, journal, resume);
     if let Some(path) = preload {

@@ -134,6 +134,13 @@ fn a_plain_node_server_reports_its_heap_and_requests_through_the_preload() {
 
     // The file: 0600 in a 0700 directory of the launcher's own, named in every node's argv.
     let preload = preload_path(runtime.path(), c.child.id());
+    let said = c
+        .line_index("nodeReport: each Node process loads")
+        .map(|i| c.log_lines()[i].clone());
+    assert!(
+        said.is_some_and(|l| l.contains(&preload.display().to_string())),
+        "the start names the preload's file"
+    );
     assert_eq!(mode(&preload), 0o600, "{}", preload.display());
     assert_eq!(mode(preload.parent().unwrap_or(runtime.path())), 0o700);
 
