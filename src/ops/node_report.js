@@ -59,10 +59,19 @@
     delay = null;
   }
 
+  // Messages handed to the channel and not yet written: a launcher that stops reading holds at
+  // most this many in the process's memory; the figures in between are dropped, not queued.
+  const MAX_UNSENT = 8;
+  let unsent = 0;
+
   function send(message) {
     try {
+      if (!process.connected || unsent >= MAX_UNSENT) return;
+      unsent += 1;
       // With a callback a failed send is handed to it, never thrown or emitted as 'error'.
-      if (process.connected) process.send(message, undefined, undefined, () => {});
+      process.send(message, undefined, undefined, () => {
+        unsent -= 1;
+      });
     } catch (_) {
       // The channel is gone: the launcher ended. Nothing to do; the server runs on.
     }
