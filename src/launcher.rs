@@ -161,6 +161,10 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         .cluster
         .node_report
         .then(crate::ops::node_report::path);
+    if preload.is_none() && resume.is_some() {
+        // Turned off by this upgrade: the program before wrote one, nothing will name it now.
+        crate::ops::node_report::remove(crate::ops::node_report::path());
+    }
     if let Some(path) = preload {
         crate::ops::node_report::install(path)?;
         info!(

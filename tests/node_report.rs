@@ -285,5 +285,18 @@ fn the_preload_is_kept_across_an_in_place_upgrade_and_loaded_by_a_process_starte
         let r = row(&v, "tx1");
         (r["pid"] != old && r["heapUsed"].as_u64().is_some_and(|h| h > 0)).then_some(())
     });
+
+    // Turned off, then upgraded in place: the file goes at once (nothing names it any more).
+    let mut config = c.config.clone();
+    config["server"]["cluster"]["nodeReport"] = json!(false);
+    common::write_config(&c.data_dir(), &config);
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", WAIT);
+    assert!(
+        !preload.exists(),
+        "{} kept with nodeReport off",
+        preload.display()
+    );
     stop_and_check_removed(c, &preload, "exit");
 }
