@@ -50,7 +50,7 @@
 
   // The histogram records the time between its timer's ticks, the resolution included: that is
   // taken off, so an idle loop is ~0 ms.
-  const RESOLUTION_MS = 10;
+  const RESOLUTION_MS = 20;
   let delay = null;
   try {
     delay = perfHooks.monitorEventLoopDelay({ resolution: RESOLUTION_MS });

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The nodeReport preload's cost (issue #30.3): two clusters of the plain Node server
 # (tests/fixtures/plain-node-server.js, a `$lookup`-sized answer), one worker each, the preload
-# off in one and on in the other, run side by side; wrk loads them in turn, ROUNDS rounds of
-# SECONDS s each (off, on, off, on ...). Per round: requests/s through the front door and the
-# worker's CPU time per request (utime+stime from /proc). Prints each round and the medians'
-# ratios (on / off). Loopback only; everything it starts it stops by pid.
+# off in one and on in the other, run side by side; two wrk load both at once, ROUNDS rounds of
+# SECONDS s each. Per round: requests/s through the front door and the
+# worker's CPU time per request (utime+stime from /proc). Prints each round, and the ratios
+# (on / off) per round and their median. Loopback only; everything it starts it stops by pid.
 # Usage: tests/perf/node-report-bench.sh [ROUNDS] [SECONDS]   (after `cargo build`)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,19 +42,26 @@ URL='/r4/CodeSystem/$lookup?system=http://loinc.org&code=718-7'
 HZ=$(getconf CLK_TCK)
 echo "round mode req/s worker-cpu-us/req"
 for r in $(seq "$ROUNDS"); do
+  # Both at once, so whatever else the machine does weighs on both alike.
+  declare -A before=([off]=$(cpu_ticks "${W[off]}") [on]=$(cpu_ticks "${W[on]}"))
   for mode in off on; do
-    before=$(cpu_ticks "${W[$mode]}")
-    out=$(wrk -t1 -c8 -d"${SECONDS_EACH}s" "http://127.0.0.1:${P[$mode]}$URL")
+    wrk -t1 -c8 -d"${SECONDS_EACH}s" "http://127.0.0.1:${P[$mode]}$URL" > "$WORK/wrk-$mode" &
+  done
+  wait
+  for mode in off on; do
     after=$(cpu_ticks "${W[$mode]}")
-    reqs=$(echo "$out" | awk '/requests in/ {print $1}')
-    rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    echo "$r $mode $rate $(python3 -c "print(round(($after-$before)/$HZ*1e6/$reqs, 1))")"
+    reqs=$(awk '/requests in/ {print $1}' "$WORK/wrk-$mode")
+    rate=$(awk '/Requests\/sec/ {print $2}' "$WORK/wrk-$mode")
+    echo "$r $mode $rate $(python3 -c "print(round((${after}-${before[$mode]})/$HZ*1e6/$reqs, 1))")"
   done
 done | tee "$WORK/rounds"
 python3 - "$WORK/rounds" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l[0].isdigit()]
+by = {(r[0], r[1]): r for r in rows}
 for col, name in ((2, "req/s"), (3, "worker CPU us/request")):
     med = {m: statistics.median(float(r[col]) for r in rows if r[1] == m) for m in ("off", "on")}
-    print(f"{name}: off {med['off']:.1f}, on {med['on']:.1f}, on/off {med['on'] / med['off']:.4f}")
+    ratios = [float(by[(k, "on")][col]) / float(by[(k, "off")][col]) for k, m in by if m == "off"]
+    print(f"{name}: median off {med['off']:.1f}, on {med['on']:.1f}; "
+          f"on/off per round {' '.join(f'{x:.3f}' for x in ratios)}, median {statistics.median(ratios):.4f}")
 PY
