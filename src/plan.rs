@@ -9,7 +9,9 @@
 //! Node flags (ROLE-6, LAUNCH-12..14, DEC-19): the flags after `--` on fhircluster's command line,
 //! less a debugger's or watcher's (they would clash between N+1 processes), with `--expose-gc`
 //! added once; inserted after the program when it is `node`, otherwise handed to a wrapper in
-//! `FHIRCLUSTER_NODE_FLAGS`.
+//! `FHIRCLUSTER_NODE_FLAGS`. With `nodeReport` the preload's `--require <path>` is one of them, and
+//! a wrapper's environment also has it in `NODE_OPTIONS`, so the node it starts loads it even
+//! when the wrapper doesn't pass the flags on.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -125,8 +127,17 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
         .ok_or_else(|| PlanError::DataDir(format!("{} is not UTF-8", data_dir.display())))?
         .to_string();
     let is_node = Path::new(program).file_name().and_then(|n| n.to_str()) == Some("node");
-    let (flags, dropped) = node_flags(&settings.node_flags, is_node.then_some(command_args));
+    let (mut flags, dropped) = node_flags(&settings.node_flags, is_node.then_some(command_args));
+    let preload = settings
+        .cluster
+        .node_report
+        .then(|| crate::ops::node_report::path().display().to_string());
+    if let Some(path) = &preload {
+        flags.push("--require".to_string());
+        flags.push(path.clone());
+    }
 
+    let node_options_now = std::env::var("NODE_OPTIONS").ok();
     let mut processes = Vec::new();
     for n in 0..=workers {
         let (role, code) = if n == 0 {
@@ -170,6 +181,14 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
         ];
         if !is_node {
             env.push((NODE_FLAGS_ENV.to_string(), flags.join(" ")));
+            // A wrapper may not pass FHIRCLUSTER_NODE_FLAGS on: the node it starts finds the
+            // preload in NODE_OPTIONS (loaded once however many times it is named).
+            if let Some(path) = &preload {
+                env.push((
+                    "NODE_OPTIONS".to_string(),
+                    node_options(node_options_now.as_deref(), path),
+                ));
+            }
         }
         processes.push(ProcessSpec {
             id,
@@ -212,6 +231,15 @@ pub fn tx_endpoints_line(settings: &Settings) -> String {
         settings.tx.endpoints.join(", "),
         from.setter(SETTING)
     )
+}
+
+/// `NODE_OPTIONS` for a wrapper's node with the preload at `path`: the launcher's own
+/// `NODE_OPTIONS` kept, the preload's `--require` after it (DEC-19, nodeReport).
+fn node_options(inherited: Option<&str>, path: &str) -> String {
+    match inherited.map(str::trim).filter(|o| !o.is_empty()) {
+        Some(o) => format!("{o} --require {path}"),
+        None => format!("--require {path}"),
+    }
 }
 
 /// Flags that are the launcher's own (a debugger's, a watcher's) and flags among them that take

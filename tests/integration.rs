@@ -18,6 +18,7 @@ mod layout;
 mod load_smoke;
 mod memory_recycle;
 mod monitoring;
+mod node_report;
 mod ops_access_log;
 mod ops_admin;
 mod ops_control;

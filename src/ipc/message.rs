@@ -80,7 +80,7 @@ pub enum FromChild {
 }
 
 /// A process's own figures (child → launcher `status`). Null where a figure isn't known.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     #[serde(default)]
@@ -97,6 +97,10 @@ pub struct Status {
     pub refusing: bool,
     /// Requests served since the process started.
     pub requests: u64,
+    /// Optional (1.1): its event loop's delay over the last interval, ms (the 99th percentile:
+    /// the Node preload's `perf_hooks.monitorEventLoopDelay`); null or absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_loop_delay_ms: Option<f64>,
 }
 
 impl Status {
@@ -232,8 +236,10 @@ mod tests {
             in_flight: 5,
             refusing: true,
             requests: 6,
+            event_loop_delay_ms: Some(1.5),
         }));
         assert_eq!(v["type"], "status");
+        assert_eq!(v["eventLoopDelayMs"], 1.5);
         assert_eq!(v["inFlight"], 5);
         assert_eq!(v["heapLimit"], Value::Null);
         let v = roundtrip(FromChild::RequestCounts(RequestCounts {

@@ -18,6 +18,7 @@ pub(crate) mod line_file;
 pub(crate) mod log_queue;
 pub mod logging;
 pub(crate) mod metrics;
+pub(crate) mod node_report;
 pub mod notify;
 pub(crate) mod observed;
 pub(crate) mod pid_file;

@@ -130,7 +130,7 @@ pub fn render(status: &Value) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9}",
         "PROCESS",
         "ROLE",
         "PID",
@@ -140,7 +140,9 @@ pub fn render(status: &Value) -> String {
         "IN FLIGHT",
         "QUEUED",
         "PRIVATE",
-        "MAPPED"
+        "MAPPED",
+        "REQUESTS",
+        "HEAP"
     );
     for p in status["processes"].as_array().into_iter().flatten() {
         let slots = match p["slots"].as_u64() {
@@ -155,7 +157,7 @@ pub fn render(status: &Value) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+            "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9}",
             text(&p["code"]),
             text(&p["role"]),
             text(&p["pid"]),
@@ -166,12 +168,14 @@ pub fn render(status: &Value) -> String {
             text(&p["queued"]),
             mb(&p["rssAnon"]),
             mb(&p["rssFile"]),
+            text(&p["requests"]),
+            mb(&p["heapUsed"]),
         );
     }
     let l = &status["launcher"];
     let _ = writeln!(
         out,
-        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9}",
+        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9}",
         "launcher",
         "",
         text(&l["pid"]),
@@ -182,6 +186,8 @@ pub fn render(status: &Value) -> String {
         "",
         mb(&l["rssAnon"]),
         mb(&l["rssFile"]),
+        "",
+        "",
     );
     let _ = writeln!(out);
     let m = &status["memory"];
@@ -265,5 +271,27 @@ mod tests {
         let t = render(&s);
         assert!(t.contains("ready (no channel)"), "{t}");
         assert!(!t.contains("stale"), "{t}");
+    }
+
+    #[test]
+    fn each_process_shows_its_own_requests_and_js_heap() {
+        // Issue #30: what a process (FHIRsmith, or the nodeReport preload) reports is in the table.
+        let s = json!({
+            "front": {"ready": true},
+            "processes": [{"code": "tx1", "role": "tx-worker", "pid": 11, "status": "ready",
+                "requests": 1234, "heapUsed": 52_428_800u64},
+                {"code": "tx2", "role": "tx-worker", "pid": 12, "status": "ready",
+                "requests": null, "heapUsed": null, "noChannel": true}],
+        });
+        let t = render(&s);
+        let header = t
+            .lines()
+            .find(|l| l.starts_with("PROCESS"))
+            .unwrap_or_default();
+        assert!(header.ends_with("REQUESTS      HEAP"), "{t}");
+        let tx1 = t.lines().find(|l| l.starts_with("tx1")).unwrap_or_default();
+        assert!(tx1.ends_with("1234     50 MB"), "{t}");
+        let tx2 = t.lines().find(|l| l.starts_with("tx2")).unwrap_or_default();
+        assert!(tx2.ends_with("—         —"), "{t}");
     }
 }

@@ -283,3 +283,44 @@ fn the_plan_says_which_paths_are_tx_paths_and_where_that_came_from() {
         "tx endpoints: /r4, /tx/r5 (modules.tx.endpoints in /d/config.json)"
     );
 }
+
+#[test]
+fn node_report_adds_the_preload_where_node_flags_go() {
+    // spec: DEC-19 (proposed: nodeReport's --require follows it; a wrapper also gets NODE_OPTIONS)
+    let preload = crate::ops::node_report::path().display().to_string();
+    let mut s = settings();
+    s.command = strings(&["node", "server.js"]);
+    let off = replan(&s, 1, String::new()).unwrap();
+    assert!(!off.processes[1].argv.contains(&"--require".to_string()));
+    assert_eq!(env(&off.processes[1], "NODE_OPTIONS"), None);
+
+    s.cluster.node_report = true;
+    let on = replan(&s, 1, String::new()).unwrap();
+    for p in &on.processes {
+        // After node, before the script: node's own flags.
+        assert_eq!(
+            p.argv[..4],
+            strings(&["node", "--expose-gc", "--require", &preload])[..]
+        );
+        assert_eq!(p.argv[4], "server.js");
+        assert_eq!(env(p, "NODE_OPTIONS"), None, "node itself gets it once");
+    }
+
+    s.command = strings(&["sh", "-c", "exec node server.js"]);
+    let wrapped = replan(&s, 1, String::new()).unwrap();
+    for p in &wrapped.processes {
+        assert!(!p.argv.contains(&"--require".to_string()));
+        let want = format!("--expose-gc --require {preload}");
+        assert_eq!(env(p, NODE_FLAGS_ENV), Some(want.as_str()));
+        let options = env(p, "NODE_OPTIONS").unwrap_or_default();
+        assert!(
+            options.ends_with(&format!("--require {preload}")),
+            "{options}"
+        );
+    }
+    assert_eq!(node_options(None, "/r/p.js"), "--require /r/p.js");
+    assert_eq!(
+        node_options(Some(" --max-old-space-size=100 "), "/r/p.js"),
+        "--max-old-space-size=100 --require /r/p.js"
+    );
+}

@@ -101,6 +101,7 @@ settings_table! {
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Launcher]
         pid_file ["server.cluster.pidFile", String::new(), text, Launcher,
             flag "--pid-file" pid_file, unset "none"]
+        node_report ["server.cluster.nodeReport", false, boolean, Launcher]
     }
     memory: MemorySettings {
         reject_fraction ["server.memory.rejectFraction", 0.85, fraction, Servers]

@@ -259,6 +259,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "clientCaches": f.and_then(|f| f.client_caches),
             "clientConcepts": f.and_then(|f| f.client_concepts),
             "inFlight": f.map(|f| f.in_flight),
+            "eventLoopDelayMs": f.and_then(|f| f.event_loop_delay_ms),
             "figuresAgeMs": figures.map(|(_, at)| ms(now.saturating_duration_since(at))),
             "noChannel": no_channel(p, st.status_interval, now),
         }));
@@ -286,6 +287,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
         "clientCaches": Value::Null,
         "clientConcepts": Value::Null,
         "inFlight": input.launcher.in_flight,
+        "eventLoopDelayMs": Value::Null,
         "figuresAgeMs": 0,
     });
 

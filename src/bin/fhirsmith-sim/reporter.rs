@@ -34,6 +34,7 @@ pub fn status(sim: &Sim) -> FromChild {
         in_flight: sim.in_flight.load(Ordering::Relaxed) as u32,
         refusing: sim.refusing.load(Ordering::Relaxed),
         requests: sim.requests.load(Ordering::Relaxed),
+        event_loop_delay_ms: None,
     })
 }
 

@@ -42,6 +42,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("controlSocket", json!("/run/fhircluster/ctl.sock")),
         ("controlGroup", json!("fhirsmith")),
         ("pidFile", json!("run/fhircluster.pid")),
+        ("nodeReport", json!(true)),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -117,6 +118,10 @@ fn every_setting_in_the_file_reaches_its_own_field() {
             c.access_log_query
         ),
         ("json", "access.log", true)
+    );
+    assert_eq!(
+        (c.pid_file.as_str(), c.node_report),
+        ("run/fhircluster.pid", true)
     );
     assert_eq!(
         (s.memory.reject_fraction, s.memory.abort_fraction),

@@ -28,6 +28,7 @@ fn figures(n: u64) -> StatusFigures {
         in_flight: n as u32,
         refusing: false,
         requests: 1000 * n,
+        event_loop_delay_ms: None,
     }
 }
 
@@ -137,8 +138,8 @@ fn the_cluster_object_has_the_spec_fields() {
             "code": "tx1", "role": "tx-worker", "pid": 1001, "status": "ready",
             "uptimeMs": 100_000, "restarts": 0, "lastRestart": null, "requests": 2000,
             "rssAnon": 2 * GB, "rssFile": 20 * MB, "heapUsed": 200 * MB, "heapLimit": 4 * GB,
-            "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "figuresAgeMs": 5000,
-            "noChannel": false,
+            "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "eventLoopDelayMs": null,
+            "figuresAgeMs": 5000, "noChannel": false,
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");
@@ -356,6 +357,7 @@ fn status_message_figures() {
         in_flight: 5,
         refusing: true,
         requests: 6,
+        event_loop_delay_ms: None,
     });
     let f = StatusFigures::from_message(&msg);
     assert_eq!(f.as_ref().map(|f| f.requests), Some(6));
