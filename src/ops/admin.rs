@@ -148,6 +148,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         );
     }
     match req.uri().path() {
+        "/" => status_page(admin).await,
         "/livez" => respond(StatusCode::OK, "text/plain", "live\n"),
         "/readyz" => readyz(&admin.front),
         "/upgrade" => json_response(StatusCode::OK, &admin.desk.state()),
@@ -167,9 +168,32 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         }
         _ => json_response(
             StatusCode::NOT_FOUND,
-            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
+            &json!({"error": "not found", "endpoints": ["/", "/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
         ),
     }
+}
+
+/// `GET /`: the status page (`status_page.rs`), from what `/status` shows, the graph history and
+/// the last upgrade's outcome. Read-only.
+async fn status_page(admin: &Admin) -> Response<ProxyBody> {
+    let report = report(admin).await;
+    let mut status = status_json(&admin.front, report.as_ref());
+    status["front"]["refusalsLastMinute"] = json!(admin.refusals_last_minute());
+    let now_ms = crate::clock::unix_ms();
+    let history = report.map_or(Value::Null, |r| r.history.to_json(now_ms));
+    let upgrade = admin.desk.state()["last"].clone();
+    let html = super::status_page::render(&super::status_page::PageInput {
+        status: &status,
+        history: &history,
+        upgrade: &upgrade,
+        now_ms,
+    });
+    let mut r = respond(StatusCode::OK, "text/html; charset=utf-8", html);
+    r.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// Ready: the master and at least one tx process, and not draining.

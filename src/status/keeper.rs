@@ -34,6 +34,8 @@ pub struct Report {
     pub snapshot: Value,
     /// Memory recycles per process code.
     pub recycles: Vec<(String, u64)>,
+    /// The graph history as the master gets it (`History::to_json`), for the admin page.
+    pub history: History,
 }
 
 /// What an exit meant, as the supervisor's lifecycle decided it.
@@ -401,6 +403,7 @@ impl Keeper {
                 .iter()
                 .map(|r| (r.code.clone(), r.recycles))
                 .collect(),
+            history: self.history.clone(),
         }
     }
 }
