@@ -37,11 +37,12 @@ pub(crate) struct PageInput<'a> {
 
 const STYLE: &str = include_str!("status_page/page.css");
 
-/// The refresh: fetch `/` every `ms`, swap `#live`; on failure say since when.
+/// The refresh: fetch `/` every `ms`, swap `#live` (counting the swaps in `<html
+/// data-refreshes>`, so a browser test can see it ran); on failure say since when.
 const SCRIPT: &str = r#"(function(){var ms=INTERVAL,down=null;
 function tick(){fetch('/',{cache:'no-store'}).then(function(r){if(!r.ok)throw r.status;return r.text();})
 .then(function(t){var n=new DOMParser().parseFromString(t,'text/html').getElementById('live');
-if(n){document.getElementById('live').replaceWith(n);}down=null;document.getElementById('offline').hidden=true;})
+if(n){document.getElementById('live').replaceWith(n);var d=document.documentElement.dataset;d.refreshes=(+d.refreshes||0)+1;}down=null;document.getElementById('offline').hidden=true;})
 .catch(function(){if(!down)down=new Date();var o=document.getElementById('offline');
 o.textContent='\u26a0 The launcher has not answered since '+down.toISOString().substr(11,8)+' UTC: the figures below are from then.';o.hidden=false;})
 .then(function(){setTimeout(tick,ms);});}setTimeout(tick,ms);})();"#;

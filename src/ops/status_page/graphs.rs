@@ -113,7 +113,8 @@ pub(crate) fn charts(history: &Value, reject_at: Option<u64>, now_ms: u64) -> Ve
         .filter_map(|s| s.points.first()?["at"].as_u64())
         .min()
         .unwrap_or(floor);
-    let from_ms = oldest.max(floor).min(now_ms.saturating_sub(60_000));
+    // At least ten seconds across, so a first sample or two isn't drawn over the whole width.
+    let from_ms = oldest.max(floor).min(now_ms.saturating_sub(10_000));
     let interval = history["sampleIntervalMs"]
         .as_u64()
         .unwrap_or(60_000)
