@@ -168,7 +168,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         }
         _ => json_response(
             StatusCode::NOT_FOUND,
-            &json!({"error": "not found", "endpoints": ["/", "/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
+            &json!({"error": "not found", "endpoints": ["/livez", "/readyz", "/status", "/metrics", "/upgrade"]}),
         ),
     }
 }
