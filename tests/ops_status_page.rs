@@ -154,7 +154,6 @@ fn the_status_page_in_chromium_shows_every_process_its_graph_lines_and_a_killed_
     assert_eq!(procs, ["m0", "tx1", "tx2"]);
 
     // Every process has two samples in every graph: one polyline each.
-    // Turnaround has a figure only in an interval with requests: the master serves none here.
     let mut last = Vec::new();
     let found = eventually(Duration::from_secs(20), || {
         let dom = dump(admin);
@@ -176,9 +175,7 @@ fn the_status_page_in_chromium_shows_every_process_its_graph_lines_and_a_killed_
         let totals = lines.iter().filter(|l| *l == "total").count();
         let want = usize::from(id == "requests" || id == "memory");
         assert_eq!(totals, want, "{id}: {lines:?}");
-        if id != "turnaround" {
-            assert_eq!(lines.len(), procs.len() + want, "{id}: {lines:?}");
-        }
+        assert_eq!(lines.len(), procs.len() + want, "{id}: {lines:?}");
         assert!(
             lines.iter().all(|l| l == "total" || procs.contains(l)),
             "{id}: {lines:?}"

@@ -268,7 +268,16 @@ impl Keeper {
                 .map(|m| m.rss_anon)
         };
         let rss = lives.get(id.index()).and_then(rss_of);
-        let u = self.history.record_sample(&code, role, sample, rss, ms);
+        // Its in flight from its last `status`, if that came from the current process.
+        let started = lives.get(id.index()).and_then(|l| l.started_at);
+        let in_flight = row
+            .status
+            .as_ref()
+            .filter(|(_, at)| started.is_none_or(|s| *at >= s))
+            .map(|(f, _)| u64::from(f.in_flight));
+        let u = self
+            .history
+            .record_sample_with(&code, role, sample, rss, in_flight, ms);
         self.history_updates.push(u);
         if id.is_master() {
             let own = match readings.cgroup() {

@@ -1,7 +1,7 @@
 //! The page's 24 h graphs from the graph history the launcher keeps (`History::to_json`, spec
 //! "Graphs"): Requests per minute (with the Total per interval), private memory (`RssAnon`, with
 //! the memory Total and the refuse threshold), the memory guard's refusals per interval, and
-//! turnaround. One line per process, up to eight (colour, pattern and width tell them apart; the
+//! the requests in flight in each process when its sample came. One line per process, up to eight (colour, pattern and width tell them apart; the
 //! legend says how many are left out); a gap in a process's points breaks its line. Pure.
 
 use serde_json::Value;
@@ -173,9 +173,9 @@ pub(crate) fn charts(history: &Value, reject_at: Option<u64>, now_ms: u64) -> Ve
             plain,
         ),
         chart(
-            "turnaround",
-            "Turnaround (ms, mean per interval)",
-            process_lines(&ss, from_ms, &num("turnaroundMs")),
+            "inflight",
+            "In flight (at each sample)",
+            process_lines(&ss, from_ms, &num("inFlight")),
             Vec::new(),
             plain,
         ),

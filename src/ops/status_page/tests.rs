@@ -45,7 +45,7 @@ fn page(status: &Value, history: &Value, upgrade: &Value) -> String {
 
 fn sample(at: u64, requests: u64) -> Value {
     json!({"kind": "sample", "at": at, "requests": requests, "refusals": 0,
-           "rssAnon": 1_000_000 + requests, "turnaroundMs": 2.0,
+           "rssAnon": 1_000_000 + requests, "turnaroundMs": 2.0, "inFlight": requests,
            "clientCaches": null, "clientConcepts": null, "heapUsed": null})
 }
 
@@ -163,7 +163,7 @@ fn each_graph_has_a_polyline_per_run_of_each_line_and_a_gap_breaks_one() {
     let st = status(vec![process("m0", "ready"), process("tx1", "ready")]);
     let charts = polylines(&page(&st, &h, &Value::Null));
     let ids: Vec<&str> = charts.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, ["requests", "memory", "refusals", "turnaround"]);
+    assert_eq!(ids, ["requests", "memory", "refusals", "inflight"]);
     for (id, codes) in &charts {
         let n = |c: &str| codes.iter().filter(|x| *x == c).count();
         assert_eq!((n("m0"), n("tx1")), (1, 2), "{id}: {codes:?}");
