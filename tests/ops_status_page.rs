@@ -40,8 +40,11 @@ fn out_dir() -> PathBuf {
 /// standard output (the DOM, with `--dump-dom`).
 fn chromium(admin: u16, extra: &[&str]) -> String {
     let profile = tempfile::tempdir().expect("chromium profile");
-    let out = Command::new("chromium")
+    // coreutils' `timeout`: a browser that hangs fails the test instead of holding it.
+    let out = Command::new("timeout")
         .args([
+            "60",
+            "chromium",
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
