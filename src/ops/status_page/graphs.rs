@@ -1,8 +1,9 @@
 //! The page's 24 h graphs from the graph history the launcher keeps (`History::to_json`, spec
 //! "Graphs"): Requests per minute (with the Total per interval), private memory (`RssAnon`, with
 //! the memory Total and the refuse threshold), the memory guard's refusals per interval, and
-//! the requests in flight in each process when its sample came. One line per process, up to eight (colour, pattern and width tell them apart; the
-//! legend says how many are left out); a gap in a process's points breaks its line. Pure.
+//! the requests in flight in each process when its sample came. One line per process, up to
+//! eight (colour, pattern and width tell them apart; the legend says how many are left out); a
+//! gap in a process's points breaks its line. Pure.
 
 use serde_json::Value;
 

@@ -272,3 +272,42 @@ fn figures_are_written_short_and_unknown_ones_as_a_dash() {
     assert_eq!(count(Some(1_234_567)), "1\u{2009}234\u{2009}567");
     assert_eq!(count(None), "—");
 }
+
+#[test]
+fn a_full_day_is_drawn_a_point_per_pixel_column_and_a_spike_is_kept() {
+    // spec: GRAPH-6, GRAPH-7 (24 h, 1,440 points a process)
+    let mut points: Vec<Value> = (0..1440u64)
+        .map(|i| sample(NOW - (1440 - i) * 60_000, 1))
+        .collect();
+    points[700] = sample(NOW - 740 * 60_000, 5000);
+    let series: Vec<(String, Vec<Value>)> =
+        (0..9).map(|i| (format!("tx{i}"), points.clone())).collect();
+    let h = history(
+        series
+            .iter()
+            .map(|(c, p)| (c.as_str(), p.clone()))
+            .collect(),
+    );
+    let mut h60 = h.clone();
+    h60["sampleIntervalMs"] = json!(60_000);
+    let html = page(&status(vec![]), &h60, &Value::Null);
+    let first = html
+        .split(r#"<polyline class="line" data-code="tx0""#)
+        .nth(1)
+        .and_then(|p| p.split("points=\"").nth(1))
+        .and_then(|p| p.split('"').next())
+        .unwrap_or("");
+    let n = first.split(' ').count();
+    assert!((300..=360).contains(&n), "{n} points drawn");
+    // The spike (5000 requests in an interval: the top of the axis) is still there.
+    let top = first
+        .split(' ')
+        .filter_map(|xy| xy.split(',').nth(1)?.parse::<f64>().ok())
+        .fold(f64::MAX, f64::min);
+    assert!(top < 40.0, "the spike's y is {top}");
+    eprintln!(
+        "STATUS-PAGE a full day of 9 processes: {} bytes",
+        html.len()
+    );
+    assert!(html.len() < 300_000, "a page of {} bytes", html.len());
+}
