@@ -33,6 +33,7 @@ mod ops_pid_file;
 mod ops_served_by;
 mod ops_signals;
 mod ops_status;
+mod ops_status_page;
 mod ops_systemd;
 mod proxy_drain;
 mod proxy_edge;

@@ -84,7 +84,7 @@ impl Launcher {
         // The launcher's own endpoints answer from the start (/readyz says why it isn't ready).
         let mut admin_fd = None;
         let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
-        let admin = Admin::start(front.clone(), control.clone());
+        let admin = Admin::start(front.clone(), control.clone(), desk.clone());
         if let Some(addr) = c.admin_address {
             let inherited = resume
                 .and_then(Resume::admin_listener)

@@ -1,5 +1,6 @@
 //! The launcher's own endpoints, on a listener of their own (`adminAddress`, off unless set) so
-//! they never collide with FHIRsmith's paths, read-only: `/livez` (the launcher is up),
+//! they never collide with FHIRsmith's paths, read-only: `/` (the status page, HTML,
+//! `status_page.rs`), `/livez` (the launcher is up),
 //! `/readyz` (`200` when the master and at least one tx process are ready and it isn't
 //! draining, else `503` with a JSON reason), `/status` (the cluster snapshot with the front
 //! door's live figures) and `/metrics` (Prometheus text). No action is here: an action's path
@@ -40,15 +41,23 @@ pub struct Admin {
     pub control: mpsc::Sender<Control>,
     /// Total refusals sampled every few seconds over the last minute, oldest first.
     pub window: std::sync::Mutex<std::collections::VecDeque<(tokio::time::Instant, u64)>>,
+    /// The upgrades' outcomes, read by the status page (upgrades are asked on the control
+    /// socket, never here).
+    pub desk: super::upgrade_desk::UpgradeDesk,
 }
 
 impl Admin {
     /// The figures, and their sampler (the refusals in the last minute) started.
-    pub(crate) fn start(front: Arc<Front>, control: mpsc::Sender<Control>) -> Arc<Admin> {
+    pub(crate) fn start(
+        front: Arc<Front>,
+        control: mpsc::Sender<Control>,
+        desk: super::upgrade_desk::UpgradeDesk,
+    ) -> Arc<Admin> {
         let admin = Arc::new(Admin {
             front,
             control,
             window: Default::default(),
+            desk,
         });
         let sampler = admin.clone();
         tokio::spawn(async move {
@@ -135,7 +144,7 @@ fn json_response(status: StatusCode, v: &Value) -> Response<ProxyBody> {
 }
 
 /// What this listener serves.
-const ENDPOINTS: [&str; 4] = ["/livez", "/readyz", "/status", "/metrics"];
+const ENDPOINTS: [&str; 5] = ["/", "/livez", "/readyz", "/status", "/metrics"];
 
 async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
     // An action's path, whatever the method: not here (this listener only looks).
@@ -163,6 +172,7 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
         return r;
     }
     match req.uri().path() {
+        "/" => status_page(admin).await,
         "/livez" => respond(StatusCode::OK, "text/plain", "live\n"),
         "/readyz" => readyz(&admin.front),
         "/status" => json_response(StatusCode::OK, &admin.status_value().await),
@@ -179,6 +189,29 @@ async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<ProxyBody> {
             &json!({"error": "not found", "endpoints": ENDPOINTS}),
         ),
     }
+}
+
+/// `GET /`: the status page (`status_page.rs`), from what `/status` shows, the graph history and
+/// the last upgrade's outcome. Read-only.
+async fn status_page(admin: &Admin) -> Response<ProxyBody> {
+    let report = report(admin).await;
+    let mut status = status_json(&admin.front, report.as_ref());
+    status["front"]["refusalsLastMinute"] = json!(admin.refusals_last_minute());
+    let now_ms = crate::clock::unix_ms();
+    let history = report.map_or(Value::Null, |r| r.history.to_json(now_ms));
+    let upgrade = admin.desk.state()["last"].clone();
+    let html = super::status_page::render(&super::status_page::PageInput {
+        status: &status,
+        history: &history,
+        upgrade: &upgrade,
+        now_ms,
+    });
+    let mut r = respond(StatusCode::OK, "text/html; charset=utf-8", html);
+    r.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// Ready: the master and at least one tx process, and not draining.

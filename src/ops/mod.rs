@@ -26,6 +26,7 @@ pub(crate) mod process_self;
 pub(crate) mod process_series;
 pub(crate) mod signal_stream;
 pub mod signals;
+pub(crate) mod status_page;
 pub(crate) mod status_table;
 pub(crate) mod tx_usage;
 pub(crate) mod upgrade_cmd;

@@ -45,6 +45,11 @@ pub enum Point {
         turnaround_ms: Option<f64>,
         /// The process's `RssAnon` as the launcher read it when the sample arrived.
         rss_anon: Option<u64>,
+        /// Requests in flight in the process when the sample arrived, from its last `status`
+        /// (the admin status page's In flight graph). Left out when not known, so a history
+        /// without it (saved before, or from a process without a channel) reads the same.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_flight: Option<u64>,
     },
     /// No data from here until the next sample: a restart or a skipped interval.
     Gap { at: u64 },
@@ -174,12 +179,26 @@ impl History {
 
     /// A sample arrived from a process, with its `RssAnon` as the launcher just read it.
     /// A repeat (same time as the last sample) is ignored.
+    #[cfg(test)]
     pub fn record_sample(
         &mut self,
         code: &str,
         role: &str,
         sample: &Sample,
         rss_anon: Option<u64>,
+        now_ms: u64,
+    ) -> Value {
+        self.record_sample_with(code, role, sample, rss_anon, None, now_ms)
+    }
+
+    /// [`History::record_sample`], with the requests the process had in flight then.
+    pub fn record_sample_with(
+        &mut self,
+        code: &str,
+        role: &str,
+        sample: &Sample,
+        rss_anon: Option<u64>,
+        in_flight: Option<u64>,
         now_ms: u64,
     ) -> Value {
         let interval = self.interval_ms;
@@ -209,6 +228,7 @@ impl History {
             heap_used: sample.heap_used,
             turnaround_ms: sample.turnaround_ms,
             rss_anon,
+            in_flight,
         });
         s.points.extend(added.iter().cloned());
         self.finish(code, added, now_ms)

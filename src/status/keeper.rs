@@ -37,6 +37,8 @@ pub struct Report {
     pub snapshot: Value,
     /// Memory recycles per process code.
     pub recycles: Vec<(String, u64)>,
+    /// The graph history as the master gets it (`History::to_json`), for the admin page.
+    pub history: History,
 }
 
 /// What an exit meant, as the supervisor's lifecycle decided it.
@@ -283,7 +285,16 @@ impl Keeper {
                 .map(|m| m.rss_anon)
         };
         let rss = lives.get(id.index()).and_then(rss_of);
-        let u = self.history.record_sample(&code, role, sample, rss, ms);
+        // Its in flight from its last `status`, if that came from the current process.
+        let started = lives.get(id.index()).and_then(|l| l.started_at);
+        let in_flight = row
+            .status
+            .as_ref()
+            .filter(|(_, at)| started.is_none_or(|s| *at >= s))
+            .map(|(f, _)| u64::from(f.in_flight));
+        let u = self
+            .history
+            .record_sample_with(&code, role, sample, rss, in_flight, ms);
         self.queue_update(u);
         if id.is_master() {
             let own = match readings.cgroup() {
@@ -450,6 +461,7 @@ impl Keeper {
                 .iter()
                 .map(|r| (r.code.clone(), r.recycles))
                 .collect(),
+            history: self.history.clone(),
         }
     }
 }

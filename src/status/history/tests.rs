@@ -274,3 +274,30 @@ fn a_saved_history_comes_back_with_a_gap() {
     assert_eq!(back["memoryTotal"], json!([{"at": T0, "bytes": 8}]));
     assert!(History::restore(&json!({"x": 1}), false, T0).is_none());
 }
+
+#[test]
+fn a_sample_keeps_the_in_flight_it_came_with_and_leaves_it_out_when_not_known() {
+    // The admin status page's In flight graph; a saved history without it reads the same.
+    let mut h = history();
+    h.record_sample_with(
+        "tx1",
+        "tx-worker",
+        &sample(T0 - 2 * MIN, 1, None),
+        None,
+        Some(3),
+        T0,
+    );
+    h.record_sample_with(
+        "tx1",
+        "tx-worker",
+        &sample(T0 - MIN, 1, None),
+        None,
+        None,
+        T0,
+    );
+    let p = points(&h, "tx1");
+    assert_eq!(p[0]["inFlight"], 3, "{p:?}");
+    assert!(p[1].get("inFlight").is_none(), "{p:?}");
+    let back = History::restore(&h.to_json(T0), false, T0).expect("restored");
+    assert_eq!(points(&back, "tx1")[..2], p[..], "read back the same");
+}

@@ -1,0 +1,199 @@
+//! The page's problems, a line each (spec "Status": "the problems, a line each with a ⚠ and a
+//! sentence"), taken from what `/status` holds: a process not ready (starting, restarting,
+//! stopping), refusing, its figures gone stale; restarts since the launcher started; memory at
+//! 90% or more of the refuse threshold; the launcher not ready or draining, its own refusals in
+//! the last minute; an upgrade that did not happen. Pure: the JSON in, the lines out.
+
+use serde_json::Value;
+
+use super::fmt::{bytes, duration};
+
+/// What kind of problem a line is (the page tags each line with it, so a test or a person's
+/// stylesheet can pick them out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// No figures came from the supervisor in time.
+    NoReport,
+    /// A process starting, restarting or stopping.
+    NotReady,
+    /// A process whose memory guard refuses requests.
+    Refusing,
+    /// A process whose figures are older than three intervals.
+    Stale,
+    /// Restarts since the launcher started.
+    Restarts,
+    /// The memory guard's measure at 90% or more of its refuse threshold.
+    Memory,
+    /// The launcher's `/readyz` would say 503, or it is draining.
+    LauncherNotReady,
+    /// The launcher refused requests in the last minute (queue wait, none ready, stopping).
+    Refusals,
+    /// The last upgrade asked for was refused or failed.
+    Upgrade,
+}
+
+impl Kind {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::NoReport => "no-report",
+            Kind::NotReady => "not-ready",
+            Kind::Refusing => "refusing",
+            Kind::Stale => "stale",
+            Kind::Restarts => "restarts",
+            Kind::Memory => "memory",
+            Kind::LauncherNotReady => "launcher-not-ready",
+            Kind::Refusals => "refusals",
+            Kind::Upgrade => "upgrade",
+        }
+    }
+}
+
+/// One line: its kind, the process it is about (if one) and the sentence (not yet escaped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Problem {
+    pub kind: Kind,
+    pub code: Option<String>,
+    pub text: String,
+}
+
+fn line(kind: Kind, code: Option<&str>, text: String) -> Problem {
+    Problem {
+        kind,
+        code: code.map(str::to_string),
+        text,
+    }
+}
+
+/// The share of the refuse threshold at which memory becomes a problem (spec: "at 90% or more
+/// of its refusal threshold").
+const MEMORY_NEAR: f64 = 0.9;
+
+/// Every problem `status` (the `/status` object) and `upgrade` (`/upgrade`'s `last`: null, or
+/// `{outcome, reason, atMs}`) show, in the page's order.
+pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let procs = status["processes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if procs.is_empty() {
+        out.push(line(
+            Kind::NoReport,
+            None,
+            "The supervisor's figures did not come in time: the processes are not shown.".into(),
+        ));
+    }
+    let front = &status["front"];
+    if front["draining"] == true {
+        out.push(line(
+            Kind::LauncherNotReady,
+            None,
+            "The launcher is stopping: it drains and takes no new request.".into(),
+        ));
+    } else if front["ready"] == false && !procs.is_empty() {
+        out.push(line(
+            Kind::LauncherNotReady,
+            None,
+            "The launcher is not ready (/readyz answers 503).".into(),
+        ));
+    }
+    for p in procs {
+        let code = p["code"].as_str().unwrap_or("?");
+        match p["status"].as_str().unwrap_or("") {
+            s @ ("starting" | "restarting" | "stopping") => {
+                let why = match p["lastRestart"].as_str() {
+                    Some(w) if s == "restarting" || s == "starting" => format!(" (last: {w})"),
+                    _ => String::new(),
+                };
+                out.push(line(
+                    Kind::NotReady,
+                    Some(code),
+                    format!("{code} is {s}, not ready{why}."),
+                ));
+            }
+            "stale" => out.push(line(
+                Kind::Stale,
+                Some(code),
+                format!(
+                    "{code}'s figures are stale: the last came {} ago; they are left out of \
+                     the totals.",
+                    duration(p["figuresAgeMs"].as_u64())
+                ),
+            )),
+            _ => {}
+        }
+    }
+    for code in status["refusing"].as_array().into_iter().flatten() {
+        let code = code.as_str().unwrap_or("?");
+        out.push(line(
+            Kind::Refusing,
+            Some(code),
+            format!("{code} is refusing requests: its memory guard is over the threshold."),
+        ));
+    }
+    if let Some(p) = memory_near(&status["memory"]) {
+        out.push(p);
+    }
+    let restarted: Vec<String> = procs
+        .iter()
+        .filter_map(|p| {
+            let n = p["restarts"].as_u64().filter(|n| *n > 0)?;
+            Some(format!("{} {n}", p["code"].as_str().unwrap_or("?")))
+        })
+        .collect();
+    if !restarted.is_empty() {
+        let total = status["totals"]["restarts"].as_u64().unwrap_or(0);
+        let s = if total == 1 { "" } else { "s" };
+        out.push(line(
+            Kind::Restarts,
+            None,
+            format!(
+                "{total} restart{s} since the launcher started ({}).",
+                restarted.join(", ")
+            ),
+        ));
+    }
+    let refused = front["refusalsLastMinute"].as_u64().unwrap_or(0);
+    if refused > 0 {
+        out.push(line(
+            Kind::Refusals,
+            None,
+            format!(
+                "The launcher refused {refused} request{} in the last minute (no process free \
+                 in time, none ready, or stopping).",
+                if refused == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    if let Some(outcome) = upgrade["outcome"].as_str() {
+        let reason = upgrade["reason"].as_str().unwrap_or("no reason given");
+        out.push(line(
+            Kind::Upgrade,
+            None,
+            format!("The last upgrade asked for was {outcome}: {reason}."),
+        ));
+    }
+    out
+}
+
+/// What the memory guard measures (the cgroup's private memory, or without a cgroup limit of
+/// the service's own the processes' summed) against the refuse threshold.
+fn memory_near(memory: &Value) -> Option<Problem> {
+    let reject = memory["rejectAt"].as_u64().filter(|r| *r > 0)?;
+    let measure = memory["cgroup"]["anon"]
+        .as_u64()
+        .or_else(|| memory["processAnon"].as_u64())?;
+    let share = measure as f64 / reject as f64;
+    (share >= MEMORY_NEAR).then(|| {
+        line(
+            Kind::Memory,
+            None,
+            format!(
+                "Memory is at {:.0}% of the refuse threshold: {} of {}.",
+                share * 100.0,
+                bytes(Some(measure)),
+                bytes(Some(reject))
+            ),
+        )
+    })
+}
