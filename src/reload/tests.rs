@@ -132,6 +132,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.accessLogPath" => json!("access.log"),
         "server.cluster.accessLogQuery" => json!(true),
         "server.cluster.pidFile" => json!("fhircluster.pid"),
+        "server.cluster.nodeReport" => json!(true),
         "server.cluster.controlSocket" => json!("ctl.sock"),
         "server.cluster.controlGroup" => json!("0"),
         "server.memory.rejectFraction" => json!(0.8),
