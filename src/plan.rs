@@ -129,15 +129,15 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
     let is_node = Path::new(program).file_name().and_then(|n| n.to_str()) == Some("node");
     let (mut flags, dropped) = node_flags(&settings.node_flags, is_node.then_some(command_args));
     let preload = settings
-        .cluster
-        .node_report
-        .then(|| crate::ops::node_report::path().display().to_string());
+        .node_preload
+        .as_ref()
+        .filter(|_| settings.cluster.node_report)
+        .map(|p| p.display().to_string());
     if let Some(path) = &preload {
         flags.push("--require".to_string());
         flags.push(path.clone());
     }
 
-    let node_options_now = std::env::var("NODE_OPTIONS").ok();
     let mut processes = Vec::new();
     for n in 0..=workers {
         let (role, code) = if n == 0 {
@@ -186,7 +186,7 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             if let Some(path) = &preload {
                 env.push((
                     "NODE_OPTIONS".to_string(),
-                    node_options(node_options_now.as_deref(), path),
+                    node_options(settings.node_options.as_deref(), path),
                 ));
             }
         }

@@ -287,8 +287,9 @@ fn the_plan_says_which_paths_are_tx_paths_and_where_that_came_from() {
 #[test]
 fn node_report_adds_the_preload_where_node_flags_go() {
     // spec: DEC-19 (proposed: nodeReport's --require follows it; a wrapper also gets NODE_OPTIONS)
-    let preload = crate::ops::node_report::path().display().to_string();
+    let preload = "/run/user/0/fhircluster-7/node-report.js".to_string();
     let mut s = settings();
+    s.node_preload = Some(preload.clone().into());
     s.command = strings(&["node", "server.js"]);
     let off = replan(&s, 1, String::new()).unwrap();
     assert!(!off.processes[1].argv.contains(&"--require".to_string()));

@@ -126,6 +126,11 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     if text.is_some_and(|c| !c.plain) {
         s.warnings.extend(commented_file_warning(&path, &s.command));
     }
+    s.node_preload = s
+        .cluster
+        .node_report
+        .then(|| crate::ops::node_report::path().to_path_buf());
+    s.node_options = env("NODE_OPTIONS");
     Ok(s)
 }
 

@@ -59,6 +59,11 @@ pub struct Settings {
     /// Which layer gave each setting, for the messages that name it (`--workers`, not
     /// `server.cluster.workers`, when the flag set it).
     pub(crate) sources: Sources,
+    /// What the plan needs of the launcher's own surroundings, read by `load` (the shell) so
+    /// the plan stays pure: the preload's path while `nodeReport` is on, and the launcher's own
+    /// `NODE_OPTIONS` (a wrapper's node gets the preload after it).
+    pub(crate) node_preload: Option<PathBuf>,
+    pub(crate) node_options: Option<String>,
 }
 
 /// `server.cluster.*`. Every field here and in the other sections is one row of `table.rs`: the

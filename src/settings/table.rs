@@ -36,6 +36,8 @@ settings_table! {
         node_flags: Vec::new(),
         warnings: Vec::new(),
         sources: Sources::default(),
+        node_preload: None,
+        node_options: None,
     }
     Settings {
         port ["server.port", 3000, port, Launcher, flag "--port" port, env "PORT"]
