@@ -336,7 +336,7 @@ struct Launcher {
 
 /// The client listener's task and how to stop it.
 struct Serving {
-    task: tokio::task::JoinHandle<Option<TcpListener>>,
+    task: tokio::task::JoinHandle<Option<listener::Kept>>,
     shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
 }
@@ -423,8 +423,11 @@ impl Launcher {
         ));
         let (shutdown, shutdown_rx) = watch::channel(listener::Shutdown::No);
         let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
+        // The idle client connections the program before handed over, served again.
+        let clients = resume.map(Resume::client_conns).unwrap_or_default();
         let task = tokio::spawn(listener::serve_live(
             listener,
+            clients,
             self.front.clone(),
             live.clone(),
             shutdown_rx,

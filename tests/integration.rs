@@ -65,3 +65,4 @@ mod stop;
 mod supervise;
 mod upgrade;
 mod upgrade_faults;
+mod upgrade_keepalive;

@@ -2,7 +2,8 @@
 //! its pid, its listening sockets and every FHIRsmith process (`upgrade/`). In order:
 //! the new binary is checked (`upgrade::preflight`; a failure is one line and nothing changes);
 //! systemd hears `RELOADING=1`; the client connections are drained with the port kept open and
-//! unaccepted (connections arriving wait in the kernel's backlog); the supervisor hands every
+//! unaccepted (connections arriving wait in the kernel's backlog) and the idle keep-alive ones
+//! kept open, to be handed over (`proxy::conn::handed`); the supervisor hands every
 //! process and the state over (refused unless the cluster is steady: then the listener serves
 //! on); the state goes to a memfd and the program is `execve`d with every socket, channel and
 //! pipe inherited. Should the `execve` fail, everything is taken back and served as before. A
@@ -21,9 +22,12 @@ use crate::ops::signal_stream::Signals;
 use crate::ops::signals::Sig;
 use crate::ops::signals::{meaning, Meaning, Phase};
 use crate::process::ProcessId;
-use crate::proxy::listener::{self, Shutdown};
+use crate::proxy::conn::HandedClient;
+use crate::proxy::listener::{self, Kept, Shutdown};
 use crate::supervisor::{Control, HandedChild, ShellHandover};
-use crate::upgrade::state::{capture_instant, ChildState, CooldownState, Handover, FORMAT};
+use crate::upgrade::state::{
+    capture_instant, ChildState, ClientConnState, CooldownState, Handover, FORMAT,
+};
 use crate::upgrade::{exec, test_hook};
 
 /// How an upgrade that returned ended (a successful one does not return).
@@ -135,7 +139,9 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
-        let Some(listener) = self.drain_for_upgrade(serving, signals, &mut reload).await else {
+        let Some(Kept { listener, clients }) =
+            self.drain_for_upgrade(serving, signals, &mut reload).await
+        else {
             return Outcome::Stop;
         };
         let drained = started.elapsed();
@@ -150,6 +156,7 @@ impl Launcher {
                 self.refused(&why);
                 return self.serve_on(
                     listener,
+                    clients,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -163,19 +170,23 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(&program, &handed, &listener, signals, &mut reload, drained)
+            .execute(
+                &program, &handed, &listener, &clients, signals, &mut reload, drained,
+            )
             .await;
         let _ = give_back.send(handed);
         match not {
             NotExecuted::Stop => {
                 self.front.admission.stop();
-                drop(listener);
+                // The idle client connections are closed, as a stop's drain closes them.
+                drop((listener, clients));
                 Outcome::Stop
             }
             NotExecuted::Refused(why) => {
                 self.refused(&why);
                 self.serve_on(
                     listener,
+                    clients,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -186,6 +197,7 @@ impl Launcher {
                 self.desk.ended("failed", &why);
                 self.serve_on(
                     listener,
+                    clients,
                     live,
                     reload,
                     &format!("upgrade failed, running as before: {why}"),
@@ -201,6 +213,7 @@ impl Launcher {
         program: &std::path::Path,
         handed: &ShellHandover,
         listener: &tokio::net::TcpListener,
+        clients: &[HandedClient],
         signals: &mut Signals,
         reload: &mut bool,
         drained: std::time::Duration,
@@ -208,7 +221,7 @@ impl Launcher {
         if let Err(why) = test_hook::step("state").await {
             return NotExecuted::Failed(why);
         }
-        let (mut h, keep) = self.handover(handed, listener);
+        let (mut h, keep) = self.handover(handed, listener, clients);
         if let Err(why) = test_hook::step("exec").await {
             return NotExecuted::Failed(why);
         }
@@ -238,10 +251,12 @@ impl Launcher {
             ));
         }
         info!(
-            "upgrade: executing {} (pid {} kept, {} processes handed over, drained in {:.0} ms)",
+            "upgrade: executing {} (pid {} kept, {} processes and {} idle client connections \
+             handed over, drained in {:.0} ms)",
             program.display(),
             std::process::id(),
             handed.children.len(),
+            clients.len(),
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
@@ -254,11 +269,12 @@ impl Launcher {
     fn serve_on(
         &mut self,
         listener: tokio::net::TcpListener,
+        clients: Vec<HandedClient>,
         live: std::sync::Arc<listener::LiveListenerSettings>,
         reload: bool,
         status: &str,
     ) -> Outcome {
-        let serving = self.serve_again(listener, live);
+        let serving = self.serve_again(listener, clients, live);
         self.notifier.ready(status);
         Outcome::Serving { serving, reload }
     }
@@ -276,7 +292,7 @@ impl Launcher {
         mut serving: Serving,
         signals: &mut Signals,
         reload: &mut bool,
-    ) -> Option<tokio::net::TcpListener> {
+    ) -> Option<Kept> {
         let _ = serving.shutdown.send(Shutdown::HandOver);
         let mut stop = false;
         let listener = loop {
@@ -303,15 +319,18 @@ impl Launcher {
         listener
     }
 
-    /// Serves again on the same listener (the upgrade did not happen).
+    /// Serves again on the same listener and the idle client connections the drain kept (the
+    /// upgrade did not happen).
     fn serve_again(
         &mut self,
         listener: tokio::net::TcpListener,
+        clients: Vec<HandedClient>,
         live: std::sync::Arc<listener::LiveListenerSettings>,
     ) -> Serving {
         let (shutdown, shutdown_rx) = watch::channel(Shutdown::No);
         let task = tokio::spawn(listener::serve_live(
             listener,
+            clients,
             self.front.clone(),
             live.clone(),
             shutdown_rx,
@@ -329,8 +348,17 @@ impl Launcher {
         &self,
         handed: &ShellHandover,
         listener: &tokio::net::TcpListener,
+        clients: &[HandedClient],
     ) -> (Handover, Vec<RawFd>) {
         let mut keep = vec![listener.as_raw_fd()];
+        let client_conns = clients
+            .iter()
+            .map(|c| ClientConnState {
+                fd: c.stream.as_raw_fd(),
+                unread: c.unread.to_vec(),
+            })
+            .collect::<Vec<_>>();
+        keep.extend(client_conns.iter().map(|c| c.fd));
         let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
         keep.extend(admin_fd);
         let control_fd = self.control_socket.as_ref().map(|c| c.raw_fd());
@@ -381,6 +409,7 @@ impl Launcher {
                 .unwrap_or_default(),
             guardian,
             reload_pending: false,
+            client_conns,
             cooldowns: self
                 .front
                 .admission
@@ -423,6 +452,24 @@ impl Resume {
 
     pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
         Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
+    }
+
+    /// The idle client connections handed over, each with the bytes read ahead of its next
+    /// request; one whose fd is not open (or not a socket) is left out.
+    pub(super) fn client_conns(&self) -> Vec<HandedClient> {
+        self.handover
+            .client_conns
+            .iter()
+            .filter_map(|c| {
+                let stream = std::net::TcpStream::from(Resume::fd(c.fd)?);
+                // Not a connected socket (an fd number reused for something else): closed.
+                stream.peer_addr().ok()?;
+                Some(HandedClient {
+                    stream,
+                    unread: bytes::Bytes::from(c.unread.clone()),
+                })
+            })
+            .collect()
     }
 
     pub(super) fn control_listener(&self) -> Option<std::os::unix::net::UnixListener> {

@@ -7,8 +7,9 @@
 //! (its channel, its stdout and stderr) and what was read from them and not yet used (a partial
 //! channel line, a partial output line: raw bytes, hex, since a line may end mid-character),
 //! what was queued to it and not yet written, the shell's flags about the master, and the
-//! master's mailbox (held counts and history), the memory recycle's clocks and the front door's
-//! cooldowns.
+//! master's mailbox (held counts and history), the memory recycle's clocks, the front door's
+//! cooldowns and the idle client connections (each fd and the bytes read ahead of its next
+//! request).
 //!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
 //! change that an older reader would misread gets a new number; the new program keeps reading
@@ -57,6 +58,19 @@ pub(crate) struct Handover {
     /// A `SIGHUP` came during the upgrade: the new program reloads once it serves.
     #[serde(default)]
     pub reload_pending: bool,
+    /// The idle client connections, kept open (`proxy::conn::handed`).
+    #[serde(default)]
+    pub client_conns: Vec<ClientConnState>,
+}
+
+/// An idle client connection handed over: its fd and the bytes read from it ahead of its next
+/// request (a head begun, or more), which are served first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClientConnState {
+    pub fd: i32,
+    #[serde(with = "hex")]
+    pub unread: Vec<u8>,
 }
 
 /// A cooldown running at the capture.

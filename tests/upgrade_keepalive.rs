@@ -1,0 +1,191 @@
+//! Keep-alive clients that never retry, across 20 in-place upgrades (#25): each sends its
+//! requests one after another on one connection (GETs and POSTs with bodies, some with pauses
+//! long enough to be parked), and a request that fails is counted, not sent again. The upgrade
+//! hands their idle connections over through the `execve` (`proxy::conn::handed`), so every
+//! request is answered on the connection it was sent on and no client ever reconnects; a
+//! connection that had sent half a head as the upgrade began keeps those bytes.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::common::*;
+use crate::upgrade::Bin;
+
+/// What the clients saw.
+#[derive(Default)]
+struct Seen {
+    ok: AtomicU64,
+    failed: Mutex<Vec<String>>,
+    /// A client's connection closed under it: it opened another (counted, for the measure; a
+    /// client of this kind would have failed every request after).
+    reconnects: AtomicU64,
+}
+
+const POST_PATH: &str = "/r4/CodeSystem/$validate-code";
+
+/// Client `k` until `stop`: one connection, requests one after another; every third a POST
+/// with a body of its own length, checked whole at the process. Pauses of its own between
+/// requests: none, short, or over a second (hyper parks it, then the lobby holds it).
+fn client(
+    k: usize,
+    addr: std::net::SocketAddr,
+    stop: Arc<AtomicBool>,
+    seen: Arc<Seen>,
+) -> std::thread::JoinHandle<u16> {
+    std::thread::spawn(move || {
+        let pause = [0, 0, 20, 150, 600, 1300][k % 6];
+        let mut conn = Conn::open(addr).expect("connect");
+        let port = conn.stream.local_addr().expect("local").port();
+        let mut i = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            i += 1;
+            let post = i % 3 == 0;
+            let body = vec![b'x'; 100 + (k * 37 + i) % 900];
+            let sent = if post {
+                conn.send("POST", POST_PATH, &[("Content-Type", "application/json")], &body, true)
+            } else {
+                conn.send("GET", LOOKUP, &[], b"", true)
+            };
+            let r = if sent.is_ok() {
+                conn.read()
+            } else {
+                Response {
+                    status: 0,
+                    headers: Default::default(),
+                    body: Vec::new(),
+                }
+            };
+            let whole = !post || r.header("x-sim-body-length") == Some(body.len().to_string().as_str());
+            let closing = r
+                .header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+            if r.status == 200 && whole && !closing {
+                seen.ok.fetch_add(1, Ordering::Relaxed);
+            } else {
+                let what = if post { "POST" } else { "GET" };
+                seen.failed.lock().expect("failed").push(format!(
+                    "client {k} request {i} ({what}): {} {}{}",
+                    r.status,
+                    if closing { "Connection: close " } else { "" },
+                    r.text()
+                ));
+            }
+            if r.status == 0 || closing {
+                seen.reconnects.fetch_add(1, Ordering::Relaxed);
+                match Conn::open(addr) {
+                    Ok(c) => conn = c,
+                    Err(_) => return 0,
+                }
+            }
+            if pause > 0 {
+                // The client's own pacing (not a wait for the launcher).
+                std::thread::sleep(Duration::from_millis(pause));
+            }
+        }
+        let now = conn.stream.local_addr().map_or(0, |a| a.port());
+        if now == port {
+            port
+        } else {
+            0
+        }
+    })
+}
+
+#[test]
+fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
+    // #25: beyond the spec (STOP-2 closes idle connections at a stop; an upgrade is no stop).
+    let bin = Bin::new();
+    let c = cluster()
+        .workers(2)
+        .config(serde_json::json!({"server": {"cluster": {"proxyThreads": 2}}}))
+        .start_wrapped(&bin.wrap());
+    let addr = c.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let clients: Vec<_> = (0..6)
+        .map(|k| client(k, addr, stop.clone(), seen.clone()))
+        .collect();
+    wait_until("the clients under way", secs(30), || {
+        seen.ok.load(Ordering::Relaxed) > 20
+    });
+    // A connection that has sent half a head as each upgrade begins: the rest after it.
+    let mut partial = Conn::open(addr).expect("connect");
+    let partial_port = partial.stream.local_addr().expect("local").port();
+    let mut partial_failed = Vec::new();
+    for n in 1..=20 {
+        bin.replace_with(Path::new(LAUNCHER));
+        partial
+            .stream
+            .write_all(b"GET /r4/metadata HTTP/1.1\r\nHo")
+            .expect("half a head");
+        let mark = c.mark();
+        unsafe_kill(c.child.id() as i32, libc::SIGUSR2);
+        c.wait_for_after(mark, "upgraded in place", secs(60));
+        partial
+            .stream
+            .write_all(b"st: localhost\r\n\r\n")
+            .expect("the rest of the head");
+        let r = partial.read();
+        if r.status != 200 {
+            partial_failed.push(format!("upgrade {n}: {} {}", r.status, r.text()));
+            partial = Conn::open(addr).expect("connect");
+        }
+        let served = seen.ok.load(Ordering::Relaxed);
+        wait_until("the clients served on", secs(30), || {
+            seen.ok.load(Ordering::Relaxed) > served + 10
+        });
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ports: Vec<u16> = clients
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect();
+    let failed = seen.failed.lock().expect("failed").clone();
+    let ok = seen.ok.load(Ordering::Relaxed);
+    let reconnects = seen.reconnects.load(Ordering::Relaxed);
+    let total = ok + failed.len() as u64;
+    println!(
+        "upgrade_keepalive: 20 upgrades, 6 non-retrying keep-alive clients: {} of {total} \
+         requests failed, {reconnects} reconnects; half-head connection: {} of 20 failed",
+        failed.len(),
+        partial_failed.len()
+    );
+    for f in failed.iter().take(30) {
+        println!("  {f}");
+    }
+    let log = c.log_lines();
+    let handed: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("upgrade: executing"))
+        .collect();
+    for l in handed.iter().take(3) {
+        println!("  {l}");
+    }
+    assert!(
+        failed.is_empty() && partial_failed.is_empty(),
+        "{} of {total} failed: {:?}; half-head: {partial_failed:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    assert_eq!(reconnects, 0);
+    assert!(
+        ports.iter().all(|&p| p != 0),
+        "every client on the connection it opened: {ports:?}"
+    );
+    assert_eq!(
+        partial.stream.local_addr().expect("local").port(),
+        partial_port
+    );
+    report_figures(
+        "upgrade_keepalive::twenty_upgrades_hand_over_every_idle_keep_alive_connection",
+        "20 in-place upgrades, 6 keep-alive clients that never retry (GET and POST with bodies, \
+         paced 0 to 1.3 s) and one with half a head sent as each upgrade begins",
+        20,
+        total + 20,
+        0,
+        "every request answered on the connection it was sent on; 0 reconnects, same local ports",
+    );
+}
