@@ -19,6 +19,8 @@ use crate::upgrade::Bin;
 struct Seen {
     ok: AtomicU64,
     failed: Mutex<Vec<String>>,
+    /// Of those, answered whole but with `Connection: close` (the next request would fail).
+    closed_after: AtomicU64,
     /// A client's connection closed under it: it opened another (counted, for the measure; a
     /// client of this kind would have failed every request after).
     reconnects: AtomicU64,
@@ -28,7 +30,8 @@ const POST_PATH: &str = "/r4/CodeSystem/$validate-code";
 
 /// Client `k` until `stop`: one connection, requests one after another; every third a POST
 /// with a body of its own length, checked whole at the process. Pauses of its own between
-/// requests: none, short, or over a second (hyper parks it, then the lobby holds it).
+/// requests: none, short, or over a second (hyper parks it, then the lobby holds it). Returns
+/// its connection's local port (0: it had to open another).
 fn client(
     k: usize,
     addr: std::net::SocketAddr,
@@ -44,10 +47,18 @@ fn client(
             i += 1;
             let post = i % 3 == 0;
             let body = vec![b'x'; 100 + (k * 37 + i) % 900];
+            // Client 1's GETs are slow (`$expand`): one is often in progress as a drain begins.
+            let get = if k == 1 { EXPAND } else { LOOKUP };
             let sent = if post {
-                conn.send("POST", POST_PATH, &[("Content-Type", "application/json")], &body, true)
+                conn.send(
+                    "POST",
+                    POST_PATH,
+                    &[("Content-Type", "application/json")],
+                    &body,
+                    true,
+                )
             } else {
-                conn.send("GET", LOOKUP, &[], b"", true)
+                conn.send("GET", get, &[], b"", true)
             };
             let r = if sent.is_ok() {
                 conn.read()
@@ -58,13 +69,17 @@ fn client(
                     body: Vec::new(),
                 }
             };
-            let whole = !post || r.header("x-sim-body-length") == Some(body.len().to_string().as_str());
+            let whole =
+                !post || r.header("x-sim-body-length") == Some(body.len().to_string().as_str());
             let closing = r
                 .header("connection")
                 .is_some_and(|v| v.eq_ignore_ascii_case("close"));
             if r.status == 200 && whole && !closing {
                 seen.ok.fetch_add(1, Ordering::Relaxed);
             } else {
+                if r.status == 200 && whole {
+                    seen.closed_after.fetch_add(1, Ordering::Relaxed);
+                }
                 let what = if post { "POST" } else { "GET" };
                 seen.failed.lock().expect("failed").push(format!(
                     "client {k} request {i} ({what}): {} {}{}",
@@ -101,6 +116,7 @@ fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
     let c = cluster()
         .workers(2)
         .config(serde_json::json!({"server": {"cluster": {"proxyThreads": 2}}}))
+        .env("SIM_COST_EXPAND_MS", "200")
         .start_wrapped(&bin.wrap());
     let addr = c.addr();
     let stop = Arc::new(AtomicBool::new(false));
@@ -147,10 +163,13 @@ fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
     let ok = seen.ok.load(Ordering::Relaxed);
     let reconnects = seen.reconnects.load(Ordering::Relaxed);
     let total = ok + failed.len() as u64;
+    let closed_after = seen.closed_after.load(Ordering::Relaxed);
     println!(
         "upgrade_keepalive: 20 upgrades, 6 non-retrying keep-alive clients: {} of {total} \
-         requests failed, {reconnects} reconnects; half-head connection: {} of 20 failed",
+         requests failed ({} unanswered, {closed_after} answered with Connection: close), \
+         {reconnects} reconnects; half-head connection: {} of 20 failed",
         failed.len(),
+        failed.len() as u64 - closed_after,
         partial_failed.len()
     );
     for f in failed.iter().take(30) {
@@ -181,11 +200,68 @@ fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
     );
     report_figures(
         "upgrade_keepalive::twenty_upgrades_hand_over_every_idle_keep_alive_connection",
-        "20 in-place upgrades, 6 keep-alive clients that never retry (GET and POST with bodies, \
-         paced 0 to 1.3 s) and one with half a head sent as each upgrade begins",
+        "20 in-place upgrades, 6 keep-alive clients that never retry (GET, 200 ms $expand, POST \
+         with bodies, paced 0 to 1.3 s) and one with half a head sent as each upgrade begins",
         20,
         total + 20,
         0,
         "every request answered on the connection it was sent on; 0 reconnects, same local ports",
+    );
+}
+
+#[test]
+fn an_upgrade_that_fails_serves_the_kept_connections_on() {
+    // #25: the execve fails (the test hook): the old program takes its idle connections back
+    // and serves them, so a client that doesn't retry sees nothing either.
+    let bin = Bin::new();
+    let c = cluster()
+        .workers(1)
+        .env("FHIRCLUSTER_TEST_EXEC_FAIL", "1")
+        .start_wrapped(&bin.wrap());
+    let addr = c.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let clients: Vec<_> = (0..6)
+        .map(|k| client(k, addr, stop.clone(), seen.clone()))
+        .collect();
+    wait_until("the clients under way", secs(30), || {
+        seen.ok.load(Ordering::Relaxed) > 20
+    });
+    let mut partial = Conn::open(addr).expect("connect");
+    for _ in 0..3 {
+        bin.replace_with(Path::new(LAUNCHER));
+        partial
+            .stream
+            .write_all(b"POST /r4/CodeSystem/$validate-code HTTP/1.1\r\nHost: x\r\nContent-")
+            .expect("half a head");
+        let mark = c.mark();
+        c.signal(libc::SIGUSR2);
+        c.wait_for_after(mark, "upgrade: cannot execute", secs(60));
+        partial
+            .stream
+            .write_all(b"Length: 2\r\n\r\n{}")
+            .expect("the rest");
+        let r = partial.read();
+        assert_eq!(r.status, 200, "{}\n{}", r.text(), c.log_lines().join("\n"));
+        assert_eq!(r.header("x-sim-body-length"), Some("2"));
+        let served = seen.ok.load(Ordering::Relaxed);
+        wait_until("the clients served on", secs(30), || {
+            seen.ok.load(Ordering::Relaxed) > served + 10
+        });
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ports: Vec<u16> = clients
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .collect();
+    let failed = seen.failed.lock().expect("failed").clone();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(ports.iter().all(|&p| p != 0), "{ports:?}");
+    assert!(
+        c.log_lines()
+            .iter()
+            .any(|l| l.contains("client connection(s) handed over, as they were")),
+        "{}",
+        c.log_lines().join("\n")
     );
 }

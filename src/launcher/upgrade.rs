@@ -139,9 +139,7 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
-        let Some(Kept { listener, clients }) =
-            self.drain_for_upgrade(serving, signals, &mut reload).await
-        else {
+        let Some(kept) = self.drain_for_upgrade(serving, signals, &mut reload).await else {
             return Outcome::Stop;
         };
         let drained = started.elapsed();
@@ -155,8 +153,7 @@ impl Launcher {
             Ok(Err(why)) => {
                 self.refused(&why);
                 return self.serve_on(
-                    listener,
-                    clients,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -170,23 +167,20 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(
-                &program, &handed, &listener, &clients, signals, &mut reload, drained,
-            )
+            .execute(&program, &handed, &kept, signals, &mut reload, drained)
             .await;
         let _ = give_back.send(handed);
         match not {
             NotExecuted::Stop => {
                 self.front.admission.stop();
                 // The idle client connections are closed, as a stop's drain closes them.
-                drop((listener, clients));
+                drop(kept);
                 Outcome::Stop
             }
             NotExecuted::Refused(why) => {
                 self.refused(&why);
                 self.serve_on(
-                    listener,
-                    clients,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -196,8 +190,7 @@ impl Launcher {
                 error!("upgrade: {why}; serving on as before");
                 self.desk.ended("failed", &why);
                 self.serve_on(
-                    listener,
-                    clients,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade failed, running as before: {why}"),
@@ -212,8 +205,7 @@ impl Launcher {
         &mut self,
         program: &std::path::Path,
         handed: &ShellHandover,
-        listener: &tokio::net::TcpListener,
-        clients: &[HandedClient],
+        kept: &Kept,
         signals: &mut Signals,
         reload: &mut bool,
         drained: std::time::Duration,
@@ -221,7 +213,7 @@ impl Launcher {
         if let Err(why) = test_hook::step("state").await {
             return NotExecuted::Failed(why);
         }
-        let (mut h, keep) = self.handover(handed, listener, clients);
+        let (mut h, keep) = self.handover(handed, kept);
         if let Err(why) = test_hook::step("exec").await {
             return NotExecuted::Failed(why);
         }
@@ -256,7 +248,7 @@ impl Launcher {
             program.display(),
             std::process::id(),
             handed.children.len(),
-            clients.len(),
+            kept.clients.len(),
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
@@ -268,13 +260,12 @@ impl Launcher {
     /// meanwhile (`reload`).
     fn serve_on(
         &mut self,
-        listener: tokio::net::TcpListener,
-        clients: Vec<HandedClient>,
+        kept: Kept,
         live: std::sync::Arc<listener::LiveListenerSettings>,
         reload: bool,
         status: &str,
     ) -> Outcome {
-        let serving = self.serve_again(listener, clients, live);
+        let serving = self.serve_again(kept.listener, kept.clients, live);
         self.notifier.ready(status);
         Outcome::Serving { serving, reload }
     }
@@ -344,14 +335,11 @@ impl Launcher {
     }
 
     /// The state as the new program reads it, and every fd it names.
-    fn handover(
-        &self,
-        handed: &ShellHandover,
-        listener: &tokio::net::TcpListener,
-        clients: &[HandedClient],
-    ) -> (Handover, Vec<RawFd>) {
+    fn handover(&self, handed: &ShellHandover, kept: &Kept) -> (Handover, Vec<RawFd>) {
+        let listener = &kept.listener;
         let mut keep = vec![listener.as_raw_fd()];
-        let client_conns = clients
+        let client_conns = kept
+            .clients
             .iter()
             .map(|c| ClientConnState {
                 fd: c.stream.as_raw_fd(),

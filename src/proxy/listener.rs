@@ -161,7 +161,10 @@ pub async fn serve_live(
     trimming.abort();
     let clients = handover.take();
     if handing_over {
-        info!("drain: {} idle client connection(s) to hand over", clients.len());
+        info!(
+            "drain: {} idle client connection(s) to hand over",
+            clients.len()
+        );
     }
     kept.map(|listener| Kept { listener, clients })
 }
