@@ -265,3 +265,25 @@ fn an_upgrade_that_fails_serves_the_kept_connections_on() {
         c.log_lines().join("\n")
     );
 }
+
+#[test]
+fn an_upgrade_to_a_binary_that_takes_no_connections_closes_the_idle_ones_as_before() {
+    // #25: a binary from before the handover of connections says only `1` to
+    // --upgrade-formats; handed them it would leave them open and unserved, so they are closed
+    // in the drain, as a stop closes them (STOP-2), and the client sees its connection end.
+    let bin = Bin::new();
+    let c = cluster().workers(1).start_wrapped(&bin.wrap());
+    let mut idle = Conn::open(c.addr()).expect("connect");
+    idle.send("GET", LOOKUP, &[], b"", true).expect("send");
+    assert_eq!(idle.read().status, 200);
+    bin.replace_with_script(&format!(
+        "#!/bin/sh\n[ \"$1\" = --upgrade-formats ] && {{ echo 1; exit 0; }}\nexec '{LAUNCHER}' \"$@\"\n"
+    ));
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    let (_, ended) = idle.drain(secs(10));
+    assert!(ended, "the idle connection was left open");
+    c.wait_for_after(mark, "takes no client connections over", secs(10));
+    assert_eq!(c.get(LOOKUP).status, 200);
+}

@@ -122,8 +122,8 @@ impl Launcher {
             let program = program.clone();
             tokio::task::spawn_blocking(move || crate::upgrade::preflight::check(&program)).await
         };
-        match checked {
-            Ok(Ok(())) => {}
+        let takes_clients = match checked {
+            Ok(Ok(takes)) => takes,
             Ok(Err(why)) => {
                 self.refused(&why);
                 return not_now(serving);
@@ -132,6 +132,12 @@ impl Launcher {
                 self.refused(&format!("the check did not finish ({e})"));
                 return not_now(serving);
             }
+        };
+        if !takes_clients {
+            info!(
+                "upgrade: {} takes no client connections over: idle ones are closed in the drain",
+                program.display()
+            );
         }
         let live = serving.live.clone();
         self.notifier.upgrading();
@@ -139,7 +145,10 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
-        let Some(kept) = self.drain_for_upgrade(serving, signals, &mut reload).await else {
+        let Some(kept) = self
+            .drain_for_upgrade(serving, takes_clients, signals, &mut reload)
+            .await
+        else {
             return Outcome::Stop;
         };
         let drained = started.elapsed();
@@ -276,15 +285,17 @@ impl Launcher {
         self.desk.ended("refused", why);
     }
 
-    /// The drain with the port kept: `None` when a stop signal came meanwhile (the drain then
+    /// The drain with the port kept, and the idle client connections too when the new program
+    /// takes them over (`clients`): `None` when a stop signal came meanwhile (the drain then
     /// ends as a stop's does). A `SIGHUP` meanwhile is deferred (`reload`).
     async fn drain_for_upgrade(
         &mut self,
         mut serving: Serving,
+        clients: bool,
         signals: &mut Signals,
         reload: &mut bool,
     ) -> Option<Kept> {
-        let _ = serving.shutdown.send(Shutdown::HandOver);
+        let _ = serving.shutdown.send(Shutdown::HandOver { clients });
         let mut stop = false;
         let listener = loop {
             tokio::select! {

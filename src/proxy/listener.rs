@@ -32,8 +32,9 @@ pub enum Shutdown {
     Stop,
     /// An in-place upgrade: the drain with the port kept open and unaccepted (connections
     /// wait in the kernel's backlog for the new program) and the queue served on, then the
-    /// listener is given back.
-    HandOver,
+    /// listener is given back; `clients`: with the idle client connections (the new program
+    /// takes them over), else they are closed as a stop's drain closes them.
+    HandOver { clients: bool },
 }
 
 /// What an upgrade's drain gives back: the listener, and the idle client connections, to be
@@ -130,10 +131,13 @@ pub async fn serve_live(
             () = until_asked(&mut shutdown) => break,
         }
     }
-    let handing_over = *shutdown.borrow() == Shutdown::HandOver;
+    let asked = *shutdown.borrow();
+    let handing_over = matches!(asked, Shutdown::HandOver { .. });
     let kept = if handing_over {
-        // From here, an idle connection hearing the drain is collected, not closed.
-        handover.begin();
+        if asked == (Shutdown::HandOver { clients: true }) {
+            // From here, an idle connection hearing the drain is collected, not closed.
+            handover.begin();
+        }
         Some(listener)
     } else {
         drop(listener);

@@ -159,13 +159,26 @@ impl std::fmt::Display for StateError {
     }
 }
 
-/// What `--upgrade-formats` prints: the formats read, space-separated (`1`).
+/// Named after the formats in `--upgrade-formats` by a program that takes idle client
+/// connections over (`clientConns`). An older program's line has numbers only: handed them, it
+/// would leave them open and unserved (their fds inherited by every child it starts), so the
+/// upgrade to it closes them in the drain as before. Older readers skip the word (`reads`).
+pub(crate) const TAKES_CLIENT_CONNS: &str = "clientConns";
+
+/// What `--upgrade-formats` prints: the formats read, space-separated, then what else this
+/// program takes over (`1 clientConns`).
 pub(crate) fn formats_line() -> String {
     READS
         .iter()
         .map(u32::to_string)
+        .chain([TAKES_CLIENT_CONNS.to_string()])
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether a binary whose `--upgrade-formats` printed `line` takes client connections over.
+pub(crate) fn takes_client_conns(line: &str) -> bool {
+    line.split_whitespace().any(|w| w == TAKES_CLIENT_CONNS)
 }
 
 /// Whether a binary whose `--upgrade-formats` printed `line` reads `format`.

@@ -86,6 +86,16 @@ fn handover() -> Handover {
 }
 
 #[test]
+fn only_a_binary_that_names_client_conns_is_handed_them() {
+    // #25: a binary from before them prints the numbers only; one after, the word too, which
+    // an older reader skips.
+    assert!(takes_client_conns(&formats_line()));
+    assert!(reads(&formats_line(), FORMAT));
+    assert!(!takes_client_conns("1"));
+    assert!(!takes_client_conns("1 clientConnsX 2"));
+}
+
+#[test]
 fn a_state_from_a_program_that_hands_over_no_client_connections_reads_as_none() {
     // #25: the client connections are a field of format 1 an older program does not write.
     let mut json = serde_json::to_value(handover()).expect("json");
