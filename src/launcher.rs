@@ -162,7 +162,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             None
         }
         Some(Ok(handover)) => {
-            let r = Resume { handover };
+            let r = Resume::new(handover);
             r.tree(settings.cluster.kill_after);
             Some(r)
         }
@@ -424,7 +424,7 @@ impl Launcher {
         let (shutdown, shutdown_rx) = watch::channel(listener::Shutdown::No);
         let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
         // The idle client connections the program before handed over, served again.
-        let clients = resume.map(Resume::client_conns).unwrap_or_default();
+        let clients = resume.map(Resume::take_client_conns).unwrap_or_default();
         let task = tokio::spawn(listener::serve_live(
             listener,
             clients,

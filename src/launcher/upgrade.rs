@@ -437,9 +437,24 @@ fn defer_reload(sig: Sig, reload: &mut bool) {
 /// What the new program takes over, read from the state the old one handed over.
 pub(super) struct Resume {
     pub(super) handover: Handover,
+    /// The idle client connections, adopted at once (`new`) and served once the listener is.
+    clients: std::sync::Mutex<Vec<HandedClient>>,
 }
 
 impl Resume {
+    /// The state, with its client connections adopted at once: close-on-exec again before any
+    /// process can be started (a child holding one would keep it open after the launcher closes
+    /// it, and the client would never see the close).
+    pub(super) fn new(handover: Handover) -> Resume {
+        let clients = std::sync::Mutex::new(Resume::client_conns(&handover));
+        Resume { handover, clients }
+    }
+
+    /// The idle client connections handed over (once; then none).
+    pub(super) fn take_client_conns(&self) -> Vec<HandedClient> {
+        std::mem::take(&mut *self.clients.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// The state's fd, adopted (close-on-exec again).
     fn fd(fd: RawFd) -> Option<OwnedFd> {
         exec::adopt_fd(fd).ok()
@@ -455,8 +470,8 @@ impl Resume {
 
     /// The idle client connections handed over, each with the bytes read ahead of its next
     /// request; one whose fd is not open (or not a socket) is left out.
-    pub(super) fn client_conns(&self) -> Vec<HandedClient> {
-        self.handover
+    fn client_conns(handover: &Handover) -> Vec<HandedClient> {
+        handover
             .client_conns
             .iter()
             .filter_map(|c| {
