@@ -287,3 +287,38 @@ fn an_upgrade_to_a_binary_that_takes_no_connections_closes_the_idle_ones_as_befo
     c.wait_for_after(mark, "takes no client connections over", secs(10));
     assert_eq!(c.get(LOOKUP).status, 200);
 }
+
+#[test]
+fn a_head_begun_before_upgrades_keeps_its_header_timeout() {
+    // #25: a connection handed over keeps the time it has been idle: upgrade after upgrade
+    // gives a head sent slowly no more than headerTimeoutSeconds from the last response.
+    let bin = Bin::new();
+    let c = cluster()
+        .workers(1)
+        .config(serde_json::json!({"server": {"cluster": {"headerTimeoutSeconds": 2}}}))
+        .start_wrapped(&bin.wrap());
+    let mut slow = Conn::open(c.addr()).expect("connect");
+    let began = std::time::Instant::now();
+    slow.stream
+        .write_all(b"GET /r4/metadata HTTP/1.1\r\nHo")
+        .expect("half a head");
+    // Upgrades until 1.5 s of the 2 have passed (or the connection is cut meanwhile).
+    let mut last = began;
+    while began.elapsed() < Duration::from_millis(1500) {
+        bin.replace_with(Path::new(LAUNCHER));
+        let mark = c.mark();
+        c.signal(libc::SIGUSR2);
+        c.wait_for_after(mark, "upgraded in place", secs(60));
+        last = std::time::Instant::now();
+    }
+    let (_, ended) = slow.drain(secs(10));
+    let after_last = last.elapsed();
+    assert!(ended, "the slow head was never cut off");
+    // Counted from the accept: cut about 0.5 s after the last upgrade; counted anew by each
+    // program, 2 s after it.
+    assert!(
+        after_last < Duration::from_millis(1300),
+        "cut {after_last:?} after the last upgrade, {:?} after the head began",
+        began.elapsed()
+    );
+}

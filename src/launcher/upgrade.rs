@@ -355,6 +355,10 @@ impl Launcher {
             .map(|c| ClientConnState {
                 fd: c.stream.as_raw_fd(),
                 unread: c.unread.to_vec(),
+                idle_ms: handed
+                    .at
+                    .saturating_duration_since(c.idle_since)
+                    .as_millis() as u64,
             })
             .collect::<Vec<_>>();
         keep.extend(client_conns.iter().map(|c| c.fd));
@@ -471,6 +475,11 @@ impl Resume {
     /// The idle client connections handed over, each with the bytes read ahead of its next
     /// request; one whose fd is not open (or not a socket) is left out.
     fn client_conns(handover: &Handover) -> Vec<HandedClient> {
+        let at = capture_instant(
+            handover.captured_monotonic_ms,
+            crate::ops::notify::monotonic_usec() / 1000,
+            crate::clock::now_std(),
+        );
         handover
             .client_conns
             .iter()
@@ -478,9 +487,11 @@ impl Resume {
                 let stream = std::net::TcpStream::from(Resume::fd(c.fd)?);
                 // Not a connected socket (an fd number reused for something else): closed.
                 stream.peer_addr().ok()?;
+                let idle = std::time::Duration::from_millis(c.idle_ms);
                 Some(HandedClient {
                     stream,
                     unread: bytes::Bytes::from(c.unread.clone()),
+                    idle_since: at.checked_sub(idle).unwrap_or(at),
                 })
             })
             .collect()

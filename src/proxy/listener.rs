@@ -71,7 +71,7 @@ pub async fn serve_live(
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
     let handover = Arc::new(Collector::new(HAND_OVER_AT_MOST));
-    let spawn = |conns: &mut JoinSet<()>, stream: tokio::net::TcpStream, peer, unread| {
+    let spawn = |conns: &mut JoinSet<()>, stream: tokio::net::TcpStream, peer, unread, since| {
         let _ = stream.set_nodelay(true);
         let ctx = ConnContext {
             front: front.clone(),
@@ -86,7 +86,7 @@ pub async fn serve_live(
         let drain = drain_rx.clone();
         conns.spawn(async move {
             let _open = open;
-            serve_client(stream, unread, ctx, drain).await;
+            serve_client(stream, unread, since, ctx, drain).await;
         });
     };
     let taken_back = clients.len();
@@ -98,7 +98,10 @@ pub async fn serve_live(
             Ok((tokio::net::TcpStream::from_std(c.stream)?, peer))
         });
         match resumed {
-            Ok((stream, peer)) => spawn(&mut conns, stream, peer, c.unread),
+            Ok((stream, peer)) => {
+                let since = tokio::time::Instant::from_std(c.idle_since);
+                spawn(&mut conns, stream, peer, c.unread, since);
+            }
             Err(e) => debug!("a client connection handed over: {e}; closed"),
         }
     }
@@ -111,7 +114,10 @@ pub async fn serve_live(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => spawn(&mut conns, stream, peer, bytes::Bytes::new()),
+                Ok((stream, peer)) => {
+                    let now = tokio::time::Instant::now();
+                    spawn(&mut conns, stream, peer, bytes::Bytes::new(), now);
+                }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
                     // logging at most once a minute.

@@ -71,6 +71,9 @@ pub(crate) struct ClientConnState {
     pub fd: i32,
     #[serde(with = "hex")]
     pub unread: Vec<u8>,
+    /// How long it had been idle at the capture, in ms (its header timeout goes on counting).
+    #[serde(default)]
+    pub idle_ms: u64,
 }
 
 /// A cooldown running at the capture.

@@ -24,12 +24,15 @@ use bytes::Bytes;
 /// state); the rest are closed as a stop's drain closes them.
 pub const HAND_OVER_AT_MOST: usize = 16_384;
 
-/// An idle client connection, handed over: its socket (non-blocking, out of any reactor) and
-/// the bytes of a next request read from it and not yet parsed (a partial head, or more).
+/// An idle client connection, handed over: its socket (non-blocking, out of any reactor), the
+/// bytes of a next request read from it and not yet parsed (a partial head, or more), and since
+/// when it has been idle (its `headerTimeoutSeconds` go on counting from then: an upgrade
+/// gives a slow head no more time).
 #[derive(Debug)]
 pub struct HandedClient {
     pub stream: std::net::TcpStream,
     pub unread: Bytes,
+    pub idle_since: std::time::Instant,
 }
 
 /// Where idle connections go during an upgrade's drain, up to a bound.
@@ -88,6 +91,7 @@ mod tests {
         HandedClient {
             stream,
             unread: Bytes::from_static(b"GET / HT"),
+            idle_since: std::time::Instant::now(),
         }
     }
 

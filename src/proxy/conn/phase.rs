@@ -93,10 +93,12 @@ enum Phase {
 }
 
 /// Serves the client on `stream` until it closes, fails or the drain closes it (or, in an
-/// upgrade, hands it over); `unread`: bytes already read from it (a connection handed over).
+/// upgrade, hands it over); `unread`: bytes already read from it, and `since`: when it was
+/// accepted or, handed over, went idle (the header timeout counts from then).
 pub async fn serve_client(
     stream: TcpStream,
     unread: Bytes,
+    since: Instant,
     ctx: ConnContext,
     mut drain: watch::Receiver<bool>,
 ) {
@@ -107,7 +109,7 @@ pub async fn serve_client(
         c.write_timeout_closes.clone(),
     );
     let mut unread = unread;
-    let activity = Arc::new(Activity::new(Instant::now()));
+    let activity = Arc::new(Activity::new(since));
     let mut quiet = Quiet::default();
     let mut phase = Phase::Lobby;
     loop {
@@ -155,7 +157,7 @@ pub async fn serve_client(
                         Phase::Closed
                     }
                     Leave::Drained { unread: bytes } => {
-                        Box::pin(hand_over_or_close(io, bytes, &ctx)).await;
+                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
                         return;
                     }
                     Leave::Serve {
@@ -165,7 +167,7 @@ pub async fn serve_client(
                         // Not yet a request of hyper's: closed as hyper closes an idle
                         // connection, or handed over with its bytes (an upgrade). One admitted
                         // here is answered (in the queue, a drain refuses it).
-                        Box::pin(hand_over_or_close(io, bytes, &ctx)).await;
+                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
                         return;
                     }
                     Leave::Serve {
@@ -222,10 +224,16 @@ pub async fn serve_client(
 
 /// An idle connection that heard the drain: handed over with `unread` (the bytes read of its
 /// next request) during an upgrade, closed otherwise or past the bound.
-async fn hand_over_or_close(io: ClientIo, unread: Bytes, ctx: &ConnContext) {
+async fn hand_over_or_close(io: ClientIo, unread: Bytes, idle_since: Instant, ctx: &ConnContext) {
     if ctx.handover.collecting() {
         if let Ok(stream) = io.into_inner().into_std() {
-            if let Err(refused) = ctx.handover.offer(HandedClient { stream, unread }) {
+            let idle_since = idle_since.into_std();
+            let c = HandedClient {
+                stream,
+                unread,
+                idle_since,
+            };
+            if let Err(refused) = ctx.handover.offer(c) {
                 // Past the bound: closed.
                 let _ = refused.stream.shutdown(std::net::Shutdown::Both);
             }

@@ -81,6 +81,7 @@ fn handover() -> Handover {
             fd: 21,
             // A head begun as the drain came.
             unread: b"POST /r4/Patient HTTP/1.1\r\nHo".to_vec(),
+            idle_ms: 1_250,
         }],
     }
 }
