@@ -32,13 +32,15 @@ use crate::supervisor::{Control, Ended};
 
 mod demo;
 mod reloader;
+mod resume;
 mod tx_usage_watch;
 mod upgrade;
 mod wire;
 
 use demo::prepare_demo;
 use reloader::Reloader;
-use upgrade::{Outcome, Resume};
+use resume::Resume;
+use upgrade::Outcome;
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
 /// given their chance to be written before it returns (`logging::flush`).
