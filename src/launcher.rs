@@ -32,13 +32,15 @@ use crate::supervisor::{Control, Ended};
 
 mod demo;
 mod reloader;
+mod resume;
 mod tx_usage_watch;
 mod upgrade;
 mod wire;
 
 use demo::prepare_demo;
 use reloader::Reloader;
-use upgrade::{Outcome, Resume};
+use resume::Resume;
+use upgrade::Outcome;
 
 /// Runs the command line: `--check`, `--demo`, or the cluster. The log lines still queued are
 /// given their chance to be written before it returns (`logging::flush`).
@@ -162,7 +164,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             None
         }
         Some(Ok(handover)) => {
-            let r = Resume { handover };
+            let r = Resume::new(handover);
             r.tree(settings.cluster.kill_after);
             Some(r)
         }
@@ -356,7 +358,7 @@ struct Launcher {
 
 /// The client listener's task and how to stop it.
 struct Serving {
-    task: tokio::task::JoinHandle<Option<TcpListener>>,
+    task: tokio::task::JoinHandle<Option<listener::Kept>>,
     shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
 }
@@ -443,8 +445,11 @@ impl Launcher {
         ));
         let (shutdown, shutdown_rx) = watch::channel(listener::Shutdown::No);
         let live = LiveListenerSettings::new(ListenerSettings::from(&settings.cluster));
+        // The idle client connections the program before handed over, served again.
+        let clients = resume.map(Resume::take_client_conns).unwrap_or_default();
         let task = tokio::spawn(listener::serve_live(
             listener,
+            clients,
             self.front.clone(),
             live.clone(),
             shutdown_rx,

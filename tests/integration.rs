@@ -68,3 +68,4 @@ mod supervise;
 mod upgrade;
 mod upgrade_counters;
 mod upgrade_faults;
+mod upgrade_keepalive;

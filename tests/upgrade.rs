@@ -42,7 +42,7 @@ impl Bin {
         std::fs::rename(&next, self.path()).expect("rename over the launcher");
     }
 
-    fn replace_with_script(&self, script: &str) {
+    pub(crate) fn replace_with_script(&self, script: &str) {
         use std::os::unix::fs::PermissionsExt;
         let next = self.dir.path().join("script");
         std::fs::write(&next, script).expect("write script");

@@ -2,13 +2,14 @@
 //! its pid, its listening sockets and every FHIRsmith process (`upgrade/`). In order:
 //! the new binary is checked (`upgrade::preflight`; a failure is one line and nothing changes);
 //! systemd hears `RELOADING=1`; the client connections are drained with the port kept open and
-//! unaccepted (connections arriving wait in the kernel's backlog); the supervisor hands every
+//! unaccepted (connections arriving wait in the kernel's backlog) and the idle keep-alive ones
+//! kept open, to be handed over (`proxy::conn::handed`); the supervisor hands every
 //! process and the state over (refused unless the cluster is steady: then the listener serves
 //! on); the state goes to a memfd and the program is `execve`d with every socket, channel and
 //! pipe inherited. Should the `execve` fail, everything is taken back and served as before. A
 //! stop signal before the `execve` ends the upgrade and stops as usual.
 //!
-//! The other side, the new program taking over, is [`Resume`].
+//! The other side, the new program taking over, is `resume::Resume`.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
@@ -20,10 +21,10 @@ use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::Sig;
 use crate::ops::signals::{meaning, Meaning, Phase};
-use crate::process::ProcessId;
-use crate::proxy::listener::{self, Shutdown};
+use crate::proxy::conn::HandedClient;
+use crate::proxy::listener::{self, Kept, Shutdown};
 use crate::supervisor::{Control, HandedChild, ShellHandover};
-use crate::upgrade::state::{capture_instant, ChildState, CooldownState, Handover, FORMAT};
+use crate::upgrade::state::{ChildState, ClientConnState, CooldownState, Handover, FORMAT};
 use crate::upgrade::{exec, test_hook};
 
 /// How an upgrade that returned ended (a successful one does not return).
@@ -118,8 +119,8 @@ impl Launcher {
             let program = program.clone();
             tokio::task::spawn_blocking(move || crate::upgrade::preflight::check(&program)).await
         };
-        match checked {
-            Ok(Ok(())) => {}
+        let takes_clients = match checked {
+            Ok(Ok(takes)) => takes,
             Ok(Err(why)) => {
                 self.refused(&why);
                 return not_now(serving);
@@ -128,6 +129,12 @@ impl Launcher {
                 self.refused(&format!("the check did not finish ({e})"));
                 return not_now(serving);
             }
+        };
+        if !takes_clients {
+            info!(
+                "upgrade: {} takes no client connections over: idle ones are closed in the drain",
+                program.display()
+            );
         }
         let live = serving.live.clone();
         self.notifier.upgrading();
@@ -135,7 +142,10 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
-        let Some(listener) = self.drain_for_upgrade(serving, signals, &mut reload).await else {
+        let Some(kept) = self
+            .drain_for_upgrade(serving, takes_clients, signals, &mut reload)
+            .await
+        else {
             return Outcome::Stop;
         };
         let drained = started.elapsed();
@@ -149,7 +159,7 @@ impl Launcher {
             Ok(Err(why)) => {
                 self.refused(&why);
                 return self.serve_on(
-                    listener,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -163,19 +173,20 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(&program, &handed, &listener, signals, &mut reload, drained)
+            .execute(&program, &handed, &kept, signals, &mut reload, drained)
             .await;
         let _ = give_back.send(handed);
         match not {
             NotExecuted::Stop => {
                 self.front.admission.stop();
-                drop(listener);
+                // The idle client connections are closed, as a stop's drain closes them.
+                drop(kept);
                 Outcome::Stop
             }
             NotExecuted::Refused(why) => {
                 self.refused(&why);
                 self.serve_on(
-                    listener,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade refused, running as before: {why}"),
@@ -185,7 +196,7 @@ impl Launcher {
                 error!("upgrade: {why}; serving on as before");
                 self.desk.ended("failed", &why);
                 self.serve_on(
-                    listener,
+                    kept,
                     live,
                     reload,
                     &format!("upgrade failed, running as before: {why}"),
@@ -200,7 +211,7 @@ impl Launcher {
         &mut self,
         program: &std::path::Path,
         handed: &ShellHandover,
-        listener: &tokio::net::TcpListener,
+        kept: &Kept,
         signals: &mut Signals,
         reload: &mut bool,
         drained: std::time::Duration,
@@ -208,7 +219,7 @@ impl Launcher {
         if let Err(why) = test_hook::step("state").await {
             return NotExecuted::Failed(why);
         }
-        let (mut h, keep) = self.handover(handed, listener);
+        let (mut h, keep) = self.handover(handed, kept);
         if let Err(why) = test_hook::step("exec").await {
             return NotExecuted::Failed(why);
         }
@@ -239,10 +250,12 @@ impl Launcher {
             ));
         }
         info!(
-            "upgrade: executing {} (pid {} kept, {} processes handed over, drained in {:.0} ms)",
+            "upgrade: executing {} (pid {} kept, {} processes and {} idle client connections \
+             handed over, drained in {:.0} ms)",
             program.display(),
             std::process::id(),
             handed.children.len(),
+            kept.clients.len(),
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
@@ -254,12 +267,12 @@ impl Launcher {
     /// meanwhile (`reload`).
     fn serve_on(
         &mut self,
-        listener: tokio::net::TcpListener,
+        kept: Kept,
         live: std::sync::Arc<listener::LiveListenerSettings>,
         reload: bool,
         status: &str,
     ) -> Outcome {
-        let serving = self.serve_again(listener, live);
+        let serving = self.serve_again(kept.listener, kept.clients, live);
         self.notifier.ready(status);
         Outcome::Serving { serving, reload }
     }
@@ -270,15 +283,17 @@ impl Launcher {
         self.desk.ended("refused", why);
     }
 
-    /// The drain with the port kept: `None` when a stop signal came meanwhile (the drain then
+    /// The drain with the port kept, and the idle client connections too when the new program
+    /// takes them over (`clients`): `None` when a stop signal came meanwhile (the drain then
     /// ends as a stop's does). A `SIGHUP` meanwhile is deferred (`reload`).
     async fn drain_for_upgrade(
         &mut self,
         mut serving: Serving,
+        clients: bool,
         signals: &mut Signals,
         reload: &mut bool,
-    ) -> Option<tokio::net::TcpListener> {
-        let _ = serving.shutdown.send(Shutdown::HandOver);
+    ) -> Option<Kept> {
+        let _ = serving.shutdown.send(Shutdown::HandOver { clients });
         let mut stop = false;
         let listener = loop {
             tokio::select! {
@@ -304,15 +319,18 @@ impl Launcher {
         listener
     }
 
-    /// Serves again on the same listener (the upgrade did not happen).
+    /// Serves again on the same listener and the idle client connections the drain kept (the
+    /// upgrade did not happen).
     fn serve_again(
         &mut self,
         listener: tokio::net::TcpListener,
+        clients: Vec<HandedClient>,
         live: std::sync::Arc<listener::LiveListenerSettings>,
     ) -> Serving {
         let (shutdown, shutdown_rx) = watch::channel(Shutdown::No);
         let task = tokio::spawn(listener::serve_live(
             listener,
+            clients,
             self.front.clone(),
             live.clone(),
             shutdown_rx,
@@ -326,12 +344,22 @@ impl Launcher {
     }
 
     /// The state as the new program reads it, and every fd it names.
-    fn handover(
-        &self,
-        handed: &ShellHandover,
-        listener: &tokio::net::TcpListener,
-    ) -> (Handover, Vec<RawFd>) {
+    fn handover(&self, handed: &ShellHandover, kept: &Kept) -> (Handover, Vec<RawFd>) {
+        let listener = &kept.listener;
         let mut keep = vec![listener.as_raw_fd()];
+        let client_conns = kept
+            .clients
+            .iter()
+            .map(|c| ClientConnState {
+                fd: c.stream.as_raw_fd(),
+                unread: c.unread.to_vec(),
+                idle_ms: handed
+                    .at
+                    .saturating_duration_since(c.idle_since)
+                    .as_millis() as u64,
+            })
+            .collect::<Vec<_>>();
+        keep.extend(client_conns.iter().map(|c| c.fd));
         let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
         keep.extend(admin_fd);
         let control_fd = self.control_socket.as_ref().map(|c| c.raw_fd());
@@ -387,6 +415,7 @@ impl Launcher {
                 None,
             )),
             last_reload: Some(self.front.counters.observed.reload_state()),
+            client_conns,
             cooldowns: self
                 .front
                 .admission
@@ -409,100 +438,5 @@ fn defer_reload(sig: Sig, reload: &mut bool) {
         info!(
             "{sig}: deferred: an upgrade is under way; the settings are reloaded once it is over"
         );
-    }
-}
-
-/// What the new program takes over, read from the state the old one handed over.
-pub(super) struct Resume {
-    pub(super) handover: Handover,
-}
-
-impl Resume {
-    /// The state's fd, adopted (close-on-exec again).
-    fn fd(fd: RawFd) -> Option<OwnedFd> {
-        exec::adopt_fd(fd).ok()
-    }
-
-    pub(super) fn client_listener(&self) -> Option<std::net::TcpListener> {
-        Resume::fd(self.handover.client_fd).map(std::net::TcpListener::from)
-    }
-
-    pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
-        Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
-    }
-
-    pub(super) fn control_listener(&self) -> Option<std::os::unix::net::UnixListener> {
-        Resume::fd(self.handover.control_fd?).map(std::os::unix::net::UnixListener::from)
-    }
-
-    /// The run's mark and the guardian, taken over.
-    pub(super) fn tree(&self, kill_after: std::time::Duration) {
-        let guardian = self
-            .handover
-            .guardian
-            .as_ref()
-            .and_then(|g| Some((g, Resume::fd(g.fd)?)));
-        crate::tree::run::resume(&self.handover.mark, kill_after, guardian);
-    }
-
-    /// The capture's instant on this program's clock.
-    fn captured_at(&self) -> std::time::Instant {
-        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
-        capture_instant(
-            self.handover.captured_monotonic_ms,
-            mono_now,
-            crate::clock::now_std(),
-        )
-    }
-
-    /// The front door's cooldowns that were running, each with its end on this program's clock.
-    pub(super) fn cooldowns(&self) -> Vec<(ProcessId, std::time::Instant)> {
-        let at = self.captured_at();
-        self.handover
-            .cooldowns
-            .iter()
-            .map(|c| {
-                (
-                    ProcessId(c.id),
-                    at + std::time::Duration::from_millis(c.left_ms),
-                )
-            })
-            .collect()
-    }
-
-    /// The supervisor's part, its fds adopted.
-    pub(super) fn shell(&self) -> ShellHandover {
-        let h = &self.handover;
-        let at = self.captured_at();
-        let piped = |fd: Option<i32>, partial: &[u8]| Some((Resume::fd(fd?)?, partial.to_vec()));
-        let children = h
-            .children
-            .iter()
-            .filter_map(|c| {
-                let channel = Resume::fd(c.channel_fd)?;
-                Some(HandedChild {
-                    id: ProcessId(c.id),
-                    carried: crate::supervisor::child::Carried {
-                        pid: c.pid,
-                        generation: c.generation,
-                        channel,
-                        unread: c.unread.clone(),
-                        stdout: piped(c.stdout_fd, &c.stdout_partial),
-                        stderr: piped(c.stderr_fd, &c.stderr_partial),
-                        queued: c.queued.clone(),
-                        exit_seen: false,
-                    },
-                    spoke: c.spoke,
-                })
-            })
-            .collect();
-        ShellHandover {
-            at,
-            lifecycle: h.lifecycle.clone(),
-            children,
-            shell: h.shell.clone(),
-            mailbox: h.mailbox.clone(),
-            keeper: h.keeper.clone(),
-        }
     }
 }

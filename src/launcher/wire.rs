@@ -26,7 +26,7 @@ use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;
 use crate::supervisor::{self, Hooks, SupervisorSetup};
 
-use super::upgrade::Resume;
+use super::resume::Resume;
 use super::{cluster_status, Launcher};
 
 impl Launcher {

@@ -1,7 +1,8 @@
 //! The listener: one HTTP/1.1 server on `server.port`, every interface, each connection served
 //! by `conn` and each request by `pipeline`. On stop it drains: no new connections, idle
 //! keep-alive connections closed, requests in progress given `drainSeconds` to finish
-//! (STOP-1..4).
+//! (STOP-1..4). An upgrade's drain keeps idle connections instead, and gives them back with the
+//! listener (`conn::handed`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +10,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-use super::conn::{serve_client, ConnContext};
+use super::conn::{serve_client, Collector, ConnContext, HandedClient, HAND_OVER_AT_MOST};
 use super::forward::Peer;
 use super::front::Front;
 use crate::log_throttle::LogThrottle;
@@ -31,8 +32,16 @@ pub enum Shutdown {
     Stop,
     /// An in-place upgrade: the drain with the port kept open and unaccepted (connections
     /// wait in the kernel's backlog for the new program) and the queue served on, then the
-    /// listener is given back.
-    HandOver,
+    /// listener is given back; `clients`: with the idle client connections (the new program
+    /// takes them over), else they are closed as a stop's drain closes them.
+    HandOver { clients: bool },
+}
+
+/// What an upgrade's drain gives back: the listener, and the idle client connections, to be
+/// handed over (`conn::handed`).
+pub struct Kept {
+    pub listener: TcpListener,
+    pub clients: Vec<HandedClient>,
 }
 
 /// Until the listener is asked to stop serving (or the asker has gone).
@@ -40,14 +49,17 @@ async fn until_asked(shutdown: &mut watch::Receiver<Shutdown>) {
     let _ = shutdown.wait_for(|s| *s != Shutdown::No).await.map(|_| ());
 }
 
-/// Serves until `shutdown` says otherwise, then drains and returns (the listener, for a
-/// handover); `live` may change while it serves.
+/// Serves until `shutdown` says otherwise, then drains and returns (the listener and the idle
+/// client connections, for a handover); `live` may change while it serves. `clients`: client
+/// connections handed over to this listener (by the program before, or by an upgrade that did
+/// not happen), served again from the lobby.
 pub async fn serve_live(
     listener: TcpListener,
+    clients: Vec<HandedClient>,
     front: Arc<Front>,
     live: Arc<LiveListenerSettings>,
     mut shutdown: watch::Receiver<Shutdown>,
-) -> Option<TcpListener> {
+) -> Option<Kept> {
     // Turned true when the drain begins: every connection, served or parked, hears it.
     let (drain_tx, drain_rx) = watch::channel(false);
     // Connections served by hyper (not parked): a crowd of them is parked sooner.
@@ -58,6 +70,44 @@ pub async fn serve_live(
     let pipelined = super::conn::pipelined_at_once(front.upstreams.len().saturating_sub(1));
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
+    let handover = Arc::new(Collector::new(HAND_OVER_AT_MOST));
+    let spawn = |conns: &mut JoinSet<()>, stream: tokio::net::TcpStream, peer, unread, since| {
+        let _ = stream.set_nodelay(true);
+        let ctx = ConnContext {
+            front: front.clone(),
+            cfg: Arc::new(live.get()),
+            peer: Peer::new(peer),
+            served: served.clone(),
+            trimmer: trimmer.clone(),
+            pipelined: pipelined.clone(),
+            handover: handover.clone(),
+        };
+        let open = front.counters.observed.accepted();
+        let drain = drain_rx.clone();
+        conns.spawn(async move {
+            let _open = open;
+            serve_client(stream, unread, since, ctx, drain).await;
+        });
+    };
+    let taken_back = clients.len();
+    for c in clients {
+        // A socket that no longer is one (the client gone meanwhile is read as such by the
+        // lobby): closed.
+        let resumed = c.stream.set_nonblocking(true).and_then(|()| {
+            let peer = c.stream.peer_addr()?;
+            Ok((tokio::net::TcpStream::from_std(c.stream)?, peer))
+        });
+        match resumed {
+            Ok((stream, peer)) => {
+                let since = tokio::time::Instant::from_std(c.idle_since);
+                spawn(&mut conns, stream, peer, c.unread, since);
+            }
+            Err(e) => debug!("a client connection handed over: {e}; closed"),
+        }
+    }
+    if taken_back > 0 {
+        info!("serving {taken_back} client connection(s) handed over, as they were");
+    }
     // Accept failures: a run of them can flap as descriptors come and go, so one line a
     // minute, not one a run.
     let mut accept_errors = LogThrottle::new(ACCEPT_LOG_EVERY);
@@ -65,21 +115,8 @@ pub async fn serve_live(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let ctx = ConnContext {
-                        front: front.clone(),
-                        cfg: Arc::new(live.get()),
-                        peer: Peer::new(peer),
-                        served: served.clone(),
-                        trimmer: trimmer.clone(),
-                        pipelined: pipelined.clone(),
-                    };
-                    let open = front.counters.observed.accepted();
-                    let drain = drain_rx.clone();
-                    conns.spawn(async move {
-                        let _open = open;
-                        serve_client(stream, ctx, drain).await;
-                    });
+                    let now = tokio::time::Instant::now();
+                    spawn(&mut conns, stream, peer, bytes::Bytes::new(), now);
                 }
                 Err(e) => {
                     // Out of file descriptors (or another passing failure): back off and go on,
@@ -100,8 +137,13 @@ pub async fn serve_live(
             () = until_asked(&mut shutdown) => break,
         }
     }
-    let handing_over = *shutdown.borrow() == Shutdown::HandOver;
+    let asked = *shutdown.borrow();
+    let handing_over = matches!(asked, Shutdown::HandOver { .. });
     let kept = if handing_over {
+        if asked == (Shutdown::HandOver { clients: true }) {
+            // From here, an idle connection hearing the drain is collected, not closed.
+            handover.begin();
+        }
         Some(listener)
     } else {
         drop(listener);
@@ -127,5 +169,12 @@ pub async fn serve_live(
     // ends the request on the process too (STOP-4).
     conns.shutdown().await;
     trimming.abort();
-    kept
+    let clients = handover.take();
+    if handing_over {
+        info!(
+            "drain: {} idle client connection(s) to hand over",
+            clients.len()
+        );
+    }
+    kept.map(|listener| Kept { listener, clients })
 }

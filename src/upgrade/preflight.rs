@@ -10,20 +10,22 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::exec::STATE_VAR;
-use super::state::{reads, FORMAT};
+use super::state::{reads, takes_client_conns, FORMAT};
 
 /// How much of a failed `--check`'s output the reason quotes.
 const QUOTED: usize = 300;
 
-/// `Ok` when `program` may replace this one.
-pub(crate) fn check(program: &Path) -> Result<(), String> {
+/// `Ok` when `program` may replace this one, saying whether it takes idle client connections
+/// over (`state::TAKES_CLIENT_CONNS`).
+pub(crate) fn check(program: &Path) -> Result<bool, String> {
     let shown = program.display();
     let meta = std::fs::metadata(program).map_err(|e| format!("{shown}: {e}"))?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return Err(format!("{shown} is not an executable file"));
     }
     let formats = run(program, "--upgrade-formats")?;
-    if !formats.status.success() || !reads(&String::from_utf8_lossy(&formats.stdout), FORMAT) {
+    let line = String::from_utf8_lossy(&formats.stdout);
+    if !formats.status.success() || !reads(&line, FORMAT) {
         return Err(format!(
             "{shown} does not read state format {FORMAT} (its --upgrade-formats said {:?}): \
              a downgrade across a change of format is refused",
@@ -38,7 +40,7 @@ pub(crate) fn check(program: &Path) -> Result<(), String> {
             quote(&checked.stdout, &checked.stderr)
         ));
     }
-    Ok(())
+    Ok(takes_client_conns(&line))
 }
 
 /// Runs `program` with `flag` first, then this program's own arguments (so `--` and what

@@ -7,8 +7,9 @@
 //! (its channel, its stdout and stderr) and what was read from them and not yet used (a partial
 //! channel line, a partial output line: raw bytes, hex, since a line may end mid-character),
 //! what was queued to it and not yet written, the shell's flags about the master, and the
-//! master's mailbox (held counts and history), the memory recycle's clocks and the front door's
-//! cooldowns.
+//! master's mailbox (held counts and history), the memory recycle's clocks, the front door's
+//! cooldowns and the idle client connections (each fd and the bytes read ahead of its next
+//! request).
 //!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
 //! change that an older reader would misread gets a new number; the new program keeps reading
@@ -65,6 +66,22 @@ pub(crate) struct Handover {
     /// none since the start).
     #[serde(default)]
     pub last_reload: Option<(bool, u64)>,
+    /// The idle client connections, kept open (`proxy::conn::handed`).
+    #[serde(default)]
+    pub client_conns: Vec<ClientConnState>,
+}
+
+/// An idle client connection handed over: its fd and the bytes read from it ahead of its next
+/// request (a head begun, or more), which are served first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClientConnState {
+    pub fd: i32,
+    #[serde(with = "hex")]
+    pub unread: Vec<u8>,
+    /// How long it had been idle at the capture, in ms (its header timeout goes on counting).
+    #[serde(default)]
+    pub idle_ms: u64,
 }
 
 /// A cooldown running at the capture.
@@ -153,13 +170,26 @@ impl std::fmt::Display for StateError {
     }
 }
 
-/// What `--upgrade-formats` prints: the formats read, space-separated (`1`).
+/// Named after the formats in `--upgrade-formats` by a program that takes idle client
+/// connections over (`clientConns`). An older program's line has numbers only: handed them, it
+/// would leave them open and unserved (their fds inherited by every child it starts), so the
+/// upgrade to it closes them in the drain as before. Older readers skip the word (`reads`).
+pub(crate) const TAKES_CLIENT_CONNS: &str = "clientConns";
+
+/// What `--upgrade-formats` prints: the formats read, space-separated, then what else this
+/// program takes over (`1 clientConns`).
 pub(crate) fn formats_line() -> String {
     READS
         .iter()
         .map(u32::to_string)
+        .chain([TAKES_CLIENT_CONNS.to_string()])
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether a binary whose `--upgrade-formats` printed `line` takes client connections over.
+pub(crate) fn takes_client_conns(line: &str) -> bool {
+    line.split_whitespace().any(|w| w == TAKES_CLIENT_CONNS)
 }
 
 /// Whether a binary whose `--upgrade-formats` printed `line` reads `format`.

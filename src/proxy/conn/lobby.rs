@@ -58,8 +58,11 @@ const MAX_HEADERS: usize = head_check::MAX_HEADERS;
 pub enum Leave {
     /// The client closed (or the socket failed) with no request to answer.
     Gone,
-    /// To be closed: no whole head by the header deadline, or the drain began before one.
+    /// To be closed: no whole head by the header deadline.
     Close,
+    /// The drain began before a whole head: closed (a stop) or handed over (an upgrade), with
+    /// the bytes read of the head begun, if any.
+    Drained { unread: Bytes },
     /// To be answered `431` and closed: the head is over `max_head` bytes (its bytes, for the
     /// access log).
     HeadTooLarge { head: Vec<u8> },
@@ -74,7 +77,8 @@ pub enum Leave {
 /// is whole and for a tx process, and waits here while the scheduler decides.
 ///
 /// A head not whole by `deadline` (`headerTimeoutSeconds` after the connection was accepted or
-/// went idle) closes the connection, as hyper's header timeout would; so does the drain. While
+/// went idle) closes the connection, as hyper's header timeout would; the drain ends it too
+/// (`Leave::Drained`, with what was read). While
 /// nothing has arrived the connection holds no buffer.
 pub async fn enter(
     stream: &TcpStream,
@@ -112,7 +116,9 @@ pub async fn enter(
             break parsed;
         }
         if *drain.borrow() {
-            return Leave::Close;
+            return Leave::Drained {
+                unread: Bytes::from(buf),
+            };
         }
         tokio::select! {
             ready = stream.readable() => if ready.is_err() {
@@ -127,7 +133,7 @@ pub async fn enter(
                 );
                 return Leave::Close;
             }
-            _ = drain.changed() => return Leave::Close,
+            _ = drain.changed() => return Leave::Drained { unread: Bytes::from(buf) },
         }
     };
     match parsed {

@@ -3,6 +3,7 @@
 //! runs them.
 
 mod framing;
+mod handed;
 mod head_check;
 mod lobby;
 mod park;
@@ -12,6 +13,7 @@ mod refused;
 mod served;
 mod unread;
 
+pub(crate) use handed::{Collector, HandedClient, HAND_OVER_AT_MOST};
 pub(crate) use head_check::Refused;
 pub(crate) use phase::{serve_client, ConnContext};
 pub(crate) use served::pipelined_at_once;

@@ -3,7 +3,8 @@
 //! for when it is safe to leave hyper).
 //!
 //! A connection outside hyper keeps the rules of one hyper holds: it is closed on drain (STOP-2)
-//! unless it has a request admitted (answered, STOP-3). `headerTimeoutSeconds` is kept here
+//! unless it has a request admitted (answered, STOP-3); in an upgrade's drain it is handed over
+//! instead (`handed`). `headerTimeoutSeconds` is kept here
 //! alone: a connection is closed that long after it was accepted or gave its last response if
 //! no whole head has come (a connection idle in hyper is parked before then, `park::park_after`,
 //! and hyper has no timer of its own). The write timeout (STREAM-4) is on the stream, which is
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::handed::{Collector, HandedClient};
 use super::lobby::{self, Leave};
 use super::park::{Activity, Quiet};
 use super::refused;
@@ -46,6 +48,8 @@ pub struct ConnContext {
     pub trimmer: Arc<Trimmer>,
     /// Permits for pipelined requests, shared by the listener's connections (`served`).
     pub pipelined: Arc<tokio::sync::Semaphore>,
+    /// Where idle connections go when the drain is an upgrade's (`handed`).
+    pub handover: Arc<Collector>,
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:
@@ -88,16 +92,24 @@ enum Phase {
     Closed,
 }
 
-/// Serves the client on `stream` until it closes, fails or the drain closes it.
-pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch::Receiver<bool>) {
+/// Serves the client on `stream` until it closes, fails or the drain closes it (or, in an
+/// upgrade, hands it over); `unread`: bytes already read from it, and `since`: when it was
+/// accepted or, handed over, went idle (the header timeout counts from then).
+pub async fn serve_client(
+    stream: TcpStream,
+    unread: Bytes,
+    since: Instant,
+    ctx: ConnContext,
+    mut drain: watch::Receiver<bool>,
+) {
     let c = &ctx.front.counters;
     let mut io = WriteTimeoutIo::new(
         stream,
         ctx.cfg.write_timeout,
         c.write_timeout_closes.clone(),
     );
-    let mut unread = Bytes::new();
-    let activity = Arc::new(Activity::new(Instant::now()));
+    let mut unread = unread;
+    let activity = Arc::new(Activity::new(since));
     let mut quiet = Quiet::default();
     let mut phase = Phase::Lobby;
     loop {
@@ -144,12 +156,19 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
                         Box::pin(answer_and_close(&mut io, answer)).await;
                         Phase::Closed
                     }
-                    Leave::Serve { early: None, .. } if *drain.borrow() => {
+                    Leave::Drained { unread: bytes } => {
+                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
+                        return;
+                    }
+                    Leave::Serve {
+                        unread: bytes,
+                        early: None,
+                    } if *drain.borrow() => {
                         // Not yet a request of hyper's: closed as hyper closes an idle
-                        // connection. One admitted here is answered (in the queue, a drain
-                        // refuses it).
-                        let _ = io.shutdown().await;
-                        Phase::Closed
+                        // connection, or handed over with its bytes (an upgrade). One admitted
+                        // here is answered (in the queue, a drain refuses it).
+                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
+                        return;
                     }
                     Leave::Serve {
                         unread: bytes,
@@ -201,6 +220,28 @@ pub async fn serve_client(stream: TcpStream, ctx: ConnContext, mut drain: watch:
             Phase::Closed => return,
         };
     }
+}
+
+/// An idle connection that heard the drain: handed over with `unread` (the bytes read of its
+/// next request) during an upgrade, closed otherwise or past the bound.
+async fn hand_over_or_close(io: ClientIo, unread: Bytes, idle_since: Instant, ctx: &ConnContext) {
+    if ctx.handover.collecting() {
+        if let Ok(stream) = io.into_inner().into_std() {
+            let idle_since = idle_since.into_std();
+            let c = HandedClient {
+                stream,
+                unread,
+                idle_since,
+            };
+            if let Err(refused) = ctx.handover.offer(c) {
+                // Past the bound: closed.
+                let _ = refused.stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        return;
+    }
+    let mut io = io;
+    let _ = io.shutdown().await;
 }
 
 /// How long a closing connection's unread bytes are read and dropped, at most.

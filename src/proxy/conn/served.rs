@@ -1,7 +1,7 @@
 //! The hyper phase: one hyper HTTP/1.1 connection on the client's socket, each request handed to
 //! the request pipeline (`proxy::pipeline`), until the client is done, the drain ends it, or it
 //! has been idle long enough to park (then hyper gives the socket back, with any bytes of a next
-//! request it had read).
+//! request it had read). An upgrade's drain parks it as soon as it is idle, to be handed over.
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
@@ -141,6 +141,9 @@ pub(super) async fn serve_until_idle(
     let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed), header));
     tokio::pin!(look);
     let mut at_once = false;
+    // An upgrade's drain: parked (then handed over by the lobby) as soon as it is idle, its
+    // request in progress answered as ever, with no `Connection: close`.
+    let mut handing = ctx.handover.collecting() && *drain.borrow();
     loop {
         tokio::select! {
             // hyper first: a request the lobby admitted is read on the first poll, so a drain
@@ -154,7 +157,8 @@ pub(super) async fn serve_until_idle(
                 // A head kept back (one hyper would refuse): to the lobby once hyper is idle,
                 // its earlier answers written, for the launcher's own answer.
                 Poll::Pending
-                    if (activity.refused()
+                    if (handing
+                        || activity.refused()
                         || park_at_once(
                             ctx.served.load(Ordering::Relaxed),
                             ctx.front.admission.has_waiters(),
@@ -176,7 +180,13 @@ pub(super) async fn serve_until_idle(
                 }
                 return None;
             }
-            _ = drain.changed() => {
+            _ = drain.changed(), if !handing => {
+                if ctx.handover.collecting() {
+                    // An upgrade: hyper is looked at again at once (the branch above), and
+                    // given back once idle.
+                    handing = true;
+                    continue;
+                }
                 // Idle: closed at once; a request in progress: answered, then closed (STOP-2, 3).
                 conn.as_mut().graceful_shutdown();
                 if let Err(e) = conn.as_mut().await {

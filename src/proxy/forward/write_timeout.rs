@@ -51,6 +51,11 @@ impl<T> WriteTimeoutIo<T> {
         &self.inner
     }
 
+    /// The stream, for a connection handed over through an upgrade (nothing is buffered here).
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
     /// A write made progress (or failed for its own reasons): the clock stops.
     fn progressed(&mut self) {
         self.armed = false;

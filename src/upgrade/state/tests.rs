@@ -84,7 +84,38 @@ fn handover() -> Handover {
         .into_iter()
         .collect(),
         last_reload: Some((false, 5_000)),
+        client_conns: vec![ClientConnState {
+            fd: 21,
+            // A head begun as the drain came.
+            unread: b"POST /r4/Patient HTTP/1.1\r\nHo".to_vec(),
+            idle_ms: 1_250,
+        }],
     }
+}
+
+#[test]
+fn only_a_binary_that_names_client_conns_is_handed_them() {
+    // #25: a binary from before them prints the numbers only; one after, the word too, which
+    // an older reader skips.
+    assert!(takes_client_conns(&formats_line()));
+    assert!(reads(&formats_line(), FORMAT));
+    assert!(!takes_client_conns("1"));
+    assert!(!takes_client_conns("1 clientConnsX 2"));
+}
+
+#[test]
+fn a_state_from_a_program_that_hands_over_no_client_connections_reads_as_none() {
+    // #25: the client connections are a field of format 1 an older program does not write.
+    let mut json = serde_json::to_value(handover()).expect("json");
+    json.as_object_mut().expect("object").remove("clientConns");
+    let h = decode(&serde_json::to_vec(&json).expect("bytes")).expect("decode");
+    assert!(h.client_conns.is_empty());
+    let written = serde_json::to_value(handover()).expect("json");
+    assert_eq!(written["clientConns"][0]["fd"], 21);
+    assert_eq!(
+        written["clientConns"][0]["unread"],
+        "504f5354202f72342f50617469656e7420485454502f312e310d0a486f"
+    );
 }
 
 #[test]

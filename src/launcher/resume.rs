@@ -1,0 +1,146 @@
+//! The new program's side of an in-place upgrade: what it takes over from the state the old
+//! one handed over (`upgrade::state`): its listening sockets, the idle client connections, the
+//! guardian, the cooldowns and the supervisor's part, each fd adopted (close-on-exec again).
+
+use std::os::fd::{OwnedFd, RawFd};
+
+use crate::process::ProcessId;
+use crate::proxy::conn::HandedClient;
+use crate::supervisor::{HandedChild, ShellHandover};
+use crate::upgrade::exec;
+use crate::upgrade::state::{capture_instant, Handover};
+
+/// What the new program takes over, read from the state the old one handed over.
+pub(super) struct Resume {
+    pub(super) handover: Handover,
+    /// The idle client connections, adopted at once (`new`) and served once the listener is.
+    clients: std::sync::Mutex<Vec<HandedClient>>,
+}
+
+impl Resume {
+    /// The state, with its client connections adopted at once: close-on-exec again before any
+    /// process can be started (a child holding one would keep it open after the launcher closes
+    /// it, and the client would never see the close).
+    pub(super) fn new(handover: Handover) -> Resume {
+        let clients = std::sync::Mutex::new(Resume::client_conns(&handover));
+        Resume { handover, clients }
+    }
+
+    /// The idle client connections handed over (once; then none).
+    pub(super) fn take_client_conns(&self) -> Vec<HandedClient> {
+        std::mem::take(&mut *self.clients.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The state's fd, adopted (close-on-exec again).
+    fn fd(fd: RawFd) -> Option<OwnedFd> {
+        exec::adopt_fd(fd).ok()
+    }
+
+    pub(super) fn client_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.client_fd).map(std::net::TcpListener::from)
+    }
+
+    pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
+    }
+
+    /// The idle client connections handed over, each with the bytes read ahead of its next
+    /// request; one whose fd is not open (or not a socket) is left out.
+    fn client_conns(handover: &Handover) -> Vec<HandedClient> {
+        let at = capture_instant(
+            handover.captured_monotonic_ms,
+            crate::ops::notify::monotonic_usec() / 1000,
+            crate::clock::now_std(),
+        );
+        handover
+            .client_conns
+            .iter()
+            .filter_map(|c| {
+                let stream = std::net::TcpStream::from(Resume::fd(c.fd)?);
+                // Not a connected socket (an fd number reused for something else): closed.
+                stream.peer_addr().ok()?;
+                let idle = std::time::Duration::from_millis(c.idle_ms);
+                Some(HandedClient {
+                    stream,
+                    unread: bytes::Bytes::from(c.unread.clone()),
+                    idle_since: at.checked_sub(idle).unwrap_or(at),
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn control_listener(&self) -> Option<std::os::unix::net::UnixListener> {
+        Resume::fd(self.handover.control_fd?).map(std::os::unix::net::UnixListener::from)
+    }
+
+    /// The run's mark and the guardian, taken over.
+    pub(super) fn tree(&self, kill_after: std::time::Duration) {
+        let guardian = self
+            .handover
+            .guardian
+            .as_ref()
+            .and_then(|g| Some((g, Resume::fd(g.fd)?)));
+        crate::tree::run::resume(&self.handover.mark, kill_after, guardian);
+    }
+
+    /// The capture's instant on this program's clock.
+    fn captured_at(&self) -> std::time::Instant {
+        let mono_now = crate::ops::notify::monotonic_usec() / 1000;
+        capture_instant(
+            self.handover.captured_monotonic_ms,
+            mono_now,
+            crate::clock::now_std(),
+        )
+    }
+
+    /// The front door's cooldowns that were running, each with its end on this program's clock.
+    pub(super) fn cooldowns(&self) -> Vec<(ProcessId, std::time::Instant)> {
+        let at = self.captured_at();
+        self.handover
+            .cooldowns
+            .iter()
+            .map(|c| {
+                (
+                    ProcessId(c.id),
+                    at + std::time::Duration::from_millis(c.left_ms),
+                )
+            })
+            .collect()
+    }
+
+    /// The supervisor's part, its fds adopted.
+    pub(super) fn shell(&self) -> ShellHandover {
+        let h = &self.handover;
+        let at = self.captured_at();
+        let piped = |fd: Option<i32>, partial: &[u8]| Some((Resume::fd(fd?)?, partial.to_vec()));
+        let children = h
+            .children
+            .iter()
+            .filter_map(|c| {
+                let channel = Resume::fd(c.channel_fd)?;
+                Some(HandedChild {
+                    id: ProcessId(c.id),
+                    carried: crate::supervisor::child::Carried {
+                        pid: c.pid,
+                        generation: c.generation,
+                        channel,
+                        unread: c.unread.clone(),
+                        stdout: piped(c.stdout_fd, &c.stdout_partial),
+                        stderr: piped(c.stderr_fd, &c.stderr_partial),
+                        queued: c.queued.clone(),
+                        exit_seen: false,
+                    },
+                    spoke: c.spoke,
+                })
+            })
+            .collect();
+        ShellHandover {
+            at,
+            lifecycle: h.lifecycle.clone(),
+            children,
+            shell: h.shell.clone(),
+            mailbox: h.mailbox.clone(),
+            keeper: h.keeper.clone(),
+        }
+    }
+}
