@@ -70,13 +70,15 @@ fn the_demo_removes_its_temporary_data_directory_when_it_stops() {
     );
     assert!(dir.is_dir(), "the demo runs in {}", dir.display());
     // `fhircluster status` can be tried on it: the demo's own config.json gives it an admin
-    // endpoint (9100; this test's flag moves it to a free port), and that answers.
+    // endpoint (9100 when free; this test's flag moves it to a free port), and that answers.
     let config: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("config.json")).expect("the demo's config.json"),
     )
     .expect("JSON");
-    assert_eq!(
-        config["server"]["cluster"]["adminAddress"], 9100,
+    assert!(
+        config["server"]["cluster"]["adminAddress"]
+            .as_u64()
+            .is_some(),
         "{config}"
     );
     assert!(
@@ -108,5 +110,46 @@ fn a_data_directory_given_to_the_demo_is_used_and_kept() {
         data.path().join("databases").is_dir(),
         "the data directory given is kept, with what the demo wrote"
     );
+    assert_empty(tmp.path());
+}
+
+/// README's first command on a machine where 9100 is taken (a node_exporter's default): the
+/// demo still starts, with its admin endpoint on a free port.
+#[test]
+fn the_demo_starts_when_9100_is_taken_and_its_admin_endpoint_answers_elsewhere() {
+    // Held by this test, or already by someone else: either way the demo must not need it.
+    let _held = std::net::TcpListener::bind("127.0.0.1:9100");
+    let tmp = tempfile::tempdir().expect("TMPDIR");
+    let port = free_ports(3);
+    let child = Command::new(LAUNCHER)
+        .args(["--demo", "--workers", "1", "--port"])
+        .arg(port.to_string())
+        .env("TMPDIR", tmp.path())
+        .env_remove("FHIRSMITH_DATA_DIR")
+        .env_remove("FHIRSMITH_WORKERS")
+        .env_remove("PORT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start fhircluster --demo");
+    let dir = tmp.path().join(format!("fhircluster-demo-{}", child.id()));
+    assert!(
+        eventually(secs(30), || get_direct(port, "/r4/metadata").status == 200),
+        "the demo never served on {port}"
+    );
+    let config: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("config.json")).expect("the demo's config.json"),
+    )
+    .expect("JSON");
+    let admin = config["server"]["cluster"]["adminAddress"]
+        .as_u64()
+        .expect("an admin port") as u16;
+    assert_ne!(admin, 9100, "{config}");
+    assert!(
+        eventually(secs(10), || get_direct(admin, "/status").status == 200),
+        "the demo's admin endpoint never answered on {admin}"
+    );
+    stop(child);
     assert_empty(tmp.path());
 }

@@ -29,15 +29,29 @@ pub(super) fn prepare_demo(cli: &mut Cli) -> Result<Option<DemoDir>> {
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
     // The simulated server's tx endpoint (FHIRsmith has no default one), and the launcher's own
-    // endpoint, so `fhircluster status` can be tried on the demo (`--admin-address` overrides).
+    // endpoint, so `fhircluster status` can be tried on the demo (`--admin-address` overrides):
+    // 9100, or any free port when that one is taken (a node_exporter's default), so the demo
+    // starts on any machine.
+    let admin = demo_admin_port();
     std::fs::write(
         dir.join("config.json"),
-        r#"{"server": {"cluster": {"adminAddress": 9100}},
-            "modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}"#,
+        format!(
+            r#"{{"server": {{"cluster": {{"adminAddress": {admin}}}}},
+                "modules": {{"tx": {{"endpoints": [{{"path": "/r4"}}]}}}}}}"#
+        ),
     )
     .with_context(|| format!("writing the demo's config.json in {}", dir.display()))?;
     cli.data_dir = Some(dir.clone());
     Ok(Some(DemoDir(dir)))
+}
+
+/// 9100 if it is free now, else a port the system finds free.
+fn demo_admin_port() -> u16 {
+    let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).ok();
+    free(9100)
+        .or_else(|| free(0))
+        .and_then(|l| l.local_addr().ok())
+        .map_or(9100, |a| a.port())
 }
 
 /// The demo's temporary data directory, removed (with its events database) when dropped.

@@ -297,6 +297,8 @@ fn bind(path: &Path, gid: Option<u32>) -> Result<StdListener> {
 pub(crate) async fn serve(listener: UnixListener, admin: Arc<Admin>, desk: UpgradeDesk) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: a failed accept fails again at once, so pause rather
+            // than spin (the socket's backlog holds the clients meanwhile).
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };

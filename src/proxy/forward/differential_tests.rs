@@ -200,6 +200,7 @@ async fn ours(c: &Case) -> Seen {
         // As the pool takes it out again: after the process has written all it will (the
         // paused clock runs on only when nothing else can), a look at the socket, which
         // drops a connection with anything on it (stray bytes after a response's end).
+        // The scenario, on the paused clock: time passes only once every task is idle.
         tokio::time::sleep(PATIENCE).await;
         conn = back.lock().unwrap().take();
         conn = conn.filter(|_| close.is_some());
