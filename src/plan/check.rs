@@ -87,7 +87,10 @@ pub fn render_source(config: &Path, found: bool) -> String {
 pub fn render_where(s: &Settings) -> String {
     let c = &s.cluster;
     let clients = match c.listen_address {
-        None => format!("[::]:{} (every interface, IPv6 and IPv4)", s.port),
+        None => format!(
+            "[::]:{} (every interface, IPv6 and IPv4; 0.0.0.0 alone on a host without IPv6)",
+            s.port
+        ),
         Some(ip) => host_port(&ip.to_string(), s.port),
     };
     let admin = match c.admin_address {
