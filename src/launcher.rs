@@ -114,8 +114,12 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
 
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
     if cli.upgrade_formats {
-        println!("{}", crate::upgrade::state::formats_line());
-        return Ok(ExitCode::SUCCESS);
+        let line = format!("{}\n", crate::upgrade::state::formats_line());
+        return Ok(crate::ops::stdout::emit_then(
+            "--upgrade-formats",
+            &line,
+            ExitCode::SUCCESS,
+        ));
     }
     // Held to the end of `main`, however it ends: the demo's own temporary directory goes then.
     let _demo_dir = if cli.demo {
@@ -145,11 +149,18 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         }
         let config = std::path::absolute(settings.data_dir.join("config.json"))
             .unwrap_or_else(|_| settings.data_dir.join("config.json"));
-        print!("{}", crate::plan::render_check(&plan));
-        print!("{}", crate::plan::render_where(&settings));
-        print!("{}", crate::plan::render_source(&config, config.is_file()));
-        println!("configuration ok");
-        return Ok(ExitCode::SUCCESS);
+        let text = [
+            crate::plan::render_check(&plan),
+            crate::plan::render_where(&settings),
+            crate::plan::render_source(&config, config.is_file()),
+            "configuration ok\n".to_string(),
+        ]
+        .concat();
+        return Ok(crate::ops::stdout::emit_then(
+            "--check",
+            &text,
+            ExitCode::SUCCESS,
+        ));
     }
     crate::ops::access_log::init(&settings, journal)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);

@@ -12,6 +12,7 @@ mod anyserver;
 mod bench_compare;
 mod check;
 mod check_settings;
+mod cli_stdout;
 mod front_counts;
 mod ipc_node;
 mod layout;

@@ -81,8 +81,7 @@ pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
             }
         },
     };
-    print!("{text}");
-    ExitCode::SUCCESS
+    crate::ops::stdout::emit_then("print", &text, ExitCode::SUCCESS)
 }
 
 /// The file a subcommand prints, from settings already loaded; or why a value can't go in it.

@@ -28,6 +28,7 @@ pub(crate) mod signal_stream;
 pub mod signals;
 pub(crate) mod status_page;
 pub(crate) mod status_table;
+pub(crate) mod stdout;
 pub(crate) mod tx_usage;
 pub(crate) mod upgrade_cmd;
 pub(crate) mod upgrade_desk;

@@ -53,12 +53,8 @@ pub const UNREACHABLE: u8 = 2;
 pub(crate) fn run(target: &super::control_client::Target, json: bool) -> ExitCode {
     match super::control_client::status(target) {
         Ok(v) => {
-            if json {
-                println!("{v:#}");
-            } else {
-                print!("{}", render(&v));
-            }
-            ExitCode::from(exit_status(&v))
+            let text = if json { format!("{v:#}\n") } else { render(&v) };
+            super::stdout::emit_then("status", &text, ExitCode::from(exit_status(&v)))
         }
         Err(e) => {
             eprintln!("fhircluster status: {e:#}");

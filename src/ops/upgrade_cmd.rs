@@ -76,8 +76,11 @@ pub(crate) fn run(path: &Path) -> ExitCode {
         let Ok(now) = state(path) else { continue };
         match outcome(&before, &now) {
             Ok(Some(line)) => {
-                println!("{line}");
-                return ExitCode::SUCCESS;
+                return super::stdout::emit_then(
+                    "upgrade",
+                    &format!("{line}\n"),
+                    ExitCode::SUCCESS,
+                );
             }
             Ok(None) => {}
             Err(why) => {
