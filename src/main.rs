@@ -9,6 +9,22 @@ use clap::Parser;
 use fhircluster::cli::Cli;
 use fhircluster::{fatal, launcher};
 
+/// A command line clap refuses: its message, and exit status 1 as for any bad setting (DEC-12),
+/// never clap's own 2, which `fhircluster status` gives only for "no launcher" (so a health
+/// check with a mistyped flag is not read as a launcher gone). `--help` and `--version` are 0.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let asked = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    // Printed as clap prints it (help on stdout, a refusal on stderr); a reader gone early is
+    // no failure.
+    let _ = e.print();
+    if asked {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     // The launcher's guardian is this binary under another name (`tree::guardian`).
     if let Some(code) = fhircluster::tree::guardian_main::run_if_asked() {
@@ -18,7 +34,10 @@ fn main() -> ExitCode {
     fhircluster::upgrade::exec::record_path();
     fatal::install();
     fatal::test_hook_from_env();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match launcher::main(cli) {
         Ok(code) => code,
         Err(e) => {

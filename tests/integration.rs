@@ -13,6 +13,7 @@ mod bench_compare;
 mod check;
 mod check_settings;
 mod cli_stdout;
+mod cli_usage;
 mod front_counts;
 mod ipc_node;
 mod layout;
