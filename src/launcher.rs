@@ -162,6 +162,15 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             ExitCode::SUCCESS,
         ));
     }
+    // Every connection, pipe and database takes a descriptor: systemd's soft limit of 1024
+    // would run out at a thousand clients (`system::open_files`).
+    let files = crate::system::open_files::raise_to_hard();
+    if files.now > files.was {
+        info!(
+            "open files: the soft limit raised from {} to {}, its hard limit",
+            files.was, files.now
+        );
+    }
     crate::ops::access_log::init(&settings, journal)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.

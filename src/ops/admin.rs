@@ -105,14 +105,23 @@ impl Admin {
 }
 
 /// Serves the launcher's endpoints until the process exits.
+/// At most `ADMIN_AT_MOST` connections at once: more wait in the kernel's backlog, so a crowd on
+/// a published endpoint can't take the descriptors the client port and the processes need.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
+    let room = Arc::new(tokio::sync::Semaphore::new(
+        crate::proxy::conn_limit::ADMIN_AT_MOST,
+    ));
     loop {
+        let Ok(permit) = room.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let admin = admin.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = service_fn(move |req| {
                 let admin = admin.clone();
                 async move { Ok::<_, Infallible>(handle(&admin, req).await) }

@@ -146,6 +146,11 @@ impl Observed {
         self.durations[route as usize][outcome as usize].record(took);
     }
 
+    /// Client connections open now.
+    pub fn open(&self) -> usize {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
     /// A connection was accepted: counted, and open until the returned guard is dropped.
     pub fn accepted(&self) -> OpenConnection {
         self.connections_accepted.fetch_add(1, Ordering::Relaxed);

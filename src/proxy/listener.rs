@@ -111,9 +111,36 @@ pub async fn serve_live(
     // Accept failures: a run of them can flap as descriptors come and go, so one line a
     // minute, not one a run.
     let mut accept_errors = LogThrottle::new(ACCEPT_LOG_EVERY);
+    // At the limit the listener stops accepting until a connection ends (`conn_limit`).
+    let at_most = super::conn_limit::client_connections(
+        crate::system::open_files::soft_limit(),
+        front.upstreams.len(),
+    );
+    info!(
+        "client connections: up to {at_most} open at once (open-file limit {})",
+        crate::system::open_files::soft_limit()
+    );
+    let mut at_limit = LogThrottle::new(ACCEPT_LOG_EVERY);
+    let mut was_full = false;
     loop {
+        let full = front.counters.observed.open() >= at_most;
+        if full && !was_full {
+            if let Some(since) = at_limit.event(crate::clock::now_std()) {
+                let more = if since > 0 {
+                    format!(" ({since} more times since the last line)")
+                } else {
+                    String::new()
+                };
+                warn!(
+                    "client connections: at the limit of {at_most} open at once (from the \
+                     open-file limit); new ones wait in the kernel's backlog until one \
+                     ends{more}"
+                );
+            }
+        }
+        was_full = full;
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if !full => match accepted {
                 Ok((stream, peer)) => {
                     let now = tokio::time::Instant::now();
                     spawn(&mut conns, stream, peer, bytes::Bytes::new(), now);

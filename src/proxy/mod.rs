@@ -5,6 +5,7 @@ pub(crate) mod admission;
 pub(crate) mod answer;
 pub(crate) mod budget;
 pub(crate) mod conn;
+pub(crate) mod conn_limit;
 pub(crate) mod counters;
 pub(crate) mod failure;
 pub(crate) mod forward;

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod cpu_quota;
 pub mod listen;
 pub mod memory;
+pub mod open_files;
 pub mod proc_memory;
 pub mod schedstat;
 pub mod unreadable;
