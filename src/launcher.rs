@@ -68,6 +68,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             let name = match action {
                 crate::cli::Action::Status { .. } => "status",
                 crate::cli::Action::Upgrade => "upgrade",
+                crate::cli::Action::Scale { .. } => "scale",
                 crate::cli::Action::Print(_) => "print",
             };
             eprintln!("fhircluster {name}: {e:#}");
@@ -105,6 +106,19 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             }
             match socket() {
                 Some(path) => crate::ops::upgrade_cmd::run(&path),
+                None => unreachable,
+            }
+        }
+        crate::cli::Action::Scale { count } => {
+            if cli.admin_address.is_some() {
+                eprintln!(
+                    "fhircluster scale: the admin address is read-only; a scale goes to the \
+                     control socket: leave out --admin-address"
+                );
+                return unreachable;
+            }
+            match socket() {
+                Some(path) => crate::ops::scale_cmd::run(&path, count),
                 None => unreachable,
             }
         }
@@ -305,7 +319,13 @@ async fn run(
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
+            Until::Upgrade => match {
+                // A `scale` on the control socket is refused meanwhile (DEC-49).
+                l.desk.set_under_way(true);
+                let outcome = l.upgrade(serving, &mut signals, &reloader).await;
+                l.desk.set_under_way(false);
+                outcome
+            } {
                 Outcome::Serving { serving: s, reload } => {
                     serving = s;
                     if reload {
@@ -484,6 +504,14 @@ impl Launcher {
                         info!("{sig}: reloading the settings");
                         self.reload(reloader).await;
                     }
+                    Meaning::Scale(by) => {
+                        let s = crate::supervisor::Scale {
+                            ask: crate::supervisor::scale::Ask::By(by),
+                            by: sig.name().to_string(),
+                            reply: None,
+                        };
+                        let _ = self.control.send(Control::Scale(s)).await;
+                    }
                     m => log_signal(sig, &m),
                 },
                 Ok(()) = self.news.changed() => {
@@ -570,7 +598,9 @@ impl Launcher {
 /// The log line for a signal that is only logged.
 fn log_signal(sig: Sig, m: &Meaning) {
     match m {
-        Meaning::Ignored(why) if sig == Sig::Hup => warn!("{sig}: ignored: {why}"),
+        Meaning::Ignored(why) if matches!(sig, Sig::Hup | Sig::Ttin | Sig::Ttou) => {
+            warn!("{sig}: ignored: {why}")
+        }
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
         Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
             Some(path) => info!("{sig}: reopening the access log {}", path.display()),

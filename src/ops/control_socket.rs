@@ -362,5 +362,36 @@ async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
                 proto::error("an upgrade is already asked for")
             }
         }
+        Command::Scale(ask) => scale(ask, admin, desk).await,
+    }
+}
+
+/// `scale`: the supervisor's decision, once made (the change begun, or the refusal). Refused
+/// during an upgrade, which hands over a steady cluster (DEC-49).
+async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &UpgradeDesk) -> Value {
+    if desk.under_way() {
+        return proto::error(
+            "an upgrade is under way: the worker count stays; send it again once it is over",
+        );
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let s = crate::supervisor::Scale {
+        ask,
+        by: "fhircluster scale".into(),
+        reply: Some(reply),
+    };
+    let gone = || proto::error("the launcher is stopping");
+    if admin
+        .control
+        .send(crate::supervisor::Control::Scale(s))
+        .await
+        .is_err()
+    {
+        return gone();
+    }
+    match answer.await {
+        Ok(Ok((from, to))) => json!({"scale": {"from": from, "to": to}}),
+        Ok(Err(why)) => proto::error(&why),
+        Err(_) => gone(),
     }
 }

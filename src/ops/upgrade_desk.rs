@@ -13,6 +13,8 @@ use tokio::sync::mpsc;
 pub(crate) struct UpgradeDesk {
     ask: mpsc::Sender<()>,
     last: Arc<Mutex<Value>>,
+    /// An upgrade is under way (from its check to its end): a `scale` is refused meanwhile.
+    under_way: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl UpgradeDesk {
@@ -22,6 +24,7 @@ impl UpgradeDesk {
         let desk = UpgradeDesk {
             ask,
             last: Arc::new(Mutex::new(Value::Null)),
+            under_way: Arc::default(),
         };
         (desk, asked)
     }
@@ -29,6 +32,16 @@ impl UpgradeDesk {
     /// An upgrade is asked for; false when one is already waiting to begin.
     pub(crate) fn ask(&self) -> bool {
         self.ask.try_send(()).is_ok()
+    }
+
+    /// The launcher begins (`true`) or ends an upgrade.
+    pub(crate) fn set_under_way(&self, on: bool) {
+        self.under_way
+            .store(on, std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn under_way(&self) -> bool {
+        self.under_way.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// An upgrade did not happen: `outcome` (`refused`, `failed`) and why.
