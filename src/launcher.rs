@@ -319,26 +319,28 @@ async fn run(
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => match {
+            Until::Upgrade => {
                 // A `scale` on the control socket is refused meanwhile (DEC-49).
-                l.desk.set_under_way(true);
+                l.desk.set_busy(Some(
+                    "an upgrade is under way (send it again once it is over)",
+                ));
                 let outcome = l.upgrade(serving, &mut signals, &reloader).await;
-                l.desk.set_under_way(false);
-                outcome
-            } {
-                Outcome::Serving { serving: s, reload } => {
-                    serving = s;
-                    if reload {
-                        info!("SIGHUP (deferred during the upgrade): reloading the settings");
-                        l.reload(&mut reloader).await;
+                l.desk.set_busy(None);
+                match outcome {
+                    Outcome::Serving { serving: s, reload } => {
+                        serving = s;
+                        if reload {
+                            info!("SIGHUP (deferred during the upgrade): reloading the settings");
+                            l.reload(&mut reloader).await;
+                        }
+                    }
+                    Outcome::Stop => {
+                        let code = l.stop_processes(&mut signals).await;
+                        info!("stopped");
+                        return Ok(code);
                     }
                 }
-                Outcome::Stop => {
-                    let code = l.stop_processes(&mut signals).await;
-                    info!("stopped");
-                    return Ok(code);
-                }
-            },
+            }
         }
     }
 }
@@ -548,6 +550,7 @@ impl Launcher {
     /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
     /// processes in order (STOP-5..9).
     async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+        self.desk.set_busy(Some("the launcher is stopping"));
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
         let _ = serving.shutdown.send(listener::Shutdown::Stop);
@@ -581,6 +584,7 @@ impl Launcher {
     /// Stops the processes in order (workers, their last counts, the master) and waits for the
     /// supervisor to be done; signals meanwhile are logged.
     async fn stop_processes(&mut self, signals: &mut Signals) -> ExitCode {
+        self.desk.set_busy(Some("the launcher is stopping"));
         if *self.state.borrow() != notify::State::Stopping {
             self.notifier.stopping();
             self.state.send_replace(notify::State::Stopping);

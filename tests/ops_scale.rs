@@ -312,3 +312,28 @@ fn status_finds_the_launcher_through_its_pid_file_and_none_once_it_is_killed() {
         out.all()
     );
 }
+
+#[test]
+fn a_worker_more_than_fits_in_memory_is_refused_by_how_much() {
+    // spec: MEM-7 (each worker counted as the master's private memory), DEC-48
+    // 256 MB, its refusal threshold (0.85) under memoryHeadroomGB 2: nothing more fits.
+    const LIMIT: u64 = 256 << 20;
+    let group = MemCgroup::for_test("scale-memory", Some(LIMIT));
+    let mut c = cluster().workers(1).spawn_wrapped(&group.wrapper());
+    c.wait_for("tx1: ready", secs(20));
+    c.wait_until_listening(secs(10));
+    c.signal(SIGTTIN);
+    let line = c.wait_for("SIGTTIN: refused", secs(10));
+    for part in [
+        "the memory fit",
+        "1 more worker(s) need",
+        "memoryHeadroomGB 2",
+        "short",
+        "stays 1",
+    ] {
+        assert!(line.contains(part), "{part:?} in: {line}");
+    }
+    holds_for("no second worker", secs(1), || {
+        c.line_index("tx2: started").is_none()
+    });
+}

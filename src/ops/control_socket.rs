@@ -367,12 +367,10 @@ async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
 }
 
 /// `scale`: the supervisor's decision, once made (the change begun, or the refusal). Refused
-/// during an upgrade, which hands over a steady cluster (DEC-49).
+/// during an upgrade, which hands over a steady cluster, and once the stop has begun (DEC-49).
 async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &UpgradeDesk) -> Value {
-    if desk.under_way() {
-        return proto::error(
-            "an upgrade is under way: the worker count stays; send it again once it is over",
-        );
+    if let Some(why) = desk.busy() {
+        return proto::error(&format!("{why}: the worker count stays"));
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     let s = crate::supervisor::Scale {

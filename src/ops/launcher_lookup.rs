@@ -17,7 +17,8 @@ use anyhow::{anyhow, bail, Result};
 /// The command name a launcher runs under (as `pid_file.rs` judges it).
 const LAUNCHER_COMM: &str = "fhircluster";
 
-/// `/proc/net/unix`'s listening stream sockets that have a path: (inode, path).
+/// `/proc/net/unix`'s listening stream sockets that have a path (as bound: relative to the
+/// binder's directory then; abstract ones, `@...`, have none): (inode, path).
 pub(crate) fn listening(table: &str) -> Vec<(u64, String)> {
     const ACCEPTING: u32 = 0x0001_0000; // __SO_ACCEPTCON: listen() was called
     const STREAM: u32 = 1;
@@ -35,7 +36,7 @@ pub(crate) fn listening(table: &str) -> Vec<(u64, String)> {
             let inode: u64 = f.next()?.parse().ok()?;
             let path: Vec<&str> = f.collect();
             let path = path.join(" ");
-            (flags & ACCEPTING != 0 && kind == STREAM && path.starts_with('/'))
+            (flags & ACCEPTING != 0 && kind == STREAM && !path.is_empty() && !path.starts_with('@'))
                 .then_some((inode, path))
         })
         .collect()
@@ -104,12 +105,16 @@ pub(crate) fn find(pid_file: &Path) -> Result<PathBuf> {
         .collect();
     let table = std::fs::read_to_string("/proc/net/unix")
         .map_err(|e| anyhow!("reading /proc/net/unix: {e}"))?;
-    socket_of(&held, &listening(&table)).ok_or_else(|| {
-        anyhow!(
-            "the launcher (pid {pid}, from {at}) has no control socket (server.cluster.\
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+    socket_of(&held, &listening(&table))
+        // A socket bound by a relative path is named so: it is in the launcher's directory.
+        .map(|p| cwd.join(p))
+        .ok_or_else(|| {
+            anyhow!(
+                "the launcher (pid {pid}, from {at}) has no control socket (server.cluster.\
              controlSocket \"off\"?): give --admin-address for status, or send it signals"
-        )
-    })
+            )
+        })
 }
 
 #[cfg(test)]
@@ -123,6 +128,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 0000000000000000: 00000002 00000000 00010000 0001 01 4244 @/tmp/.X11-unix/X0
 0000000000000000: 00000002 00000000 00000000 0002 01 4245 /run/systemd/notify
 0000000000000000: 00000002 00000000 00010000 0001 01 4246 /srv/other dir/x.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 4247 ./fhircluster.sock.new
 ";
 
     #[test]
@@ -133,6 +139,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
             vec![
                 (4242, "/srv/data/fhircluster.sock.new".to_string()),
                 (4246, "/srv/other dir/x.sock".to_string()),
+                (4247, "./fhircluster.sock.new".to_string()),
             ]
         );
     }

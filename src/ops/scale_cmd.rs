@@ -135,10 +135,12 @@ mod tests {
             {"code": "tx3", "status": "restarting"}
         ]);
         assert_eq!(progress(&failing, 1, 3), Progress::Failed("tx3".into()));
+        let mut others = s(4, false);
+        others["processes"] = failing["processes"].clone();
         assert_eq!(
-            progress(&failing, 3, 4),
+            progress(&others, 3, 4),
             Progress::Waiting,
-            "tx1 was there before"
+            "tx1 and tx3 were there before"
         );
     }
 }

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 pub(crate) struct UpgradeDesk {
     ask: mpsc::Sender<()>,
     last: Arc<Mutex<Value>>,
-    /// An upgrade is under way (from its check to its end): a `scale` is refused meanwhile.
-    under_way: Arc<std::sync::atomic::AtomicBool>,
+    /// Why the launcher takes no `scale` now (an upgrade under way, the stop begun), if so.
+    busy: Arc<Mutex<Option<&'static str>>>,
 }
 
 impl UpgradeDesk {
@@ -24,7 +24,7 @@ impl UpgradeDesk {
         let desk = UpgradeDesk {
             ask,
             last: Arc::new(Mutex::new(Value::Null)),
-            under_way: Arc::default(),
+            busy: Arc::default(),
         };
         (desk, asked)
     }
@@ -34,14 +34,14 @@ impl UpgradeDesk {
         self.ask.try_send(()).is_ok()
     }
 
-    /// The launcher begins (`true`) or ends an upgrade.
-    pub(crate) fn set_under_way(&self, on: bool) {
-        self.under_way
-            .store(on, std::sync::atomic::Ordering::Release);
+    /// The launcher begins an upgrade or its stop (`Some`: why no `scale` is taken now), or
+    /// serves again (`None`).
+    pub(crate) fn set_busy(&self, why: Option<&'static str>) {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
 
-    pub(crate) fn under_way(&self) -> bool {
-        self.under_way.load(std::sync::atomic::Ordering::Acquire)
+    pub(crate) fn busy(&self) -> Option<&'static str> {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// An upgrade did not happen: `outcome` (`refused`, `failed`) and why.

@@ -41,6 +41,15 @@ impl Keeper {
         }
     }
 
+    /// The count the lifecycle runs, after an in-place upgrade from a program whose state did
+    /// not say it (or whose config.json said another): the status follows the processes.
+    pub(crate) fn align_workers(&mut self, workers: usize) {
+        if self.wanted.workers != workers {
+            self.wanted.workers = workers;
+            self.wanted.seq += 1;
+        }
+    }
+
     /// Whether the count now was set at run time (a reload then goes back to config.json).
     pub(crate) fn workers_set_at_run_time(&self) -> bool {
         self.wanted.set_by.is_some()
