@@ -6,6 +6,8 @@
 //! socket and waits; the count set so is kept across an in-place upgrade and undone by a reload
 //! (DEC-48); `SIGWINCH` (a terminal's resize) changes nothing. `fhircluster status --pid-file`
 //! finds the launcher through its pid file, and says there is none (exit 2) once it is killed.
+//! Under steady load, workers added and taken away lose no tx request (a `RELIABILITY` line);
+//! a change during a rolling restart is refused with the reason (DEC-49).
 
 use std::path::Path;
 use std::process::Command;
@@ -336,4 +338,96 @@ fn a_worker_more_than_fits_in_memory_is_refused_by_how_much() {
     holds_for("no second worker", secs(1), || {
         c.line_index("tx2: started").is_none()
     });
+}
+
+#[test]
+fn ttin_and_ttou_under_steady_load_lose_no_tx_request() {
+    // spec: DEC-15 (the worker taken away drains first: nothing at work on it is cut)
+    // Expands of 50 ms keep requests at work on the highest worker as it is taken away.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const CYCLES: usize = 3;
+    let c = cluster()
+        .workers(1)
+        .env("SIM_COST_EXPAND_MS", "50")
+        .config(json!({ "server": { "cluster": { "drainSeconds": 5 } } }))
+        .start();
+    let addr = c.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let load = {
+        let (stop, answered) = (stop.clone(), answered.clone());
+        std::thread::spawn(move || {
+            in_parallel(4, move |i| {
+                let mut statuses = Vec::new();
+                let deadline = std::time::Instant::now() + secs(120);
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                    // A POST is never sent again (DEC-33): one cut short would show.
+                    let r = if i % 2 == 0 {
+                        request(addr, "GET", "/r4/CodeSystem/$lookup?code=1", &[], b"")
+                    } else {
+                        request(addr, "POST", "/r4/ValueSet/$expand", &[], b"{}")
+                    };
+                    statuses.push(r.status);
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                statuses
+            })
+        })
+    };
+    let under_way = |n: usize| {
+        wait_until(&format!("{n} requests answered"), secs(20), || {
+            answered.load(Ordering::Relaxed) >= n
+        })
+    };
+    under_way(8);
+    for cycle in 1..=CYCLES {
+        c.signal(SIGTTIN);
+        c.wait_for_count("SIGTTIN: workers 1 → 2", cycle, secs(10));
+        c.wait_for_count("tx2: ready", cycle, secs(20));
+        under_way(answered.load(Ordering::Relaxed) + 8);
+        c.signal(SIGTTOU);
+        c.wait_for_count("tx2: stopped for good", cycle, secs(20));
+        under_way(answered.load(Ordering::Relaxed) + 8);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let statuses: Vec<u16> = load.join().expect("load threads").concat();
+    let lost = statuses.iter().filter(|&&s| s != 200).count();
+    report_figures(
+        "ttin_and_ttou_under_steady_load_lose_no_tx_request",
+        "SIGTTIN then SIGTTOU, 3 times, under 4 clients of GET $lookup and 50 ms POST $expand",
+        (2 * CYCLES) as u64,
+        statuses.len() as u64,
+        lost as u64,
+        "every tx request answered 200; the worker taken away drained first",
+    );
+    assert!(
+        statuses.len() > 50,
+        "steady load: {} requests",
+        statuses.len()
+    );
+    assert_eq!(lost, 0, "of {}: {statuses:?}", statuses.len());
+}
+
+#[test]
+fn a_worker_more_during_a_rolling_restart_is_refused_with_the_reason() {
+    // DEC-49: refused, not queued; the count unchanged.
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "drainSeconds": 30 } } }))
+        .start();
+    // A request that never answers holds tx1's drain: the rolling restart stays under way.
+    let _held = c.hung_request();
+    c.signal(SIGHUP);
+    c.wait_for("rolling restart 1/2", secs(10));
+    c.signal(SIGTTIN);
+    let line = c.wait_for("SIGTTIN: refused", secs(10));
+    assert!(
+        line.contains("rolling restart") && line.contains("stays 1"),
+        "{line}"
+    );
+    let out = client(&c.data_dir(), &["scale", "2"]);
+    assert_eq!(out.code, Some(1), "{}", out.all());
+    assert!(out.stderr.contains("rolling restart"), "{}", out.all());
+    assert!(c.line_index("tx2: started").is_none());
 }
