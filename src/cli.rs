@@ -69,8 +69,8 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR", global = true)]
     pub(crate) admin_address: Option<String>,
 
-    /// The control socket (for `fhircluster upgrade` and `status`), relative to the data
-    /// directory, or "off" [default: fhircluster.sock]
+    /// The control socket (for `fhircluster upgrade`, `scale` and `status`), relative to the
+    /// data directory, or "off" [default: fhircluster.sock]
     #[arg(long, value_name = "PATH", global = true)]
     pub(crate) control_socket: Option<String>,
 
@@ -80,8 +80,9 @@ pub struct Cli {
     pub(crate) listen_address: Option<String>,
 
     /// A file to hold the launcher's pid while it runs (relative to the data directory)
-    /// [default: none]
-    #[arg(long, value_name = "PATH")]
+    /// [default: none]; `status`, `upgrade` and `scale` find the launcher (its control socket)
+    /// through it when no --control-socket is given
+    #[arg(long, value_name = "PATH", global = true)]
     pub(crate) pid_file: Option<String>,
 
     /// Log lines as text or json [default: text]
@@ -119,7 +120,8 @@ pub struct Cli {
 #[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Action {
     /// Show a running launcher's processes, slots, memory and refusals (through its control
-    /// socket in the data directory, or with --admin-address its read-only HTTP listener).
+    /// socket in the data directory, or the one of the launcher --pid-file names, or with
+    /// --admin-address its read-only HTTP listener).
     /// Exit status: 0 ready, 1 not ready or draining, 2 no launcher answers.
     #[command(after_help = STATUS_HELP)]
     Status {
@@ -132,6 +134,17 @@ pub(crate) enum Action {
     /// HTTP listener), and wait for the outcome. Exit status: 0 upgraded, 1 refused or failed
     /// (the reason is printed), 2 no launcher answers.
     Upgrade,
+    /// Set the running launcher's tx-worker count from now on (as `kill -TTIN` / `-TTOU` do
+    /// for +1 / -1), through its control socket, and wait until it holds: the new workers ready,
+    /// the ones taken away (the highest-numbered, drained first) stopped. It lasts until the
+    /// next reload or start, which go back to config.json. Exit status: 0 done, 1 refused (the
+    /// reason is printed: the internalPort range, the memory fit, the last worker) or not done
+    /// in time, 2 no launcher answers.
+    Scale {
+        /// The worker count (3), or a step (+1, -1)
+        #[arg(allow_hyphen_values = true, value_name = "N|+N|-N")]
+        count: String,
+    },
     /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
     /// configs, the Prometheus alert rules, the Grafana dashboard
     #[command(subcommand, after_help = crate::kit::PRINT_HELP)]

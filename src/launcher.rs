@@ -68,6 +68,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             let name = match action {
                 crate::cli::Action::Status { .. } => "status",
                 crate::cli::Action::Upgrade => "upgrade",
+                crate::cli::Action::Scale { .. } => "scale",
                 crate::cli::Action::Print(_) => "print",
             };
             eprintln!("fhircluster {name}: {e:#}");
@@ -105,6 +106,19 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             }
             match socket() {
                 Some(path) => crate::ops::upgrade_cmd::run(&path),
+                None => unreachable,
+            }
+        }
+        crate::cli::Action::Scale { count } => {
+            if cli.admin_address.is_some() {
+                eprintln!(
+                    "fhircluster scale: the admin address is read-only; a scale goes to the \
+                     control socket: leave out --admin-address"
+                );
+                return unreachable;
+            }
+            match socket() {
+                Some(path) => crate::ops::scale_cmd::run(&path, count),
                 None => unreachable,
             }
         }
@@ -325,20 +339,28 @@ async fn run(
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
-                Outcome::Serving { serving: s, reload } => {
-                    serving = s;
-                    if reload {
-                        info!("SIGHUP (deferred during the upgrade): reloading the settings");
-                        l.reload(&mut reloader).await;
+            Until::Upgrade => {
+                // A `scale` on the control socket is refused meanwhile (DEC-49).
+                l.desk.set_busy(Some(
+                    "an upgrade is under way (send it again once it is over)",
+                ));
+                let outcome = l.upgrade(serving, &mut signals, &reloader).await;
+                l.desk.set_busy(None);
+                match outcome {
+                    Outcome::Serving { serving: s, reload } => {
+                        serving = s;
+                        if reload {
+                            info!("SIGHUP (deferred during the upgrade): reloading the settings");
+                            l.reload(&mut reloader).await;
+                        }
+                    }
+                    Outcome::Stop => {
+                        let code = l.stop_processes(&mut signals).await;
+                        info!("stopped");
+                        return Ok(code);
                     }
                 }
-                Outcome::Stop => {
-                    let code = l.stop_processes(&mut signals).await;
-                    info!("stopped");
-                    return Ok(code);
-                }
-            },
+            }
         }
     }
 }
@@ -504,6 +526,14 @@ impl Launcher {
                         info!("{sig}: reloading the settings");
                         self.reload(reloader).await;
                     }
+                    Meaning::Scale(by) => {
+                        let s = crate::supervisor::Scale {
+                            ask: crate::supervisor::scale::Ask::By(by),
+                            by: sig.name().to_string(),
+                            reply: None,
+                        };
+                        let _ = self.control.send(Control::Scale(s)).await;
+                    }
                     m => log_signal(sig, &m),
                 },
                 Ok(()) = self.news.changed() => {
@@ -540,6 +570,7 @@ impl Launcher {
     /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
     /// processes in order (STOP-5..9).
     async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+        self.desk.set_busy(Some("the launcher is stopping"));
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
         let _ = serving.shutdown.send(listener::Shutdown::Stop);
@@ -573,6 +604,7 @@ impl Launcher {
     /// Stops the processes in order (workers, their last counts, the master) and waits for the
     /// supervisor to be done; signals meanwhile are logged.
     async fn stop_processes(&mut self, signals: &mut Signals) -> ExitCode {
+        self.desk.set_busy(Some("the launcher is stopping"));
         if *self.state.borrow() != notify::State::Stopping {
             self.notifier.stopping();
             self.state.send_replace(notify::State::Stopping);
@@ -590,7 +622,9 @@ impl Launcher {
 /// The log line for a signal that is only logged.
 fn log_signal(sig: Sig, m: &Meaning) {
     match m {
-        Meaning::Ignored(why) if sig == Sig::Hup => warn!("{sig}: ignored: {why}"),
+        Meaning::Ignored(why) if matches!(sig, Sig::Hup | Sig::Ttin | Sig::Ttou) => {
+            warn!("{sig}: ignored: {why}")
+        }
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
         Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
             Some(path) => info!("{sig}: reopening the access log {}", path.display()),

@@ -32,6 +32,7 @@ mod ops_metrics;
 mod ops_nginx;
 mod ops_notify;
 mod ops_pid_file;
+mod ops_scale;
 mod ops_served_by;
 mod ops_signals;
 mod ops_status;

@@ -61,19 +61,21 @@ impl Reloader {
             info!("reload: no setting changed");
         }
         let running = reload::apply_live(&self.running, &new);
-        let workers = if changes.workers {
-            worker_count(&running)
+        // config.json's count: taken when it changed, or when the count now was set at run
+        // time (`scale`), which a reload ends (DEC-48).
+        let (workers, configured) = if changes.workers {
+            (worker_count(&running), WorkerCount::Keep)
         } else {
-            WorkerCount::Keep
+            (WorkerCount::Keep, worker_count(&running))
         };
-        self.apply(Live::from(&running), workers).await;
+        self.apply(Live::from(&running), workers, configured).await;
         self.running = running;
         Ok(())
     }
 
     /// Gives each part of the launcher what it takes of the settings in force. Every field of
     /// `Live` is taken (no `..`), so one added there must be applied here.
-    async fn apply(&self, live: Live, workers: WorkerCount) {
+    async fn apply(&self, live: Live, workers: WorkerCount, configured: WorkerCount) {
         let Live {
             scheduler,
             listener,
@@ -94,6 +96,7 @@ impl Reloader {
             workers,
             settings: supervisor,
             rolling: true,
+            configured,
         };
         let _ = self.control.send(Control::Reload(r)).await;
     }

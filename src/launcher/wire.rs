@@ -154,6 +154,10 @@ impl Launcher {
             kill_after: c.kill_after,
             settings: live.supervisor,
             idle_report: Box::new(host::idle_report(settings)),
+            scale: supervisor::ScaleLimits {
+                room_why: room_why(settings, room),
+                memory: Box::new(host::memory_room(settings)),
+            },
         };
         let sizer = Box::new(host::sizer(settings, sizing.clone()));
         let now = Instant::now().into_std();
@@ -203,6 +207,19 @@ fn capacity(settings: &Settings, sizing: &CpuSizing, planned: u32) -> u32 {
         .rev()
         .find(|&w| crate::plan::check_port_range(settings, w).is_ok())
         .unwrap_or(planned)
+}
+
+/// Why this run has room for no more than `room` workers, for a refused `scale` (DEC-21): the
+/// port range's own line when one more would run into `server.port` (or the admin port, or
+/// past 65535), else the room made at start.
+fn room_why(settings: &Settings, room: u32) -> String {
+    match crate::plan::check_port_range(settings, room.saturating_add(1)) {
+        Err(e) => e.to_string(),
+        Ok(()) => format!(
+            "this run made room for {room} workers at its start (the most of {RELOAD_ROOM}, the \
+             vCPUs and the planned count); a restart of the launcher makes room for more"
+        ),
+    }
 }
 
 /// The most workers a reload may ask for without a restart of the launcher.

@@ -1,7 +1,9 @@
-//! `fhircluster status` and `upgrade`'s way to a running launcher: its control socket (found
-//! as the launcher finds it: `--control-socket`, else `controlSocket` in the data directory's
-//! config.json, else `fhircluster.sock` there), one request line and one JSON answer
-//! (`control_proto.rs`); or, for `status` with `--admin-address`, the read-only HTTP listener.
+//! `fhircluster status`, `upgrade` and `scale`'s way to a running launcher: its control socket
+//! (`--control-socket`; else, with a pid file (`--pid-file`, `pidFile` in config.json), the
+//! socket the launcher it names listens on (`launcher_lookup.rs`); else as the launcher finds
+//! it: `controlSocket` in the data directory's config.json, else `fhircluster.sock` there), one
+//! request line and one JSON answer (`control_proto.rs`); or, for `status` with
+//! `--admin-address`, the read-only HTTP listener.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -23,23 +25,31 @@ pub(crate) enum Target {
     Http(SocketAddr),
 }
 
-/// The control socket's path for a client: `--control-socket`, `controlSocket` in
-/// config.json (that one value, so a bad unrelated setting in the file never hides a running
-/// launcher), else the default; relative to the data directory. `Err`: it is off.
+/// The control socket's path for a client, the one lookup every client command uses:
+/// `--control-socket`; else the socket of the launcher the pid file names (`--pid-file`, or
+/// `pidFile` in config.json); else `controlSocket` in config.json (that one value, so a bad
+/// unrelated setting in the file never hides a running launcher), else the default; relative to
+/// the data directory. `Err`: it is off, or the pid file names no running launcher.
 pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
     let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
     let (dir, _) = crate::settings::data_dir(cli, &env);
-    let from_file = || -> Option<String> {
+    let from_file = |key: &str| -> Option<String> {
         let text = crate::settings::jsonc::read_text(&dir).ok()??;
-        text.json
-            .pointer("/server/cluster/controlSocket")?
-            .as_str()
-            .map(str::to_string)
+        text.json.pointer(key)?.as_str().map(str::to_string)
     };
+    if cli.control_socket.is_none() {
+        let pid_file = cli
+            .pid_file
+            .clone()
+            .or_else(|| from_file("/server/cluster/pidFile"));
+        if let Some(path) = pid_file.and_then(|p| super::pid_file::path(&dir, &p)) {
+            return super::launcher_lookup::find(&path);
+        }
+    }
     let name = cli
         .control_socket
         .clone()
-        .or_else(from_file)
+        .or_else(|| from_file("/server/cluster/controlSocket"))
         .unwrap_or_else(|| "fhircluster.sock".to_string());
     if name == "off" || name.is_empty() {
         bail!("the control socket is off (server.cluster.controlSocket); give --admin-address for status, or send SIGUSR2 to upgrade");

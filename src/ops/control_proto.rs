@@ -44,6 +44,9 @@ pub(crate) enum Command {
     UpgradeState,
     /// Upgrade in place, as `SIGUSR2` does.
     Upgrade,
+    /// The worker count from now on (`scale 3`, `scale +1`, `scale -1`), as `SIGTTIN` and
+    /// `SIGTTOU` do.
+    Scale(crate::supervisor::scale::Ask),
 }
 
 /// Every command: its name, level and what it does (`help` answers with these).
@@ -68,6 +71,11 @@ pub(crate) const COMMANDS: &[(&str, Level, &str)] = &[
         Level::Action,
         "upgrade in place, as SIGUSR2 does (fhircluster upgrade waits for the outcome)",
     ),
+    (
+        "scale",
+        Level::Action,
+        "scale N, +1 or -1: the tx-worker count from now on, as SIGTTIN and SIGTTOU do (fhircluster scale waits until it holds)",
+    ),
 ];
 
 impl Command {
@@ -78,13 +86,14 @@ impl Command {
             Command::Status => "status",
             Command::UpgradeState => "upgrade-state",
             Command::Upgrade => "upgrade",
+            Command::Scale(_) => "scale",
         }
     }
 
     pub(crate) fn level(&self) -> Level {
         match self {
             Command::Help | Command::Status | Command::UpgradeState => Level::Read,
-            Command::Upgrade => Level::Action,
+            Command::Upgrade | Command::Scale(_) => Level::Action,
         }
     }
 }
@@ -110,6 +119,12 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
         "status" => Command::Status,
         "upgrade-state" => Command::UpgradeState,
         "upgrade" => Command::Upgrade,
+        "scale" => {
+            return match args {
+                [n] => crate::supervisor::scale::Ask::parse(n).map(Command::Scale),
+                _ => Err("scale takes one argument: a worker count (3) or a step (+1, -1)".into()),
+            }
+        }
         other => {
             return Err(format!(
                 "unknown command {other:?} (\"help\" lists them: {})",
@@ -174,7 +189,12 @@ mod tests {
         assert_eq!(parse("  upgrade \r"), Ok(Command::Upgrade));
         assert_eq!(parse("upgrade-state"), Ok(Command::UpgradeState));
         assert_eq!(parse("help"), Ok(Command::Help));
-        for (name, level, _) in COMMANDS {
+        use crate::supervisor::scale::Ask;
+        assert_eq!(parse("scale 3"), Ok(Command::Scale(Ask::To(3))));
+        assert_eq!(parse("scale -1"), Ok(Command::Scale(Ask::By(-1))));
+        assert!(parse("scale").unwrap_err().contains("one argument"));
+        assert!(parse("scale lots").unwrap_err().contains("worker count"));
+        for (name, level, _) in COMMANDS.iter().filter(|(n, _, _)| *n != "scale") {
             let c = parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(c.level(), *level, "{name}");
             assert_eq!(c.name(), *name);

@@ -362,5 +362,34 @@ async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
                 proto::error("an upgrade is already asked for")
             }
         }
+        Command::Scale(ask) => scale(ask, admin, desk).await,
+    }
+}
+
+/// `scale`: the supervisor's decision, once made (the change begun, or the refusal). Refused
+/// during an upgrade, which hands over a steady cluster, and once the stop has begun (DEC-49).
+async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &UpgradeDesk) -> Value {
+    if let Some(why) = desk.busy() {
+        return proto::error(&format!("{why}: the worker count stays"));
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let s = crate::supervisor::Scale {
+        ask,
+        by: "fhircluster scale".into(),
+        reply: Some(reply),
+    };
+    let gone = || proto::error("the launcher is stopping");
+    if admin
+        .control
+        .send(crate::supervisor::Control::Scale(s))
+        .await
+        .is_err()
+    {
+        return gone();
+    }
+    match answer.await {
+        Ok(Ok((from, to))) => json!({"scale": {"from": from, "to": to}}),
+        Ok(Err(why)) => proto::error(&why),
+        Err(_) => gone(),
     }
 }

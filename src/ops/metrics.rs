@@ -314,6 +314,17 @@ pub fn render(m: &MetricsInput) -> String {
 }
 
 fn write_snapshot(out: &mut String, s: &Value) {
+    let w = &s["workers"];
+    if let Some(n) = w["wanted"].as_u64() {
+        family(out, "fhircluster_workers_wanted", "gauge", "The tx-workers wanted now: config.json's count, or the one set at run time (SIGTTIN, SIGTTOU, fhircluster scale).");
+        let _ = writeln!(out, "fhircluster_workers_wanted {n}");
+        family(out, "fhircluster_workers_set_at_run_time", "gauge", "1 while the worker count is one set at run time (until the next reload or start), else 0.");
+        let _ = writeln!(
+            out,
+            "fhircluster_workers_set_at_run_time {}",
+            u8::from(w["setAtRunTime"].is_object())
+        );
+    }
     let procs = s["processes"].as_array().cloned().unwrap_or_default();
     family(
         out,

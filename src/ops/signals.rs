@@ -21,18 +21,22 @@ pub enum Sig {
     Term,
     Usr1,
     Usr2,
+    Ttin,
+    Ttou,
     Winch,
     Alrm,
 }
 
 impl Sig {
-    pub(crate) const ALL: [Sig; 8] = [
+    pub(crate) const ALL: [Sig; 10] = [
         Sig::Hup,
         Sig::Int,
         Sig::Quit,
         Sig::Term,
         Sig::Usr1,
         Sig::Usr2,
+        Sig::Ttin,
+        Sig::Ttou,
         Sig::Winch,
         Sig::Alrm,
     ];
@@ -46,6 +50,8 @@ impl Sig {
             Sig::Term => "SIGTERM",
             Sig::Usr1 => "SIGUSR1",
             Sig::Usr2 => "SIGUSR2",
+            Sig::Ttin => "SIGTTIN",
+            Sig::Ttou => "SIGTTOU",
             Sig::Winch => "SIGWINCH",
             Sig::Alrm => "SIGALRM",
         }
@@ -60,6 +66,8 @@ impl Sig {
             Sig::Term => 15,
             Sig::Usr1 => 10,
             Sig::Usr2 => 12,
+            Sig::Ttin => 21,
+            Sig::Ttou => 22,
             Sig::Winch => 28,
             Sig::Alrm => 14,
         }
@@ -109,6 +117,8 @@ pub(crate) enum Meaning {
     /// Replace the launcher's program with the binary now at its path, keeping its pid, its
     /// sockets and every process (`launcher/upgrade.rs`).
     Upgrade,
+    /// One tx-worker more (`SIGTTIN`, `1`) or fewer (`SIGTTOU`, `-1`), as Unicorn's signals.
+    Scale(i64),
     /// Logged and otherwise ignored, with the reason.
     Ignored(&'static str),
 }
@@ -137,7 +147,17 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
         ),
         (Sig::Usr2, Upgrading) => Meaning::Ignored("an upgrade is already under way"),
         (Sig::Usr2, _) => Meaning::Ignored("stopping"),
-        (Sig::Winch, _) => Meaning::Ignored("nothing to resize"),
+        (Sig::Ttin | Sig::Ttou, Serving) => Meaning::Scale(if sig == Sig::Ttin { 1 } else { -1 }),
+        (Sig::Ttin | Sig::Ttou, Starting) => Meaning::Ignored(
+            "the master is not ready yet: the worker count is being decided; send it again once it is",
+        ),
+        // DEC-49: refused, not deferred: the upgrade hands over a steady cluster.
+        (Sig::Ttin | Sig::Ttou, Upgrading) => Meaning::Ignored(
+            "an upgrade is under way: the worker count stays; send it again once it is over",
+        ),
+        (Sig::Ttin | Sig::Ttou, _) => Meaning::Ignored("stopping"),
+        // A terminal resize sends it: never a worker count change (Unicorn's WINCH is not).
+        (Sig::Winch, _) => Meaning::Ignored("nothing to resize (a terminal's resize sends it)"),
         (Sig::Alrm, _) => Meaning::Ignored("no timer of the launcher's uses it"),
         // The stop signals are all matched above; the compiler can't see that.
         (_, _) => Meaning::Ignored("not used"),
@@ -168,7 +188,15 @@ pub const TABLE: &[(&str, &str)] = &[
         "USR2",
         "upgrade in place: run the binary now at the launcher's path, same pid, same processes (ignored while the master starts)",
     ),
-    ("WINCH, ALRM", "ignored, logged"),
+    (
+        "TTIN",
+        "one tx-worker more, started and joining once ready (refused, logged, when the internalPort range or the memory fit would not hold it)",
+    ),
+    (
+        "TTOU",
+        "one tx-worker fewer: the highest-numbered, drained as a recycle is (never the last one)",
+    ),
+    ("WINCH, ALRM", "ignored, logged (WINCH: a terminal's resize)"),
     ("PIPE", "ignored"),
     (
         "TSTP (Ctrl-Z)",
@@ -270,11 +298,41 @@ mod tests {
         assert_eq!(Sig::Usr2.number(), libc::SIGUSR2);
         assert_eq!(Sig::Winch.number(), libc::SIGWINCH);
         assert_eq!(Sig::Alrm.number(), libc::SIGALRM);
+        assert_eq!(Sig::Ttin.number(), libc::SIGTTIN);
+        assert_eq!(Sig::Ttou.number(), libc::SIGTTOU);
         assert_eq!(Sig::Quit.number(), libc::SIGQUIT);
         assert_eq!(Sig::Hup.number(), libc::SIGHUP);
         assert_eq!(Sig::Int.number(), libc::SIGINT);
         assert_eq!(Sig::Term.number(), libc::SIGTERM);
         assert!(Sig::ALL.iter().all(|s| s.name().starts_with("SIG")));
+    }
+
+    #[test]
+    fn ttin_and_ttou_scale_only_while_serving_and_winch_never() {
+        // DEC-49: not while the master starts or during an upgrade (refused with the reason).
+        assert_eq!(meaning(Sig::Ttin, Phase::Serving), Meaning::Scale(1));
+        assert_eq!(meaning(Sig::Ttou, Phase::Serving), Meaning::Scale(-1));
+        for s in [Sig::Ttin, Sig::Ttou] {
+            for p in [
+                Phase::Starting,
+                Phase::Upgrading,
+                Phase::Draining,
+                Phase::StoppingProcesses,
+            ] {
+                assert!(
+                    matches!(meaning(s, p), Meaning::Ignored(why) if !why.is_empty()),
+                    "{s} {p:?}"
+                );
+            }
+        }
+        assert!(matches!(
+            meaning(Sig::Ttin, Phase::Upgrading),
+            Meaning::Ignored(why) if why.contains("upgrade")
+        ));
+        assert!(matches!(
+            meaning(Sig::Winch, Phase::Serving),
+            Meaning::Ignored(_)
+        ));
     }
 
     #[test]

@@ -186,6 +186,19 @@ pub fn render(status: &Value) -> String {
         "",
     );
     let _ = writeln!(out);
+    let w = &status["workers"];
+    if let Some(n) = w["wanted"].as_u64() {
+        let set = match w["setAtRunTime"]["by"].as_str() {
+            Some(by) => format!(" (set at run time by {by}, until the next reload or start)"),
+            None => " (config.json's)".to_string(),
+        };
+        let settling = if w["settled"] == false {
+            "; changing"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "workers: {n} wanted{set}{settling}");
+    }
     let m = &status["memory"];
     match (m["cgroup"]["anon"].as_u64(), m["limit"].as_u64()) {
         (Some(anon), Some(limit)) => {

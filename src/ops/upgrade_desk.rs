@@ -13,6 +13,8 @@ use tokio::sync::mpsc;
 pub(crate) struct UpgradeDesk {
     ask: mpsc::Sender<()>,
     last: Arc<Mutex<Value>>,
+    /// Why the launcher takes no `scale` now (an upgrade under way, the stop begun), if so.
+    busy: Arc<Mutex<Option<&'static str>>>,
 }
 
 impl UpgradeDesk {
@@ -22,6 +24,7 @@ impl UpgradeDesk {
         let desk = UpgradeDesk {
             ask,
             last: Arc::new(Mutex::new(Value::Null)),
+            busy: Arc::default(),
         };
         (desk, asked)
     }
@@ -29,6 +32,16 @@ impl UpgradeDesk {
     /// An upgrade is asked for; false when one is already waiting to begin.
     pub(crate) fn ask(&self) -> bool {
         self.ask.try_send(()).is_ok()
+    }
+
+    /// The launcher begins an upgrade or its stop (`Some`: why no `scale` is taken now), or
+    /// serves again (`None`).
+    pub(crate) fn set_busy(&self, why: Option<&'static str>) {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    pub(crate) fn busy(&self) -> Option<&'static str> {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// An upgrade did not happen: `outcome` (`refused`, `failed`) and why.

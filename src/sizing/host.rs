@@ -101,6 +101,28 @@ pub(crate) fn sizer(
     }
 }
 
+/// Memory as the start's fit reads it, for a worker more at run time (`supervisor::scale`):
+/// the master's private memory stands for the new worker's (MEM-7), what is in use now is the
+/// cgroup's (or the master's alone outside one). None: no limit to fit under, or unreadable.
+pub(crate) fn memory_room(
+    settings: &Settings,
+) -> impl FnMut(u32) -> Option<crate::supervisor::scale::MemoryRoom> + Send + 'static {
+    let reject_fraction = settings.memory.reject_fraction;
+    let headroom_gb = settings.cluster.memory_headroom_gb;
+    move |master_pid| {
+        let root = Path::new("/");
+        let per_worker = read_process_memory(root, master_pid).ok()?.rss_anon;
+        let cgroup = read_cgroup_memory(root).ok()?;
+        let refuse_at = refuse_threshold(cgroup.effective_limit(), reject_fraction)?;
+        Some(crate::supervisor::scale::MemoryRoom {
+            refuse_at,
+            per_worker,
+            in_use: cgroup.anon.max(per_worker),
+            headroom_gb,
+        })
+    }
+}
+
 /// Once every worker is ready: what they all use idle, with a WARNING when less than the
 /// headroom is left under the refusal threshold (MEM-12, MEM-13).
 pub(crate) fn idle_report(settings: &Settings) -> impl FnMut(&[u32]) + Send + 'static {

@@ -74,6 +74,9 @@ pub enum EventBody {
     },
     /// EVENT-6..12: what was counted in `[from, to)`.
     Counts(Counts),
+    /// The worker count changed while running (fhircluster's own, DEC-48): `by` a reload,
+    /// `SIGTTIN`, `SIGTTOU` or the control socket's `scale`.
+    Workers { from: usize, to: usize, by: String },
 }
 
 /// Requests lost to one process (EVENT-6..8).
@@ -276,6 +279,18 @@ impl EventLog {
                 ms: now_ms.saturating_sub(d.since),
             },
         ))
+    }
+
+    /// The worker count changed while running (DEC-48).
+    pub fn workers(&mut self, from: usize, to: usize, by: &str, now_ms: u64) -> Event {
+        self.event(
+            now_ms,
+            EventBody::Workers {
+                from,
+                to,
+                by: by.to_string(),
+            },
+        )
     }
 
     /// EVENT-6..8.

@@ -105,6 +105,8 @@ pub struct Keeper {
     whole_due: bool,
     started: Instant,
     pid: u32,
+    /// The worker count wanted, and whether it was set at run time (`keeper/workers.rs`).
+    wanted: workers::Wanted,
 }
 
 impl Keeper {
@@ -137,6 +139,10 @@ impl Keeper {
             whole_due: false,
             started: now,
             pid: std::process::id(),
+            wanted: workers::Wanted {
+                workers: specs.len().saturating_sub(1),
+                ..Default::default()
+            },
         }
     }
 
@@ -347,7 +353,9 @@ impl Keeper {
             },
             settings: self.settings,
         };
-        snapshot(&input, now, crate::clock::unix_ms())
+        let mut v = snapshot(&input, now, crate::clock::unix_ms());
+        v["workers"] = self.workers_json(lives);
+        v
     }
 
     /// EVENT-6..12, EVENT-14: what the front door counted since the last minute, as one event.
@@ -467,6 +475,7 @@ impl Keeper {
 }
 
 mod handover;
+mod workers;
 pub(crate) use handover::KeeperState;
 
 #[cfg(test)]

@@ -45,6 +45,17 @@ pub type IdleReport = Box<dyn FnMut(&[u32]) + Send>;
 /// Decides the worker count once the master is loaded (the memory fit), given the master's pid.
 pub type Sizer = Box<dyn FnMut(u32) -> usize + Send>;
 
+/// Memory as the fit reads it now, given the master's pid: None with no limit to fit under.
+pub type MemoryProbe = Box<dyn FnMut(u32) -> Option<super::scale::MemoryRoom> + Send>;
+
+/// What a run-time change of the worker count is checked against (`scale.rs`).
+pub struct ScaleLimits {
+    /// Why this run has no room for more workers than `processes.len() - 1`: the port range's
+    /// own line (DEC-21), or the room the run made at start.
+    pub room_why: String,
+    pub memory: MemoryProbe,
+}
+
 pub struct SupervisorSetup {
     /// Every process the launcher could run, master first, then tx1, tx2 ... (index =
     /// `ProcessId`): the plan's, and more the worker count may grow into on reload.
@@ -56,6 +67,7 @@ pub struct SupervisorSetup {
     /// What a reload may change (`Reload`).
     pub settings: SupervisorSettings,
     pub idle_report: IdleReport,
+    pub scale: ScaleLimits,
 }
 
 /// What the supervisor takes of the settings: at start, and again on every reload from the
@@ -106,6 +118,18 @@ pub enum Control {
         reply: tokio::sync::oneshot::Sender<Result<Box<super::shell::ShellHandover>, String>>,
         back: tokio::sync::oneshot::Receiver<Box<super::shell::ShellHandover>>,
     },
+    /// One worker more or fewer, or a count, at run time (`SIGTTIN`, `SIGTTOU`, `scale N`).
+    Scale(Scale),
+}
+
+/// A run-time change of the worker count, and where its answer goes.
+#[derive(Debug)]
+pub struct Scale {
+    pub ask: super::scale::Ask,
+    /// Who asked, for the log, the status and the events (`SIGTTIN`, `the control socket`).
+    pub by: String,
+    /// The change made (from, to), or the refusal's line.
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<(usize, usize), String>>>,
 }
 
 /// What a reload changes in the supervisor.
@@ -114,6 +138,9 @@ pub struct Reload {
     pub settings: SupervisorSettings,
     /// Restart every process, one at a time, the master last.
     pub rolling: bool,
+    /// The count config.json asks for, taken when `workers` is `Keep` but the count now was set
+    /// at run time (`Control::Scale`): a reload goes back to config.json (DEC-48).
+    pub configured: WorkerCount,
 }
 
 impl std::fmt::Debug for Reload {

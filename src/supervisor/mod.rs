@@ -11,12 +11,14 @@ mod readings;
 pub(crate) mod recycle;
 mod recycle_watch;
 pub(crate) mod restart;
+pub mod scale;
 pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
 
 pub(crate) use api::{
-    Control, Ended, Hooks, Reload, SupervisorSettings, SupervisorSetup, WorkerCount,
+    Control, Ended, Hooks, Reload, Scale, ScaleLimits, SupervisorSettings, SupervisorSetup,
+    WorkerCount,
 };
 pub(crate) use shell::{resume, run, HandedChild, ShellHandover};

@@ -44,6 +44,7 @@ mod give_up;
 mod handover;
 mod keeping;
 mod reload;
+mod scale;
 mod ticks;
 mod to_master;
 
@@ -189,6 +190,7 @@ impl Shell {
                             ticks.set_status_seconds(status_seconds);
                         }
                     }
+                    Some(Control::Scale(s)) => shell.scale(s),
                     Some(Control::HandOver { reply, back }) => match shell.hand_over().await {
                         Ok(h) => {
                             let _ = reply.send(Ok(h));
@@ -274,6 +276,7 @@ impl Shell {
                     let pid = self.children[0].as_ref().map_or(0, |c| c.pid);
                     let n = (self.sizer)(pid);
                     self.life.set_workers(n, now_std());
+                    self.keeper.set_workers(self.life.workers(), None, false);
                     // Fewer than planned: the rest are not in the cluster (a reload may add them).
                     for i in self.life.workers() + 1..=self.setup.workers {
                         self.hooks.retired(ProcessId(i as u16));

@@ -21,6 +21,10 @@ pub(crate) struct KeeperState {
     history: Value,
     /// How long before the handover the launcher (its first program) started.
     started_ms_ago: u64,
+    /// The worker count wanted and whether it was set at run time (missing from an older
+    /// program's state: the new program's own count then).
+    #[serde(default)]
+    workers: Option<super::workers::Wanted>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,6 +57,7 @@ impl Keeper {
                 .collect(),
             history: self.history.to_json(crate::clock::unix_ms()),
             started_ms_ago: ms.unwrap_or(u64::MAX),
+            workers: Some(self.wanted.clone()),
         }
     }
 
@@ -83,6 +88,9 @@ impl Keeper {
         k.started = now
             .checked_sub(Duration::from_millis(s.started_ms_ago))
             .unwrap_or(now);
+        if let Some(w) = &s.workers {
+            k.wanted = w.clone();
+        }
         k
     }
 }

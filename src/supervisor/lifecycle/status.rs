@@ -45,6 +45,11 @@ impl Lifecycle {
         }
     }
 
+    /// The cluster runs (started and sized, not stopping): the worker count may move.
+    pub(crate) fn is_serving(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
     /// Whether the proxy routes to the process: `Up` was said and `Down` not yet.
     pub(crate) fn is_up(&self, id: ProcessId) -> bool {
         self.slots.get(id.index()).is_some_and(|s| s.up)

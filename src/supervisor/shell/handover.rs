@@ -250,6 +250,7 @@ impl Shell {
         for i in self.life.workers() + 1..n {
             self.hooks.retired(ProcessId(i as u16));
         }
+        self.keeper.align_workers(self.life.workers());
         self.fit_rows();
         mismatch.map_or(Ok(()), Err)
     }

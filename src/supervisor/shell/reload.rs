@@ -47,7 +47,13 @@ impl Shell {
         };
         let drain = self.setup.settings.drain;
         let current = self.life.workers();
-        let wanted = match r.workers {
+        // A count set at run time (`scale`) holds until a reload: this one goes back to
+        // config.json's even when config.json's is unchanged (DEC-48).
+        let asked = match r.workers {
+            WorkerCount::Keep if self.keeper.workers_set_at_run_time() => r.configured,
+            w => w,
+        };
+        let wanted = match asked {
             WorkerCount::Keep => current,
             WorkerCount::Exactly(n) => n,
             WorkerCount::Size(mut sizer) => {
@@ -78,8 +84,9 @@ impl Shell {
             for i in current + 1..=n {
                 self.hooks.added(ProcessId(i as u16));
             }
-            self.fit_rows();
         }
+        self.keeper.set_workers(n, Some("reload"), false);
+        self.fit_rows();
         if r.rolling {
             if self.life.rolling_restart(drain, now) {
                 if self.life.workers() == 0 {
