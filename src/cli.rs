@@ -132,6 +132,12 @@ pub(crate) enum Action {
     /// HTTP listener), and wait for the outcome. Exit status: 0 upgraded, 1 refused or failed
     /// (the reason is printed), 2 no launcher answers.
     Upgrade,
+    /// Restart every FHIRsmith process in turn, the master last, each drained first (new
+    /// server code with the same settings; a SIGHUP restarts only the processes whose command,
+    /// flags, environment or config.json changed), through the control socket, and wait until
+    /// it is over. Exit status: 0 done, 1 refused or stopped (the reason is printed), 2 no
+    /// launcher answers.
+    Restart,
     /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
     /// configs, the Prometheus alert rules, the Grafana dashboard
     #[command(subcommand, after_help = crate::kit::PRINT_HELP)]

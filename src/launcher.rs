@@ -38,7 +38,7 @@ mod upgrade;
 mod wire;
 
 use demo::prepare_demo;
-use reloader::Reloader;
+use reloader::{Deferred, Reloaded, Reloader};
 use resume::Resume;
 use upgrade::Outcome;
 
@@ -68,6 +68,7 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             let name = match action {
                 crate::cli::Action::Status { .. } => "status",
                 crate::cli::Action::Upgrade => "upgrade",
+                crate::cli::Action::Restart => "restart",
                 crate::cli::Action::Print(_) => "print",
             };
             eprintln!("fhircluster {name}: {e:#}");
@@ -105,6 +106,20 @@ fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
             }
             match socket() {
                 Some(path) => crate::ops::upgrade_cmd::run(&path),
+                None => unreachable,
+            }
+        }
+        crate::cli::Action::Restart => {
+            if cli.admin_address.is_some() {
+                eprintln!(
+                    "fhircluster restart: the admin address is read-only; a restart goes to the \
+                     control socket: leave out --admin-address (give --data-dir or \
+                     --control-socket)"
+                );
+                return unreachable;
+            }
+            match socket() {
+                Some(path) => crate::ops::restart_cmd::run(&path),
                 None => unreachable,
             }
         }
@@ -282,6 +297,7 @@ async fn run(
         front: l.front.clone(),
         listener: serving.live.clone(),
         control: l.control.clone(),
+        room: l.room,
     };
     if let Some(r) = &resume {
         let mono_now = crate::ops::notify::monotonic_usec() / 1000;
@@ -293,24 +309,41 @@ async fn run(
     }
     let reload_now = resume.as_ref().is_some_and(|r| r.handover.reload_pending);
     drop(resume);
+    // A reload's upgrade (or one asked for first) to carry out before waiting for a signal.
+    let mut upgrade_now = None;
     if reload_now {
-        info!("SIGHUP (deferred during the upgrade): reloading the settings");
-        l.reload(&mut reloader).await;
+        info!(
+            "SIGHUP (deferred during the upgrade, or the reload that upgraded): reloading the \
+             settings"
+        );
+        upgrade_now = l.reload(&mut reloader, true).await;
     }
     loop {
-        match l.until_stop(&mut signals, &mut reloader).await {
+        let until = match upgrade_now.take() {
+            Some(deferred) => Until::Upgrade(Some(deferred)),
+            None => l.until_stop(&mut signals, &mut reloader).await,
+        };
+        match until {
             Until::Ended(code) => {
                 let _ = serving.shutdown.send(listener::Shutdown::Stop);
                 let _ = serving.task.await;
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => match l.upgrade(serving, &mut signals, &reloader).await {
+            Until::Upgrade(deferred) => match l
+                .upgrade(serving, &mut signals, &reloader, deferred.as_ref())
+                .await
+            {
                 Outcome::Serving { serving: s, reload } => {
                     serving = s;
+                    if let Some(d) = deferred {
+                        // Not upgraded: the reload's part for the processes, here.
+                        l.reloading();
+                        d.carry_out(&l.control).await;
+                    }
                     if reload {
                         info!("SIGHUP (deferred during the upgrade): reloading the settings");
-                        l.reload(&mut reloader).await;
+                        upgrade_now = l.reload(&mut reloader, false).await;
                     }
                 }
                 Outcome::Stop => {
@@ -329,8 +362,9 @@ enum Until {
     Ended(ExitCode),
     /// A stop signal.
     Stop,
-    /// `SIGUSR2`.
-    Upgrade,
+    /// `SIGUSR2`, or the control socket's `upgrade` (`None`); or a reload whose settings need
+    /// the launcher's own restart, with its part for the processes (`Some`).
+    Upgrade(Option<Deferred>),
 }
 
 /// What runs while the launcher does: the front door, the supervisor and what it is told, and
@@ -354,6 +388,10 @@ struct Launcher {
     news: watch::Receiver<RosterNews>,
     /// Reloads finished when the last one began.
     reloads_seen: u64,
+    /// The workers this run has room for.
+    room: u32,
+    /// The settings a reload's upgrade under way would take (for its refusal's line).
+    waiting: Option<String>,
 }
 
 /// The client listener's task and how to stop it.
@@ -478,11 +516,13 @@ impl Launcher {
                     }
                     Meaning::Upgrade => {
                         info!("{sig}: upgrading in place");
-                        return Until::Upgrade;
+                        return Until::Upgrade(None);
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
-                        self.reload(reloader).await;
+                        if let Some(d) = self.reload(reloader, false).await {
+                            return Until::Upgrade(Some(d));
+                        }
                     }
                     m => log_signal(sig, &m),
                 },
@@ -496,7 +536,7 @@ impl Launcher {
                 }
                 Some(()) = self.upgrade_asks.recv() => {
                     info!("upgrade asked for on the control socket: upgrading in place");
-                    return Until::Upgrade;
+                    return Until::Upgrade(None);
                 }
                 ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }
@@ -504,17 +544,29 @@ impl Launcher {
     }
 
     /// `SIGHUP`'s reload: systemd hears `RELOADING=1`, then `READY=1` once the rolling restart
-    /// is over (`until_stop`), or at once when the settings are refused.
-    async fn reload(&mut self, reloader: &mut Reloader) {
+    /// is over (`until_stop`), or at once when the settings are refused. `Some`: the in-place
+    /// upgrade is to come first (the upgrade tells systemd its own way through).
+    async fn reload(&mut self, reloader: &mut Reloader, after_upgrade: bool) -> Option<Deferred> {
+        self.reloading();
+        match reloader.reload(after_upgrade).await {
+            Ok(Reloaded::Done) => None,
+            Ok(Reloaded::Upgrade(d)) => Some(d),
+            Err(why) => {
+                self.notifier
+                    .ready(&format!("reload refused, running as before: {why}"));
+                self.state.send_replace(notify::State::Serving);
+                None
+            }
+        }
+    }
+
+    /// `RELOADING=1`, and `READY=1` once the supervisor says the reload it is told of next is
+    /// over (`until_stop`).
+    fn reloading(&mut self) {
         // Read before the supervisor is told, so its answer is not missed.
         self.reloads_seen = self.news.borrow_and_update().reloads_finished;
         self.notifier.reloading();
         self.state.send_replace(notify::State::Reloading);
-        if let Err(why) = reloader.reload().await {
-            self.notifier
-                .ready(&format!("reload refused, running as before: {why}"));
-            self.state.send_replace(notify::State::Serving);
-        }
     }
 
     /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the

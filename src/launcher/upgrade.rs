@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::reloader::Reloader;
+use super::reloader::{Deferred, Reloader};
 use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::Sig;
@@ -36,48 +36,32 @@ pub(super) enum Outcome {
     Stop,
 }
 
-/// Settings that say where the running processes are and what they are called: the new
-/// program could not take them over under other values, so a change refuses the upgrade.
-const WHERE_THEY_RUN: &[&str] = &[
-    "server.cluster.internalPort",
-    "server.cluster.bindAddress",
-    "server.cluster.hostPrefix",
-    "modules.tx.instanceCode",
-    "modules.tx.enabled",
-];
-
-/// Settings the processes were started with: they keep them until a rolling restart.
-const THEIR_START: &[&str] = &["server.cluster.command"];
-
 /// What config.json now says, as the new program will take it: one line per change (applied by
-/// the new program, or waiting for a rolling restart), or why the upgrade is refused.
-fn settings_for_upgrade(reloader: &Reloader) -> Result<(), String> {
+/// the new program, or waiting for the processes' restart in turn), or why the upgrade is
+/// refused: a setting that says where the processes run (`Reload::Restart`), which the new
+/// program could not take them over under. `quiet`: the reload that asked for this upgrade has
+/// said each already.
+fn settings_for_upgrade(reloader: &Reloader, quiet: bool) -> Result<(), String> {
     let new = super::reloader::read(&reloader.cli, &reloader.cwd)
         .map_err(|e| format!("config.json is refused: {e:#}"))?;
     let changes = crate::reload::changes(&reloader.running, &new);
-    let named = |line: &String, names: &[&str]| {
-        names
-            .iter()
-            .any(|n| line.split_whitespace().next() == Some(n))
-    };
-    if let Some(line) = changes.launcher.iter().find(|l| named(l, WHERE_THEY_RUN)) {
+    if let Some(line) = changes.restart.first() {
         return Err(format!(
             "{line}: the processes run where they were started; revert it for the upgrade (it \
-             takes effect at the launcher's next start)"
+             needs a restart of the launcher)"
         ));
     }
-    for line in &changes.live {
+    if quiet {
+        return Ok(());
+    }
+    for line in changes.live.iter().chain(&changes.upgrade) {
         info!("upgrade: {line}: applied by the new program");
     }
-    for line in &changes.launcher {
-        if named(line, THEIR_START) {
-            warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP)");
-        } else {
-            info!("upgrade: {line}: applied by the new program");
-        }
-    }
     for line in &changes.servers {
-        warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP): the servers take it as they restart");
+        warn!(
+            "upgrade: {line}: the processes take it as they restart in turn (the next SIGHUP \
+             restarts those whose inputs changed)"
+        );
     }
     if changes.workers {
         warn!("upgrade: the worker count changed: waiting for a SIGHUP (the processes are kept as they are)");
@@ -96,12 +80,17 @@ enum NotExecuted {
 }
 
 impl Launcher {
+    /// `deferred`: a reload asked for this upgrade (its settings need the launcher's own
+    /// restart); the new program then carries out the reload's part for the processes, and a
+    /// refusal names the settings left waiting.
     pub(super) async fn upgrade(
         &mut self,
         serving: Serving,
         signals: &mut Signals,
         reloader: &Reloader,
+        deferred: Option<&Deferred>,
     ) -> Outcome {
+        self.waiting = deferred.map(|d| d.waiting.join(", "));
         let not_now = |serving| Outcome::Serving {
             serving,
             reload: false,
@@ -110,7 +99,7 @@ impl Launcher {
             self.refused("the launcher's own path is not known");
             return not_now(serving);
         };
-        if let Err(why) = settings_for_upgrade(reloader) {
+        if let Err(why) = settings_for_upgrade(reloader, deferred.is_some()) {
             self.refused(&why);
             return not_now(serving);
         }
@@ -142,6 +131,8 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
+        // The reload that asked for it goes on in the new program.
+        let reload_after = deferred.is_some();
         let Some(kept) = self
             .drain_for_upgrade(serving, takes_clients, signals, &mut reload)
             .await
@@ -173,7 +164,7 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(&program, &handed, &kept, signals, &mut reload, drained)
+            .execute(&program, &handed, &kept, signals, &mut reload, reload_after, drained)
             .await;
         let _ = give_back.send(handed);
         match not {
@@ -214,6 +205,7 @@ impl Launcher {
         kept: &Kept,
         signals: &mut Signals,
         reload: &mut bool,
+        reload_after: bool,
         drained: std::time::Duration,
     ) -> NotExecuted {
         if let Err(why) = test_hook::step("state").await {
@@ -235,7 +227,7 @@ impl Launcher {
                 m => log_signal(sig, &m),
             }
         }
-        h.reload_pending = *reload;
+        h.reload_pending = *reload || reload_after;
         // A process that ended since it was handed over: its end is this program's to see
         // (the new one would find an exit it cannot explain), so not now.
         if let Some(c) = handed.children.iter().find(|c| c.carried.has_ended()) {
@@ -277,9 +269,16 @@ impl Launcher {
         Outcome::Serving { serving, reload }
     }
 
-    /// One line, and the reason for `fhircluster upgrade`; nothing was changed.
+    /// One line, and the reason for `fhircluster upgrade`; nothing was changed. For a reload's
+    /// upgrade the line names the settings left waiting for the next reload.
     fn refused(&self, why: &str) {
-        warn!("upgrade refused: {why}; serving on as before");
+        match &self.waiting {
+            Some(names) => warn!(
+                "upgrade refused: {why}; serving on as before: the rest of the reload is applied, \
+                 and {names} wait for the next reload"
+            ),
+            None => warn!("upgrade refused: {why}; serving on as before"),
+        }
         self.desk.ended("refused", why);
     }
 
@@ -389,6 +388,7 @@ impl Launcher {
                     stderr_partial: partial(&k.stderr),
                     queued: k.queued.clone(),
                     spoke: c.spoke,
+                    inputs: c.inputs.map(crate::upgrade::state::write_inputs),
                 }
             })
             .collect();

@@ -44,6 +44,8 @@ pub(crate) enum Command {
     UpgradeState,
     /// Upgrade in place, as `SIGUSR2` does.
     Upgrade,
+    /// Every process in turn, the master last (new server code, the same settings).
+    Restart,
 }
 
 /// Every command: its name, level and what it does (`help` answers with these).
@@ -68,6 +70,11 @@ pub(crate) const COMMANDS: &[(&str, Level, &str)] = &[
         Level::Action,
         "upgrade in place, as SIGUSR2 does (fhircluster upgrade waits for the outcome)",
     ),
+    (
+        "restart",
+        Level::Action,
+        "restart every process in turn, the master last; answered once it is over",
+    ),
 ];
 
 impl Command {
@@ -78,13 +85,14 @@ impl Command {
             Command::Status => "status",
             Command::UpgradeState => "upgrade-state",
             Command::Upgrade => "upgrade",
+            Command::Restart => "restart",
         }
     }
 
     pub(crate) fn level(&self) -> Level {
         match self {
             Command::Help | Command::Status | Command::UpgradeState => Level::Read,
-            Command::Upgrade => Level::Action,
+            Command::Upgrade | Command::Restart => Level::Action,
         }
     }
 }
@@ -110,6 +118,7 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
         "status" => Command::Status,
         "upgrade-state" => Command::UpgradeState,
         "upgrade" => Command::Upgrade,
+        "restart" => Command::Restart,
         other => {
             return Err(format!(
                 "unknown command {other:?} (\"help\" lists them: {})",

@@ -362,5 +362,21 @@ async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
                 proto::error("an upgrade is already asked for")
             }
         }
+        Command::Restart => restart(admin).await,
+    }
+}
+
+/// `restart`: every process in turn, answered once the rolling restart is over (the client
+/// waits on the connection meanwhile).
+async fn restart(admin: &Admin) -> Value {
+    let (done, over) = tokio::sync::oneshot::channel();
+    let control = crate::supervisor::Control::Restart(done);
+    if admin.control.send(control).await.is_err() {
+        return proto::error("the supervisor has ended");
+    }
+    match over.await {
+        Ok(Ok(())) => json!({"restart": "done"}),
+        Ok(Err(why)) => proto::error(&why),
+        Err(_) => proto::error("the launcher stopped before the restart was over"),
     }
 }

@@ -29,5 +29,6 @@ pub mod signals;
 pub(crate) mod status_page;
 pub(crate) mod status_table;
 pub(crate) mod tx_usage;
+pub(crate) mod restart_cmd;
 pub(crate) mod upgrade_cmd;
 pub(crate) mod upgrade_desk;

@@ -80,6 +80,7 @@ pub fn from_sources(
     };
     if let Some(f) = &file {
         s.warnings = f.check()?;
+        s.servers_config = servers_config(f.json);
     }
     for setting in TABLE {
         match layers.first(setting) {
@@ -123,7 +124,7 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     let text = jsonc::read_text(&dir)?;
     let path = dir.join("config.json");
     let mut s = from_sources(cli, &env, text.as_ref().map(|c| (path.as_path(), &c.json)))?;
-    if text.is_some_and(|c| !c.plain) {
+    if text.as_ref().is_some_and(|c| !c.plain) {
         s.warnings.extend(commented_file_warning(&path, &s.command));
     }
     s.node_preload = s
@@ -132,6 +133,19 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
         .then(|| crate::ops::node_report::path().to_path_buf());
     s.node_options = env("NODE_OPTIONS");
     Ok(s)
+}
+
+/// What the processes read of config.json beyond fhircluster's own settings, as a digest: the
+/// whole file (a FHIRsmith server reads all of it) but its `server.cluster` object, which is
+/// fhircluster's alone (every key there is a row of the table, and the launcher tells the
+/// processes what they need of it: their role, code, port and address). Comments and spacing
+/// are not read by anyone as a value, so they count for nothing.
+pub(crate) fn servers_config(json: &Value) -> u64 {
+    let mut theirs = json.clone();
+    if let Some(server) = theirs.get_mut("server").and_then(Value::as_object_mut) {
+        server.remove("cluster");
+    }
+    crate::digest::Digest::default().json(&theirs).finish()
 }
 
 /// fhircluster reads comments in `config.json`, but a Node server reading the same file with

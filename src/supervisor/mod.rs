@@ -17,6 +17,6 @@ pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
 
 pub(crate) use api::{
-    Control, Ended, Hooks, Reload, SupervisorSettings, SupervisorSetup, WorkerCount,
+    Control, Ended, Hooks, Reload, Rolling, SupervisorSettings, SupervisorSetup, WorkerCount,
 };
 pub(crate) use shell::{resume, run, HandedChild, ShellHandover};
