@@ -240,6 +240,8 @@ fn run_processes(
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
+            // Named, so `/proc/<pid>/task/*/comm` shows the runtime's threads.
+            .thread_name("fhc-proxy")
             .enable_all()
             .build()
     }

@@ -79,7 +79,7 @@ impl Reloader {
         }
         let changes = reload::changes(&self.running, &new);
         let upgrade = !changes.upgrade.is_empty() && changes.restart.is_empty();
-        log_changes(&changes);
+        log_changes(&changes, after_upgrade);
         let before = Live::from(&self.running);
         let running = reload::apply_live(&self.running, &new);
         let workers = if changes.workers || after_upgrade {
@@ -145,7 +145,7 @@ impl Reloader {
 }
 
 /// One line per changed setting saying what becomes of it, then one that sums them up.
-fn log_changes(changes: &Changes) {
+fn log_changes(changes: &Changes, after_upgrade: bool) {
     for line in &changes.live {
         info!("reload: {line}: applied");
     }
@@ -168,7 +168,11 @@ fn log_changes(changes: &Changes) {
              run where they were started; kept as it was"
         );
     }
-    info!("reload: {}", changes.summary());
+    if after_upgrade && changes.is_empty() {
+        info!("reload: after the in-place upgrade: every setting is in force");
+    } else {
+        info!("reload: {}", changes.summary());
+    }
 }
 
 /// The setting a change line is about (`server.port 3000 → 4000`: `server.port`).

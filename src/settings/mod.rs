@@ -29,6 +29,7 @@ pub(crate) use error::{SettingsError, Source, Sources};
 pub(crate) use load::data_dir;
 pub(crate) use load::from_sources;
 pub(crate) use load::load;
+#[cfg(test)]
 pub(crate) use load::servers_config;
 pub(crate) use setting::Reload;
 pub(crate) use table::{parse_admin_address, setting, TABLE};

@@ -146,7 +146,9 @@ impl Shell {
             self.fit_rows();
         }
         if r.rolling == Rolling::Changed {
-            let ids = self.to_restart();
+            let mut ids = self.to_restart();
+            // In the order they restart: the workers, then the master.
+            ids.sort_by_key(|id| (id.is_master(), id.0));
             let codes: Vec<String> = ids.iter().map(|&id| self.code(id).to_string()).collect();
             if ids.is_empty() {
                 info!("reload: no process restarts: what they read is unchanged");
