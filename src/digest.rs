@@ -79,8 +79,14 @@ mod tests {
     fn the_digest_is_fixed_across_builds_and_blind_to_key_order() {
         // A value written down: a build whose digest differs would restart every process
         // after an in-place upgrade to it.
-        assert_eq!(Digest::default().piece(b"node").finish(), 0x3243_2589_a75a_71c9);
-        assert_eq!(of(&json!({"a": 1, "b": [true, null]})), of(&json!({"b": [true, null], "a": 1})));
+        assert_eq!(
+            Digest::default().piece(b"node").finish(),
+            0x3243_2589_a75a_71c9
+        );
+        assert_eq!(
+            of(&json!({"a": 1, "b": [true, null]})),
+            of(&json!({"b": [true, null], "a": 1}))
+        );
         assert_ne!(of(&json!({"a": 1})), of(&json!({"a": "1"})));
         assert_ne!(of(&json!(["ab", "c"])), of(&json!(["a", "bc"])));
         assert_ne!(of(&json!({"a": {"b": 1}})), of(&json!({"a": {"b": 2}})));

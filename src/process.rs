@@ -76,11 +76,13 @@ impl ProcessSpec {
     /// longer its place's is restarted in turn by a reload (`supervisor/shell/reload.rs`).
     pub(crate) fn inputs(&self) -> u64 {
         let mut d = crate::digest::Digest::default();
-        d.piece(b"argv").piece(&(self.argv.len() as u64).to_le_bytes());
+        d.piece(b"argv")
+            .piece(&(self.argv.len() as u64).to_le_bytes());
         for a in &self.argv {
             d.piece(a.as_bytes());
         }
-        d.piece(b"env").piece(&(self.env.len() as u64).to_le_bytes());
+        d.piece(b"env")
+            .piece(&(self.env.len() as u64).to_le_bytes());
         for (k, v) in &self.env {
             d.piece(k.as_bytes()).piece(v.as_bytes());
         }

@@ -323,6 +323,13 @@ fn notified_cluster(
 fn sighup_sends_reloading_with_the_monotonic_time_then_ready_once_the_rolling_restart_is_done() {
     // Every start of the master takes 2 s, so the rolling restart's last step does too.
     let (mut c, notes, _dir) = notified_cluster(1, &[("SIM_START_DELAY_MS_m0", "2000")]);
+    // A change the processes read (config.json outside server.cluster): they restart in turn.
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &serde_json::json!({"library": {"reloaded": 1}}),
+    );
+    write_config(&c.data_dir(), &config);
     let t0 = Instant::now();
     let before_usec = monotonic_usec();
     let mark = c.mark();

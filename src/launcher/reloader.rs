@@ -104,10 +104,17 @@ impl Reloader {
         };
         self.running = running;
         if upgrade {
-            info!("reload: upgrading in place to take {}", names(&changes.upgrade));
+            info!(
+                "reload: upgrading in place to take {}",
+                names(&changes.upgrade)
+            );
             return Ok(Reloaded::Upgrade(Deferred {
                 reload: r,
-                waiting: changes.upgrade.iter().map(|l| name(l).to_string()).collect(),
+                waiting: changes
+                    .upgrade
+                    .iter()
+                    .map(|l| name(l).to_string())
+                    .collect(),
             }));
         }
         let _ = self.control.send(Control::Reload(r)).await;

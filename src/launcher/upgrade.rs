@@ -164,7 +164,15 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(&program, &handed, &kept, signals, &mut reload, reload_after, drained)
+            .execute(
+                &program,
+                &handed,
+                &kept,
+                signals,
+                &mut reload,
+                reload_after,
+                drained,
+            )
             .await;
         let _ = give_back.send(handed);
         match not {

@@ -260,8 +260,12 @@ impl From<&Settings> for Wanted {
 /// Turns the access log on as the settings say, before anything is served: a file that can't
 /// be opened stops the start, naming the setting.
 pub fn init(settings: &Settings, journal: Journal) -> anyhow::Result<()> {
-    set(&Wanted::from(settings), journal)
-        .with_context(|| format!("server.cluster.accessLogPath {:?}", settings.cluster.access_log_path))
+    set(&Wanted::from(settings), journal).with_context(|| {
+        format!(
+            "server.cluster.accessLogPath {:?}",
+            settings.cluster.access_log_path
+        )
+    })
 }
 
 /// Puts `wanted` in force (a reload): the requests answered from now on take it. A file that
@@ -486,8 +490,7 @@ mod tests {
                 .expect("the FIFO's reader")
         };
         let dropped = Arc::new(AtomicU64::new(0));
-        let log =
-            AccessLog::start(Format::Text, false, Some(fifo), false, dropped).expect("start");
+        let log = AccessLog::start(Format::Text, false, Some(fifo), false, dropped).expect("start");
         let lines = QUEUE_LINES * 2;
         let began = std::time::Instant::now();
         for _ in 0..lines {

@@ -23,7 +23,10 @@ fn outcome(v: &Value) -> (u8, String) {
     match v["error"].as_str() {
         Some(why) => (1, format!("fhircluster restart: {why}")),
         None if v["restart"] == "done" => (0, "restarted: every process in turn".to_string()),
-        None => (1, format!("fhircluster restart: an answer not understood: {v}")),
+        None => (
+            1,
+            format!("fhircluster restart: an answer not understood: {v}"),
+        ),
     }
 }
 

@@ -50,8 +50,14 @@ fn live_settings_are_applied_and_the_rest_wait_for_the_restart_they_need() {
 
     let running = apply_live(&old, &new);
     assert_eq!(running.cluster.max_outstanding, 4);
-    assert_eq!(running.command, new.command, "the processes start with it from now on");
-    assert_eq!(running.port, 3000, "the port stays until the upgrade takes it");
+    assert_eq!(
+        running.command, new.command,
+        "the processes start with it from now on"
+    );
+    assert_eq!(
+        running.port, 3000,
+        "the port stays until the upgrade takes it"
+    );
     assert_eq!(running.cluster.internal_port, 3001, "kept as it was");
     let again = changes(&running, &new);
     assert!(
@@ -59,7 +65,10 @@ fn live_settings_are_applied_and_the_rest_wait_for_the_restart_they_need() {
         "{again:?}"
     );
     assert_eq!(again.upgrade, vec!["server.port 3000 → 8080"]);
-    assert_eq!(again.restart, vec!["server.cluster.internalPort 3001 → 9000"]);
+    assert_eq!(
+        again.restart,
+        vec!["server.cluster.internalPort 3001 → 9000"]
+    );
 }
 
 #[test]
@@ -67,9 +76,11 @@ fn what_the_processes_read_of_config_json_is_all_but_server_cluster() {
     // spec: DEC-44: fhircluster's own settings change no process's inputs; anything else in
     // the file (FHIRsmith reads all of it) does, and the reload takes the new digest.
     use crate::settings::servers_config;
-    let base = json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 1}});
+    let base =
+        json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 1}});
     let ours = json!({"server": {"port": 3000, "cluster": {"queueSeconds": 2, "accessLog": "json"}}, "modules": {"x": 1}});
-    let theirs = json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 2}});
+    let theirs =
+        json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 2}});
     assert_eq!(servers_config(&base), servers_config(&ours));
     assert_ne!(servers_config(&base), servers_config(&theirs));
     let old = read(&base);

@@ -104,11 +104,7 @@ impl Lifecycle {
             return false;
         }
         // Those still waiting their turn in a rolling restart under way keep it.
-        let waiting = |id: ProcessId| {
-            self.rolling
-                .as_ref()
-                .is_some_and(|r| r.queue.contains(&id))
-        };
+        let waiting = |id: ProcessId| self.rolling.as_ref().is_some_and(|r| r.queue.contains(&id));
         let picked = |id: ProcessId| which(id) || waiting(id);
         let mut queue: VecDeque<ProcessId> = (1..=self.workers)
             .filter(|&i| !matches!(self.slots[i].state, State::Idle | State::Stopped))

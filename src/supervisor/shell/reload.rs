@@ -61,7 +61,9 @@ impl Shell {
             ));
             return;
         }
-        info!("restart asked for on the control socket: every worker, then the master, one at a time");
+        info!(
+            "restart asked for on the control socket: every worker, then the master, one at a time"
+        );
         self.roll_waiters.push(done);
     }
 
@@ -75,7 +77,12 @@ impl Shell {
 
     /// The running processes whose inputs changed, by their codes (for the log).
     fn to_restart(&self) -> Vec<ProcessId> {
-        let now: Vec<u64> = self.setup.processes.iter().map(ProcessSpec::inputs).collect();
+        let now: Vec<u64> = self
+            .setup
+            .processes
+            .iter()
+            .map(ProcessSpec::inputs)
+            .collect();
         let running: Vec<Option<u64>> = self
             .started_with
             .iter()
@@ -152,7 +159,10 @@ impl Shell {
             let codes: Vec<String> = ids.iter().map(|&id| self.code(id).to_string()).collect();
             if ids.is_empty() {
                 info!("reload: no process restarts: what they read is unchanged");
-            } else if self.life.rolling_restart_of(&|id| ids.contains(&id), drain, now) {
+            } else if self
+                .life
+                .rolling_restart_of(&|id| ids.contains(&id), drain, now)
+            {
                 if self.life.workers() == 0 && ids.contains(&ProcessId::MASTER) {
                     warn!(
                         "rolling restart with no worker: tx requests and the master's \

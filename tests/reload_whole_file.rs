@@ -1,0 +1,203 @@
+//! A reload takes the whole file (#26): one `SIGHUP` applies what the launcher can apply itself
+//! (the access log's format), takes what needs its own restart by the in-place upgrade to the
+//! same binary (`proxyThreads`: the pid kept), and restarts the processes in turn only when
+//! something they read changed (the `command`): a reload of a live setting alone keeps every
+//! pid. `fhircluster restart` restarts every process in turn (new server code, same settings).
+
+use crate::common::*;
+use crate::upgrade::Bin;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const SIGHUP: i32 = 1;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The cluster's config with `patch` merged in, written back to its config.json.
+fn rewrite(c: &Cluster, patch: Value) {
+    let mut config = c.config.clone();
+    merge(&mut config, &patch);
+    write_config(&c.data_dir(), &config);
+}
+
+/// The runtime's worker threads in the launcher (`/proc/<pid>/task/*/comm`).
+fn runtime_threads(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "fhc-proxy")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn environ_has(pid: i32, var: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|e| e.split(|&b| b == 0).any(|v| v == var.as_bytes()))
+}
+
+fn pids(c: &Cluster, codes: &[&str]) -> Vec<i32> {
+    codes.iter().map(|p| c.pid_of(p)).collect()
+}
+
+fn last_line(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn one_hup_changing_command_access_log_and_proxy_threads_takes_all_three() {
+    // spec: DEC-44, DEC-45
+    let bin = Bin::new();
+    let c = cluster()
+        .workers(1)
+        .config(json!({"server": {"cluster": {
+            "proxyThreads": 2, "accessLog": "text", "accessLogPath": "access.log"
+        }}}))
+        .start_wrapped(&bin.wrap());
+    let launcher = c.child.id() as i32;
+    let before = pids(&c, &["m0", "tx1"]);
+    wait_until("2 runtime threads", secs(30), || {
+        runtime_threads(launcher) == 2
+    });
+    let log = c.data_dir().join("access.log");
+    assert_eq!(c.get("/r4/metadata").status, 200);
+    wait_until("a text line", secs(10), || {
+        last_line(&log).contains("path=\"/r4/metadata\"")
+    });
+    assert!(!last_line(&log).starts_with('{'), "{}", last_line(&log));
+
+    rewrite(
+        &c,
+        json!({"server": {"cluster": {
+            "command": ["env", "FHIRCLUSTER_TEST_MARK=2", SIM],
+            "accessLog": "json",
+            "proxyThreads": 3
+        }}}),
+    );
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    c.wait_for_after(mark, "rolling restart done", secs(60));
+    let lines = c.log_lines()[mark..].join("\n");
+    for needle in [
+        "reload: server.cluster.accessLog \"text\" → \"json\": applied",
+        "reload: server.cluster.proxyThreads 2 → 3: taken by the in-place upgrade",
+        ": the processes take it as they restart in turn",
+        "reload: 3 settings changed: 1 applied, 1 taken by the in-place upgrade, 1 taken by the \
+         processes as they restart in turn, 0 waiting for a restart of the launcher",
+        "rolling restart of tx1, m0",
+    ] {
+        assert!(lines.contains(needle), "no {needle:?} in\n{lines}");
+    }
+    assert_eq!(c.child.id() as i32, launcher, "the launcher's pid is kept");
+    let after = pids(&c, &["m0", "tx1"]);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "every process restarted: {before:?} → {after:?}");
+        assert!(
+            environ_has(*a, "FHIRCLUSTER_TEST_MARK=2"),
+            "pid {a} runs the new command"
+        );
+    }
+    wait_until("3 runtime threads", secs(30), || {
+        runtime_threads(launcher) == 3
+    });
+    assert_eq!(c.get("/r4/metadata").status, 200);
+    wait_until("a JSON line", secs(10), || {
+        let l = last_line(&log);
+        l.starts_with('{') && l.contains("/r4/metadata")
+    });
+}
+
+#[test]
+fn a_hup_changing_only_live_settings_keeps_every_process() {
+    // spec: DEC-44
+    let mut c = cluster().workers(2).start();
+    let before = pids(&c, &["m0", "tx1", "tx2"]);
+    let children = c.child_pids();
+    rewrite(
+        &c,
+        json!({"server": {"cluster": {"queueSeconds": 0.5, "accessLog": "text"}}}),
+    );
+    c.signal(SIGHUP);
+    c.wait_for(
+        "reload: no process restarts: what they read is unchanged",
+        secs(20),
+    );
+    let lines = c.log_lines().join("\n");
+    assert!(
+        lines.contains("reload: server.cluster.queueSeconds 1 → 0.5: applied"),
+        "{lines}"
+    );
+    holds_for("no process restarted", Duration::from_millis(1500), || {
+        c.count_lines("rolling restart") == 0
+    });
+    assert_eq!(pids(&c, &["m0", "tx1", "tx2"]), before);
+    assert_eq!(c.child_pids(), children);
+    assert!(before.iter().all(|&p| alive(p)));
+
+    // A setting of FHIRsmith's own (outside server.cluster) is read by every process.
+    rewrite(
+        &c,
+        json!({"server": {"cluster": {"queueSeconds": 0.5, "accessLog": "text"}},
+               "library": {"theirs": 1}}),
+    );
+    c.signal(SIGHUP);
+    c.wait_for("rolling restart done", secs(60));
+    let after = pids(&c, &["m0", "tx1", "tx2"]);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(
+            b, a,
+            "config.json changed outside server.cluster: {before:?} → {after:?}"
+        );
+    }
+}
+
+#[test]
+fn fhircluster_restart_restarts_every_process_in_turn_and_exits_0() {
+    // spec: DEC-45
+    let c = cluster().workers(2).start();
+    let before = pids(&c, &["m0", "tx1", "tx2"]);
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(["restart", "--data-dir"])
+            .arg(c.data_dir())
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        secs(120),
+    );
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
+    assert!(out.stdout.contains("restarted"), "{out:?}");
+    let after = pids(&c, &["m0", "tx1", "tx2"]);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "every process was replaced: {before:?} → {after:?}");
+    }
+    let steps: Vec<usize> = ["1/3: tx1", "2/3: tx2", "3/3: m0"]
+        .iter()
+        .map(|s| c.must_index(&format!("rolling restart {s}")))
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+
+    // No launcher there: 2.
+    let empty = tempfile::tempdir().expect("temp dir");
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(["restart", "--data-dir"])
+            .arg(empty.path())
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        secs(20),
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+}
