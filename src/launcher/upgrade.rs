@@ -131,8 +131,6 @@ impl Launcher {
             .send_replace(crate::ops::notify::State::Reloading);
         let started = crate::clock::now_std();
         let mut reload = false;
-        // The reload that asked for it goes on in the new program.
-        let reload_after = deferred.is_some();
         let Some(kept) = self
             .drain_for_upgrade(serving, takes_clients, signals, &mut reload)
             .await
@@ -164,15 +162,7 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(
-                &program,
-                &handed,
-                &kept,
-                signals,
-                &mut reload,
-                reload_after,
-                drained,
-            )
+            .execute(&program, &handed, &kept, signals, &mut reload, drained)
             .await;
         let _ = give_back.send(handed);
         match not {
@@ -213,7 +203,6 @@ impl Launcher {
         kept: &Kept,
         signals: &mut Signals,
         reload: &mut bool,
-        reload_after: bool,
         drained: std::time::Duration,
     ) -> NotExecuted {
         if let Err(why) = test_hook::step("state").await {
@@ -235,7 +224,9 @@ impl Launcher {
                 m => log_signal(sig, &m),
             }
         }
-        h.reload_pending = *reload || reload_after;
+        // A reload that asked for this upgrade goes on in the new program (`waiting`: its
+        // settings), as a SIGHUP deferred meanwhile does.
+        h.reload_pending = *reload || self.waiting.is_some();
         // A process that ended since it was handed over: its end is this program's to see
         // (the new one would find an exit it cannot explain), so not now.
         if let Some(c) = handed.children.iter().find(|c| c.carried.has_ended()) {
