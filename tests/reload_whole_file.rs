@@ -201,3 +201,64 @@ fn fhircluster_restart_restarts_every_process_in_turn_and_exits_0() {
     );
     assert_eq!(out.code, Some(2), "{out:?}");
 }
+
+#[test]
+fn a_refused_upgrade_leaves_its_settings_waiting_and_the_rest_of_the_reload_applied() {
+    // spec: DEC-44: the reload's upgrade refused (the new binary's --check fails): one line
+    // naming what waits; the processes still restart in turn for the new command, the
+    // launcher serves on, and the next reload reports the waiting setting again.
+    let bin = Bin::new();
+    let c = cluster().workers(1).start_wrapped(&bin.wrap());
+    let launcher = c.child.id() as i32;
+    let before = pids(&c, &["m0", "tx1"]);
+    bin.replace_with_script(&format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --check ] && {{ echo 'bad setting' >&2; exit 1; }}; done\nexec '{LAUNCHER}' \"$@\"\n"
+    ));
+    rewrite(
+        &c,
+        json!({"server": {"cluster": {
+            "command": ["env", "FHIRCLUSTER_TEST_MARK=3", SIM],
+            "proxyThreads": 2,
+            "queueSeconds": 0.5
+        }}}),
+    );
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    let line = c.wait_for_after(mark, "upgrade refused", secs(60));
+    assert!(
+        line.contains("WARN")
+            && line.contains("--check failed")
+            && line.contains("server.cluster.proxyThreads wait for the next reload"),
+        "{line}"
+    );
+    c.wait_for_after(mark, "rolling restart done", secs(60));
+    assert_eq!(c.child.id() as i32, launcher);
+    let after = pids(&c, &["m0", "tx1"]);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "the new command is taken: {before:?} → {after:?}");
+        assert!(environ_has(*a, "FHIRCLUSTER_TEST_MARK=3"), "pid {a}");
+    }
+    assert_eq!(c.get("/r4/metadata").status, 200);
+    let lines = c.log_lines()[mark..].join("\n");
+    assert!(
+        lines.contains("reload: server.cluster.queueSeconds 1 → 0.5: applied"),
+        "{lines}"
+    );
+
+    // The next reload: proxyThreads is still a change (now taken: the binary is good again).
+    bin.replace_with(std::path::Path::new(LAUNCHER));
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(
+        mark,
+        "reload: server.cluster.proxyThreads 1 → 2: taken by the in-place upgrade",
+        secs(20),
+    );
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    c.wait_for_after(mark, "reload: no process restarts", secs(30));
+    assert_eq!(c.child.id() as i32, launcher);
+    assert_eq!(pids(&c, &["m0", "tx1"]), after, "nothing they read changed");
+    wait_until("2 runtime threads", secs(30), || {
+        runtime_threads(launcher) == 2
+    });
+}
