@@ -394,6 +394,8 @@ struct Launcher {
     room: u32,
     /// The settings a reload's upgrade under way would take (for its refusal's line).
     waiting: Option<String>,
+    /// The pid file the upgrade under way moves elsewhere (removed just before the execve).
+    old_pid_file: Option<std::path::PathBuf>,
 }
 
 /// The client listener's task and how to stop it.

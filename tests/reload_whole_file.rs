@@ -262,3 +262,25 @@ fn a_refused_upgrade_leaves_its_settings_waiting_and_the_rest_of_the_reload_appl
         runtime_threads(launcher) == 2
     });
 }
+
+#[test]
+fn a_pid_file_moved_by_a_reload_is_at_its_new_path_only() {
+    // spec: DEC-44: pidFile is taken by the in-place upgrade; the old file named the same
+    // (running) launcher, so left behind it would hold a stale path to it.
+    let bin = Bin::new();
+    let c = cluster()
+        .workers(0)
+        .config(json!({"server": {"cluster": {"pidFile": "a.pid"}}}))
+        .start_wrapped(&bin.wrap());
+    let launcher = c.child.id() as i32;
+    let (a, b) = (c.data_dir().join("a.pid"), c.data_dir().join("b.pid"));
+    wait_until("a.pid written", secs(10), || a.exists());
+    rewrite(&c, json!({"server": {"cluster": {"pidFile": "b.pid"}}}));
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    wait_until("b.pid written", secs(10), || {
+        std::fs::read_to_string(&b).is_ok_and(|t| t.trim() == launcher.to_string())
+    });
+    assert!(!a.exists(), "the old pid file is gone");
+}

@@ -41,7 +41,10 @@ pub(super) enum Outcome {
 /// refused: a setting that says where the processes run (`Reload::Restart`), which the new
 /// program could not take them over under. `quiet`: the reload that asked for this upgrade has
 /// said each already.
-fn settings_for_upgrade(reloader: &Reloader, quiet: bool) -> Result<(), String> {
+fn settings_for_upgrade(
+    reloader: &Reloader,
+    quiet: bool,
+) -> Result<crate::settings::Settings, String> {
     let new = super::reloader::read(&reloader.cli, &reloader.cwd)
         .map_err(|e| format!("config.json is refused: {e:#}"))?;
     let changes = crate::reload::changes(&reloader.running, &new);
@@ -52,7 +55,7 @@ fn settings_for_upgrade(reloader: &Reloader, quiet: bool) -> Result<(), String> 
         ));
     }
     if quiet {
-        return Ok(());
+        return Ok(new);
     }
     for line in changes.live.iter().chain(&changes.upgrade) {
         info!("upgrade: {line}: applied by the new program");
@@ -66,7 +69,7 @@ fn settings_for_upgrade(reloader: &Reloader, quiet: bool) -> Result<(), String> 
     if changes.workers {
         warn!("upgrade: the worker count changed: waiting for a SIGHUP (the processes are kept as they are)");
     }
-    Ok(())
+    Ok(new)
 }
 
 /// Why a handover that the supervisor made was not carried through to the `execve`.
@@ -99,10 +102,19 @@ impl Launcher {
             self.refused("the launcher's own path is not known");
             return not_now(serving);
         };
-        if let Err(why) = settings_for_upgrade(reloader, deferred.is_some()) {
-            self.refused(&why);
-            return not_now(serving);
-        }
+        let new = match settings_for_upgrade(reloader, deferred.is_some()) {
+            Ok(new) => new,
+            Err(why) => {
+                self.refused(&why);
+                return not_now(serving);
+            }
+        };
+        // A pid file the new program writes elsewhere: this one's goes just before the execve.
+        let pid_file = |s: &crate::settings::Settings| {
+            crate::ops::pid_file::path(&s.data_dir, &s.cluster.pid_file)
+        };
+        let (was, will) = (pid_file(&reloader.running), pid_file(&new));
+        self.old_pid_file = was.filter(|w| Some(w) != will.as_ref());
         info!("upgrade: checking {}", program.display());
         let checked = {
             let program = program.clone();
@@ -250,7 +262,16 @@ impl Launcher {
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
+        if let Some(path) = &self.old_pid_file {
+            crate::ops::pid_file::release(path);
+        }
         let e = exec::exec(program.to_path_buf(), &h, &keep);
+        // Not replaced: the pid file is this program's again.
+        if let Some(path) = &self.old_pid_file {
+            if let Err(e) = crate::ops::pid_file::claim(path) {
+                warn!("upgrade: the pid file could not be written again: {e:#}");
+            }
+        }
         NotExecuted::Failed(format!("cannot execute {}: {e}", program.display()))
     }
 

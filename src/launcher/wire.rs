@@ -192,6 +192,7 @@ impl Launcher {
             reloads_seen: 0,
             room: places,
             waiting: None,
+            old_pid_file: None,
         })
     }
 }
