@@ -8,6 +8,8 @@ use crate::common::*;
 use crate::upgrade::Bin;
 
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -79,6 +81,27 @@ fn one_hup_changing_command_access_log_and_proxy_threads_takes_all_three() {
         last_line(&log).contains("path=\"/r4/metadata\"")
     });
     assert!(!last_line(&log).starts_with('{'), "{}", last_line(&log));
+    // Steady tx load across the reload: the upgrade's pause and each process's restart.
+    let stop = Arc::new(AtomicBool::new(false));
+    let statuses = Arc::new(Mutex::new(Vec::<u16>::new()));
+    let addr = c.addr();
+    let load: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, statuses) = (stop.clone(), statuses.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let status = request(addr, "GET", "/r4/metadata", &[], b"").status;
+                    statuses
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(status);
+                }
+            })
+        })
+        .collect();
+    wait_until("the load under way", secs(10), || {
+        statuses.lock().map_or(0, |s| s.len()) > 10
+    });
 
     rewrite(
         &c,
@@ -103,6 +126,22 @@ fn one_hup_changing_command_access_log_and_proxy_threads_takes_all_three() {
     ] {
         assert!(lines.contains(needle), "no {needle:?} in\n{lines}");
     }
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.join().expect("load thread");
+    }
+    let statuses = statuses.lock().map(|s| s.clone()).unwrap_or_default();
+    let lost = statuses.iter().filter(|&&s| s != 200).count();
+    report_figures(
+        "reload_whole_file::one_hup_changing_command_access_log_and_proxy_threads_takes_all_three",
+        "one SIGHUP: accessLog applied, proxyThreads by the in-place upgrade, command by the \
+         rolling restart",
+        1,
+        statuses.len() as u64,
+        lost as u64,
+        "the launcher's pid; every process replaced; no tx request lost",
+    );
+    assert_eq!(lost, 0, "{lost} of {} tx requests failed", statuses.len());
     assert_eq!(c.child.id() as i32, launcher, "the launcher's pid is kept");
     let after = pids(&c, &["m0", "tx1"]);
     for (b, a) in before.iter().zip(&after) {
