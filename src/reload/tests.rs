@@ -83,6 +83,15 @@ fn what_the_processes_read_of_config_json_is_all_but_server_cluster() {
         json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 2}});
     assert_eq!(servers_config(&base), servers_config(&ours));
     assert_ne!(servers_config(&base), servers_config(&theirs));
+    // The spec's processes read the shared cache's and closure's options themselves.
+    for (key, value) in [
+        ("sharedCache", json!(true)),
+        ("sharedCacheMaxMB", json!(512)),
+        ("sharedClosure", json!(true)),
+    ] {
+        let shared = with(base.clone(), &format!("server.cluster.{key}"), value);
+        assert_ne!(servers_config(&base), servers_config(&shared), "{key}");
+    }
     let old = read(&base);
     let new = read(&theirs);
     assert_ne!(old.servers_config, 0);

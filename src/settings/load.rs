@@ -135,15 +135,24 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     Ok(s)
 }
 
+/// The keys of `server.cluster` the processes read themselves, as the spec's Options say:
+/// the shared cache (its file and its cap, which each process logs as it starts) and the shared
+/// closure tables. The rest of `server.cluster` is the launcher's alone.
+const READ_BY_THE_PROCESSES: &[&str] = &["sharedCache", "sharedCacheMaxMB", "sharedClosure"];
+
 /// What the processes read of config.json beyond fhircluster's own settings, as a digest: the
-/// whole file (a FHIRsmith server reads all of it) but its `server.cluster` object, which is
-/// fhircluster's alone (every key there is a row of the table, and the launcher tells the
-/// processes what they need of it: their role, code, port and address). Comments and spacing
-/// are not read by anyone as a value, so they count for nothing.
+/// whole file (a FHIRsmith server reads all of it) but fhircluster's own `server.cluster` keys
+/// (every one a row of the table; the launcher tells the processes what they need of them:
+/// their role, code, port and address), those in [`READ_BY_THE_PROCESSES`] kept. Comments and
+/// spacing are not read by anyone as a value, so they count for nothing.
 pub(crate) fn servers_config(json: &Value) -> u64 {
     let mut theirs = json.clone();
-    if let Some(server) = theirs.get_mut("server").and_then(Value::as_object_mut) {
-        server.remove("cluster");
+    if let Some(cluster) = theirs
+        .get_mut("server")
+        .and_then(|s| s.get_mut("cluster"))
+        .and_then(Value::as_object_mut)
+    {
+        cluster.retain(|k, _| READ_BY_THE_PROCESSES.contains(&k.as_str()));
     }
     crate::digest::Digest::default().json(&theirs).finish()
 }
