@@ -145,6 +145,12 @@ pub(crate) enum Action {
         #[arg(allow_hyphen_values = true, value_name = "N|+N|-N")]
         count: String,
     },
+    /// Restart every FHIRsmith process in turn, the master last, each drained first (new
+    /// server code with the same settings; a SIGHUP restarts only the processes whose command,
+    /// flags, environment or config.json changed), through the control socket, and wait until
+    /// it is over. Exit status: 0 done, 1 refused or stopped (the reason is printed), 2 no
+    /// launcher answers.
+    Restart,
     /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
     /// configs, the Prometheus alert rules, the Grafana dashboard
     #[command(subcommand, after_help = crate::kit::PRINT_HELP)]

@@ -30,6 +30,7 @@ use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::supervisor::{Control, Ended};
 
+mod client;
 mod demo;
 mod reloader;
 mod resume;
@@ -38,7 +39,7 @@ mod upgrade;
 mod wire;
 
 use demo::prepare_demo;
-use reloader::Reloader;
+use reloader::{Deferred, Reloaded, Reloader};
 use resume::Resume;
 use upgrade::Outcome;
 
@@ -48,82 +49,6 @@ pub fn main(cli: Cli) -> Result<ExitCode> {
     let ended = run_command(cli);
     logging::flush();
     ended
-}
-
-/// `fhircluster status` and `upgrade`: a client of a running launcher. Its exit status means
-/// only what `--help` says (2: no launcher found), so a health check never reads a bad
-/// `config.json` as "not ready": by default both go to the control socket, found as the
-/// launcher finds it (reading only `controlSocket` from config.json); `status` with
-/// `--admin-address` asks the read-only HTTP listener and reads no settings at all. `upgrade`
-/// is an action: the control socket only.
-fn run_client(cli: &Cli, action: &crate::cli::Action) -> ExitCode {
-    use crate::ops::control_client::{socket_path, Target};
-    if let crate::cli::Action::Print(what) = action {
-        return crate::kit::run(cli, what);
-    }
-    let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
-    let socket = || match socket_path(cli) {
-        Ok(path) => Some(path),
-        Err(e) => {
-            let name = match action {
-                crate::cli::Action::Status { .. } => "status",
-                crate::cli::Action::Upgrade => "upgrade",
-                crate::cli::Action::Scale { .. } => "scale",
-                crate::cli::Action::Print(_) => "print",
-            };
-            eprintln!("fhircluster {name}: {e:#}");
-            None
-        }
-    };
-    match action {
-        crate::cli::Action::Status { json } => {
-            let target = match &cli.admin_address {
-                Some(text) => match settings::parse_admin_address(text) {
-                    Some(addr) => Target::Http(addr),
-                    None => {
-                        eprintln!(
-                            "fhircluster status: --admin-address {text:?} must be a port (on \
-                             loopback) or ADDRESS:PORT, e.g. 9100 or 127.0.0.1:9100"
-                        );
-                        return unreachable;
-                    }
-                },
-                None => match socket() {
-                    Some(path) => Target::Socket(path),
-                    None => return unreachable,
-                },
-            };
-            crate::ops::status_table::run(&target, *json)
-        }
-        crate::cli::Action::Upgrade => {
-            if cli.admin_address.is_some() {
-                eprintln!(
-                    "fhircluster upgrade: the admin address is read-only; an upgrade goes to the \
-                     control socket: leave out --admin-address (give --data-dir or \
-                     --control-socket)"
-                );
-                return unreachable;
-            }
-            match socket() {
-                Some(path) => crate::ops::upgrade_cmd::run(&path),
-                None => unreachable,
-            }
-        }
-        crate::cli::Action::Scale { count } => {
-            if cli.admin_address.is_some() {
-                eprintln!(
-                    "fhircluster scale: the admin address is read-only; a scale goes to the \
-                     control socket: leave out --admin-address"
-                );
-                return unreachable;
-            }
-            match socket() {
-                Some(path) => crate::ops::scale_cmd::run(&path, count),
-                None => unreachable,
-            }
-        }
-        crate::cli::Action::Print(what) => crate::kit::run(cli, what),
-    }
 }
 
 fn run_command(mut cli: Cli) -> Result<ExitCode> {
@@ -142,7 +67,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         None
     };
     if let Some(action) = &cli.action {
-        return Ok(run_client(&cli, action));
+        return Ok(client::run(&cli, action));
     }
     let settings = settings::load(&cli)?;
     let journal = Journal::detect();
@@ -259,6 +184,8 @@ fn run_processes(
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
+            // Named, so `/proc/<pid>/task/*/comm` shows the runtime's threads.
+            .thread_name("fhc-proxy")
             .enable_all()
             .build()
     }
@@ -316,6 +243,7 @@ async fn run(
         front: l.front.clone(),
         listener: serving.live.clone(),
         control: l.control.clone(),
+        room: l.room,
     };
     if let Some(r) = &resume {
         let mono_now = crate::ops::notify::monotonic_usec() / 1000;
@@ -327,31 +255,47 @@ async fn run(
     }
     let reload_now = resume.as_ref().is_some_and(|r| r.handover.reload_pending);
     drop(resume);
+    // A reload's upgrade (or one asked for first) to carry out before waiting for a signal.
+    let mut upgrade_now = None;
     if reload_now {
-        info!("SIGHUP (deferred during the upgrade): reloading the settings");
-        l.reload(&mut reloader).await;
+        info!(
+            "SIGHUP (deferred during the upgrade, or the reload that upgraded): reloading the \
+             settings"
+        );
+        upgrade_now = l.reload(&mut reloader, true).await;
     }
     loop {
-        match l.until_stop(&mut signals, &mut reloader).await {
+        let until = match upgrade_now.take() {
+            Some(deferred) => Until::Upgrade(Some(deferred)),
+            None => l.until_stop(&mut signals, &mut reloader).await,
+        };
+        match until {
             Until::Ended(code) => {
                 let _ = serving.shutdown.send(listener::Shutdown::Stop);
                 let _ = serving.task.await;
                 return Ok(code);
             }
             Until::Stop => return Ok(l.stop(&mut signals, serving).await),
-            Until::Upgrade => {
-                // A `scale` on the control socket is refused meanwhile (DEC-49).
+            Until::Upgrade(deferred) => {
+                // A `scale` or `restart` on the control socket is refused meanwhile (DEC-49).
                 l.desk.set_busy(Some(
                     "an upgrade is under way (send it again once it is over)",
                 ));
-                let outcome = l.upgrade(serving, &mut signals, &reloader).await;
+                let outcome = l
+                    .upgrade(serving, &mut signals, &reloader, deferred.as_ref())
+                    .await;
                 l.desk.set_busy(None);
                 match outcome {
                     Outcome::Serving { serving: s, reload } => {
                         serving = s;
+                        if let Some(d) = deferred {
+                            // Not upgraded: the reload's part for the processes, here.
+                            l.reloading();
+                            d.carry_out(&l.control).await;
+                        }
                         if reload {
                             info!("SIGHUP (deferred during the upgrade): reloading the settings");
-                            l.reload(&mut reloader).await;
+                            upgrade_now = l.reload(&mut reloader, false).await;
                         }
                     }
                     Outcome::Stop => {
@@ -371,8 +315,9 @@ enum Until {
     Ended(ExitCode),
     /// A stop signal.
     Stop,
-    /// `SIGUSR2`.
-    Upgrade,
+    /// `SIGUSR2`, or the control socket's `upgrade` (`None`); or a reload whose settings need
+    /// the launcher's own restart, with its part for the processes (`Some`).
+    Upgrade(Option<Deferred>),
 }
 
 /// What runs while the launcher does: the front door, the supervisor and what it is told, and
@@ -396,6 +341,12 @@ struct Launcher {
     news: watch::Receiver<RosterNews>,
     /// Reloads finished when the last one began.
     reloads_seen: u64,
+    /// The workers this run has room for.
+    room: u32,
+    /// The settings a reload's upgrade under way would take (for its refusal's line).
+    waiting: Option<String>,
+    /// The pid file the upgrade under way moves elsewhere (removed just before the execve).
+    old_pid_file: Option<std::path::PathBuf>,
 }
 
 /// The client listener's task and how to stop it.
@@ -520,11 +471,13 @@ impl Launcher {
                     }
                     Meaning::Upgrade => {
                         info!("{sig}: upgrading in place");
-                        return Until::Upgrade;
+                        return Until::Upgrade(None);
                     }
                     Meaning::Reload => {
                         info!("{sig}: reloading the settings");
-                        self.reload(reloader).await;
+                        if let Some(d) = self.reload(reloader, false).await {
+                            return Until::Upgrade(Some(d));
+                        }
                     }
                     Meaning::Scale(by) => {
                         let s = crate::supervisor::Scale {
@@ -546,7 +499,7 @@ impl Launcher {
                 }
                 Some(()) = self.upgrade_asks.recv() => {
                     info!("upgrade asked for on the control socket: upgrading in place");
-                    return Until::Upgrade;
+                    return Until::Upgrade(None);
                 }
                 ended = &mut self.supervisor => return Until::Ended(exit_code(ended.ok())),
             }
@@ -554,17 +507,29 @@ impl Launcher {
     }
 
     /// `SIGHUP`'s reload: systemd hears `RELOADING=1`, then `READY=1` once the rolling restart
-    /// is over (`until_stop`), or at once when the settings are refused.
-    async fn reload(&mut self, reloader: &mut Reloader) {
+    /// is over (`until_stop`), or at once when the settings are refused. `Some`: the in-place
+    /// upgrade is to come first (the upgrade tells systemd its own way through).
+    async fn reload(&mut self, reloader: &mut Reloader, after_upgrade: bool) -> Option<Deferred> {
+        self.reloading();
+        match reloader.reload(after_upgrade).await {
+            Ok(Reloaded::Done) => None,
+            Ok(Reloaded::Upgrade(d)) => Some(d),
+            Err(why) => {
+                self.notifier
+                    .ready(&format!("reload refused, running as before: {why}"));
+                self.state.send_replace(notify::State::Serving);
+                None
+            }
+        }
+    }
+
+    /// `RELOADING=1`, and `READY=1` once the supervisor says the reload it is told of next is
+    /// over (`until_stop`).
+    fn reloading(&mut self) {
         // Read before the supervisor is told, so its answer is not missed.
         self.reloads_seen = self.news.borrow_and_update().reloads_finished;
         self.notifier.reloading();
         self.state.send_replace(notify::State::Reloading);
-        if let Err(why) = reloader.reload().await {
-            self.notifier
-                .ready(&format!("reload refused, running as before: {why}"));
-            self.state.send_replace(notify::State::Serving);
-        }
     }
 
     /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the

@@ -56,6 +56,7 @@
 pub mod cli;
 mod clock;
 pub(crate) mod deadline;
+pub(crate) mod digest;
 pub mod fatal;
 pub(crate) mod held_ports;
 pub mod ipc;

@@ -200,6 +200,7 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             argv,
             env,
             serves_tx: role == Role::TxWorker || settings.cluster.master_serves_tx,
+            config: settings.servers_config,
         });
     }
     Ok(Plan {

@@ -62,6 +62,33 @@ pub(crate) struct ProcessSpec {
     /// Whether ordinary tx requests may go to it (workers always; the master unless
     /// `masterServesTx` is false).
     pub serves_tx: bool,
+    /// What it reads of config.json (all but `server.cluster`), as a digest
+    /// (`settings::servers_config`).
+    pub config: u64,
+}
+
+impl ProcessSpec {
+    /// Everything the process is started with and reads at its start, as one digest: its
+    /// program and arguments (the command, node flags, `--require` of the preload), the
+    /// environment the launcher adds, and config.json beyond fhircluster's own settings. The
+    /// launcher's own environment, which every process inherits, is fixed for its life (an
+    /// in-place upgrade keeps it), so it is not in. A running process whose digest is no
+    /// longer its place's is restarted in turn by a reload (`supervisor/shell/reload.rs`).
+    pub(crate) fn inputs(&self) -> u64 {
+        let mut d = crate::digest::Digest::default();
+        d.piece(b"argv")
+            .piece(&(self.argv.len() as u64).to_le_bytes());
+        for a in &self.argv {
+            d.piece(a.as_bytes());
+        }
+        d.piece(b"env")
+            .piece(&(self.env.len() as u64).to_le_bytes());
+        for (k, v) in &self.env {
+            d.piece(k.as_bytes()).piece(v.as_bytes());
+        }
+        d.piece(b"config").piece(&self.config.to_le_bytes());
+        d.finish()
+    }
 }
 
 /// How a process ended, as the supervisor's shell saw it. Below both the supervisor (whose

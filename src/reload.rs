@@ -1,10 +1,11 @@
-//! Reload on SIGHUP: `config.json` read again with the flags and environment of the start, checked
-//! as at start, and compared with the settings in force, setting by setting as the table
-//! (`settings/table.rs`) classifies each: a `Live` one is applied at once (`Live`, `live.rs`,
-//! carries it to the part that uses it); a `Servers` one the servers take as the rolling restart
-//! that follows starts each again (they read `config.json`, and the launcher's `hello`, at
-//! start); a `Launcher` one (ports, addresses, the command, the runtime ...) waits for the
-//! launcher's next start, and is logged so.
+//! Reload on SIGHUP: `config.json` read again with the flags and environment of the start,
+//! checked as at start, and compared with the settings in force, setting by setting as the
+//! table (`settings/table.rs`) classifies each: a `Live` one is applied at once (`Live`,
+//! `live.rs`, carries it to the part that uses it); a `Servers` one the processes take as they
+//! are restarted in turn (the reload restarts exactly those whose inputs changed); an `Upgrade`
+//! one (ports, addresses, the runtime ...) the launcher takes by an in-place upgrade to its own
+//! binary in the same reload; a `Restart` one (where the processes run) refuses an upgrade and
+//! waits for the launcher's restart, kept as it was.
 //!
 //! Pure: `changes` and `apply_live`. Reading the file and the machine again is the launcher's
 //! (`launcher/reloader.rs`).
@@ -15,22 +16,46 @@ mod live;
 
 pub(crate) use live::{Count, Live};
 
-/// What a reload changes, one `path old → new` line each.
+/// What a reload changes, one `path old → new` line each, by what becomes of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Applied now.
     pub live: Vec<String>,
-    /// The servers read them at their start: taken as the rolling restart replaces each.
+    /// Read by the processes at their start: taken as those whose inputs changed restart.
     pub servers: Vec<String>,
-    /// Changed, but the launcher takes them only at its next start.
-    pub launcher: Vec<String>,
+    /// Taken by an in-place upgrade to the same binary.
+    pub upgrade: Vec<String>,
+    /// Refuse an upgrade: kept as they were until the launcher's restart.
+    pub restart: Vec<String>,
     /// The worker count, or what sizes it while none is given, changed.
     pub workers: bool,
 }
 
 impl Changes {
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty() && self.servers.is_empty() && self.launcher.is_empty()
+        self.count() == 0
+    }
+
+    /// How many settings changed.
+    pub fn count(&self) -> usize {
+        self.live.len() + self.servers.len() + self.upgrade.len() + self.restart.len()
+    }
+
+    /// The one line that sums a reload up: how many settings changed and what became of them.
+    pub fn summary(&self) -> String {
+        if self.is_empty() {
+            return "no setting changed".to_string();
+        }
+        let n = self.count();
+        format!(
+            "{n} setting{} changed: {} applied, {} taken by the in-place upgrade, {} taken by \
+             the processes as they restart in turn, {} waiting for a restart of the launcher",
+            if n == 1 { "" } else { "s" },
+            self.live.len(),
+            self.upgrade.len(),
+            self.servers.len(),
+            self.restart.len()
+        )
     }
 }
 
@@ -45,7 +70,8 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
         let list = match setting.reload {
             Reload::Live => &mut c.live,
             Reload::Servers => &mut c.servers,
-            Reload::Launcher => &mut c.launcher,
+            Reload::Upgrade => &mut c.upgrade,
+            Reload::Restart => &mut c.restart,
         };
         list.push(format!("{} {was} → {now}", setting.path));
     }
@@ -54,14 +80,18 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
 }
 
 /// The settings in force after a reload: the `Live` and `Servers` ones from `new` (with the
-/// layer that gave each), the rest as they were, so a change that waits for the launcher's next
-/// start is reported again on the next reload.
+/// layer that gave each), and what the processes read of config.json; the rest as they were,
+/// so a change that waits for an upgrade or a restart is reported again on the next reload.
 pub fn apply_live(running: &Settings, new: &Settings) -> Settings {
     let mut s = running.clone();
-    for setting in TABLE.iter().filter(|t| t.reload != Reload::Launcher) {
+    for setting in TABLE
+        .iter()
+        .filter(|t| matches!(t.reload, Reload::Live | Reload::Servers))
+    {
         (setting.take)(&mut s, new);
         s.sources.set(setting.path, new.sources.of(setting.path));
     }
+    s.servers_config = new.servers_config;
     s
 }
 

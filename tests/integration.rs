@@ -58,6 +58,7 @@ mod reliability_resources;
 mod reliability_retry;
 mod reliability_upstream_heads;
 mod reload;
+mod reload_whole_file;
 mod shared_cache;
 mod sim_answers;
 mod sim_lifecycle;

@@ -323,6 +323,13 @@ fn notified_cluster(
 fn sighup_sends_reloading_with_the_monotonic_time_then_ready_once_the_rolling_restart_is_done() {
     // Every start of the master takes 2 s, so the rolling restart's last step does too.
     let (mut c, notes, _dir) = notified_cluster(1, &[("SIM_START_DELAY_MS_m0", "2000")]);
+    // A change the processes read (config.json outside server.cluster): they restart in turn.
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &serde_json::json!({"library": {"reloaded": 1}}),
+    );
+    write_config(&c.data_dir(), &config);
     let t0 = Instant::now();
     let before_usec = monotonic_usec();
     let mark = c.mark();
@@ -521,6 +528,60 @@ fn usr2_sends_reloading_saying_upgrade_then_the_new_program_says_ready() {
     );
     // systemd's MAINPID is still right: the same process.
     assert_eq!(c.child.id(), pid);
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
+}
+
+#[test]
+fn a_reload_that_upgrades_in_place_ends_ready_once_the_processes_restart_in_turn() {
+    // spec: DEC-44: one SIGHUP taking proxyThreads by the upgrade and a change the processes
+    // read: systemd hears RELOADING=1 and, last, READY=1 once the new program's rolling
+    // restart (the master's 2 s start included) is over.
+    let (mut c, notes, _dir) = notified_cluster(1, &[("SIM_START_DELAY_MS_m0", "2000")]);
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &serde_json::json!({"server": {"cluster": {"proxyThreads": 2}}, "library": {"v": 1}}),
+    );
+    write_config(&c.data_dir(), &config);
+    let t0 = Instant::now();
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "upgraded in place", Duration::from_secs(60));
+    c.wait_for_after(mark, "rolling restart done", Duration::from_secs(60));
+    let last_is_ready = |all: &[Note]| {
+        all.iter()
+            .rev()
+            .find(|n| has_line(n, "READY=1") || has_line(n, "RELOADING=1"))
+            .is_some_and(|n| has_line(n, "READY=1"))
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || last_is_ready(&snapshot(&notes))),
+        "systemd is left reloading:\n{}",
+        dump(&snapshot(&notes), t0)
+    );
+    let all = snapshot(&notes);
+    let last_reloading = all
+        .iter()
+        .rposition(|n| has_line(n, "RELOADING=1"))
+        .unwrap_or_else(|| panic!("no RELOADING=1:\n{}", dump(&all, t0)));
+    let ready = &all[last_reloading..]
+        .iter()
+        .find(|n| has_line(n, "READY=1"))
+        .expect("found above");
+    assert!(
+        ready.at - all[last_reloading].at >= Duration::from_millis(2000),
+        "READY=1 came before the master's restart (2 s) was over:\n{}",
+        dump(&all, t0)
+    );
+    assert!(
+        ready
+            .text
+            .lines()
+            .any(|l| l == "STATUS=2/2 ready, 0 queued"),
+        "{:?}",
+        ready.text
+    );
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(Duration::from_secs(20)).code(), Some(0));
 }

@@ -418,6 +418,10 @@ fn a_worker_more_during_a_rolling_restart_is_refused_with_the_reason() {
         .start();
     // A request that never answers holds tx1's drain: the rolling restart stays under way.
     let _held = c.hung_request();
+    // A setting the processes read: the reload restarts them in turn.
+    let mut config = c.config.clone();
+    config["stats"] = json!({ "sampleSeconds": 7 });
+    write_config(&c.data_dir(), &config);
     c.signal(SIGHUP);
     c.wait_for("rolling restart 1/2", secs(10));
     c.signal(SIGTTIN);

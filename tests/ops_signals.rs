@@ -86,6 +86,13 @@ fn hup_restarts_every_process_in_turn_and_leaves_none_of_the_old_ones() {
     let c = cluster().workers(1).start();
     let before = children(&c);
     let mark = c.mark();
+    // A change the processes read (config.json outside server.cluster).
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &serde_json::json!({"library": {"reloaded": 1}}),
+    );
+    write_config(&c.data_dir(), &config);
     c.signal(Sig::Hup.number());
     c.wait_for_after(mark, "SIGHUP: reloading the settings", secs(10));
     c.wait_for_after(mark, "rolling restart done", secs(30));

@@ -1,7 +1,8 @@
 //! Reload on SIGHUP through the real binaries: a bad config.json is refused and nothing changes;
 //! a good one's live settings take effect; the worker count moves up and down with routing
-//! following; and the rolling restart replaces every process, the master last, without a tx
-//! request lost under steady load.
+//! following; and the rolling restart (of the processes whose inputs changed: here a change in
+//! config.json outside `server.cluster`, which every process reads) replaces every process, the
+//! master last, without a tx request lost under steady load.
 
 use crate::common;
 
@@ -20,6 +21,12 @@ fn rewrite(c: &Cluster, patch: Value) {
     let mut config = c.config.clone();
     merge(&mut config, &patch);
     write_config(&c.data_dir(), &config);
+}
+
+/// A change in config.json outside `server.cluster` (a setting of FHIRsmith's own, which
+/// every process reads), so a reload restarts every process in turn.
+fn touch_theirs(c: &Cluster, n: u32) {
+    rewrite(c, json!({ "library": { "reloaded": n } }));
 }
 
 /// Who answers `n` tx requests sent one after another.
@@ -126,7 +133,7 @@ fn a_reload_that_raises_workers_into_server_port_is_refused_and_the_count_stays(
 }
 
 #[test]
-fn changed_queue_settings_take_effect_and_launcher_only_ones_wait_for_the_next_start() {
+fn changed_queue_settings_take_effect_and_those_needing_a_launcher_restart_are_kept() {
     // spec: QUEUE-4 (with the reloaded maxOutstanding and queueSeconds)
     let c = cluster()
         .workers(1)
@@ -145,37 +152,49 @@ fn changed_queue_settings_take_effect_and_launcher_only_ones_wait_for_the_next_s
         "16 slots each: {before:?}"
     );
 
-    let other_port = free_ports(1);
+    let pids: Vec<i32> = ["m0", "tx1"].iter().map(|p| c.pid_of(p)).collect();
     rewrite(
         &c,
-        json!({ "server": { "port": other_port, "cluster": {
-            "fastLaneExtra": 0, "normalMinSlots": 0, "maxOutstanding": 1, "queueSeconds": 0.2
+        json!({ "server": { "cluster": {
+            "fastLaneExtra": 0, "normalMinSlots": 0, "maxOutstanding": 1, "queueSeconds": 0.2,
+            "hostPrefix": "h"
         } } }),
     );
     c.signal(SIGHUP);
-    c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
+    c.wait_for_count("reload: no process restarts", 1, Duration::from_secs(60));
     let lines = c.log_lines().join("\n");
     assert!(
-        lines.contains("reload: server.cluster.maxOutstanding 16 → 1"),
+        lines.contains("reload: server.cluster.maxOutstanding 16 → 1: applied"),
         "{lines}"
     );
     assert!(
-        lines.contains("reload: server.cluster.queueSeconds 1 → 0.2"),
+        lines.contains("reload: server.cluster.queueSeconds 1 → 0.2: applied"),
         "{lines}"
     );
+    let kept = lines
+        .lines()
+        .find(|l| l.contains("reload: server.cluster.hostPrefix \"\" → \"h\""))
+        .unwrap_or_default();
     assert!(
-        lines.contains(&format!(
-            "reload: server.port {} → {other_port}: the launcher takes it at its next start",
-            c.port
-        )),
+        kept.contains("WARN")
+            && kept.contains("needs a restart of the launcher (systemctl restart)")
+            && kept.contains("kept as it was"),
         "{lines}"
     );
+    let after: Vec<i32> = ["m0", "tx1"].iter().map(|p| c.pid_of(p)).collect();
+    assert_eq!(pids, after, "no process restarted, none renamed");
     // One slot per process and 0.2 s of waiting: most of 8 expands of 300 ms are refused.
     let after = surge();
     let refused = after.iter().filter(|&&s| s == 503).count();
     assert!(refused >= 3, "{after:?}");
     assert!(after.iter().all(|&s| s == 200 || s == 503), "{after:?}");
-    assert_eq!(c.get("/r4/metadata").status, 200, "still on the old port");
+    let r = c.get("/r4/metadata");
+    assert_eq!(r.status, 200);
+    assert!(
+        ["m0", "tx1"].contains(&r.served_by()),
+        "the old codes: {}",
+        r.served_by()
+    );
 }
 
 #[test]
@@ -185,7 +204,10 @@ fn the_worker_count_moves_up_and_down_and_routing_follows() {
     c.signal(SIGHUP);
     c.wait_for("reload: workers 2 → 3", Duration::from_secs(10));
     c.wait_for("tx3: ready", Duration::from_secs(20));
-    c.wait_for("rolling restart done", Duration::from_secs(60));
+    c.wait_for(
+        "reload: no process restarts: what they read is unchanged",
+        Duration::from_secs(60),
+    );
     let tx3 = c.pid_of("tx3");
     assert!(alive(tx3));
     let by = served_by(&c, 12);
@@ -197,7 +219,7 @@ fn the_worker_count_moves_up_and_down_and_routing_follows() {
     c.wait_for("reload: workers 3 → 1", Duration::from_secs(10));
     c.wait_for("tx2: stopped for good", Duration::from_secs(20));
     c.wait_for("tx3: stopped for good", Duration::from_secs(20));
-    c.wait_for_count("rolling restart done", 2, Duration::from_secs(60));
+    c.wait_for_count("reload: no process restarts", 2, Duration::from_secs(60));
     assert!(wait_gone(&[tx2, tx3], Duration::from_secs(5)).is_empty());
     let by = served_by(&c, 12);
     assert!(by.iter().all(|b| b == "m0" || b == "tx1"), "{by:?}");
@@ -228,7 +250,7 @@ fn a_worker_retired_by_a_lower_count_is_unavailable_in_the_graphs_not_restarting
     c.signal(SIGHUP);
     c.wait_for("reload: workers 2 → 1", Duration::from_secs(10));
     c.wait_for("tx2: stopped for good", Duration::from_secs(20));
-    c.wait_for("rolling restart done", Duration::from_secs(60));
+    c.wait_for("reload: no process restarts", Duration::from_secs(60));
     let tx2 = poll(
         "tx2's legend state at the master",
         Duration::from_secs(10),
@@ -287,6 +309,7 @@ fn a_rolling_restart_under_steady_load_loses_no_tx_request_and_ends_with_the_mas
         )
     };
     under_way(8);
+    touch_theirs(&c, 1);
     c.signal(SIGHUP);
     c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
     under_way(answered.load(Ordering::Relaxed) + 8);
@@ -371,6 +394,7 @@ fn a_reload_ends_no_master_path_request_and_they_wait_for_a_master_back_in_time(
     };
     under_way(6);
     let m0 = c.pid_of("m0");
+    touch_theirs(&c, 1);
     c.signal(SIGHUP);
     c.wait_for_count("rolling restart done", 1, Duration::from_secs(60));
     under_way(answered.load(Ordering::Relaxed) + 6);
@@ -439,11 +463,11 @@ fn every_kind_of_change_is_applied_or_waits_for_the_restart_it_needs() {
     }
     let lines = c.log_lines().join("\n");
     for needle in [
-        "reload: server.cluster.headerTimeoutSeconds 30 → 2\n",
-        "reload: server.cluster.statusSeconds 1 → 2\n",
-        "reload: server.cluster.proxyThreads 1 → 2: the launcher takes it at its next start",
-        "reload: stats.sampleSeconds (a minute, or intervalMinutes if shorter) → 7: the servers \
-         take it as they restart",
+        "reload: server.cluster.headerTimeoutSeconds 30 → 2: applied\n",
+        "reload: server.cluster.statusSeconds 1 → 2: applied\n",
+        "reload: server.cluster.proxyThreads 1 → 2: taken by the in-place upgrade",
+        "reload: stats.sampleSeconds (a minute, or intervalMinutes if shorter) → 7: the \
+         processes take it as they restart in turn",
     ] {
         if !format!("{lines}\n").contains(needle) {
             wrong.push(format!("no line {needle:?}"));
@@ -476,7 +500,7 @@ fn the_log_level_is_taken_at_once() {
     );
     c.signal(SIGHUP);
     c.wait_for_count(
-        "reload: server.cluster.hostPrefix \"\" → \"h\": the launcher takes it at its next start",
+        "reload: server.cluster.hostPrefix \"\" → \"h\": needs a restart of the launcher",
         1,
         Duration::from_secs(10),
     );

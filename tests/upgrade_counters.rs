@@ -41,6 +41,13 @@ fn counters_go_on_across_an_in_place_upgrade() {
     }
     assert_eq!(c.get("/r4/CodeSystem/$lookup?_sim_hang=0").status, 200);
     let mark = c.mark();
+    // A change the processes read: the reload restarts them in turn.
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &serde_json::json!({"library": {"reloaded": 1}}),
+    );
+    write_config(&c.data_dir(), &config);
     c.signal(libc::SIGHUP);
     c.wait_for_after(mark, "rolling restart done", secs(60));
     let before = scrape(admin.port());

@@ -252,8 +252,9 @@ fn a_failing_step_or_execve_gives_everything_back() {
 fn a_sighup_during_an_upgrade_is_carried_out_once_it_is_over() {
     // #25: a SIGHUP during an upgrade was dropped ("ignored: an upgrade is under way"). Sent
     // during the drain or the handover it is deferred (one line) and carried out by the new
-    // program once it serves; when the upgrade fails, by the old one right after. The rolling
-    // restart gives every process a new pid.
+    // program once it serves; when the upgrade fails, by the old one right after. The reload
+    // finds config.json changed outside server.cluster (each round), so its rolling restart
+    // gives every process a new pid.
     let bin = Bin::new();
     let hook = Hook::new();
     let admin = admin_addr();
@@ -272,6 +273,12 @@ fn a_sighup_during_an_upgrade_is_carried_out_once_it_is_over() {
     // (where the SIGHUP comes: the drain or a step of the handover; whether the upgrade fails)
     for (during, fail) in [("drain", false), ("state", false), ("exec", true)] {
         let before = (pid_at(&c, 0), pid_at(&c, 1));
+        let mut config = c.config.clone();
+        merge(
+            &mut config,
+            &serde_json::json!({"library": {"round": during}}),
+        );
+        write_config(&c.data_dir(), &config);
         bin.replace_with(Path::new(LAUNCHER));
         let mark = c.mark();
         let mut hung = None;
@@ -310,7 +317,7 @@ fn a_sighup_during_an_upgrade_is_carried_out_once_it_is_over() {
         } else {
             c.wait_for_after(mark, "SIGHUP: deferred", secs(30));
             c.wait_for_after(mark, "upgraded in place", secs(60));
-            c.wait_for_after(mark, "(deferred during the upgrade): reloading", secs(10));
+            c.wait_for_after(mark, "(deferred during the upgrade", secs(10));
         }
         wait_until("every process restarted by the reload", secs(120), || {
             c.sim_pid(0).is_some_and(|p| p != before.0)

@@ -1,7 +1,10 @@
-//! A reload (`SIGHUP`): `config.json` read again with the start's flags, checked as at start, each
-//! change logged as the table classifies it, the live settings applied, and the supervisor told
-//! to restart every process in turn. What changes, and what waits for which restart, is
-//! `reload.rs` (pure).
+//! A reload (`SIGHUP`): `config.json` read again with the start's flags, checked as at start,
+//! each change logged with what becomes of it as the table classifies it, the live settings
+//! applied, and then either the supervisor told to restart in turn the processes whose inputs
+//! changed, or, when a setting needs the launcher's own restart, the in-place upgrade asked for
+//! first (`Reloaded::Upgrade`: the launcher runs it, and the new program restarts the processes
+//! as its deferred reload). What changes, and what waits for which restart, is `reload.rs`
+//! (pure).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,13 +13,14 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
+use crate::ops::journald::Journal;
 use crate::ops::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
-use crate::reload::{self, Count, Live};
+use crate::reload::{self, Changes, Count, Live};
 use crate::settings::{self, Settings};
 use crate::sizing::host;
-use crate::supervisor::{Control, Reload, WorkerCount};
+use crate::supervisor::{Control, Reload, Rolling, WorkerCount};
 
 /// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
 pub(super) struct Reloader {
@@ -26,14 +30,40 @@ pub(super) struct Reloader {
     pub(super) front: Arc<Front>,
     pub(super) listener: Arc<LiveListenerSettings>,
     pub(super) control: mpsc::Sender<Control>,
+    /// The workers this run has room for (the supervisor's places less the master).
+    pub(super) room: u32,
+}
+
+/// How a reload that was not refused goes on.
+pub(super) enum Reloaded {
+    /// Done here: the supervisor has its part (and says when its rolling restart is over).
+    Done,
+    /// A setting needs the launcher's own restart: the in-place upgrade comes first, then the
+    /// supervisor's part (`Deferred`), by the new program or, should it not happen, by this one.
+    Upgrade(Deferred),
+}
+
+/// The supervisor's part of a reload that waits for the in-place upgrade, and the settings the
+/// upgrade takes (named in its refusal).
+pub(super) struct Deferred {
+    reload: Reload,
+    pub(super) waiting: Vec<String>,
+}
+
+impl Deferred {
+    /// The upgrade did not happen: the supervisor's part now.
+    pub(super) async fn carry_out(self, control: &mpsc::Sender<Control>) {
+        let _ = control.send(Control::Reload(self.reload)).await;
+    }
 }
 
 impl Reloader {
     /// Reads `config.json` again; a bad one is refused with its reason (`Err`) and changes
-    /// nothing. Otherwise the live settings are applied, the rest logged, and every process
-    /// restarted in turn (the supervisor's rolling restart, which tells the hooks when it is
-    /// over).
-    pub(super) async fn reload(&mut self) -> Result<(), String> {
+    /// nothing. Otherwise the live settings are applied and every change logged; then the
+    /// supervisor's part (`Done`), or the upgrade first (`Upgrade`). `after_upgrade`: this
+    /// reload follows an in-place upgrade (a `SIGHUP` deferred, or the one that asked for it),
+    /// so the worker count is asked for as the settings say, whatever the program before ran.
+    pub(super) async fn reload(&mut self, after_upgrade: bool) -> Result<Reloaded, String> {
         let read = read(&self.cli, &self.cwd);
         let observed = &self.front.counters.observed;
         observed.reloaded(read.is_ok(), crate::clock::unix_ms());
@@ -48,43 +78,67 @@ impl Reloader {
             warn!("{w}");
         }
         let changes = reload::changes(&self.running, &new);
-        for line in &changes.live {
-            info!("reload: {line}");
-        }
-        for line in &changes.servers {
-            info!("reload: {line}: the servers take it as they restart");
-        }
-        for line in &changes.launcher {
-            warn!("reload: {line}: the launcher takes it at its next start");
-        }
-        if changes.is_empty() {
-            info!("reload: no setting changed");
-        }
+        let upgrade = !changes.upgrade.is_empty() && changes.restart.is_empty();
+        log_changes(&changes, after_upgrade);
+        let before = Live::from(&self.running);
         let running = reload::apply_live(&self.running, &new);
-        // config.json's count: taken when it changed, or when the count now was set at run
-        // time (`scale`), which a reload ends (DEC-48).
-        let (workers, configured) = if changes.workers {
+        // config.json's count: taken when it changed, after an upgrade (whatever the program
+        // before ran), or when the count now was set at run time (`scale`), which a reload
+        // ends (DEC-48).
+        let (workers, configured) = if changes.workers || after_upgrade {
             (worker_count(&running), WorkerCount::Keep)
         } else {
             (WorkerCount::Keep, worker_count(&running))
         };
-        self.apply(Live::from(&running), workers, configured).await;
+        let live = Live::from(&running);
+        self.apply(&before, &live);
+        let processes = match crate::plan::replan(&running, self.room, String::new()) {
+            Ok(plan) => Some(plan.processes),
+            Err(e) => {
+                warn!("reload: the processes are started as before: {e}");
+                None
+            }
+        };
+        let r = Reload {
+            workers,
+            settings: live.supervisor,
+            processes,
+            rolling: Rolling::Changed,
+            configured,
+        };
         self.running = running;
-        Ok(())
+        if upgrade {
+            info!(
+                "reload: upgrading in place to take {}",
+                names(&changes.upgrade)
+            );
+            return Ok(Reloaded::Upgrade(Deferred {
+                reload: r,
+                waiting: changes
+                    .upgrade
+                    .iter()
+                    .map(|l| name(l).to_string())
+                    .collect(),
+            }));
+        }
+        let _ = self.control.send(Control::Reload(r)).await;
+        Ok(Reloaded::Done)
     }
 
-    /// Gives each part of the launcher what it takes of the settings in force. Every field of
-    /// `Live` is taken (no `..`), so one added there must be applied here.
-    async fn apply(&self, live: Live, workers: WorkerCount, configured: WorkerCount) {
+    /// Gives each part of the launcher what it takes of the settings in force, but the
+    /// supervisor (whose part is `Reload`). Every field of `Live` is taken (no `..`), so one
+    /// added there must be applied here.
+    fn apply(&self, before: &Live, live: &Live) {
         let Live {
             scheduler,
             listener,
             upstream_timeout,
             buffer_limit,
             log_level,
-            supervisor,
-            workers: _, // as `workers`, sized on this machine
-        } = live;
+            access_log,
+            supervisor: _, // the supervisor's, in `Reload`
+            workers: _,    // as `workers`, sized on this machine
+        } = live.clone();
         self.front.reconfigure(scheduler, upstream_timeout);
         self.front.budget.set_limit(buffer_limit);
         // Connections accepted from now on take these; those open keep the ones they began with.
@@ -92,14 +146,53 @@ impl Reloader {
         if let Err(e) = logging::set_level(&log_level) {
             warn!("reload: the log level is kept: {e}");
         }
-        let r = Reload {
-            workers,
-            settings: supervisor,
-            rolling: true,
-            configured,
-        };
-        let _ = self.control.send(Control::Reload(r)).await;
+        // Reopened only when changed: the requests answered from now on take the new one.
+        if access_log != before.access_log {
+            if let Err(e) = crate::ops::access_log::set(&access_log, Journal::detect()) {
+                warn!("reload: the access log is kept as it was: {e:#}");
+            }
+        }
     }
+}
+
+/// One line per changed setting saying what becomes of it, then one that sums them up.
+fn log_changes(changes: &Changes, after_upgrade: bool) {
+    for line in &changes.live {
+        info!("reload: {line}: applied");
+    }
+    for line in &changes.servers {
+        info!("reload: {line}: the processes take it as they restart in turn");
+    }
+    let blocked = changes.restart.first().map(|l| name(l));
+    for line in &changes.upgrade {
+        match blocked {
+            None => info!("reload: {line}: taken by the in-place upgrade"),
+            Some(by) => warn!(
+                "reload: {line}: not taken: the in-place upgrade that takes it reads the whole \
+                 file, and cannot while {by} differs; it waits for the next reload"
+            ),
+        }
+    }
+    for line in &changes.restart {
+        warn!(
+            "reload: {line}: needs a restart of the launcher (systemctl restart): the processes \
+             run where they were started; kept as it was"
+        );
+    }
+    if after_upgrade && changes.is_empty() {
+        info!("reload: after the in-place upgrade: every setting is in force");
+    } else {
+        info!("reload: {}", changes.summary());
+    }
+}
+
+/// The setting a change line is about (`server.port 3000 → 4000`: `server.port`).
+fn name(line: &str) -> &str {
+    line.split_whitespace().next().unwrap_or(line)
+}
+
+fn names(lines: &[String]) -> String {
+    lines.iter().map(|l| name(l)).collect::<Vec<_>>().join(", ")
 }
 
 /// The worker count the settings in force ask for: given, or sized again on the running master.

@@ -131,6 +131,10 @@ impl Resume {
                         exit_seen: false,
                     },
                     spoke: c.spoke,
+                    inputs: c
+                        .inputs
+                        .as_deref()
+                        .and_then(crate::upgrade::state::read_inputs),
                 })
             })
             .collect();

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::reloader::Reloader;
+use super::reloader::{Deferred, Reloader};
 use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::Sig;
@@ -36,53 +36,40 @@ pub(super) enum Outcome {
     Stop,
 }
 
-/// Settings that say where the running processes are and what they are called: the new
-/// program could not take them over under other values, so a change refuses the upgrade.
-const WHERE_THEY_RUN: &[&str] = &[
-    "server.cluster.internalPort",
-    "server.cluster.bindAddress",
-    "server.cluster.hostPrefix",
-    "modules.tx.instanceCode",
-    "modules.tx.enabled",
-];
-
-/// Settings the processes were started with: they keep them until a rolling restart.
-const THEIR_START: &[&str] = &["server.cluster.command"];
-
 /// What config.json now says, as the new program will take it: one line per change (applied by
-/// the new program, or waiting for a rolling restart), or why the upgrade is refused.
-fn settings_for_upgrade(reloader: &Reloader) -> Result<(), String> {
+/// the new program, or waiting for the processes' restart in turn), or why the upgrade is
+/// refused: a setting that says where the processes run (`Reload::Restart`), which the new
+/// program could not take them over under. `quiet`: the reload that asked for this upgrade has
+/// said each already.
+fn settings_for_upgrade(
+    reloader: &Reloader,
+    quiet: bool,
+) -> Result<crate::settings::Settings, String> {
     let new = super::reloader::read(&reloader.cli, &reloader.cwd)
         .map_err(|e| format!("config.json is refused: {e:#}"))?;
     let changes = crate::reload::changes(&reloader.running, &new);
-    let named = |line: &String, names: &[&str]| {
-        names
-            .iter()
-            .any(|n| line.split_whitespace().next() == Some(n))
-    };
-    if let Some(line) = changes.launcher.iter().find(|l| named(l, WHERE_THEY_RUN)) {
+    if let Some(line) = changes.restart.first() {
         return Err(format!(
             "{line}: the processes run where they were started; revert it for the upgrade (it \
-             takes effect at the launcher's next start)"
+             needs a restart of the launcher)"
         ));
     }
-    for line in &changes.live {
+    if quiet {
+        return Ok(new);
+    }
+    for line in changes.live.iter().chain(&changes.upgrade) {
         info!("upgrade: {line}: applied by the new program");
     }
-    for line in &changes.launcher {
-        if named(line, THEIR_START) {
-            warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP)");
-        } else {
-            info!("upgrade: {line}: applied by the new program");
-        }
-    }
     for line in &changes.servers {
-        warn!("upgrade: {line}: waiting for a rolling restart (SIGHUP): the servers take it as they restart");
+        warn!(
+            "upgrade: {line}: the processes take it as they restart in turn (the next SIGHUP \
+             restarts those whose inputs changed)"
+        );
     }
     if changes.workers {
         warn!("upgrade: the worker count changed: waiting for a SIGHUP (the processes are kept as they are)");
     }
-    Ok(())
+    Ok(new)
 }
 
 /// Why a handover that the supervisor made was not carried through to the `execve`.
@@ -96,12 +83,17 @@ enum NotExecuted {
 }
 
 impl Launcher {
+    /// `deferred`: a reload asked for this upgrade (its settings need the launcher's own
+    /// restart); the new program then carries out the reload's part for the processes, and a
+    /// refusal names the settings left waiting.
     pub(super) async fn upgrade(
         &mut self,
         serving: Serving,
         signals: &mut Signals,
         reloader: &Reloader,
+        deferred: Option<&Deferred>,
     ) -> Outcome {
+        self.waiting = deferred.map(|d| d.waiting.join(", "));
         let not_now = |serving| Outcome::Serving {
             serving,
             reload: false,
@@ -110,10 +102,19 @@ impl Launcher {
             self.refused("the launcher's own path is not known");
             return not_now(serving);
         };
-        if let Err(why) = settings_for_upgrade(reloader) {
-            self.refused(&why);
-            return not_now(serving);
-        }
+        let new = match settings_for_upgrade(reloader, deferred.is_some()) {
+            Ok(new) => new,
+            Err(why) => {
+                self.refused(&why);
+                return not_now(serving);
+            }
+        };
+        // A pid file the new program writes elsewhere: this one's goes just before the execve.
+        let pid_file = |s: &crate::settings::Settings| {
+            crate::ops::pid_file::path(&s.data_dir, &s.cluster.pid_file)
+        };
+        let (was, will) = (pid_file(&reloader.running), pid_file(&new));
+        self.old_pid_file = was.filter(|w| Some(w) != will.as_ref());
         info!("upgrade: checking {}", program.display());
         let checked = {
             let program = program.clone();
@@ -235,7 +236,9 @@ impl Launcher {
                 m => log_signal(sig, &m),
             }
         }
-        h.reload_pending = *reload;
+        // A reload that asked for this upgrade goes on in the new program (`waiting`: its
+        // settings), as a SIGHUP deferred meanwhile does.
+        h.reload_pending = *reload || self.waiting.is_some();
         // A process that ended since it was handed over: its end is this program's to see
         // (the new one would find an exit it cannot explain), so not now.
         if let Some(c) = handed.children.iter().find(|c| c.carried.has_ended()) {
@@ -259,7 +262,16 @@ impl Launcher {
             drained.as_secs_f64() * 1000.0
         );
         crate::ops::logging::flush();
+        if let Some(path) = &self.old_pid_file {
+            crate::ops::pid_file::release(path);
+        }
         let e = exec::exec(program.to_path_buf(), &h, &keep);
+        // Not replaced: the pid file is this program's again.
+        if let Some(path) = &self.old_pid_file {
+            if let Err(e) = crate::ops::pid_file::claim(path) {
+                warn!("upgrade: the pid file could not be written again: {e:#}");
+            }
+        }
         NotExecuted::Failed(format!("cannot execute {}: {e}", program.display()))
     }
 
@@ -277,9 +289,16 @@ impl Launcher {
         Outcome::Serving { serving, reload }
     }
 
-    /// One line, and the reason for `fhircluster upgrade`; nothing was changed.
+    /// One line, and the reason for `fhircluster upgrade`; nothing was changed. For a reload's
+    /// upgrade the line names the settings left waiting for the next reload.
     fn refused(&self, why: &str) {
-        warn!("upgrade refused: {why}; serving on as before");
+        match &self.waiting {
+            Some(names) => warn!(
+                "upgrade refused: {why}; serving on as before: the rest of the reload is applied, \
+                 and {names} wait for the next reload"
+            ),
+            None => warn!("upgrade refused: {why}; serving on as before"),
+        }
         self.desk.ended("refused", why);
     }
 
@@ -389,6 +408,7 @@ impl Launcher {
                     stderr_partial: partial(&k.stderr),
                     queued: k.queued.clone(),
                     spoke: c.spoke,
+                    inputs: c.inputs.map(crate::upgrade::state::write_inputs),
                 }
             })
             .collect();

@@ -57,6 +57,7 @@ impl Launcher {
         let all = crate::plan::replan(settings, room, plan.decision.clone())
             .map(|p| p.processes)
             .unwrap_or_else(|_| plan.processes.clone());
+        let places = u32::try_from(all.len().saturating_sub(1)).unwrap_or(u32::MAX);
         let tx_processes: Vec<(ProcessId, bool)> =
             plan.processes.iter().map(|p| (p.id, p.serves_tx)).collect();
         // What a reload may change, in the shape each part takes it (as `Reloader` gives it).
@@ -193,6 +194,9 @@ impl Launcher {
             state,
             news,
             reloads_seen: 0,
+            room: places,
+            waiting: None,
+            old_pid_file: None,
         })
     }
 }

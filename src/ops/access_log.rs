@@ -10,13 +10,16 @@
 //! makes reopen the file (logrotate's convention; `access_log_file`). Never waiting: a line
 //! that finds the queue full is dropped and counted (`fhircluster_access_log_lines_dropped_total`),
 //! and so is one the file can't take (a full disk), none of them torn.
+//!
+//! A reload replaces it (`set`: its format, file and query setting): the requests answered from
+//! then on take the new one; the old file's writer writes what it was given, then ends.
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -204,43 +207,98 @@ pub struct AccessLog {
     dropped: Arc<AtomicU64>,
 }
 
-static LOG: OnceLock<AccessLog> = OnceLock::new();
+/// The access log in force (`None`: off), and whether there is one, read first by every request
+/// so an access log that is off costs one load.
+static LOG: RwLock<Option<Arc<AccessLog>>> = RwLock::new(None);
+static ON: AtomicBool = AtomicBool::new(false);
+/// Lines dropped since the start, by every access log this launcher has had.
+static DROPPED: LazyLock<Arc<AtomicU64>> = LazyLock::new(|| Arc::new(AtomicU64::new(0)));
 
 /// The access log, when it is on.
-pub fn get() -> Option<&'static AccessLog> {
-    LOG.get()
+pub fn get() -> Option<Arc<AccessLog>> {
+    if !ON.load(Ordering::Acquire) {
+        return None;
+    }
+    LOG.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Whether it is on.
+pub fn is_on() -> bool {
+    ON.load(Ordering::Acquire)
 }
 
 /// Lines dropped so far (0 when off).
 pub fn dropped() -> u64 {
-    get().map_or(0, |l| l.dropped.load(Ordering::Relaxed))
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// What the settings ask of the access log: its format (`None`: off), its file (`None`:
+/// stderr) and whether the query is logged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wanted {
+    pub format: Option<Format>,
+    pub path: Option<PathBuf>,
+    pub query: bool,
+}
+
+impl From<&Settings> for Wanted {
+    fn from(settings: &Settings) -> Self {
+        let c = &settings.cluster;
+        Wanted {
+            format: match c.access_log.as_str() {
+                "text" => Some(Format::Text),
+                "json" => Some(Format::Json),
+                _ => None,
+            },
+            path: (!c.access_log_path.is_empty())
+                .then(|| settings.data_dir.join(&c.access_log_path)),
+            query: c.access_log_query,
+        }
+    }
 }
 
 /// Turns the access log on as the settings say, before anything is served: a file that can't
 /// be opened stops the start, naming the setting.
 pub fn init(settings: &Settings, journal: Journal) -> anyhow::Result<()> {
-    let c = &settings.cluster;
-    let format = match c.access_log.as_str() {
-        "text" => Format::Text,
-        "json" => Format::Json,
-        _ => return Ok(()),
+    set(&Wanted::from(settings), journal).with_context(|| {
+        format!(
+            "server.cluster.accessLogPath {:?}",
+            settings.cluster.access_log_path
+        )
+    })
+}
+
+/// Puts `wanted` in force (a reload): the requests answered from now on take it. A file that
+/// can't be opened is an error and the access log in force is kept.
+pub fn set(wanted: &Wanted, journal: Journal) -> anyhow::Result<()> {
+    let log = match wanted.format {
+        None => None,
+        Some(format) => Some(Arc::new(AccessLog::start(
+            format,
+            wanted.query,
+            wanted.path.clone(),
+            journal.stderr,
+            DROPPED.clone(),
+        )?)),
     };
-    let path = (!c.access_log_path.is_empty()).then(|| settings.data_dir.join(&c.access_log_path));
-    let log = AccessLog::start(format, c.access_log_query, path, journal.stderr)
-        .with_context(|| format!("server.cluster.accessLogPath {:?}", c.access_log_path))?;
-    let _ = LOG.set(log);
+    let on = log.is_some();
+    // The old one goes when the last request holding it is done with it: its writer then
+    // writes what it was given and ends.
+    let old = std::mem::replace(&mut *LOG.write().unwrap_or_else(|e| e.into_inner()), log);
+    ON.store(on, Ordering::Release);
+    drop(old);
     Ok(())
 }
 
 /// `SIGUSR1`: the file is reopened (after logrotate renamed it); the path, or None when the
 /// access log has no file.
-pub fn reopen() -> Option<&'static Path> {
+pub fn reopen() -> Option<PathBuf> {
     match &get()?.sink {
         Sink::File { tx, reopen, path } => {
             reopen.store(true, Ordering::Release);
             // Wakes the writer (an empty line is no line); if the queue is full it is awake.
             let _ = tx.try_send(Vec::new());
-            Some(path)
+            Some(path.clone())
         }
         Sink::Stderr { .. } => None,
     }
@@ -258,8 +316,8 @@ impl AccessLog {
         query: bool,
         path: Option<PathBuf>,
         journal: bool,
+        dropped: Arc<AtomicU64>,
     ) -> anyhow::Result<AccessLog> {
-        let dropped = Arc::new(AtomicU64::new(0));
         let sink = match path {
             None => Sink::Stderr { journal },
             Some(path) => {
@@ -431,7 +489,8 @@ mod tests {
                 .open(&fifo)
                 .expect("the FIFO's reader")
         };
-        let log = AccessLog::start(Format::Text, false, Some(fifo), false).expect("start");
+        let dropped = Arc::new(AtomicU64::new(0));
+        let log = AccessLog::start(Format::Text, false, Some(fifo), false, dropped).expect("start");
         let lines = QUEUE_LINES * 2;
         let began = std::time::Instant::now();
         for _ in 0..lines {

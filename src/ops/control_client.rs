@@ -81,10 +81,14 @@ fn connect(path: &Path) -> Result<UnixStream> {
 
 /// One command on the control socket: its JSON answer (an `error` answer is returned as such).
 pub(crate) fn ask(path: &Path, command: &str) -> Result<Value> {
-    let timeout = Duration::from_secs(5);
+    ask_waiting(path, command, Duration::from_secs(5))
+}
+
+/// As [`ask`], the answer waited for up to `timeout` (a command answered when it is over).
+pub(crate) fn ask_waiting(path: &Path, command: &str, timeout: Duration) -> Result<Value> {
     let mut s = connect(path)?;
     s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(format!("{command}\n").as_bytes())?;
     let mut line = String::new();
     // At most 16 MB (a `status` answer is a few KB).

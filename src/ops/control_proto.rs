@@ -47,6 +47,8 @@ pub(crate) enum Command {
     /// The worker count from now on (`scale 3`, `scale +1`, `scale -1`), as `SIGTTIN` and
     /// `SIGTTOU` do.
     Scale(crate::supervisor::scale::Ask),
+    /// Every process in turn, the master last (new server code, the same settings).
+    Restart,
 }
 
 /// Every command: its name, level and what it does (`help` answers with these).
@@ -76,6 +78,11 @@ pub(crate) const COMMANDS: &[(&str, Level, &str)] = &[
         Level::Action,
         "scale N, +1 or -1: the tx-worker count from now on, as SIGTTIN and SIGTTOU do (fhircluster scale waits until it holds)",
     ),
+    (
+        "restart",
+        Level::Action,
+        "restart every process in turn, the master last; answered once it is over",
+    ),
 ];
 
 impl Command {
@@ -87,13 +94,14 @@ impl Command {
             Command::UpgradeState => "upgrade-state",
             Command::Upgrade => "upgrade",
             Command::Scale(_) => "scale",
+            Command::Restart => "restart",
         }
     }
 
     pub(crate) fn level(&self) -> Level {
         match self {
             Command::Help | Command::Status | Command::UpgradeState => Level::Read,
-            Command::Upgrade | Command::Scale(_) => Level::Action,
+            Command::Upgrade | Command::Scale(_) | Command::Restart => Level::Action,
         }
     }
 }
@@ -125,6 +133,7 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
                 _ => Err("scale takes one argument: a worker count (3) or a step (+1, -1)".into()),
             }
         }
+        "restart" => Command::Restart,
         other => {
             return Err(format!(
                 "unknown command {other:?} (\"help\" lists them: {})",

@@ -363,6 +363,7 @@ async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
             }
         }
         Command::Scale(ask) => scale(ask, admin, desk).await,
+        Command::Restart => restart(admin, desk).await,
     }
 }
 
@@ -391,5 +392,23 @@ async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &Upgrade
         Ok(Ok((from, to))) => json!({"scale": {"from": from, "to": to}}),
         Ok(Err(why)) => proto::error(&why),
         Err(_) => gone(),
+    }
+}
+
+/// `restart`: every process in turn, answered once the rolling restart is over (the client
+/// waits on the connection meanwhile). Refused during an upgrade, as `scale` is (DEC-49).
+async fn restart(admin: &Admin, desk: &UpgradeDesk) -> Value {
+    if let Some(why) = desk.busy() {
+        return proto::error(&format!("{why}: nothing restarted"));
+    }
+    let (done, over) = tokio::sync::oneshot::channel();
+    let control = crate::supervisor::Control::Restart(done);
+    if admin.control.send(control).await.is_err() {
+        return proto::error("the supervisor has ended");
+    }
+    match over.await {
+        Ok(Ok(())) => json!({"restart": "done"}),
+        Ok(Err(why)) => proto::error(&why),
+        Err(_) => proto::error("the launcher stopped before the restart was over"),
     }
 }

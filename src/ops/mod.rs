@@ -25,6 +25,7 @@ pub(crate) mod observed;
 pub(crate) mod pid_file;
 pub(crate) mod process_self;
 pub(crate) mod process_series;
+pub(crate) mod restart_cmd;
 pub(crate) mod scale_cmd;
 pub(crate) mod signal_stream;
 pub mod signals;

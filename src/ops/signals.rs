@@ -102,7 +102,7 @@ pub(crate) enum Phase {
 /// What the launcher does with a signal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Meaning {
-    /// Read `config.json` again and restart the processes in turn.
+    /// Read `config.json` again and take it (`launcher/reloader.rs`).
     Reload,
     /// An upgrade is under way: reload once it is over (in the new program, or in this one
     /// should the upgrade not happen).
@@ -169,7 +169,7 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
 pub const TABLE: &[(&str, &str)] = &[
     (
         "HUP",
-        "reload config.json, then restart the processes in turn (ignored while the master starts; during an upgrade, carried out once it is over)",
+        "use the new config.json: apply what can be applied at once, upgrade in place for what needs the launcher's own restart, restart in turn the processes whose inputs changed (ignored while the master starts; during an upgrade, carried out once it is over)",
     ),
     (
         "TERM, INT",

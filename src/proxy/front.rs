@@ -237,6 +237,7 @@ pub(crate) fn test_front(workers: u16) -> Arc<Front> {
             argv: Vec::new(),
             env: Vec::new(),
             serves_tx: true,
+            config: 0,
         })
         .collect();
     let tx: Vec<(ProcessId, bool)> = processes.iter().map(|p| (p.id, true)).collect();

@@ -53,7 +53,7 @@ pub fn answered(
     queued: Option<Duration>,
     first_byte: Duration,
 ) -> Response<ProxyBody> {
-    if cfg.served_by.is_none() && access_log::get().is_none() {
+    if cfg.served_by.is_none() && !access_log::is_on() {
         return resp;
     }
     mark(resp, |s| {
@@ -79,7 +79,7 @@ fn mark(mut resp: Response<ProxyBody>, f: impl FnOnce(&mut Served)) -> Response<
 /// What the access log needs of a request's head, taken before it is rewritten; None (and
 /// nothing taken) while the access log is off.
 pub struct Pending {
-    log: &'static AccessLog,
+    log: std::sync::Arc<AccessLog>,
     client: String,
     method: Method,
     target: String,

@@ -1,6 +1,6 @@
 //! What the running launcher takes of the settings, in the shape each part takes it: the
 //! scheduler's limits, the listener's, the upstream timeout, the body budget, the log level,
-//! the supervisor's, and the worker count. Made from the settings at start, and from the
+//! the access log, the supervisor's, and the worker count. Made from the settings at start, and from the
 //! settings in force after each reload, which `launcher/reloader.rs` applies whole (it takes
 //! every field, with no `..`), so a setting the table calls `Live` cannot reach the launcher at
 //! start and be forgotten on reload: the table's test changes each and finds it here.
@@ -21,6 +21,8 @@ pub(crate) struct Live {
     /// `bufferMaxMB`, in bytes.
     pub buffer_limit: u64,
     pub log_level: LogLevel,
+    /// `accessLog`, `accessLogPath`, `accessLogQuery`.
+    pub access_log: crate::ops::access_log::Wanted,
     pub supervisor: SupervisorSettings,
     pub workers: Count,
 }
@@ -34,6 +36,7 @@ impl From<&Settings> for Live {
             upstream_timeout: c.upstream_timeout,
             buffer_limit: c.buffer_max_mb << 20,
             log_level: c.log_level.clone(),
+            access_log: crate::ops::access_log::Wanted::from(s),
             supervisor: SupervisorSettings::from(s),
             workers: Count::from(c),
         }

@@ -10,14 +10,18 @@ use crate::settings::setting::Setting;
 use crate::settings::Source;
 
 #[test]
-fn live_settings_are_applied_and_the_rest_wait_for_the_launchers_next_start() {
+fn live_settings_are_applied_and_the_rest_wait_for_the_restart_they_need() {
+    // spec: DEC-44
     let old = Settings::default();
     let mut new = old.clone();
     new.cluster.max_outstanding = 4;
     new.cluster.queue = Duration::from_millis(500);
     new.cluster.workers = Some(3);
     new.port = 8080;
+    new.cluster.internal_port = 9000;
     new.memory.reject_fraction = 0.8;
+    new.command = vec!["bun".into(), "server.js".into()];
+    new.cluster.access_log = "json".into();
     let c = changes(&old, &new);
     assert_eq!(
         c.live,
@@ -25,21 +29,73 @@ fn live_settings_are_applied_and_the_rest_wait_for_the_launchers_next_start() {
             "server.cluster.workers (from the CPUs and memory) → 3",
             "server.cluster.maxOutstanding 16 → 4",
             "server.cluster.queueSeconds 1 → 0.5",
+            "server.cluster.accessLog \"off\" → \"json\"",
         ]
     );
     assert!(c.workers);
-    assert_eq!(c.launcher, vec!["server.port 3000 → 8080"]);
-    assert_eq!(c.servers, vec!["server.memory.rejectFraction 0.85 → 0.8"]);
+    assert_eq!(c.upgrade, vec!["server.port 3000 → 8080"]);
+    assert_eq!(c.restart, vec!["server.cluster.internalPort 3001 → 9000"]);
+    assert_eq!(
+        c.servers,
+        vec![
+            "server.cluster.command [\"node\",\"server.js\"] → [\"bun\",\"server.js\"]",
+            "server.memory.rejectFraction 0.85 → 0.8"
+        ]
+    );
+    assert_eq!(
+        c.summary(),
+        "8 settings changed: 4 applied, 1 taken by the in-place upgrade, 2 taken by the \
+         processes as they restart in turn, 1 waiting for a restart of the launcher"
+    );
 
     let running = apply_live(&old, &new);
     assert_eq!(running.cluster.max_outstanding, 4);
-    assert_eq!(running.port, 3000, "the port stays until the next start");
+    assert_eq!(
+        running.command, new.command,
+        "the processes start with it from now on"
+    );
+    assert_eq!(
+        running.port, 3000,
+        "the port stays until the upgrade takes it"
+    );
+    assert_eq!(running.cluster.internal_port, 3001, "kept as it was");
     let again = changes(&running, &new);
     assert!(
         again.live.is_empty() && again.servers.is_empty(),
         "{again:?}"
     );
-    assert_eq!(again.launcher, vec!["server.port 3000 → 8080"]);
+    assert_eq!(again.upgrade, vec!["server.port 3000 → 8080"]);
+    assert_eq!(
+        again.restart,
+        vec!["server.cluster.internalPort 3001 → 9000"]
+    );
+}
+
+#[test]
+fn what_the_processes_read_of_config_json_is_all_but_server_cluster() {
+    // spec: DEC-44: fhircluster's own settings change no process's inputs; anything else in
+    // the file (FHIRsmith reads all of it) does, and the reload takes the new digest.
+    use crate::settings::servers_config;
+    let base =
+        json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 1}});
+    let ours = json!({"server": {"port": 3000, "cluster": {"queueSeconds": 2, "accessLog": "json"}}, "modules": {"x": 1}});
+    let theirs =
+        json!({"server": {"port": 3000, "cluster": {"queueSeconds": 1}}, "modules": {"x": 2}});
+    assert_eq!(servers_config(&base), servers_config(&ours));
+    assert_ne!(servers_config(&base), servers_config(&theirs));
+    // The spec's processes read the shared cache's and closure's options themselves.
+    for (key, value) in [
+        ("sharedCache", json!(true)),
+        ("sharedCacheMaxMB", json!(512)),
+        ("sharedClosure", json!(true)),
+    ] {
+        let shared = with(base.clone(), &format!("server.cluster.{key}"), value);
+        assert_ne!(servers_config(&base), servers_config(&shared), "{key}");
+    }
+    let old = read(&base);
+    let new = read(&theirs);
+    assert_ne!(old.servers_config, 0);
+    assert_eq!(apply_live(&old, &new).servers_config, new.servers_config);
 }
 
 #[test]
@@ -174,13 +230,18 @@ fn with(mut config: Value, path: &str, value: Value) -> Value {
 }
 
 /// The lines of `changes` about `setting`, in each list.
-fn lines_about(c: &Changes, setting: &Setting) -> [usize; 3] {
+fn lines_about(c: &Changes, setting: &Setting) -> [usize; 4] {
     let about = |list: &Vec<String>| {
         list.iter()
             .filter(|l| l.starts_with(&format!("{} ", setting.path)))
             .count()
     };
-    [about(&c.live), about(&c.servers), about(&c.launcher)]
+    [
+        about(&c.live),
+        about(&c.servers),
+        about(&c.upgrade),
+        about(&c.restart),
+    ]
 }
 
 #[test]
@@ -210,9 +271,10 @@ fn every_setting_changed_by_a_reload_is_applied_or_waits_for_the_restart_it_need
 
         let c = changes(&old, &new);
         let expected = match setting.reload {
-            Reload::Live => [1, 0, 0],
-            Reload::Servers => [0, 1, 0],
-            Reload::Launcher => [0, 0, 1],
+            Reload::Live => [1, 0, 0, 0],
+            Reload::Servers => [0, 1, 0, 0],
+            Reload::Upgrade => [0, 0, 1, 0],
+            Reload::Restart => [0, 0, 0, 1],
         };
         assert_eq!(lines_about(&c, setting), expected, "{path}: {c:?}");
 
@@ -226,13 +288,25 @@ fn every_setting_changed_by_a_reload_is_applied_or_waits_for_the_restart_it_need
                 "{path} is live but no part takes it"
             );
         }
-        // Once taken it is no more a change; a change the launcher takes at its next start is
-        // reported again on the next reload.
+        if setting.reload == Reload::Servers {
+            // Taken: the processes' specs are made from it (their inputs change), or the
+            // launcher's own use of it follows.
+            let plan = |s: &Settings| {
+                crate::plan::replan(s, 1, String::new()).map(|p| p.processes[0].inputs())
+            };
+            let inputs_changed = plan(&old).ok() != plan(&running).ok();
+            assert!(
+                inputs_changed || Live::from(&old) != Live::from(&running),
+                "{path} is the processes' but neither their inputs nor the launcher take it"
+            );
+        }
+        // Once taken it is no more a change; one that waits for the upgrade or the launcher's
+        // restart is reported again on the next reload.
         let again = lines_about(&changes(&running, &new), setting);
-        let left = if setting.reload == Reload::Launcher {
-            [0, 0, 1]
-        } else {
-            [0, 0, 0]
+        let left = match setting.reload {
+            Reload::Upgrade => [0, 0, 1, 0],
+            Reload::Restart => [0, 0, 0, 1],
+            Reload::Live | Reload::Servers => [0, 0, 0, 0],
         };
         assert_eq!(again, left, "{path} after the reload");
     }

@@ -80,6 +80,7 @@ pub fn from_sources(
     };
     if let Some(f) = &file {
         s.warnings = f.check()?;
+        s.servers_config = servers_config(f.json);
     }
     for setting in TABLE {
         match layers.first(setting) {
@@ -123,7 +124,7 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     let text = jsonc::read_text(&dir)?;
     let path = dir.join("config.json");
     let mut s = from_sources(cli, &env, text.as_ref().map(|c| (path.as_path(), &c.json)))?;
-    if text.is_some_and(|c| !c.plain) {
+    if text.as_ref().is_some_and(|c| !c.plain) {
         s.warnings.extend(commented_file_warning(&path, &s.command));
     }
     s.node_preload = s
@@ -132,6 +133,28 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
         .then(|| crate::ops::node_report::path().to_path_buf());
     s.node_options = env("NODE_OPTIONS");
     Ok(s)
+}
+
+/// The keys of `server.cluster` the processes read themselves, as the spec's Options say:
+/// the shared cache (its file and its cap, which each process logs as it starts) and the shared
+/// closure tables. The rest of `server.cluster` is the launcher's alone.
+const READ_BY_THE_PROCESSES: &[&str] = &["sharedCache", "sharedCacheMaxMB", "sharedClosure"];
+
+/// What the processes read of config.json beyond fhircluster's own settings, as a digest: the
+/// whole file (a FHIRsmith server reads all of it) but fhircluster's own `server.cluster` keys
+/// (every one a row of the table; the launcher tells the processes what they need of them:
+/// their role, code, port and address), those in [`READ_BY_THE_PROCESSES`] kept. Comments and
+/// spacing are not read by anyone as a value, so they count for nothing.
+pub(crate) fn servers_config(json: &Value) -> u64 {
+    let mut theirs = json.clone();
+    if let Some(cluster) = theirs
+        .get_mut("server")
+        .and_then(|s| s.get_mut("cluster"))
+        .and_then(Value::as_object_mut)
+    {
+        cluster.retain(|k, _| READ_BY_THE_PROCESSES.contains(&k.as_str()));
+    }
+    crate::digest::Digest::default().json(&theirs).finish()
 }
 
 /// fhircluster reads comments in `config.json`, but a Node server reading the same file with

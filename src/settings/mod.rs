@@ -29,6 +29,8 @@ pub(crate) use error::{SettingsError, Source, Sources};
 pub(crate) use load::data_dir;
 pub(crate) use load::from_sources;
 pub(crate) use load::load;
+#[cfg(test)]
+pub(crate) use load::servers_config;
 pub(crate) use setting::Reload;
 pub(crate) use table::{parse_admin_address, setting, TABLE};
 pub(crate) use validate::check_port_range;
@@ -64,6 +66,10 @@ pub struct Settings {
     /// `NODE_OPTIONS` (a wrapper's node gets the preload after it).
     pub(crate) node_preload: Option<PathBuf>,
     pub(crate) node_options: Option<String>,
+    /// What the processes read of config.json beyond fhircluster's own settings: a digest of
+    /// the file without its `server.cluster` object (`servers_config`), 0 without a file. Part
+    /// of each process's inputs (`supervisor::inputs`), so a change restarts them in turn.
+    pub(crate) servers_config: u64,
 }
 
 /// `server.cluster.*`. Every field here and in the other sections is one row of `table.rs`: the

@@ -18,17 +18,23 @@ use super::value::Raw;
 use super::{LogFormat, LogLevel, Settings};
 use crate::cli::Cli;
 
-/// What a reload does with a changed setting.
+/// What a reload (`SIGHUP`) does with a changed setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reload {
     /// Applied at once by the running launcher (`reload::Live` carries it to its part).
     Live,
-    /// The servers' own: they read config.json (or the launcher's `hello`) as they start, and
-    /// the rolling restart that follows every reload starts each again.
+    /// Read by the processes as they start (the command, config.json outside `server.cluster`,
+    /// the launcher's `hello`): the reload restarts in turn each process whose inputs changed
+    /// (`supervisor::inputs`), and the launcher's own use of it follows at once.
     Servers,
-    /// The launcher takes it only when it starts again (restarted, or, later, upgraded in place):
-    /// ports, addresses, the command, the process list, the runtime.
-    Launcher,
+    /// Set up once by the launcher (its ports, addresses, runtime, routes, log format ...): the
+    /// reload takes it by an in-place upgrade to the same binary, the pid and the processes
+    /// kept.
+    Upgrade,
+    /// Says where the processes run or what they are called: the in-place upgrade refuses a
+    /// change (the processes it keeps run where they were started), so it waits for a restart
+    /// of the launcher, kept as it was until then.
+    Restart,
 }
 
 /// The kind of value a setting takes, as the row's reader reads it: what the tests and the docs'

@@ -1,7 +1,8 @@
 //! Every setting fhircluster reads, defined once: per row its field in `Settings`, its path in
 //! config.json, its default, the kind of value it takes (with its bound), what a reload does
-//! with a change (`Live`: applied at once; `Servers`: the servers take it as the rolling
-//! restart starts each; `Launcher`: at the launcher's next start), and the flag and environment
+//! with a change (`Live`: applied at once; `Servers`: the processes take it as they restart in
+//! turn; `Upgrade`: taken by an in-place upgrade; `Restart`: it refuses an upgrade, so it waits
+//! for the launcher's restart), and the flag and environment
 //! variable that may also give it. The loader reads the rows in this order (`load.rs`), the
 //! unknown-key warnings know their keys (`file.rs`), a reload compares and takes them
 //! (`reload.rs`), and tests hold cluster.md, the template and the help to them. The struct
@@ -38,11 +39,12 @@ settings_table! {
         sources: Sources::default(),
         node_preload: None,
         node_options: None,
+        servers_config: 0,
     }
     Settings {
-        port ["server.port", 3000, port, Launcher, flag "--port" port, env "PORT"]
+        port ["server.port", 3000, port, Upgrade, flag "--port" port, env "PORT"]
         command ["server.cluster.command", vec!["node".into(), "server.js".into()], words,
-            Launcher, flag "--command" command]
+            Servers, flag "--command" command]
     }
     cluster: ClusterSettings {
         workers ["server.cluster.workers", None, whole(0, 65535), Live,
@@ -50,11 +52,11 @@ settings_table! {
         cores ["server.cluster.cores", None, whole(1, MAX_COUNT), Live, unset "detected"]
         worker_rule ["server.cluster.workerRule", "classic".into(), text, Live]
         memory_headroom_gb ["server.cluster.memoryHeadroomGB", 2.0, number(MAX_HEADROOM_GB), Live]
-        master_serves_tx ["server.cluster.masterServesTx", true, boolean, Launcher,
+        master_serves_tx ["server.cluster.masterServesTx", true, boolean, Upgrade,
             flag "--master-serves-tx" master_serves_tx]
-        internal_port ["server.cluster.internalPort", 3001, port, Launcher,
+        internal_port ["server.cluster.internalPort", 3001, port, Restart,
             flag "--internal-port" internal_port, unset "port + 1" (internal_port_default)]
-        bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), bind_address, Launcher]
+        bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), bind_address, Restart]
         drain ["server.cluster.drainSeconds", secs(30), seconds, Live]
         max_outstanding ["server.cluster.maxOutstanding", 16, whole(0, MAX_COUNT), Live]
         queue ["server.cluster.queueSeconds", secs(1), seconds, Live]
@@ -65,45 +67,45 @@ settings_table! {
         header_timeout ["server.cluster.headerTimeoutSeconds", secs(30), seconds, Live]
         header_max_kb ["server.cluster.headerMaxKB", 32, whole(8, 1024), Live]
         buffer_max_mb ["server.cluster.bufferMaxMB", 256, whole(0, 1 << 20), Live]
-        proxy_threads ["server.cluster.proxyThreads", 1, whole(1, MAX_PROXY_THREADS), Launcher]
-        max_start_failures ["server.cluster.maxStartFailures", 6, whole(0, MAX_COUNT), Launcher]
+        proxy_threads ["server.cluster.proxyThreads", 1, whole(1, MAX_PROXY_THREADS), Upgrade]
+        max_start_failures ["server.cluster.maxStartFailures", 6, whole(0, MAX_COUNT), Upgrade]
         recycle ["server.cluster.recycleSeconds", secs(30), seconds, Live]
         fast_lane_extra ["server.cluster.fastLaneExtra", 4, whole(0, MAX_COUNT), Live]
         normal_min_slots ["server.cluster.normalMinSlots", 4, whole(0, MAX_COUNT), Live]
         saturated_percent ["server.cluster.saturatedPercent", 90, whole(0, 100), Live]
         fast_lane_max_bytes ["server.cluster.fastLaneMaxBytes", 1024, whole(0, MAX_JS_INTEGER),
-            Launcher]
+            Upgrade]
         status_interval ["server.cluster.statusSeconds", secs(15), positive_seconds, Live]
-        shared_cache ["server.cluster.sharedCache", false, boolean, Launcher]
-        cache_affinity ["server.cluster.cacheAffinity", false, boolean, Launcher]
+        shared_cache ["server.cluster.sharedCache", false, boolean, Upgrade]
+        cache_affinity ["server.cluster.cacheAffinity", false, boolean, Upgrade]
         shared_cache_max_mb ["server.cluster.sharedCacheMaxMB", 256, whole(0, MAX_JS_INTEGER),
-            Launcher]
-        shared_closure ["server.cluster.sharedClosure", false, boolean, Launcher]
-        kill_after ["server.cluster.killSeconds", secs(30), seconds, Launcher]
-        admin_address ["server.cluster.adminAddress", None, admin_address, Launcher,
+            Upgrade]
+        shared_closure ["server.cluster.sharedClosure", false, boolean, Upgrade]
+        kill_after ["server.cluster.killSeconds", secs(30), seconds, Upgrade]
+        admin_address ["server.cluster.adminAddress", None, admin_address, Upgrade,
             flag "--admin-address" admin_address, unset "off"]
         control_socket ["server.cluster.controlSocket", "fhircluster.sock".into(), control_socket,
-            Launcher, flag "--control-socket" control_socket]
-        control_group ["server.cluster.controlGroup", String::new(), control_group, Launcher,
+            Upgrade, flag "--control-socket" control_socket]
+        control_group ["server.cluster.controlGroup", String::new(), control_group, Upgrade,
             unset "the launcher's own group"]
-        listen_address ["server.cluster.listenAddress", None, address, Launcher,
+        listen_address ["server.cluster.listenAddress", None, address, Upgrade,
             flag "--listen-address" listen_address, env "FHIRSMITH_LISTEN_ADDRESS",
             unset "every interface, IPv6 and IPv4"]
-        log_format ["server.cluster.logFormat", LogFormat::Text, log_format, Launcher,
+        log_format ["server.cluster.logFormat", LogFormat::Text, log_format, Upgrade,
             flag "--log-format" log_format]
         // RUST_LOG, the usual variable of Rust programs, is this setting's environment layer.
         log_level ["server.cluster.logLevel", LogLevel::Info, log_level, Live,
             flag "--log-level" log_level, env "RUST_LOG"]
-        host_prefix ["server.cluster.hostPrefix", String::new(), text, Launcher, unset "none"]
+        host_prefix ["server.cluster.hostPrefix", String::new(), text, Restart, unset "none"]
         served_by_header ["server.cluster.servedByHeader", String::new(), header_name, Live,
             unset "off"]
-        access_log ["server.cluster.accessLog", "off".into(), access_log, Launcher]
-        access_log_path ["server.cluster.accessLogPath", String::new(), text, Launcher,
+        access_log ["server.cluster.accessLog", "off".into(), access_log, Live]
+        access_log_path ["server.cluster.accessLogPath", String::new(), text, Live,
             unset "stderr"]
-        access_log_query ["server.cluster.accessLogQuery", false, boolean, Launcher]
-        pid_file ["server.cluster.pidFile", String::new(), text, Launcher,
+        access_log_query ["server.cluster.accessLogQuery", false, boolean, Live]
+        pid_file ["server.cluster.pidFile", String::new(), text, Upgrade,
             flag "--pid-file" pid_file, unset "none"]
-        node_report ["server.cluster.nodeReport", false, boolean, Launcher]
+        node_report ["server.cluster.nodeReport", false, boolean, Upgrade]
     }
     memory: MemorySettings {
         reject_fraction ["server.memory.rejectFraction", 0.85, fraction, Servers]
@@ -112,9 +114,9 @@ settings_table! {
         trim_allocator ["server.memory.trimAllocator", true, boolean, Servers]
     }
     tx: TxSettings {
-        enabled ["modules.tx.enabled", true, boolean, Launcher]
-        instance_code ["modules.tx.instanceCode", "m0".into(), text, Launcher]
-        endpoints ["modules.tx.endpoints", Vec::new(), endpoints, Launcher, unset "none"]
+        enabled ["modules.tx.enabled", true, boolean, Restart]
+        instance_code ["modules.tx.instanceCode", "m0".into(), text, Restart]
+        endpoints ["modules.tx.endpoints", Vec::new(), endpoints, Upgrade, unset "none"]
     }
     stats: StatsSettings {
         sample ["stats.sampleSeconds", None, positive_seconds, Servers,

@@ -121,8 +121,12 @@ fn reload_list(starts: &str) -> BTreeSet<String> {
 fn cluster_md_reload_lists_are_the_tables() {
     for (reload, bullet) in [
         (Reload::Live, "**Applied at once**"),
-        (Reload::Servers, "**Taken by the servers as they restart**"),
-        (Reload::Launcher, "**Taken at the launcher's next start**"),
+        (
+            Reload::Servers,
+            "**Taken by the processes as they restart in turn**",
+        ),
+        (Reload::Upgrade, "**Taken by the in-place upgrade**"),
+        (Reload::Restart, "**Needs a restart of the launcher**"),
     ] {
         let table: BTreeSet<String> = TABLE
             .iter()

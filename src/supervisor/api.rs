@@ -108,8 +108,12 @@ pub enum Control {
     Stop,
     /// The launcher's own view of the cluster now, for `/status` and `/metrics`.
     Report(tokio::sync::oneshot::Sender<crate::status::keeper::Report>),
-    /// The settings were reloaded (SIGHUP): take them, then restart every process in turn.
+    /// The settings were reloaded (SIGHUP): take them, then restart in turn the processes
+    /// whose inputs changed.
     Reload(Reload),
+    /// `fhircluster restart`: every process in turn, the master last, as a reload's rolling
+    /// restart; answered once it is over (`Err`: why it stopped, or could not begin).
+    Restart(tokio::sync::oneshot::Sender<Result<(), String>>),
     /// An in-place upgrade: hand every process and the state over (`reply`), or say why not
     /// now (the supervisor then runs on as before). Once handed over, the supervisor waits for
     /// `back`: the program is replaced (nothing comes), or the `execve` failed and it takes
@@ -136,11 +140,24 @@ pub struct Scale {
 pub struct Reload {
     pub workers: WorkerCount,
     pub settings: SupervisorSettings,
-    /// Restart every process, one at a time, the master last.
-    pub rolling: bool,
+    /// Each place's process as the settings in force say to start it (its command, flags,
+    /// environment and what it reads of config.json): every start from now on takes these;
+    /// `None`: as they are.
+    pub processes: Option<Vec<ProcessSpec>>,
+    /// Which processes are restarted in turn, one at a time, the master last.
+    pub rolling: Rolling,
     /// The count config.json asks for, taken when `workers` is `Keep` but the count now was set
     /// at run time (`Control::Scale`): a reload goes back to config.json (DEC-48).
     pub configured: WorkerCount,
+}
+
+/// Which processes a reload restarts in turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rolling {
+    /// None (the worker count and settings only).
+    None,
+    /// Those whose inputs (`ProcessSpec::inputs`) are no longer their place's.
+    Changed,
 }
 
 impl std::fmt::Debug for Reload {

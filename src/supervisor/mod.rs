@@ -18,7 +18,7 @@ pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
 
 pub(crate) use api::{
-    Control, Ended, Hooks, Reload, Scale, ScaleLimits, SupervisorSettings, SupervisorSetup,
-    WorkerCount,
+    Control, Ended, Hooks, Reload, Rolling, Scale, ScaleLimits, SupervisorSettings,
+    SupervisorSetup, WorkerCount,
 };
 pub(crate) use shell::{resume, run, HandedChild, ShellHandover};

@@ -61,6 +61,11 @@ struct Shell {
     /// Whether each process has sent anything valid on its channel in this run: if so, only its
     /// `ready` makes it ready, never its socket (LAUNCH-3, DEC-27).
     spoke: Vec<bool>,
+    /// The digest of what each running process was started with (`ProcessSpec::inputs`): a
+    /// reload restarts in turn those whose place's inputs are no longer these.
+    started_with: Vec<Option<u64>>,
+    /// `fhircluster restart`s and reloads waiting for the rolling restart under way to end.
+    roll_waiters: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
     generation: u64,
     events_tx: mpsc::UnboundedSender<Tagged>,
     master_mailbox: MasterMailbox,
@@ -142,6 +147,8 @@ impl Shell {
             life,
             children: (0..n).map(|_| None).collect(),
             spoke: vec![false; n],
+            started_with: vec![None; n],
+            roll_waiters: Vec::new(),
             generation: 0,
             events_tx,
             master_mailbox: MasterMailbox::default(),
@@ -191,6 +198,7 @@ impl Shell {
                         }
                     }
                     Some(Control::Scale(s)) => shell.scale(s),
+                    Some(Control::Restart(done)) => shell.restart_all(done),
                     Some(Control::HandOver { reply, back }) => match shell.hand_over().await {
                         Ok(h) => {
                             let _ = reply.send(Ok(h));
@@ -312,16 +320,19 @@ impl Shell {
                     self.setup.settings.drain.as_secs_f64()
                 ),
                 Action::RollingDone => {
-                    info!("rolling restart done: every process was started again");
+                    info!("rolling restart done: every process in it was started again");
                     self.hooks.reload_finished();
+                    self.rolling_ended(Ok(()));
                 }
                 Action::RollingAborted(id) => {
-                    warn!(
-                        "rolling restart stopped: {} exited before it was ready again; \
-                         the processes after it carry on as they were",
+                    let why = format!(
+                        "{} exited before it was ready again; the processes after it carry on \
+                         as they were",
                         self.code(id)
                     );
+                    warn!("rolling restart stopped: {why}");
                     self.hooks.reload_finished();
+                    self.rolling_ended(Err(why));
                 }
                 Action::Finished => {
                     return Some(if self.life.gave_up().is_some() {
@@ -360,6 +371,7 @@ impl Shell {
                 );
                 self.keeper.started(id);
                 self.spoke[id.index()] = false;
+                self.started_with[id.index()] = Some(spec.inputs());
                 if id.is_master() {
                     self.master_acks = false;
                     self.master_stalled = false;

@@ -130,6 +130,23 @@ pub(crate) struct ChildState {
     pub queued: Vec<ToChild>,
     /// It has said something valid on its channel (only its `ready` makes it ready).
     pub spoke: bool,
+    /// The digest of what it was started with (`ProcessSpec::inputs`), 16 hex digits: the new
+    /// program restarts it in turn on a reload if its own inputs for the place differ. Missing
+    /// (a program before it): taken as the new program's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
+}
+
+/// A process's inputs digest as the state writes it.
+pub(crate) fn write_inputs(d: u64) -> String {
+    format!("{d:016x}")
+}
+
+/// And as it reads it: `None` (not known) for anything but 16 hex digits.
+pub(crate) fn read_inputs(text: &str) -> Option<u64> {
+    (text.len() == 16)
+        .then(|| u64::from_str_radix(text, 16).ok())
+        .flatten()
 }
 
 /// The supervisor shell's own flags.

@@ -33,6 +33,7 @@ fn the_template_loads_to_the_defaults() {
         Settings {
             data_dir: PathBuf::from("."),
             sources: Sources::default(),
+            servers_config: 0,
             ..s
         },
         defaults

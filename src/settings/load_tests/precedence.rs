@@ -17,6 +17,7 @@ fn nothing_given_is_the_defaults() {
         assert_eq!(
             Settings {
                 warnings: Vec::new(),
+                servers_config: 0,
                 ..s
             },
             Settings::default()

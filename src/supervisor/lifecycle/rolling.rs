@@ -88,14 +88,36 @@ impl Lifecycle {
     /// while the cluster is starting or stopping. A second call while one is under way begins
     /// the sequence again once the process at hand is ready.
     pub fn rolling_restart(&mut self, drain: Duration, now: Instant) -> bool {
+        self.rolling_restart_of(&|_| true, drain, now)
+    }
+
+    /// A rolling restart of the processes `which` picks (in the same order: the workers, then
+    /// the master): a reload's, of those whose inputs changed. With none picked nothing begins
+    /// (and nothing is said to be done): true, as there is nothing to wait for.
+    pub fn rolling_restart_of(
+        &mut self,
+        which: &dyn Fn(ProcessId) -> bool,
+        drain: Duration,
+        now: Instant,
+    ) -> bool {
         if self.phase != Phase::Running {
             return false;
         }
+        // Those still waiting their turn in a rolling restart under way keep it.
+        let waiting = |id: ProcessId| self.rolling.as_ref().is_some_and(|r| r.queue.contains(&id));
+        let picked = |id: ProcessId| which(id) || waiting(id);
         let mut queue: VecDeque<ProcessId> = (1..=self.workers)
             .filter(|&i| !matches!(self.slots[i].state, State::Idle | State::Stopped))
             .map(|i| ProcessId(i as u16))
+            .filter(|&id| picked(id))
             .collect();
-        queue.push_back(ProcessId::MASTER);
+        if picked(ProcessId::MASTER) {
+            queue.push_back(ProcessId::MASTER);
+        }
+        if queue.is_empty() {
+            // Nothing to restart; one under way (its current process only) goes on as it is.
+            return true;
+        }
         let current = self.rolling.as_ref().and_then(|r| r.current);
         self.rolling = Some(Rolling {
             of: queue.len(),

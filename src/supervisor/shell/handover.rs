@@ -42,6 +42,9 @@ pub(crate) struct HandedChild {
     pub id: ProcessId,
     pub carried: Carried,
     pub spoke: bool,
+    /// The digest of what it was started with (`ProcessSpec::inputs`); `None`: not known (a
+    /// program before the digests handed it over).
+    pub inputs: Option<u64>,
 }
 
 impl Shell {
@@ -135,6 +138,7 @@ impl Shell {
                         id,
                         carried,
                         spoke: self.spoke[i],
+                        inputs: self.started_with[i],
                     });
                     continue;
                 }
@@ -148,6 +152,7 @@ impl Shell {
                     id,
                     carried,
                     spoke: self.spoke[i],
+                    inputs: self.started_with[i],
                 }),
                 Err(e) => self.end_unheld(
                     id,
@@ -239,6 +244,9 @@ impl Shell {
                 }
             };
             self.spoke[i] = c.spoke;
+            // Not known (handed over by a program without the digests): taken to be what this
+            // program would start it with, so an upgrade alone restarts nothing.
+            self.started_with[i] = Some(c.inputs.unwrap_or_else(|| spec.inputs()));
             self.children[i] = Some(handle);
             self.hooks.started(c.id, pid);
             if self.life.is_up(c.id) {

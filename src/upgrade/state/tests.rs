@@ -39,6 +39,7 @@ fn handover() -> Handover {
             stderr_partial: b"warn: no newline yet".to_vec(),
             queued: vec![ToChild::Events { events: vec![] }],
             spoke: true,
+            inputs: Some(write_inputs(0x0123_4567_89ab_cdef)),
         }],
         shell: ShellState {
             generation: 9,
@@ -129,6 +130,24 @@ fn a_state_from_a_program_that_defers_no_sighup_reads_as_none_pending() {
     let h = decode(&bytes).expect("decode");
     assert!(!h.reload_pending);
     assert_eq!(h.cooldowns, handover().cooldowns);
+}
+
+#[test]
+fn a_childs_inputs_are_a_compatible_field_of_format_1() {
+    // An older program writes no `inputs`: read as not known (the new program takes its own,
+    // restarting nothing); an older reader skips the field it doesn't know.
+    let written = serde_json::to_value(handover()).expect("json");
+    assert_eq!(written["children"][0]["inputs"], "0123456789abcdef");
+    assert_eq!(read_inputs("0123456789abcdef"), Some(0x0123_4567_89ab_cdef));
+    assert_eq!(read_inputs("123"), None);
+    assert_eq!(read_inputs("zz23456789abcdef"), None);
+    let mut json = written;
+    json["children"][0]
+        .as_object_mut()
+        .expect("object")
+        .remove("inputs");
+    let h = decode(&serde_json::to_vec(&json).expect("bytes")).expect("decode");
+    assert_eq!(h.children[0].inputs, None);
 }
 
 #[test]

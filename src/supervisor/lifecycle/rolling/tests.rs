@@ -318,3 +318,41 @@ fn a_worker_wanted_again_while_it_leaves_starts_afresh_in_its_turn() {
     );
     assert_eq!(drain(&mut l), vec![Action::Down(T2), Action::Spawn(T2)]);
 }
+
+#[test]
+fn a_reloads_rolling_restart_takes_only_the_processes_picked_and_none_begins_without_one() {
+    // spec: DEC-44: a reload restarts exactly the processes whose inputs changed.
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.rolling_restart_of(&|_| false, secs(30), t));
+    assert!(!l.is_rolling(), "nothing to restart: nothing begins");
+    assert_eq!(drain(&mut l), vec![]);
+
+    assert!(l.rolling_restart_of(&|id| id == T2, secs(30), t));
+    let first = drain(&mut l);
+    assert_next_step(&first, T2, 1, 1);
+    let acts = replace(&mut l, T2, t);
+    assert_eq!(acts.last(), Some(&Action::RollingDone), "{acts:?}");
+    assert!(l.is_ready(T1) && l.is_ready(M), "tx1 and the master kept");
+}
+
+#[test]
+fn a_second_reload_keeps_the_processes_still_waiting_their_turn() {
+    // spec: DEC-44: a reload that picks none (or others) during a rolling restart does not
+    // drop the processes the one under way has still to restart.
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.rolling_restart(secs(30), t));
+    assert_next_step(&drain(&mut l), T1, 1, 3);
+    assert!(l.rolling_restart_of(&|_| false, secs(30), t));
+    assert!(l.is_rolling());
+    // The sequence begins again with those still to do (tx2, the master).
+    let acts = replace(&mut l, T1, t);
+    assert_next_step(&acts, T2, 1, 2);
+    assert!(l.rolling_restart_of(&|id| id == T1, secs(30), t));
+    // tx2 at hand finishes; then tx1 again (picked) and the master (still waiting).
+    let acts = replace(&mut l, T2, t);
+    assert_next_step(&acts, T1, 1, 2);
+    let acts = replace(&mut l, T1, t);
+    assert_next_step(&acts, M, 2, 2);
+}
