@@ -3,6 +3,7 @@
 //! waits for the master in SQLite.
 
 pub mod events;
+pub mod front;
 pub mod history;
 mod history_saver;
 pub mod keeper;

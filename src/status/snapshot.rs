@@ -26,6 +26,7 @@ use crate::process::Role;
 use crate::settings::Settings;
 
 pub use super::readings::Reading;
+use super::front::{Cpu, FrontFigures, Latency};
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +100,11 @@ pub struct ProcessInput {
     pub memory: Reading<ProcMemory>,
     /// The limit its memory guard reported (`ready`'s `memoryLimit`).
     pub guard_limit: Option<u64>,
+    /// What the front door knows of it without its help, if the front door was asked.
+    pub front: Option<FrontFigures>,
+    /// Its latency at the front door and its CPU over the last status interval.
+    pub latency: Option<Latency>,
+    pub cpu: Option<Cpu>,
 }
 
 /// The limit on the launcher's cgroup.
@@ -263,7 +269,20 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "figuresAgeMs": figures.map(|(_, at)| ms(now.saturating_duration_since(at))),
             "noChannel": no_channel(p, st.status_interval, now),
         }));
+        if let (Some(row), Some(front)) = (rows.last_mut(), &p.front) {
+            merge(row, front.row_fields(p.latency.as_ref()));
+        }
+        if let Some(row) = rows.last_mut() {
+            let cpu = if restarting { None } else { p.cpu };
+            row["cpuSeconds"] = json!(cpu.map(|c| c.seconds));
+            row["cpuPercent"] = json!(cpu.and_then(|c| c.percent));
+        }
     }
+    let front_requests = input
+        .processes
+        .iter()
+        .filter_map(|p| p.front.map(|f| f.requests()))
+        .fold(None, |acc, n| Some(acc.unwrap_or(0) + n));
 
     let launcher_memory = match &input.launcher.memory {
         Ok(m) => Some(*m),
@@ -328,12 +347,22 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
         "host": host,
         "totals": {
             "requests": sum(&|f| Some(f.requests)),
+            // The front door's count of every process's answers: beside the processes' own
+            // counts above, never added to them.
+            "frontRequests": front_requests,
             "heapUsed": (!heaps.is_empty()).then(|| heaps.iter().sum::<u64>()),
             "heapCount": heaps.len(),
             "restarts": input.processes.iter().map(|p| u64::from(p.restarts)).sum::<u64>(),
             "uptimeMs": master_uptime,
         },
     })
+}
+
+/// `fields`' keys set on `row`.
+fn merge(row: &mut Value, fields: Value) {
+    if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
+        row.extend(fields);
+    }
 }
 
 fn memory_section(

@@ -88,7 +88,7 @@ fn a_retired_worker_is_unavailable_with_no_exit_event_and_no_restart_reason() {
     assert_eq!(states(&mut k), ["starting", "live", "unavailable"]);
     assert_eq!(event_kinds(&k), ["launcherStarted"]);
     let lives = [Life::NOT_STARTED; 2];
-    let v = k.snapshot(&lives, &Fixed, Instant::now());
+    let v = k.snapshot(&lives, &[], &Fixed, Instant::now());
     assert_eq!(v["processes"][1]["lastRestart"], Value::Null);
 }
 
@@ -127,7 +127,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             restarts: 2,
         },
     ];
-    let v = k.snapshot(&lives, &Fixed, now);
+    let v = k.snapshot(&lives, &[], &Fixed, now);
     let (m0, tx1) = (&v["processes"][0], &v["processes"][1]);
     assert_eq!(m0["status"], "ready");
     assert_eq!(m0["rssAnon"], 1u64 << 30);
