@@ -340,6 +340,7 @@ impl Keeper {
                     started_at: life.started_at,
                     ready_at: life.ready_at,
                     restarts: life.restarts,
+                    restarts_by: life.restarts_by,
                     last_restart: row.last_restart.clone(),
                     status: row.status.clone(),
                     memory: life

@@ -10,5 +10,6 @@ pub mod keeper;
 pub mod outbox;
 pub mod pending;
 pub mod readings;
+pub mod restarts;
 pub mod snapshot;
 pub mod tally;

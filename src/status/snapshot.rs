@@ -27,6 +27,7 @@ use crate::settings::Settings;
 
 pub use super::readings::Reading;
 use super::front::{Cpu, FrontFigures, Latency};
+use super::restarts::RestartCounts;
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +50,8 @@ pub struct Life {
     pub ready_at: Option<Instant>,
     /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
     pub restarts: u32,
+    /// The same, by reason.
+    pub restarts_by: RestartCounts,
 }
 
 impl Life {
@@ -59,6 +62,7 @@ impl Life {
         started_at: None,
         ready_at: None,
         restarts: 0,
+        restarts_by: RestartCounts([0; 4]),
     };
 
     /// Whether it has a live process whose memory can be read.
@@ -92,6 +96,8 @@ pub struct ProcessInput {
     pub ready_at: Option<Instant>,
     /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
     pub restarts: u32,
+    /// The same, by reason.
+    pub restarts_by: RestartCounts,
     /// Why it was last restarted (an exit, or a recycle's reason), if it was (DEC-25).
     pub last_restart: Option<String>,
     /// Its last `Status` and when it arrived.
@@ -256,6 +262,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "status": status,
             "uptimeMs": if restarting { None } else { p.started_at.map(|s| ms(now.saturating_duration_since(s))) },
             "restarts": p.restarts,
+            "restartsBy": p.restarts_by.to_json(),
             "lastRestart": p.last_restart,
             "requests": f.map(|f| f.requests),
             "rssAnon": memory.map(|m| m.rss_anon),

@@ -118,6 +118,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             started_at: Some(now),
             ready_at: Some(now),
             restarts: 0,
+            restarts_by: Default::default(),
         },
         Life {
             state: ProcessState::Restarting,
@@ -125,6 +126,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             started_at: Some(now),
             ready_at: None,
             restarts: 2,
+            restarts_by: Default::default(),
         },
     ];
     let v = k.snapshot(&lives, &[], &Fixed, now);

@@ -47,6 +47,7 @@ fn process(now: Instant, n: u16) -> ProcessInput {
         started_at: Some(now - Duration::from_secs(100)),
         ready_at: Some(now - Duration::from_secs(90)),
         restarts: 0,
+        restarts_by: Default::default(),
         last_restart: None,
         status: Some((figures(k), now - Duration::from_secs(5))),
         memory: Ok(ProcMemory {
@@ -142,7 +143,8 @@ fn the_cluster_object_has_the_spec_fields() {
             "uptimeMs": 100_000, "restarts": 0, "lastRestart": null, "requests": 2000,
             "rssAnon": 2 * GB, "rssFile": 20 * MB, "heapUsed": 200 * MB, "heapLimit": 4 * GB,
             "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "eventLoopDelayMs": null,
-            "figuresAgeMs": 5000, "noChannel": false,
+            "figuresAgeMs": 5000, "noChannel": false, "cpuSeconds": null, "cpuPercent": null,
+            "restartsBy": {"crash": 0, "rolling": 0, "recycle": 0, "scale": 0},
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");

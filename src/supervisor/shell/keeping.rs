@@ -53,6 +53,7 @@ impl Shell {
                 _ => None,
             },
             restarts: self.life.restarts(id),
+            restarts_by: self.life.restarts_by(id),
         }
     }
 
