@@ -13,6 +13,7 @@ mod bench_compare;
 mod check;
 mod check_settings;
 mod front_counts;
+mod front_figures;
 mod ipc_node;
 mod layout;
 mod load_smoke;

@@ -39,13 +39,13 @@ pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Opti
             |f| f.refused,
         ),
         (
-            "fhircluster_process_bytes_in_total",
+            "fhircluster_process_request_bytes_total",
             "Request body bytes sent to each process (a chunked body by what had come when it \
              was sent).",
             |f| f.bytes_in,
         ),
         (
-            "fhircluster_process_bytes_out_total",
+            "fhircluster_process_response_bytes_total",
             "Response body bytes of each process passed on to clients.",
             |f| f.bytes_out,
         ),
@@ -147,7 +147,7 @@ mod tests {
             "fhircluster_process_requests_total{process=\"tx1\",class=\"2xx\"} 5",
             "fhircluster_process_requests_total{process=\"tx1\",class=\"4xx\"} 2",
             "fhircluster_process_requests_total{process=\"tx1\",class=\"1xx\"} 0",
-            "fhircluster_process_bytes_out_total{process=\"tx1\"} 300",
+            "fhircluster_process_response_bytes_total{process=\"tx1\"} 300",
             "fhircluster_process_latency_seconds{process=\"tx1\",quantile=\"0.99\"} 0.04",
             "fhircluster_process_cpu_seconds_total{process=\"tx1\"} 1.25",
             "fhircluster_restarts_total{process=\"tx1\",reason=\"crash\"} 1",
