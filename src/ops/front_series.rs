@@ -60,26 +60,24 @@ pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Opti
         .and_then(|s| s["processes"].as_array())
         .map(|a| a.iter().collect())
         .unwrap_or_default();
-    family(
-        out,
-        "fhircluster_process_latency_seconds",
-        "gauge",
-        "Each process's latency at the front door over the last status interval (from sending \
-         a request to its answer ready to pass on), median and 99th percentile; absent for an \
-         interval without requests.",
-    );
-    for r in &rows {
-        let Some(code) = r["code"].as_str() else {
-            continue;
-        };
-        for (q, key) in [("0.5", "median"), ("0.99", "p99")] {
-            if let Some(ms) = r["latencyMs"][key].as_f64() {
-                let _ = writeln!(
-                    out,
-                    "fhircluster_process_latency_seconds{{process=\"{}\",quantile=\"{q}\"}} {}",
-                    esc(code),
-                    ms / 1e3
-                );
+    // Two gauges, not a summary: the figures are the last interval's, with no running count.
+    for (name, key, which) in [
+        ("fhircluster_process_latency_median_seconds", "median", "median"),
+        ("fhircluster_process_latency_p99_seconds", "p99", "99th percentile"),
+    ] {
+        family(
+            out,
+            name,
+            "gauge",
+            &format!(
+                "The {which} of each process's latency at the front door over the last status \
+                 interval (from sending a request to its answer ready to pass on); absent for \
+                 an interval without requests."
+            ),
+        );
+        for r in &rows {
+            if let (Some(code), Some(ms)) = (r["code"].as_str(), r["latencyMs"][key].as_f64()) {
+                let _ = writeln!(out, "{name}{{process=\"{}\"}} {}", esc(code), ms / 1e3);
             }
         }
     }
@@ -148,7 +146,7 @@ mod tests {
             "fhircluster_process_requests_total{process=\"tx1\",class=\"4xx\"} 2",
             "fhircluster_process_requests_total{process=\"tx1\",class=\"1xx\"} 0",
             "fhircluster_process_response_bytes_total{process=\"tx1\"} 300",
-            "fhircluster_process_latency_seconds{process=\"tx1\",quantile=\"0.99\"} 0.04",
+            "fhircluster_process_latency_p99_seconds{process=\"tx1\"} 0.04",
             "fhircluster_process_cpu_seconds_total{process=\"tx1\"} 1.25",
             "fhircluster_restarts_total{process=\"tx1\",reason=\"crash\"} 1",
             "fhircluster_restarts_total{process=\"tx1\",reason=\"rolling\"} 2",

@@ -350,7 +350,9 @@ impl Keeper {
                     guard_limit: row.guard_limit,
                     front: fronts.get(i).copied().flatten(),
                     latency: row.interval.latency,
-                    cpu: row.interval.cpu,
+                    cpu: life
+                        .running_pid()
+                        .and_then(|pid| row.interval.cpu_now(pid, readings)),
                 }
             })
             .collect();

@@ -31,6 +31,17 @@ pub(super) struct IntervalFigures {
 }
 
 impl IntervalFigures {
+    /// The CPU of `pid` read now, with its share over the last status interval when that was
+    /// measured of the same process.
+    pub(super) fn cpu_now(&self, pid: u32, readings: &dyn Readings) -> Option<Cpu> {
+        let seconds = readings.cpu_seconds(pid)?;
+        let percent = match self.cpu_last {
+            Some((was, _, _)) if was == pid => self.cpu.and_then(|c| c.percent),
+            _ => None,
+        };
+        Some(Cpu { seconds, percent })
+    }
+
     /// A new process in the slot: nothing measured of the last one stands for it. (The front
     /// door's counts go on: they are the slot's.)
     pub(super) fn started(&mut self) {
