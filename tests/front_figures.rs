@@ -93,7 +93,11 @@ fn a_server_without_a_channel_has_every_figure_but_the_heap_from_the_front_door(
     for code in codes {
         let r = row(&v, code);
         assert_eq!(r["noChannel"], true, "{code}: {r}");
-        assert_eq!(r["requests"], Value::Null, "{code}: no count of its own: {r}");
+        assert_eq!(
+            r["requests"],
+            Value::Null,
+            "{code}: no count of its own: {r}"
+        );
         assert_eq!(r["heapUsed"], Value::Null, "{code}: no heap: {r}");
         let total = count(code, "2xx") + count(code, "4xx");
         assert!(total > 0, "{code} answered nothing: {seen:?}");
@@ -107,7 +111,11 @@ fn a_server_without_a_channel_has_every_figure_but_the_heap_from_the_front_door(
     }
     let all: u64 = seen.values().sum();
     assert_eq!(v["totals"]["frontRequests"].as_u64(), Some(all), "{v}");
-    assert_eq!(v["totals"]["requests"], Value::Null, "no process counts its own");
+    assert_eq!(
+        v["totals"]["requests"],
+        Value::Null,
+        "no process counts its own"
+    );
 
     // /metrics: the same counts per process and class, through the strict checks.
     let m = scrape(admin);
@@ -122,9 +130,17 @@ fn a_server_without_a_channel_has_every_figure_but_the_heap_from_the_front_door(
                 "{code} {class}"
             );
         }
-        assert!(m.value("fhircluster_process_response_bytes_total", &[("process", code)]) > 0.0);
+        assert!(
+            m.value(
+                "fhircluster_process_response_bytes_total",
+                &[("process", code)]
+            ) > 0.0
+        );
         assert!(m
-            .get("fhircluster_process_cpu_seconds_total", &[("process", code)])
+            .get(
+                "fhircluster_process_cpu_seconds_total",
+                &[("process", code)]
+            )
             .is_some());
     }
 
@@ -163,15 +179,19 @@ fn a_processs_own_count_stays_the_requests_tiles_and_the_front_doors_is_beside_i
         assert_eq!(r.status, 200, "{}", r.text());
         *seen.entry(r.served_by().to_string()).or_default() += 1;
     }
-    let v = poll("each process's own count and the front door's", secs(20), || {
-        let v = status(admin);
-        seen.iter()
-            .all(|(code, n)| {
-                let r = row(&v, code);
-                r["frontRequests"].as_u64() == Some(*n) && r["requests"].as_u64() >= Some(*n)
-            })
-            .then_some(v)
-    });
+    let v = poll(
+        "each process's own count and the front door's",
+        secs(20),
+        || {
+            let v = status(admin);
+            seen.iter()
+                .all(|(code, n)| {
+                    let r = row(&v, code);
+                    r["frontRequests"].as_u64() == Some(*n) && r["requests"].as_u64() >= Some(*n)
+                })
+                .then_some(v)
+        },
+    );
     let own: u64 = ["m0", "tx1"]
         .iter()
         .filter_map(|code| row(&v, code)["requests"].as_u64())
@@ -223,7 +243,11 @@ fn a_crash_and_a_rolling_restart_are_counted_apart() {
     });
     assert_eq!(restarts(&m, "tx1", "rolling"), 1.0);
     assert_eq!(restarts(&m, "tx1", "crash"), 1.0, "no crash added");
-    assert_eq!(restarts(&m, "m0", "crash"), 0.0, "a planned restart is no crash");
+    assert_eq!(
+        restarts(&m, "m0", "crash"),
+        0.0,
+        "a planned restart is no crash"
+    );
     let v = status(admin);
     assert_eq!(row(&v, "tx1")["restartsBy"]["crash"], 1, "{v}");
     assert_eq!(row(&v, "tx1")["restarts"], 2, "the total counts both");

@@ -12,6 +12,9 @@ use super::metrics::{esc, family};
 use crate::status::front::{FrontFigures, CLASSES};
 use crate::status::restarts::RestartReason;
 
+/// One of a process's counts, from its figures.
+type Figure = fn(&FrontFigures) -> u64;
+
 /// The series for `fronts` (code, figures; the processes present), and the snapshot's rows for
 /// the interval's figures.
 pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Option<&Value>) {
@@ -31,7 +34,7 @@ pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Opti
             );
         }
     }
-    let counters: [(&str, &str, fn(&FrontFigures) -> u64); 3] = [
+    let counters: [(&str, &str, Figure); 3] = [
         (
             "fhircluster_process_refusals_total",
             "The launcher's own 503s for requests only this process could take (the master's \
@@ -62,8 +65,16 @@ pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Opti
         .unwrap_or_default();
     // Two gauges, not a summary: the figures are the last interval's, with no running count.
     for (name, key, which) in [
-        ("fhircluster_process_latency_median_seconds", "median", "median"),
-        ("fhircluster_process_latency_p99_seconds", "p99", "99th percentile"),
+        (
+            "fhircluster_process_latency_median_seconds",
+            "median",
+            "median",
+        ),
+        (
+            "fhircluster_process_latency_p99_seconds",
+            "p99",
+            "99th percentile",
+        ),
     ] {
         family(
             out,

@@ -157,7 +157,11 @@ mod tests {
             })
         );
         assert_eq!(parse_stat("4242 (cut short) S 1"), None);
-        assert_eq!(cpu_seconds(text, 100), Some(2.0), "150 + 50 ticks at 100 a second");
+        assert_eq!(
+            cpu_seconds(text, 100),
+            Some(2.0),
+            "150 + 50 ticks at 100 a second"
+        );
         assert_eq!(cpu_seconds(text, 0), None);
         assert_eq!(cpu_seconds("garbage", 100), None);
         assert_eq!(boot_time("cpu 1 2 3\nbtime 1700000000\n"), Some(1700000000));

@@ -171,7 +171,11 @@ mod tests {
         c.count(&lost(), Some(ProcessId(9))); // not a process: counted, against nobody
         let t = c.tally();
         assert_eq!(t.refused[RefusalKind::NoProcessReady], 5);
-        assert_eq!(c.processes[0].refused.load(Ordering::Relaxed), 3, "refused for m0");
+        assert_eq!(
+            c.processes[0].refused.load(Ordering::Relaxed),
+            3,
+            "refused for m0"
+        );
         assert_eq!(c.processes[1].refused.load(Ordering::Relaxed), 0);
         assert_eq!(t.refused[RefusalKind::QueueWait], 0);
         assert_eq!(t.lost.len(), 2);

@@ -119,7 +119,8 @@ mod tests {
         h.record(Duration::from_millis(100));
         let l = latency(&h.take());
         assert_eq!(l.count, 100);
-        let near = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() / want < 0.13);
+        let near =
+            |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() / want < 0.13);
         assert!(near(l.median_ms, 2.0), "{l:?}");
         // The 99th of 100 is one of the two slow ones.
         assert!(near(l.p99_ms, 100.0), "{l:?}");

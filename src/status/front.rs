@@ -119,7 +119,11 @@ mod tests {
     fn cpu_percent_is_a_share_of_one_core_over_the_interval() {
         assert_eq!(cpu_percent(1.0, 1.5, 1.0), Some(50.0));
         assert_eq!(cpu_percent(1.0, 3.0, 1.0), Some(200.0), "two cores busy");
-        assert_eq!(cpu_percent(5.0, 1.0, 1.0), None, "a new process in the slot");
+        assert_eq!(
+            cpu_percent(5.0, 1.0, 1.0),
+            None,
+            "a new process in the slot"
+        );
         assert_eq!(cpu_percent(1.0, 1.0, 0.0), None);
     }
 }

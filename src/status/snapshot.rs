@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 use crate::process::Role;
 use crate::settings::Settings;
 
-pub use super::readings::Reading;
 use super::front::{Cpu, FrontFigures, Latency};
+pub use super::readings::Reading;
 use super::restarts::RestartCounts;
 
 /// Where a process is in its life, as the supervisor sees it.

@@ -75,9 +75,11 @@ impl Keeper {
                 continue;
             };
             let percent = match f.cpu_last {
-                Some((was, before, at)) if was == pid => {
-                    cpu_percent(before, seconds, now.saturating_duration_since(at).as_secs_f64())
-                }
+                Some((was, before, at)) if was == pid => cpu_percent(
+                    before,
+                    seconds,
+                    now.saturating_duration_since(at).as_secs_f64(),
+                ),
                 _ => None,
             };
             f.cpu = Some(Cpu { seconds, percent });

@@ -406,8 +406,15 @@ fn the_front_doors_count_is_beside_a_processs_own_never_added_to_it() {
     assert_eq!(tx1["front502"], 2);
     assert_eq!(tx1["latencyMs"]["p99"], 8.0);
     assert_eq!(tx1["cpuPercent"], 12.5);
-    assert_eq!(tx1["rssAnon"], 2 * GB, "memory read without the process's help");
+    assert_eq!(
+        tx1["rssAnon"],
+        2 * GB,
+        "memory read without the process's help"
+    );
     assert_eq!(m0["cpuSeconds"], Value::Null, "not read: not made up");
-    assert_eq!(v["totals"]["requests"], 1000, "the processes' own counts only");
+    assert_eq!(
+        v["totals"]["requests"], 1000,
+        "the processes' own counts only"
+    );
     assert_eq!(v["totals"]["frontRequests"], 15);
 }
