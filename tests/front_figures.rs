@@ -144,6 +144,15 @@ fn a_server_without_a_channel_has_every_figure_but_the_heap_from_the_front_door(
             .is_some());
     }
 
+    // Connections as nginx counts them: none closed at once for a limit.
+    let accepted = m.value("fhircluster_connections_accepted_total", &[]);
+    assert!(accepted >= all as f64, "one connection a request at least");
+    assert_eq!(
+        m.value("fhircluster_connections_handled_total", &[]),
+        accepted
+    );
+    assert_eq!(m.value("fhircluster_accept_errors_total", &[]), 0.0);
+
     // The graphs: a line for every process, from the launcher's own samples.
     let html = poll("a line per process in each graph", secs(20), || {
         let html = admin_get(admin, "/").text();
