@@ -15,6 +15,7 @@ mod check_settings;
 mod cli_stdout;
 mod cli_usage;
 mod front_counts;
+mod front_figures;
 mod ipc_node;
 mod layout;
 mod load_smoke;

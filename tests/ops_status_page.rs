@@ -281,3 +281,54 @@ fn the_status_page_in_chromium_shows_every_process_its_graph_lines_and_a_killed_
         ],
     );
 }
+
+const PLAIN: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/plain-server.py"
+);
+
+#[test]
+fn the_status_page_in_chromium_draws_every_process_of_a_server_without_a_channel() {
+    // spec: DEC-46 (a server that knows nothing of the IPC channel still has its lines)
+    require_chromium();
+    let admin = free_port();
+    let server = format!("exec python3 {PLAIN} \"$PORT\" 0");
+    let c = cluster()
+        .workers(2)
+        .command(&["sh", "-c", &server])
+        .config(json!({"stats": {"sampleSeconds": 1}}))
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .start();
+    let procs = codes(&status(admin));
+    assert_eq!(procs, ["m0", "tx1", "tx2"]);
+    // Requests while the launcher takes its samples, so every line has points to join.
+    let mut last = Vec::new();
+    let found = eventually(Duration::from_secs(30), || {
+        for path in ["/r4/metadata", "/r4/metadata", "/"] {
+            assert_eq!(c.get(path).status, 200);
+        }
+        last = charts(&dump(admin));
+        last.len() == 4
+            && last.iter().all(|(_, lines)| {
+                procs
+                    .iter()
+                    .all(|p| lines.iter().filter(|l| *l == p).count() == 1)
+            })
+    });
+    assert!(found, "no line per process in every graph: {last:?}");
+    let dom = dump(admin);
+    assert!(dom.contains("Requests at the front door"), "{dom}");
+    let rows = rows(&dom);
+    assert_eq!(rows.len(), procs.len() + 1, "{rows:?}");
+    chromium(
+        admin,
+        &[
+            &format!(
+                "--screenshot={}",
+                out_dir().join("status-no-channel-1280x800.png").display()
+            ),
+            "--window-size=1280,800",
+        ],
+    );
+}

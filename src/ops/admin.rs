@@ -31,7 +31,7 @@ use crate::proxy::forward::{full, ProxyBody};
 use crate::proxy::front::Front;
 use crate::status::events::{LostKind, RefusalKind};
 use crate::status::keeper::Report;
-use crate::supervisor::Control;
+use crate::supervisor::{Control, Hooks};
 
 /// How long `/status` and `/metrics` wait for the supervisor's figures.
 const REPORT_WAIT: Duration = Duration::from_secs(2);
@@ -346,6 +346,10 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
         queued: front.queued(),
         queue_wait: &c.queue_wait,
         processes: loads(front),
+        fronts: front
+            .present()
+            .filter_map(|p| Some((p.code.clone(), front.front(p.id)?)))
+            .collect(),
         snapshot: report.map(|r| &r.snapshot),
         recycles: report.map(|r| r.recycles.clone()).unwrap_or_default(),
         log_lines_dropped: Source::ALL

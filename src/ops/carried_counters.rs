@@ -8,7 +8,8 @@
 //! Pure: `carry` reads the series out of the exposition text, `add` writes them back into it.
 //! Only the families typed `counter` or `histogram` are carried, and not those whose value is
 //! the process's own and survives the `execve` by itself (`process_*`, the kernel's figures) or
-//! is rebuilt from handed-over state (`fhircluster_restarts_total`, from the keeper's rows).
+//! is rebuilt from handed-over state (`fhircluster_restarts_total`, from the lifecycle's
+//! counts), or is the children's own (`fhircluster_process_cpu_seconds_total`).
 
 use std::collections::BTreeMap;
 
@@ -17,7 +18,10 @@ pub type Carried = BTreeMap<String, f64>;
 
 /// Families whose figures need no carrying: they go on by themselves across the `execve`.
 fn goes_on_by_itself(family: &str) -> bool {
-    family.starts_with("process_") || family == "fhircluster_restarts_total"
+    family.starts_with("process_")
+        || family == "fhircluster_restarts_total"
+        // The children's own CPU: they run on across the `execve`, and so does their count.
+        || family == "fhircluster_process_cpu_seconds_total"
 }
 
 /// The counter and histogram families named in `text`'s `# TYPE` lines.

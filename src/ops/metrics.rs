@@ -51,6 +51,8 @@ pub struct MetricsInput<'a> {
     pub queued: usize,
     pub queue_wait: &'a Histogram,
     pub processes: Vec<ProcessLoad>,
+    /// What the front door counted of each process present (code, figures).
+    pub fronts: Vec<(String, crate::status::front::FrontFigures)>,
     /// The status snapshot (`processes[].restarts`, memory), when there is one.
     pub snapshot: Option<&'a Value>,
     /// Recycles per process code.
@@ -284,6 +286,7 @@ pub fn render(m: &MetricsInput) -> String {
         write_snapshot(&mut out, s);
     }
     super::process_series::write(&mut out, &m.processes, m.snapshot);
+    super::front_series::write(&mut out, &m.fronts, m.snapshot);
     family(
         &mut out,
         "fhircluster_access_log_lines_dropped_total",
@@ -326,21 +329,6 @@ fn write_snapshot(out: &mut String, s: &Value) {
         );
     }
     let procs = s["processes"].as_array().cloned().unwrap_or_default();
-    family(
-        out,
-        "fhircluster_restarts_total",
-        "counter",
-        "Restarts since the launcher started (recycles included), by process.",
-    );
-    for p in &procs {
-        if let (Some(code), Some(n)) = (p["code"].as_str(), p["restarts"].as_u64()) {
-            let _ = writeln!(
-                out,
-                "fhircluster_restarts_total{{process=\"{}\"}} {n}",
-                esc(code)
-            );
-        }
-    }
     family(
         out,
         "fhircluster_process_memory_bytes",
@@ -434,6 +422,7 @@ mod tests {
                 ready: true,
                 cooling: false,
             }],
+            fronts: Vec::new(),
             snapshot: Some(&snap),
             recycles: vec![("tx1".into(), 1)],
             log_lines_dropped: vec![("launcher", 0), ("children", 12)],
@@ -447,7 +436,7 @@ mod tests {
         assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("fhircluster_queue_wait_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(text.contains("fhircluster_queue_wait_seconds_count 2"));
-        assert!(text.contains("fhircluster_restarts_total{process=\"tx1\"} 2"));
+        assert!(text.contains("fhircluster_restarts_total{process=\"tx1\",reason=\"crash\"} 0"));
         assert!(text.contains("fhircluster_buffered_bytes 4096\n"));
         assert!(text.contains("fhircluster_streamed_for_budget_total{body=\"response\"} 3\n"));
         assert!(text

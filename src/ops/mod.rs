@@ -13,6 +13,7 @@ pub(crate) mod control_client;
 pub(crate) mod control_proto;
 pub(crate) mod control_socket;
 pub(crate) mod extend;
+pub(crate) mod front_series;
 pub(crate) mod journald;
 pub(crate) mod launcher_lookup;
 pub(crate) mod line_file;

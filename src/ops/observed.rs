@@ -113,6 +113,11 @@ pub struct Observed {
     /// Connections closed because no whole request head came within `headerTimeoutSeconds`.
     pub header_timeouts: AtomicU64,
     pub connections_accepted: AtomicU64,
+    /// Connections accepted and served (nginx's `handled`): all of them, as the launcher closes
+    /// none at once for a limit; what the system refuses to accept is `accept_errors`.
+    pub connections_handled: AtomicU64,
+    /// Accepts that failed (out of file descriptors, most often): connections never taken.
+    pub accept_errors: AtomicU64,
     connections_open: Arc<AtomicUsize>,
     /// Connections served by hyper now; the rest of those open are outside it (idle and parked,
     /// or their next request read in the lobby).
@@ -240,6 +245,18 @@ impl Observed {
                 "fhircluster_connections_accepted_total",
                 "Client connections accepted.",
                 get(&self.connections_accepted),
+            ),
+            (
+                "fhircluster_connections_handled_total",
+                "Client connections accepted and served, not closed at once for a limit (as \
+                 nginx's handled): the launcher has no connection limit, so these are all \
+                 that were accepted.",
+                get(&self.connections_handled),
+            ),
+            (
+                "fhircluster_accept_errors_total",
+                "Accepts on the client listener that failed (the descriptor limit, most often).",
+                get(&self.accept_errors),
             ),
         ];
         for (name, help, v) in counters {

@@ -32,6 +32,18 @@ fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// The CPU seconds (user and system) a `/proc/<pid>/stat` says the process has used, at
+/// `ticks` clock ticks a second.
+pub(crate) fn cpu_seconds(stat: &str, ticks: u64) -> Option<f64> {
+    let s = parse_stat(stat)?;
+    (ticks > 0).then(|| (s.utime_ticks + s.stime_ticks) as f64 / ticks as f64)
+}
+
+/// Clock ticks a second (`_SC_CLK_TCK`), the unit of `/proc/<pid>/stat`'s times.
+pub(crate) fn clock_ticks() -> Option<u64> {
+    sysconf(libc::_SC_CLK_TCK)
+}
+
 /// `btime` of `/proc/stat`: when the machine booted, in seconds since the epoch.
 fn boot_time(proc_stat: &str) -> Option<u64> {
     proc_stat
@@ -145,6 +157,13 @@ mod tests {
             })
         );
         assert_eq!(parse_stat("4242 (cut short) S 1"), None);
+        assert_eq!(
+            cpu_seconds(text, 100),
+            Some(2.0),
+            "150 + 50 ticks at 100 a second"
+        );
+        assert_eq!(cpu_seconds(text, 0), None);
+        assert_eq!(cpu_seconds("garbage", 100), None);
         assert_eq!(boot_time("cpu 1 2 3\nbtime 1700000000\n"), Some(1700000000));
     }
 

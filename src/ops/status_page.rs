@@ -128,7 +128,13 @@ fn live(s: &mut String, input: &PageInput) {
 /// master's), memory (what the guard measures), heap, problems.
 fn summary(s: &mut String, st: &Value, problems: usize) {
     let t = &st["totals"];
-    let requests = t["requests"].as_u64();
+    // The processes' own counts (spec "Status"); where none reports its own (no channel), the
+    // front door's count of their answers, said to be that.
+    let (requests, whose) = match (t["requests"].as_u64(), t["frontRequests"].as_u64()) {
+        (Some(own), _) => (Some(own), ""),
+        (None, Some(front)) => (Some(front), " at the front door"),
+        (None, None) => (None, ""),
+    };
     let uptime = t["uptimeMs"].as_u64();
     let rate = match (requests, uptime) {
         (Some(r), Some(u)) if u >= 1000 => format!(" ({:.1}/min)", r as f64 * 60_000.0 / u as f64),
@@ -144,7 +150,7 @@ fn summary(s: &mut String, st: &Value, problems: usize) {
         .unwrap_or_default();
     let _ = write!(
         s,
-        r#"<p class="summary" id="summary"><span>Requests <b data-figure="requests">{}</b>{rate}</span> <span>Uptime <b data-figure="uptime">{}</b></span> <span>Memory <b data-figure="memory">{}</b>{of}</span>"#,
+        r#"<p class="summary" id="summary"><span>Requests{whose} <b data-figure="requests">{}</b>{rate}</span> <span>Uptime <b data-figure="uptime">{}</b></span> <span>Memory <b data-figure="memory">{}</b>{of}</span>"#,
         count(requests),
         duration(uptime),
         bytes(measure),
@@ -172,7 +178,7 @@ fn summary(s: &mut String, st: &Value, problems: usize) {
 /// own figure, with what the front door has at work on it beside it.
 fn table(s: &mut String, st: &Value) {
     s.push_str(
-        r#"<section class="table-wrap"><table class="processes"><thead><tr><th>Process</th><th>Status</th><th>PID</th><th>Uptime</th><th>Restarts</th><th>Requests</th><th>In flight</th><th>Private</th><th>Mapped</th><th>Heap</th><th>Figures</th></tr></thead><tbody>"#,
+        r#"<section class="table-wrap"><table class="processes"><thead><tr><th>Process</th><th>Status</th><th>PID</th><th>Uptime</th><th>Restarts</th><th>Requests</th><th>In flight</th><th>Private</th><th>Mapped</th><th>Heap</th><th>Front door</th><th>p50 / p99</th><th>CPU</th><th>Figures</th></tr></thead><tbody>"#,
     );
     let procs = st["processes"].as_array().into_iter().flatten();
     for p in procs.chain(std::iter::once(&st["launcher"])) {
@@ -196,9 +202,17 @@ fn table(s: &mut String, st: &Value) {
         let restarts = p["restarts"]
             .as_u64()
             .map_or(NONE.into(), |n| n.to_string());
+        let lat = &p["latencyMs"];
+        let latency = match (lat["median"].as_f64(), lat["p99"].as_f64()) {
+            (Some(m), Some(p99)) => format!("{m:.1} / {p99:.1} ms"),
+            _ => NONE.into(),
+        };
+        let cpu = p["cpuPercent"]
+            .as_f64()
+            .map_or(NONE.into(), |c| format!("{c:.1}%"));
         let _ = write!(
             s,
-            r#"<tr class="row" data-code="{c}" data-status="{st}"><td class="code">{c}<span class="role"> {role}</span></td><td class="status s-{st}">{shown}</td><td>{pid}</td><td>{up}</td><td>{restarts}</td><td>{req}</td><td>{in_flight}</td><td>{anon}</td><td>{file}</td><td>{heap}</td><td>{age}</td></tr>"#,
+            r#"<tr class="row" data-code="{c}" data-status="{st}"><td class="code">{c}<span class="role"> {role}</span></td><td class="status s-{st}">{shown}</td><td>{pid}</td><td>{up}</td><td>{restarts}</td><td>{req}</td><td>{in_flight}</td><td>{anon}</td><td>{file}</td><td>{heap}</td><td data-figure="front-requests">{front}</td><td>{latency}</td><td>{cpu}</td><td>{age}</td></tr>"#,
             c = esc(code),
             st = esc(status),
             role = esc(p["role"].as_str().unwrap_or("")),
@@ -209,6 +223,7 @@ fn table(s: &mut String, st: &Value) {
             anon = bytes(p["rssAnon"].as_u64()),
             file = bytes(p["rssFile"].as_u64()),
             age = duration(p["figuresAgeMs"].as_u64()),
+            front = count(p["frontRequests"].as_u64()),
         );
     }
     s.push_str("</tbody></table></section>");
@@ -216,7 +231,7 @@ fn table(s: &mut String, st: &Value) {
 
 /// What couldn't be read, and why (spec "Status": footnotes).
 fn footnotes(s: &mut String, st: &Value) {
-    s.push_str(r#"<footer class="notes"><p>Private is <code>RssAnon</code>, mapped <code>RssFile</code> (a page several processes map counts in each). The launcher's requests are left out: what it passes on includes static files and pages. — : not known or doesn't apply.</p>"#);
+    s.push_str(r#"<footer class="notes"><p>Private is <code>RssAnon</code>, mapped <code>RssFile</code> (a page several processes map counts in each). The launcher's requests are left out: what it passes on includes static files and pages. Front door: the answers the launcher passed on from each process, beside the process's own count (never added to it); p50 / p99: their latency over the last interval. — : not known or doesn't apply.</p>"#);
     for m in st["missing"].as_array().into_iter().flatten() {
         let _ = write!(
             s,

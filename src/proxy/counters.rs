@@ -10,6 +10,7 @@ use super::answer::Answer;
 use super::histogram::Histogram;
 use super::lane::Lane;
 use super::master_paths::MasterPaths;
+use super::process_counters::ProcessCounters;
 use crate::per_kind::{Kind, PerKind};
 use crate::process::ProcessId;
 use crate::status::events::{LostKind, RefusalKind};
@@ -59,6 +60,8 @@ pub struct Counters {
     pub heads_too_large: AtomicU64,
     /// Per process (index = `ProcessId`): the requests lost to it.
     pub lost: Vec<Lost<AtomicU64>>,
+    /// Per process (index = `ProcessId`): its answers, bytes, refusals and latency.
+    pub processes: Vec<ProcessCounters>,
     /// Answers by route and status class (`CLASSES`).
     pub answered: PerKind<RouteKind, [AtomicU64; 5], 2>,
     /// Tx requests admitted, by lane.
@@ -75,6 +78,7 @@ impl Counters {
     pub(super) fn new(processes: usize) -> Counters {
         Counters {
             lost: (0..processes).map(|_| Default::default()).collect(),
+            processes: (0..processes).map(|_| Default::default()).collect(),
             ..Counters::default()
         }
     }
@@ -108,6 +112,12 @@ impl Counters {
         };
         if let Some(c) = reason {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+        // The master's paths while it is not ready: a refusal of requests only it could take.
+        if matches!(answer, Answer::MasterNotReady) {
+            if let Some(m) = self.processes.get(ProcessId::MASTER.index()) {
+                m.refused.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let lost_to = process.and_then(|p| self.lost.get(p.index()));
         if let (Some(l), Some(kind)) = (lost_to, lost) {
@@ -161,6 +171,12 @@ mod tests {
         c.count(&lost(), Some(ProcessId(9))); // not a process: counted, against nobody
         let t = c.tally();
         assert_eq!(t.refused[RefusalKind::NoProcessReady], 5);
+        assert_eq!(
+            c.processes[0].refused.load(Ordering::Relaxed),
+            3,
+            "refused for m0"
+        );
+        assert_eq!(c.processes[1].refused.load(Ordering::Relaxed), 0);
         assert_eq!(t.refused[RefusalKind::QueueWait], 0);
         assert_eq!(t.lost.len(), 2);
         assert_eq!(t.lost[0], Lost::default(), "the master lost nothing");

@@ -17,6 +17,8 @@ use super::route::{BadTarget, RequestHead, Route, RouteTable, Target, TxDemand};
 use super::scheduler::{ProcessState, Scheduler, SchedulerConfig};
 use super::verdict::Verdict;
 use crate::process::{ProcessId, ProcessSpec};
+use crate::status::events::LostKind;
+use crate::status::front::{FrontFigures, Latency};
 use crate::status::keeper::Tally;
 use crate::supervisor::Hooks;
 
@@ -183,6 +185,28 @@ impl Hooks for Front {
 
     fn tally(&self) -> Tally {
         self.counters.tally()
+    }
+
+    fn front(&self, id: ProcessId) -> Option<FrontFigures> {
+        let c = self.counters.processes.get(id.index())?;
+        let lost = self.counters.lost.get(id.index())?;
+        let load = self.admission.load(id);
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        Some(FrontFigures {
+            answered: c.answers(),
+            refused: get(&c.refused),
+            bad_gateway: get(&lost[LostKind::BadGateway502]),
+            gateway_timeout: get(&lost[LostKind::Timeout504]),
+            in_flight: u64::from(self.in_flight(id)),
+            queued: load.queued as u64,
+            bytes_in: get(&c.bytes_in),
+            bytes_out: get(&c.bytes_out),
+        })
+    }
+
+    fn take_latency(&self, id: ProcessId) -> Option<Latency> {
+        let c = self.counters.processes.get(id.index())?;
+        Some(super::interval_histogram::latency(&c.latency.take()))
     }
 
     fn added(&self, id: ProcessId) {

@@ -4,6 +4,7 @@
 //! (STOP-1..4). An upgrade's drain keeps idle connections instead, and gives them back with the
 //! listener (`conn::handed`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +84,9 @@ pub async fn serve_live(
             handover: handover.clone(),
         };
         let open = front.counters.observed.accepted();
+        // Served: no connection is closed at once for a limit (nginx's `handled`).
+        let observed = &front.counters.observed;
+        observed.connections_handled.fetch_add(1, Ordering::Relaxed);
         let drain = drain_rx.clone();
         conns.spawn(async move {
             let _open = open;
@@ -146,6 +150,7 @@ pub async fn serve_live(
                     spawn(&mut conns, stream, peer, bytes::Bytes::new(), now);
                 }
                 Err(e) => {
+                    front.counters.observed.accept_errors.fetch_add(1, Ordering::Relaxed);
                     // Out of file descriptors (or another passing failure): back off and go on,
                     // logging at most once a minute.
                     if let Some(since) = accept_errors.event(crate::clock::now_std()) {

@@ -283,6 +283,7 @@ async fn to_master(
     }
     let master = ProcessId::MASTER;
     let in_flight = MasterInFlight::new(front);
+    let bytes_in = http_body::Body::size_hint(req.body()).lower();
     let sent = Instant::now();
     // Boxed: see `to_tx`.
     match Box::pin(
@@ -291,8 +292,18 @@ async fn to_master(
     .await
     {
         Ok(resp) => {
-            let resp = streamed(resp, move |_| drop(in_flight));
-            served::answered(cfg, resp, master, None, sent.elapsed())
+            let first_byte = sent.elapsed();
+            if let Some(c) = front.counters.processes.get(master.index()) {
+                c.answered(resp.status().as_u16(), first_byte, bytes_in);
+            }
+            // The bytes passed on are counted as the body ends (the guard holds the front).
+            let resp = streamed(resp, move |end| {
+                if let Some(c) = in_flight.0.counters.processes.get(master.index()) {
+                    c.sent_out(end.bytes);
+                }
+                drop(in_flight)
+            });
+            served::answered(cfg, resp, master, None, first_byte)
         }
         Err(failure) => fail_respond(
             front,
@@ -363,6 +374,7 @@ async fn to_tx(
         if first {
             front.counters.queue_wait.record(queued);
         }
+        let bytes_in = http_body::Body::size_hint(req.body()).lower();
         let sent = Instant::now();
         let upstream = &front.upstreams[process.index()];
         let downs = front.roster.downs(process);
@@ -374,15 +386,30 @@ async fn to_tx(
                 Ok(resp) => {
                     let first_byte = sent.elapsed();
                     let status = resp.status().as_u16();
+                    let counters = front.counters.processes.get(process.index());
                     let resp = match Box::pin(buffered(resp, &front.budget)).await {
                         Ok(Buffered::Whole(resp)) => {
                             ticket.finish(Finish::Responded { status });
+                            if let Some(c) = counters {
+                                let out = http_body::Body::size_hint(resp.body()).lower();
+                                c.answered(status, sent.elapsed(), bytes_in);
+                                c.sent_out(out);
+                            }
                             resp
                         }
                         // The budget is full: the slot is held until the client has it all.
-                        Ok(Buffered::Streaming(resp)) => streamed(resp, move |_| {
-                            ticket.finish(Finish::Responded { status });
-                        }),
+                        Ok(Buffered::Streaming(resp)) => {
+                            if let Some(c) = counters {
+                                c.answered(status, sent.elapsed(), bytes_in);
+                            }
+                            let front = front.clone();
+                            streamed(resp, move |end| {
+                                ticket.finish(Finish::Responded { status });
+                                if let Some(c) = front.counters.processes.get(process.index()) {
+                                    c.sent_out(end.bytes);
+                                }
+                            })
+                        }
                         Err(error) => {
                             ticket.finish(Finish::Failed);
                             let failure = Failure::Upstream {

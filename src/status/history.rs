@@ -50,6 +50,12 @@ pub enum Point {
         /// without it (saved before, or from a process without a channel) reads the same.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         in_flight: Option<u64>,
+        /// Taken by the launcher from the front door, for a process that samples nothing
+        /// itself (no channel): `requests` are the answers it passed on in the interval,
+        /// `refusals` its own refusals of requests for that process, `rssAnon` and `inFlight`
+        /// its readings; nothing of the process's own (heap, caches, turnaround).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        front: bool,
     },
     /// No data from here until the next sample: a restart or a skipped interval.
     Gap { at: u64 },
@@ -133,6 +139,11 @@ impl History {
         }
     }
 
+    /// The sampling interval, in milliseconds.
+    pub fn interval_ms(&self) -> u64 {
+        self.interval_ms
+    }
+
     fn series_mut(&mut self, code: &str, role: &str) -> &mut Series {
         let i = match self.series.iter().position(|s| s.code == code) {
             Some(i) => i,
@@ -201,6 +212,32 @@ impl History {
         in_flight: Option<u64>,
         now_ms: u64,
     ) -> Value {
+        self.record(code, role, sample, (rss_anon, in_flight, false), now_ms)
+    }
+
+    /// A sample the launcher took of a process from the front door (`Point::Sample::front`).
+    pub fn record_front_sample(
+        &mut self,
+        code: &str,
+        role: &str,
+        sample: &Sample,
+        rss_anon: Option<u64>,
+        in_flight: Option<u64>,
+        now_ms: u64,
+    ) -> Value {
+        self.record(code, role, sample, (rss_anon, in_flight, true), now_ms)
+    }
+
+    /// `readings`: the `RssAnon` and in flight read with it, and whether the launcher took it.
+    fn record(
+        &mut self,
+        code: &str,
+        role: &str,
+        sample: &Sample,
+        readings: (Option<u64>, Option<u64>, bool),
+        now_ms: u64,
+    ) -> Value {
+        let (rss_anon, in_flight, front) = readings;
         let interval = self.interval_ms;
         let s = self.series_mut(code, role);
         let last_sample = s.points.iter().rev().find_map(|p| match p {
@@ -229,6 +266,7 @@ impl History {
             turnaround_ms: sample.turnaround_ms,
             rss_anon,
             in_flight,
+            front,
         });
         s.points.extend(added.iter().cloned());
         self.finish(code, added, now_ms)

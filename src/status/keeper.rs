@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::events::{Event, EventLog};
+use super::front::FrontFigures;
 use super::history::{memory_total, History};
 use super::outbox::Outbox;
 use super::readings::{NotRead, Readings};
@@ -72,6 +73,8 @@ struct Row {
     recycles: u64,
     /// Why it is being recycled, until the exit that ends the recycle (DEC-25).
     recycle_reason: Option<String>,
+    /// What the launcher measured of it over the last status interval (`keeper/front.rs`).
+    interval: front::IntervalFigures,
 }
 
 impl Row {
@@ -84,6 +87,7 @@ impl Row {
             guard_limit: None,
             recycles: 0,
             recycle_reason: None,
+            interval: front::IntervalFigures::default(),
         }
     }
 }
@@ -192,6 +196,7 @@ impl Keeper {
         if let Some(row) = self.rows.get_mut(id.index()) {
             row.status = None;
             row.guard_limit = None;
+            row.interval.started();
         }
         self.legend(id, History::process_starting);
     }
@@ -281,9 +286,12 @@ impl Keeper {
             return;
         };
         let ms = crate::clock::unix_ms();
-        let Some(row) = self.rows.get(id.index()) else {
+        let Some(row) = self.rows.get_mut(id.index()) else {
             return;
         };
+        // It samples itself: the launcher takes no samples for it (`keeper/front.rs`).
+        row.interval.own_samples = true;
+        let row = &*row;
         let (code, role) = (row.code.clone(), row.role.as_str());
         let rss_of = |life: &Life| {
             life.running_pid()
@@ -316,7 +324,14 @@ impl Keeper {
 
     /// The cluster snapshot for the master (STATUS-5): `lives` (one per row, master first) as
     /// the lifecycle has them, the machine read now.
-    pub fn snapshot(&self, lives: &[Life], readings: &dyn Readings, now: Instant) -> Value {
+    /// `fronts`: what the front door knows of each row's process (one per row, or none).
+    pub fn snapshot(
+        &self,
+        lives: &[Life],
+        fronts: &[Option<FrontFigures>],
+        readings: &dyn Readings,
+        now: Instant,
+    ) -> Value {
         let processes: Vec<ProcessInput> = self
             .rows
             .iter()
@@ -331,6 +346,7 @@ impl Keeper {
                     started_at: life.started_at,
                     ready_at: life.ready_at,
                     restarts: life.restarts,
+                    restarts_by: life.restarts_by,
                     last_restart: row.last_restart.clone(),
                     status: row.status.clone(),
                     memory: life
@@ -338,6 +354,11 @@ impl Keeper {
                         .ok_or(NotRead::NotRunning)
                         .and_then(|pid| readings.process(pid)),
                     guard_limit: row.guard_limit,
+                    front: fronts.get(i).copied().flatten(),
+                    latency: row.interval.latency,
+                    cpu: life
+                        .running_pid()
+                        .and_then(|pid| row.interval.cpu_now(pid, readings)),
                 }
             })
             .collect();
@@ -461,9 +482,15 @@ impl Keeper {
     }
 
     /// The launcher's view for its own endpoints (`/status`, `/metrics`).
-    pub fn report(&self, lives: &[Life], readings: &dyn Readings, now: Instant) -> Report {
+    pub fn report(
+        &self,
+        lives: &[Life],
+        fronts: &[Option<FrontFigures>],
+        readings: &dyn Readings,
+        now: Instant,
+    ) -> Report {
         Report {
-            snapshot: self.snapshot(lives, readings, now),
+            snapshot: self.snapshot(lives, fronts, readings, now),
             recycles: self
                 .rows
                 .iter()
@@ -474,6 +501,7 @@ impl Keeper {
     }
 }
 
+mod front;
 mod handover;
 mod workers;
 pub(crate) use handover::KeeperState;

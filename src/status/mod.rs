@@ -3,11 +3,13 @@
 //! waits for the master in SQLite.
 
 pub mod events;
+pub mod front;
 pub mod history;
 mod history_saver;
 pub mod keeper;
 pub mod outbox;
 pub mod pending;
 pub mod readings;
+pub mod restarts;
 pub mod snapshot;
 pub mod tally;

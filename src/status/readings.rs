@@ -52,4 +52,9 @@ pub trait Readings {
     fn cgroup(&self) -> Reading<CgroupReading>;
     /// The host's memory.
     fn host(&self) -> Reading<HostMemory>;
+    /// The CPU seconds (user and system) a process has used so far (`/proc/<pid>/stat`); None
+    /// where it can't be read.
+    fn cpu_seconds(&self, _pid: u32) -> Option<f64> {
+        None
+    }
 }

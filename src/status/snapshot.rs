@@ -25,7 +25,9 @@ use serde_json::{json, Value};
 use crate::process::Role;
 use crate::settings::Settings;
 
+use super::front::{Cpu, FrontFigures, Latency};
 pub use super::readings::Reading;
+use super::restarts::RestartCounts;
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct Life {
     pub ready_at: Option<Instant>,
     /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
     pub restarts: u32,
+    /// The same, by reason.
+    pub restarts_by: RestartCounts,
 }
 
 impl Life {
@@ -58,6 +62,7 @@ impl Life {
         started_at: None,
         ready_at: None,
         restarts: 0,
+        restarts_by: RestartCounts([0; 4]),
     };
 
     /// Whether it has a live process whose memory can be read.
@@ -91,6 +96,8 @@ pub struct ProcessInput {
     pub ready_at: Option<Instant>,
     /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
     pub restarts: u32,
+    /// The same, by reason.
+    pub restarts_by: RestartCounts,
     /// Why it was last restarted (an exit, or a recycle's reason), if it was (DEC-25).
     pub last_restart: Option<String>,
     /// Its last `Status` and when it arrived.
@@ -99,6 +106,11 @@ pub struct ProcessInput {
     pub memory: Reading<ProcMemory>,
     /// The limit its memory guard reported (`ready`'s `memoryLimit`).
     pub guard_limit: Option<u64>,
+    /// What the front door knows of it without its help, if the front door was asked.
+    pub front: Option<FrontFigures>,
+    /// Its latency at the front door and its CPU over the last status interval.
+    pub latency: Option<Latency>,
+    pub cpu: Option<Cpu>,
 }
 
 /// The limit on the launcher's cgroup.
@@ -250,6 +262,7 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "status": status,
             "uptimeMs": if restarting { None } else { p.started_at.map(|s| ms(now.saturating_duration_since(s))) },
             "restarts": p.restarts,
+            "restartsBy": p.restarts_by.to_json(),
             "lastRestart": p.last_restart,
             "requests": f.map(|f| f.requests),
             "rssAnon": memory.map(|m| m.rss_anon),
@@ -263,7 +276,20 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "figuresAgeMs": figures.map(|(_, at)| ms(now.saturating_duration_since(at))),
             "noChannel": no_channel(p, st.status_interval, now),
         }));
+        if let (Some(row), Some(front)) = (rows.last_mut(), &p.front) {
+            merge(row, front.row_fields(p.latency.as_ref()));
+        }
+        if let Some(row) = rows.last_mut() {
+            let cpu = if restarting { None } else { p.cpu };
+            row["cpuSeconds"] = json!(cpu.map(|c| c.seconds));
+            row["cpuPercent"] = json!(cpu.and_then(|c| c.percent));
+        }
     }
+    let front_requests = input
+        .processes
+        .iter()
+        .filter_map(|p| p.front.map(|f| f.requests()))
+        .fold(None, |acc, n| Some(acc.unwrap_or(0) + n));
 
     let launcher_memory = match &input.launcher.memory {
         Ok(m) => Some(*m),
@@ -328,12 +354,22 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
         "host": host,
         "totals": {
             "requests": sum(&|f| Some(f.requests)),
+            // The front door's count of every process's answers: beside the processes' own
+            // counts above, never added to them.
+            "frontRequests": front_requests,
             "heapUsed": (!heaps.is_empty()).then(|| heaps.iter().sum::<u64>()),
             "heapCount": heaps.len(),
             "restarts": input.processes.iter().map(|p| u64::from(p.restarts)).sum::<u64>(),
             "uptimeMs": master_uptime,
         },
     })
+}
+
+/// `fields`' keys set on `row`.
+fn merge(row: &mut Value, fields: Value) {
+    if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
+        row.extend(fields);
+    }
 }
 
 fn memory_section(

@@ -24,6 +24,15 @@ pub trait Hooks: Send + Sync + 'static {
     fn in_flight(&self, id: ProcessId) -> u32;
     /// What the front door counted since the launcher started.
     fn tally(&self) -> Tally;
+    /// What the front door knows of the process without its help (`status::front`).
+    fn front(&self, _id: ProcessId) -> Option<crate::status::front::FrontFigures> {
+        None
+    }
+    /// The process's latency over the interval since the last call (the status tick's), the
+    /// front door's histogram emptied for the next.
+    fn take_latency(&self, _id: ProcessId) -> Option<crate::status::front::Latency> {
+        None
+    }
     /// A status, sample or count message from a process.
     fn message(&self, _id: ProcessId, _msg: &FromChild) {}
     /// The process joins the cluster (the worker count grew); it is not ready yet.

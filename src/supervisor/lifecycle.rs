@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use super::restart::{RestartPolicy, Verdict};
 use crate::deadline::Later;
 use crate::process::ProcessId;
+use crate::status::restarts::{RestartCounts, RestartReason};
 
 pub(crate) use actions::{Action, Aftermath, Exit, Status};
 pub(crate) use handover::LifecycleState;
@@ -75,6 +76,8 @@ struct Slot {
     policy: RestartPolicy,
     /// Restarts decided since the launcher started, recycles and rolling restarts included.
     restarts: u32,
+    /// The same, by reason.
+    restarts_by: RestartCounts,
     /// When its current (or last) process was started.
     started: Option<Instant>,
     /// The shell was told `Up` and not yet `Down`: the proxy routes to it.
@@ -87,9 +90,15 @@ impl Slot {
             state: State::Idle,
             policy: RestartPolicy::new(),
             restarts: 0,
+            restarts_by: RestartCounts::default(),
             started: None,
             up: false,
         }
+    }
+
+    fn restarted(&mut self, why: RestartReason) {
+        self.restarts += 1;
+        self.restarts_by.add(why);
     }
 }
 
@@ -244,7 +253,12 @@ impl Lifecycle {
                 if !stopping =>
             {
                 self.down(id);
-                self.slots[id.index()].restarts += 1;
+                let why = if self.recycling == Some(id) {
+                    RestartReason::Recycle
+                } else {
+                    RestartReason::Rolling
+                };
+                self.slots[id.index()].restarted(why);
                 self.spawn(id, now);
                 return Aftermath::Restart { asked: true };
             }
@@ -256,7 +270,7 @@ impl Lifecycle {
                 self.down(id);
                 if id.index() <= self.workers {
                     self.slots[id.index()].state = State::Idle;
-                    self.slots[id.index()].restarts += 1;
+                    self.slots[id.index()].restarted(RestartReason::Scale);
                     self.start_next_worker(now);
                     self.advance_rolling(now);
                     return Aftermath::Restart { asked: true };
@@ -286,7 +300,7 @@ impl Lifecycle {
         match slot.policy.exited(ready_at, now, give_up_after) {
             Verdict::Restart { after, failing } => {
                 slot.state = State::Waiting { until: now + after };
-                slot.restarts += 1;
+                slot.restarted(RestartReason::Crash);
                 self.rolling_failed(id, was_ready);
                 self.actions
                     .push_back(Action::RestartScheduled { id, after, failing });

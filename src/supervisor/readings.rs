@@ -49,6 +49,12 @@ impl Readings for SystemReadings {
         })
     }
 
+    fn cpu_seconds(&self, pid: u32) -> Option<f64> {
+        let path = self.root().join(format!("proc/{pid}/stat"));
+        let text = std::fs::read_to_string(path).ok()?;
+        crate::ops::process_self::cpu_seconds(&text, crate::ops::process_self::clock_ticks()?)
+    }
+
     fn host(&self) -> Reading<HostMemory> {
         let h = system::read_host_memory(self.root())?;
         Ok(HostMemory {

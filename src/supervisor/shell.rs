@@ -168,7 +168,10 @@ impl Shell {
         mut control: mpsc::Receiver<Control>,
     ) -> Ended {
         let shell = &mut self;
-        let mut ticks = Ticks::new(shell.setup.settings.status_seconds);
+        let mut ticks = Ticks::new(
+            shell.setup.settings.status_seconds,
+            shell.setup.settings.sample_seconds,
+        );
         let mut control_open = true;
         loop {
             if let Some(ended) = shell.carry_out() {
@@ -193,8 +196,10 @@ impl Shell {
                     }
                     Some(Control::Reload(r)) => {
                         let status_seconds = r.settings.status_seconds;
+                        let sample_seconds = r.settings.sample_seconds;
                         if shell.reload(r) {
                             ticks.set_status_seconds(status_seconds);
+                            ticks.set_sample_seconds(sample_seconds);
                         }
                     }
                     Some(Control::Scale(s)) => shell.scale(s),
@@ -221,6 +226,7 @@ impl Shell {
                 _ = ticks.status.tick() => shell.send_snapshot(),
                 _ = ticks.upkeep.tick() => shell.upkeep(),
                 _ = ticks.minute.tick() => shell.minute(),
+                _ = ticks.sample.tick() => shell.front_samples(),
             }
         }
     }

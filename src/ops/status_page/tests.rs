@@ -311,3 +311,45 @@ fn a_full_day_is_drawn_a_point_per_pixel_column_and_a_spike_is_kept() {
     );
     assert!(html.len() < 300_000, "a page of {} bytes", html.len());
 }
+
+#[test]
+fn without_a_channel_the_front_doors_figures_are_shown_and_drawn() {
+    // spec: DEC-46
+    let mut p = process("tx1", "ready");
+    p["requests"] = Value::Null;
+    p["noChannel"] = json!(true);
+    p["frontRequests"] = json!(12);
+    p["latencyMs"] = json!({"count": 12, "median": 1.5, "p99": 20.0});
+    p["cpuPercent"] = json!(3.25);
+    let mut st = status(vec![p]);
+    st["totals"]["requests"] = Value::Null;
+    st["totals"]["frontRequests"] = json!(12);
+    let front = |at: u64, n: u64| {
+        let mut s = sample(at, n);
+        s["front"] = json!(true);
+        s
+    };
+    let h = history(vec![(
+        "tx1",
+        vec![front(NOW - 3000, 4), front(NOW - 2000, 8)],
+    )]);
+    let html = page(&st, &h, &Value::Null);
+    assert!(
+        html.contains(r#"Requests at the front door <b data-figure="requests">12</b>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<td data-figure="front-requests">12</td>"#));
+    assert!(html.contains("1.5 / 20.0 ms"), "{html}");
+    assert!(html.contains("3.2%") || html.contains("3.3%"), "{html}");
+    for chart in ["requests", "memory", "inflight"] {
+        let at = html
+            .find(&format!(r#"data-graph="{chart}""#))
+            .map(|i| &html[i..]);
+        let polys = at.map_or(0, |s| {
+            s[..s.find("</svg>").unwrap_or(s.len())]
+                .matches(r#"data-code="tx1""#)
+                .count()
+        });
+        assert!(polys >= 1, "{chart}: a line for tx1 in\n{html}");
+    }
+}

@@ -88,7 +88,7 @@ fn a_retired_worker_is_unavailable_with_no_exit_event_and_no_restart_reason() {
     assert_eq!(states(&mut k), ["starting", "live", "unavailable"]);
     assert_eq!(event_kinds(&k), ["launcherStarted"]);
     let lives = [Life::NOT_STARTED; 2];
-    let v = k.snapshot(&lives, &Fixed, Instant::now());
+    let v = k.snapshot(&lives, &[], &Fixed, Instant::now());
     assert_eq!(v["processes"][1]["lastRestart"], Value::Null);
 }
 
@@ -118,6 +118,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             started_at: Some(now),
             ready_at: Some(now),
             restarts: 0,
+            restarts_by: Default::default(),
         },
         Life {
             state: ProcessState::Restarting,
@@ -125,9 +126,10 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             started_at: Some(now),
             ready_at: None,
             restarts: 2,
+            restarts_by: Default::default(),
         },
     ];
-    let v = k.snapshot(&lives, &Fixed, now);
+    let v = k.snapshot(&lives, &[], &Fixed, now);
     let (m0, tx1) = (&v["processes"][0], &v["processes"][1]);
     assert_eq!(m0["status"], "ready");
     assert_eq!(m0["rssAnon"], 1u64 << 30);
@@ -206,4 +208,82 @@ fn history_changes_that_pile_up_give_way_to_the_whole_history() {
     // And then the changes again, as they come.
     k.started(worker);
     assert_eq!(states(&mut k), ["starting"]);
+}
+
+#[test]
+fn the_launcher_samples_only_the_processes_that_sample_nothing_themselves() {
+    // spec: DEC-46, GRAPH-1
+    use crate::ipc::message::Sample;
+    use crate::status::front::FrontFigures;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (mut k, worker) = keeper(&dir);
+    let now = Instant::now();
+    let long_ago = now - std::time::Duration::from_secs(600);
+    let life = |pid| Life {
+        state: ProcessState::Ready,
+        pid: Some(pid),
+        started_at: Some(long_ago),
+        ready_at: Some(long_ago),
+        restarts: 0,
+        restarts_by: Default::default(),
+    };
+    let lives = [life(100), life(101)];
+    for id in [ProcessId::MASTER, worker] {
+        k.started(id);
+        k.ready(id);
+    }
+    // The master samples itself; the worker has no channel.
+    let own = Sample {
+        at: crate::clock::unix_ms() - 1000,
+        requests: 3,
+        client_caches: None,
+        client_concepts: None,
+        refusals: 0,
+        heap_used: Some(1),
+        turnaround_ms: None,
+    };
+    k.message(
+        ProcessId::MASTER,
+        &FromChild::Sample(own),
+        &lives,
+        &Fixed,
+        now,
+    );
+    let front = |n: u64, refused: u64| {
+        Some(FrontFigures {
+            answered: [0, n, 0, 1, 0],
+            refused,
+            in_flight: 2,
+            ..FrontFigures::default()
+        })
+    };
+    // The first interval sets the baseline; the second is a sample of what came between.
+    k.front_samples(&lives, &[front(5, 0), front(5, 0)], &Fixed, now);
+    k.front_samples(&lives, &[front(50, 1), front(12, 3)], &Fixed, now);
+    let h = k.history.to_json(crate::clock::unix_ms());
+    let points = |code: &str| -> Vec<Value> {
+        h["processes"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["code"] == code))
+            .and_then(|p| p["points"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let m0 = points("m0");
+    assert_eq!(m0.len(), 1, "its own sample only: {m0:?}");
+    assert!(m0[0].get("front").is_none());
+    let tx1 = points("tx1");
+    assert_eq!(tx1.len(), 1, "{tx1:?}");
+    assert_eq!(tx1[0]["front"], true);
+    assert_eq!(
+        tx1[0]["requests"], 7,
+        "the answers passed on in the interval"
+    );
+    assert_eq!(tx1[0]["refusals"], 3);
+    assert_eq!(tx1[0]["inFlight"], 2);
+    assert_eq!(tx1[0]["rssAnon"], (1u64 << 30) + 1);
+    assert_eq!(
+        tx1[0]["heapUsed"],
+        Value::Null,
+        "nothing of the process's own"
+    );
 }

@@ -47,6 +47,7 @@ fn process(now: Instant, n: u16) -> ProcessInput {
         started_at: Some(now - Duration::from_secs(100)),
         ready_at: Some(now - Duration::from_secs(90)),
         restarts: 0,
+        restarts_by: Default::default(),
         last_restart: None,
         status: Some((figures(k), now - Duration::from_secs(5))),
         memory: Ok(ProcMemory {
@@ -54,6 +55,9 @@ fn process(now: Instant, n: u16) -> ProcessInput {
             rss_file: k * 10 * MB,
         }),
         guard_limit: Some(8 * GB),
+        front: None,
+        latency: None,
+        cpu: None,
     }
 }
 
@@ -139,7 +143,8 @@ fn the_cluster_object_has_the_spec_fields() {
             "uptimeMs": 100_000, "restarts": 0, "lastRestart": null, "requests": 2000,
             "rssAnon": 2 * GB, "rssFile": 20 * MB, "heapUsed": 200 * MB, "heapLimit": 4 * GB,
             "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "eventLoopDelayMs": null,
-            "figuresAgeMs": 5000, "noChannel": false,
+            "figuresAgeMs": 5000, "noChannel": false, "cpuSeconds": null, "cpuPercent": null,
+            "restartsBy": {"crash": 0, "rolling": 0, "recycle": 0, "scale": 0},
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");
@@ -363,4 +368,53 @@ fn status_message_figures() {
     assert_eq!(f.as_ref().map(|f| f.requests), Some(6));
     assert_eq!(f.and_then(|f| f.heap_limit), None);
     assert_eq!(StatusFigures::from_message(&FromChild::Unknown), None);
+}
+
+#[test]
+fn the_front_doors_count_is_beside_a_processs_own_never_added_to_it() {
+    // spec: STATUS-16, DEC-46
+    use crate::status::front::{Cpu, FrontFigures, Latency};
+    let now = Instant::now();
+    let front = |n: u64| FrontFigures {
+        answered: [0, n, 0, 1, 0],
+        bad_gateway: 2,
+        in_flight: 1,
+        ..FrontFigures::default()
+    };
+    let mut ps = vec![process(now, 0), process(now, 1)];
+    ps[0].front = Some(front(9));
+    // tx1 serves without the channel: nothing of its own, the front door's figures only.
+    ps[1].status = None;
+    ps[1].front = Some(front(4));
+    ps[1].latency = Some(Latency {
+        count: 5,
+        median_ms: Some(2.0),
+        p99_ms: Some(8.0),
+    });
+    ps[1].cpu = Some(Cpu {
+        seconds: 1.5,
+        percent: Some(12.5),
+    });
+    let v = run(&ps, own_cgroup(), now);
+    let (m0, tx1) = (&v["processes"][0], &v["processes"][1]);
+    assert_eq!(m0["requests"], 1000, "its own count");
+    assert_eq!(m0["frontRequests"], 10, "the front door's, beside it");
+    assert_eq!(tx1["requests"], Value::Null);
+    assert_eq!(tx1["noChannel"], true);
+    assert_eq!(tx1["frontRequests"], 5);
+    assert_eq!(tx1["frontAnswers"]["4xx"], 1);
+    assert_eq!(tx1["front502"], 2);
+    assert_eq!(tx1["latencyMs"]["p99"], 8.0);
+    assert_eq!(tx1["cpuPercent"], 12.5);
+    assert_eq!(
+        tx1["rssAnon"],
+        2 * GB,
+        "memory read without the process's help"
+    );
+    assert_eq!(m0["cpuSeconds"], Value::Null, "not read: not made up");
+    assert_eq!(
+        v["totals"]["requests"], 1000,
+        "the processes' own counts only"
+    );
+    assert_eq!(v["totals"]["frontRequests"], 15);
 }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::rolling::Rolling;
 use super::{Lifecycle, Phase, Slot, State};
 use crate::process::ProcessId;
+use crate::status::restarts::RestartCounts;
 use crate::supervisor::restart::RestartPolicy;
 
 /// The lifecycle, handed over.
@@ -39,6 +40,9 @@ struct SlotState {
     failures: u32,
     ever_ready: bool,
     restarts: u32,
+    /// By reason (a program before this field hands over none: all zero).
+    #[serde(default)]
+    restarts_by: RestartCounts,
     started_ms: Option<i64>,
     up: bool,
 }
@@ -199,6 +203,7 @@ impl Lifecycle {
                     failures: s.policy.failures(),
                     ever_ready: s.policy.ever_ready(),
                     restarts: s.restarts,
+                    restarts_by: s.restarts_by,
                     started_ms: s.started.map(|t| from(at, t)),
                     up: s.up,
                 })
@@ -270,6 +275,7 @@ impl Lifecycle {
                 state: state(&x.state),
                 policy: RestartPolicy::resume(x.failures, x.ever_ready),
                 restarts: x.restarts,
+                restarts_by: x.restarts_by,
                 started: x.started_ms.map(|ms| to(at, ms)),
                 up: x.up,
             })

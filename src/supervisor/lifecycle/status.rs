@@ -6,12 +6,20 @@ use std::time::Instant;
 
 use super::{Lifecycle, Phase, State, Status};
 use crate::process::ProcessId;
+use crate::status::restarts::RestartCounts;
 
 impl Lifecycle {
     /// Restarts decided since the launcher started, per process, recycles and rolling restarts
     /// included (STATUS-17, DEC-25); counted when the exit is seen, as the status shows it.
     pub(crate) fn restarts(&self, id: ProcessId) -> u32 {
         self.slots.get(id.index()).map_or(0, |s| s.restarts)
+    }
+
+    /// The same restarts, by reason.
+    pub(crate) fn restarts_by(&self, id: ProcessId) -> RestartCounts {
+        self.slots
+            .get(id.index())
+            .map_or_else(RestartCounts::default, |s| s.restarts_by)
     }
 
     /// When the process's current (or last) run was started.

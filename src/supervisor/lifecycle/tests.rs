@@ -392,3 +392,46 @@ fn one_restart_at_a_time_and_the_proxy_hears_up_and_down_in_pairs() {
         .count();
     assert_eq!(downs, 1);
 }
+
+#[test]
+fn restarts_are_counted_by_reason_and_a_planned_one_is_no_crash() {
+    // spec: DEC-47
+    use crate::status::restarts::RestartReason::{Crash, Recycle, Rolling};
+    let t = Instant::now();
+    let mut l = running(2, t);
+    // A crash.
+    l.exited(T1, Exit::Signal(9), t);
+    l.handle_timeout(t + secs(1));
+    l.ready(T1, t + secs(1));
+    // A recycle.
+    assert!(l.recycle(T2, secs(30), t + secs(2)));
+    l.drained(T2, t + secs(2));
+    l.exited(T2, Exit::Code(0), t + secs(2));
+    l.ready(T2, t + secs(3));
+    drain(&mut l);
+    // A rolling restart: every process, one at a time, the master last.
+    assert!(l.rolling_restart(secs(30), t + secs(4)));
+    let mut at = t + secs(4);
+    for _ in 0..20 {
+        at += secs(1);
+        for a in drain(&mut l) {
+            match a {
+                Action::Drain(id) => l.drained(id, at),
+                Action::Terminate(id) => {
+                    l.exited(id, Exit::Code(0), at);
+                }
+                Action::Spawn(id) => l.ready(id, at),
+                _ => {}
+            }
+        }
+        if !l.is_rolling() {
+            break;
+        }
+    }
+    assert!(!l.is_rolling(), "the rolling restart ended");
+    let by = |id| l.restarts_by(id);
+    assert_eq!((by(T1).get(Crash), by(T1).get(Rolling)), (1, 1));
+    assert_eq!((by(T2).get(Recycle), by(T2).get(Rolling)), (1, 1));
+    assert_eq!((by(M).get(Crash), by(M).get(Rolling)), (0, 1));
+    assert_eq!(l.restarts(T1), 2, "the total counts them all");
+}

@@ -8,6 +8,7 @@ use tracing::{info, warn};
 use super::Shell;
 use crate::clock::now_std;
 use crate::process::{Exit, ProcessId};
+use crate::status::front::FrontFigures;
 use crate::status::keeper::{ExitFate, Report};
 use crate::status::snapshot::{Life, ProcessState};
 use crate::supervisor::lifecycle::{Aftermath, Status};
@@ -52,6 +53,7 @@ impl Shell {
                 _ => None,
             },
             restarts: self.life.restarts(id),
+            restarts_by: self.life.restarts_by(id),
         }
     }
 
@@ -83,8 +85,35 @@ impl Shell {
         self.keeper.exited(id, exit, pid, fate);
     }
 
+    /// What the front door knows of each status row's process, master first.
+    pub(super) fn fronts(&self) -> Vec<Option<FrontFigures>> {
+        (0..self.keeper.rows())
+            .map(|i| self.hooks.front(ProcessId(i as u16)))
+            .collect()
+    }
+
     /// The launcher's view for its own endpoints, the machine read now.
     pub(super) fn report(&self) -> Report {
-        self.keeper.report(&self.lives(), &self.readings, now_std())
+        let fronts = self.fronts();
+        self.keeper
+            .report(&self.lives(), &fronts, &self.readings, now_std())
+    }
+
+    /// Every `statusSeconds`, whether the master is up or not: the interval's latencies (the
+    /// front door's histograms emptied) and each process's CPU.
+    pub(super) fn close_interval(&mut self) {
+        let latencies: Vec<_> = (0..self.keeper.rows())
+            .map(|i| self.hooks.take_latency(ProcessId(i as u16)))
+            .collect();
+        let lives = self.lives();
+        self.keeper
+            .close_interval(&lives, &latencies, &self.readings, now_std());
+    }
+
+    /// Every sample interval: the launcher's samples for processes that take none themselves.
+    pub(super) fn front_samples(&mut self) {
+        let (lives, fronts) = (self.lives(), self.fronts());
+        self.keeper
+            .front_samples(&lives, &fronts, &self.readings, now_std());
     }
 }

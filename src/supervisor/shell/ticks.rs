@@ -22,18 +22,24 @@ const MINUTE: Duration = Duration::from_secs(60);
 
 pub(super) struct Ticks {
     status_every: Duration,
+    sample_every: Duration,
     pub(super) status: Interval,
+    /// The launcher's own graph samples, for processes that take none (`stats.sampleSeconds`).
+    pub(super) sample: Interval,
     pub(super) upkeep: Interval,
     pub(super) minute: Interval,
 }
 
 impl Ticks {
     /// The first of each tick comes one period from now, not at once.
-    pub(super) fn new(status_seconds: f64) -> Ticks {
+    pub(super) fn new(status_seconds: f64, sample_seconds: f64) -> Ticks {
         let status_every = status_period(status_seconds);
+        let sample_every = status_period(sample_seconds);
         Ticks {
             status_every,
+            sample_every,
             status: every(status_every),
+            sample: every(sample_every),
             upkeep: every(UPKEEP),
             minute: every(MINUTE),
         }
@@ -45,6 +51,15 @@ impl Ticks {
         if period != self.status_every {
             self.status_every = period;
             self.status = every(period);
+        }
+    }
+
+    /// A reload's sample period: the sample tick starts again only if it changed.
+    pub(super) fn set_sample_seconds(&mut self, sample_seconds: f64) {
+        let period = status_period(sample_seconds);
+        if period != self.sample_every {
+            self.sample_every = period;
+            self.sample = every(period);
         }
     }
 }
@@ -65,12 +80,14 @@ impl Shell {
     /// Every `statusSeconds`: the cluster snapshot to the master (STATUS-5); not held while
     /// the master is down (a newer one follows).
     pub(super) fn send_snapshot(&mut self) {
+        self.close_interval();
         if !self.life.is_up(ProcessId::MASTER) {
             return;
         }
+        let fronts = self.fronts();
         let status = self
             .keeper
-            .snapshot(&self.lives(), &self.readings, now_std());
+            .snapshot(&self.lives(), &fronts, &self.readings, now_std());
         if let Some(master) = &self.children[0] {
             master.send(ToChild::Snapshot { status });
         }
