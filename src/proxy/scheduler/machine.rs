@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use super::config::SchedulerConfig;
 use super::cooldown::Cooldown;
+use super::estimate::ServiceTime;
 use super::queue::WaitQueue;
 use super::slots::{Limits, Slots};
 use super::types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
@@ -29,6 +30,7 @@ use crate::proxy::lane::Lane;
 use crate::proxy::route::{Target, TxDemand};
 
 mod pick;
+mod predict;
 mod upkeep;
 
 /// The tx scheduler. See the module docs.
@@ -51,6 +53,8 @@ pub struct Scheduler {
     /// Processes to pump before returning, and whether all must be.
     dirty: Vec<usize>,
     dirty_all: bool,
+    /// The latest `now` the shell gave (what a dispatch is timed from).
+    clock: Option<Instant>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -64,6 +68,19 @@ struct Proc {
     cool: Cooldown,
     /// Requests only this process may take, by lane.
     owned: [WaitQueue; 2],
+    /// Its counted requests in flight, with when each was sent (`predictiveAdmission`'s
+    /// forecast reads how long each has run).
+    running: Vec<Running>,
+    /// How long it takes to free a slot, by lane (DEC-50).
+    service: [ServiceTime; 2],
+}
+
+#[derive(Copy, Clone, Debug)]
+struct Running {
+    id: RequestId,
+    lane: Lane,
+    /// `None` when dispatched before the shell gave any `now`.
+    since: Option<Instant>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -153,6 +170,7 @@ impl Scheduler {
             stopping: false,
             dirty: Vec::new(),
             dirty_all: false,
+            clock: None,
         };
         for &(p, serves_tx) in processes {
             s.add_process(p, serves_tx);
@@ -226,6 +244,7 @@ impl Scheduler {
         if old == Some(ProcessState::Down) || state == ProcessState::Down {
             // A process that went down comes back with no history.
             self.procs[i].cool.reset();
+            self.procs[i].service = Default::default();
         }
         self.recount_open();
         if self.open_or_cooling() == 0 {
@@ -306,7 +325,9 @@ impl Scheduler {
                 lane,
                 counted,
                 ..
-            }) => self.free(process, lane, counted),
+            }) => {
+                self.free(process, id, lane, counted);
+            }
             None => {}
         }
         self.settle();
@@ -328,7 +349,12 @@ impl Scheduler {
             return;
         };
         self.requests.remove(&id);
-        self.free(process, lane, counted);
+        let since = self.free(process, id, lane, counted);
+        if let (Finish::Responded { .. }, Some(since)) = (outcome, since) {
+            // Only a response says how long the work took (a timeout, a failure or a client
+            // gone says nothing of it).
+            self.procs[process].service[ix(lane)].observe(now.saturating_duration_since(since));
+        }
         let length = self.cfg.cooldown;
         let cool = &mut self.procs[process].cool;
         let started = match outcome {

@@ -68,6 +68,7 @@ fn config() -> impl Strategy<Value = SchedulerConfig> {
             queue: Duration::from_secs(u64::from(q)),
             owner_queue: Duration::from_secs(30 * u64::from(oq)),
             cooldown: Duration::from_secs(2 * u64::from(cool)),
+            predictive: false,
         })
 }
 
