@@ -298,6 +298,37 @@ mod tests {
         assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
     }
 
+    #[test]
+    fn a_forecast_refusal_is_the_same_503_with_the_forecast_retry_after() {
+        // spec: DEC-50, QUEUE-5 (the header and the answer as the spec's, its value measured)
+        for early in [true, false] {
+            let a = Answer::QueueForecast {
+                waited_secs: 1.0,
+                retry_after: 2,
+                early,
+            };
+            let r = a.respond();
+            assert_eq!(r.status(), 503);
+            assert_eq!(r.headers()[RETRY_AFTER], "2");
+            assert_eq!(r.headers()[CONNECTION], "close");
+            assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+            assert_eq!(a.reason(), "queue_wait");
+            let o = a.outcome();
+            assert_eq!(o.code, "transient");
+            assert!(
+                o.text.contains("within 1 s; try again in 2 s"),
+                "{}",
+                o.text
+            );
+            let raw = String::from_utf8(a.to_http1()).unwrap_or_default();
+            assert!(raw.contains("\r\nretry-after: 2\r\n"), "{raw}");
+        }
+        let spec = Answer::QueueTimeout { waited_secs: 1.0 };
+        assert!(String::from_utf8(spec.to_http1())
+            .unwrap_or_default()
+            .contains("\r\nretry-after: 5\r\n"));
+    }
+
     #[tokio::test]
     async fn connect_is_refused_with_501_allow_and_an_operation_outcome() {
         use http_body_util::BodyExt;

@@ -80,6 +80,8 @@ mod tests {
         let mut s = ServiceTime::default();
         s.observe(Duration::MAX);
         s.observe(Duration::ZERO);
-        assert!(s.get().is_some_and(|d| d <= Duration::from_secs(31_536_000)));
+        assert!(s
+            .get()
+            .is_some_and(|d| d <= Duration::from_secs(31_536_000)));
     }
 }

@@ -34,7 +34,7 @@ mod predict;
 mod upkeep;
 
 /// The tx scheduler. See the module docs.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Scheduler {
     cfg: SchedulerConfig,
     limits: Limits,
@@ -109,6 +109,9 @@ enum Req {
         lane: Lane,
         at: Place,
         wait: Wait,
+        /// When its wait ends (the forecast reads it: one that will be refused first takes no
+        /// slot from those behind it).
+        until: Instant,
     },
     InFlight {
         process: usize,

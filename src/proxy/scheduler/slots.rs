@@ -99,7 +99,9 @@ impl Limits {
         lane == Lane::Normal
             && self.max > 0
             && self.min_normal > 0
-            && held.is_some_and(|n| u64::from(s.normal_running) >= u64::from(n).clamp(1, self.min_normal))
+            && held.is_some_and(|n| {
+                u64::from(s.normal_running) >= u64::from(n).clamp(1, self.min_normal)
+            })
     }
 }
 

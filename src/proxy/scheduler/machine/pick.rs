@@ -104,6 +104,7 @@ impl Scheduler {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queue_mut(at, lane).push(seq, id);
+        let until = now.later(length);
         self.requests.insert(
             id,
             Req::Waiting {
@@ -111,10 +112,10 @@ impl Scheduler {
                 lane,
                 at,
                 wait,
+                until,
             },
         );
-        self.timers
-            .push(Reverse((now.later(length), Timer::Queue { seq, id })));
+        self.timers.push(Reverse((until, Timer::Queue { seq, id })));
     }
 
     pub(super) fn dispatch(

@@ -14,16 +14,40 @@
 
 use std::time::{Duration, Instant};
 
-use super::super::forecast::{certainly_late, retry_after, Stream};
+use super::super::forecast::{certainly_late, horizon, retry_after, slot, Slot, Stream};
 use super::*;
 
 impl Scheduler {
-    /// The streams of frees that could admit a newcomer of `lane` waiting in the shared queue,
-    /// and how many wait there ahead of it; `None` when nothing can be said.
-    pub(super) fn forecast(&self, lane: Lane, now: Instant) -> Option<(Vec<Stream>, usize)> {
+    /// A process's estimate for a lane (for tests: what it has measured).
+    #[cfg(test)]
+    pub(crate) fn estimate(&self, p: ProcessId, lane: Lane) -> Option<Duration> {
+        self.procs.get(p.index())?.service[ix(lane)].get()
+    }
+
+    /// When a newcomer of `lane` that may wait `wait` in the shared queue can expect a slot.
+    pub(super) fn forecast(&self, lane: Lane, wait: Duration, now: Instant) -> Slot {
+        let Some(streams) = self.streams(lane, now) else {
+            return Slot::Unknown;
+        };
+        let reqs = &self.requests;
+        let ahead = self.shared[ix(lane)]
+            .iter()
+            .filter_map(|(seq, id)| match reqs.get(&id) {
+                Some(Req::Waiting { seq: s, until, .. }) if *s == seq => {
+                    Some(until.saturating_duration_since(now))
+                }
+                _ => None,
+            });
+        slot(&streams, ahead, horizon(wait))
+    }
+
+    /// The streams of frees that could admit a newcomer of `lane` waiting in the shared queue;
+    /// `None` when nothing can be said.
+    fn streams(&self, lane: Lane, now: Instant) -> Option<Vec<Stream>> {
         // A cheap request may also get in without a free: when the last normal request stops
         // waiting, the lane's reservation lifts (LANE-6). Not predicted.
-        let normal_waits = self.shared[1].live() > 0 || self.procs.iter().any(|p| p.owned[1].live() > 0);
+        let normal_waits =
+            self.shared[1].live() > 0 || self.procs.iter().any(|p| p.owned[1].live() > 0);
         if lane == Lane::Fast && normal_waits {
             return None;
         }
@@ -46,7 +70,9 @@ impl Scheduler {
                     continue; // a cheap request's end lets no normal one past a hold
                 }
                 let left = match (p.service[ix(r.lane)].get(), r.since) {
-                    (Some(e), Some(since)) => e.saturating_sub(now.saturating_duration_since(since)),
+                    (Some(e), Some(since)) => {
+                        e.saturating_sub(now.saturating_duration_since(since))
+                    }
                     // Not known: it may end at once.
                     _ => Duration::ZERO,
                 };
@@ -64,7 +90,7 @@ impl Scheduler {
                 }));
             }
         }
-        Some((streams, self.shared[ix(lane)].live()))
+        Some(streams)
     }
 
     /// A rule-4 request about to wait `length` in the shared queue that cannot be admitted
@@ -80,10 +106,10 @@ impl Scheduler {
         if !self.cfg.predictive || wait != Wait::Any || at != Place::Shared {
             return None;
         }
-        let (streams, ahead) = self.forecast(lane, now)?;
-        certainly_late(&streams, ahead, length).then(|| Refusal::Forecast {
+        let slot = self.forecast(lane, length, now);
+        certainly_late(slot, length).then(|| Refusal::Forecast {
             waited: length,
-            retry_after: retry_after(&streams, ahead),
+            retry_after: retry_after(slot),
             early: true,
         })
     }
@@ -97,17 +123,16 @@ impl Scheduler {
         waited: Duration,
         now: Instant,
     ) -> Refusal {
-        let forecast = (self.cfg.predictive && wait == Wait::Any)
-            .then(|| self.forecast(lane, now))
-            .flatten()
-            .filter(|(streams, _)| !streams.is_empty());
-        match forecast {
-            Some((streams, ahead)) => Refusal::Forecast {
+        if !self.cfg.predictive || wait != Wait::Any {
+            return Refusal::QueueTimeout { waited };
+        }
+        match self.forecast(lane, self.cfg.queue, now) {
+            Slot::Unknown => Refusal::QueueTimeout { waited },
+            slot => Refusal::Forecast {
                 waited,
-                retry_after: retry_after(&streams, ahead),
+                retry_after: retry_after(slot),
                 early: false,
             },
-            None => Refusal::QueueTimeout { waited },
         }
     }
 }
