@@ -33,6 +33,8 @@ mod pick;
 mod predict;
 mod upkeep;
 
+use predict::Running;
+
 /// The tx scheduler. See the module docs.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
@@ -73,14 +75,6 @@ struct Proc {
     running: Vec<Running>,
     /// How long it takes to free a slot, by lane (DEC-50).
     service: [ServiceTime; 2],
-}
-
-#[derive(Copy, Clone, Debug)]
-struct Running {
-    id: RequestId,
-    lane: Lane,
-    /// `None` when dispatched before the shell gave any `now`.
-    since: Option<Instant>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -6,16 +6,26 @@
 //! for its lane (a cold start, a process just restarted), nothing changes: the request waits its
 //! whole wait and its `503` says `Retry-After: 5`, as the spec's rule alone.
 //!
-//! What the forecast cannot see, it leaves out, and each only makes a slot come sooner than
+//! What the forecast cannot see, it leaves out, and each can only make a slot come sooner than
 //! forecast: a process becoming ready, a hold loosening (the saturation watch, DEC-29), a
-//! reload raising the limits, a client leaving. The first three are taken as they are now
-//! (the hold is itself a measure of what the process can take); a request refused early in
-//! such a moment would have been refused by the queue a second later in most cases.
+//! reload raising the limits, a client leaving. They are taken as they stand (the hold is
+//! itself the measure of what a saturated process can take), so one of them in the very
+//! second after an early refusal can mean the queue would have admitted that request; "never
+//! refused early when the estimates are right" is for a cluster that stays as it is.
 
 use std::time::{Duration, Instant};
 
 use super::super::forecast::{certainly_late, horizon, retry_after, slot, Slot, Stream};
 use super::*;
+
+/// A counted request in flight on a process, with when it was sent.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Running {
+    pub id: RequestId,
+    pub lane: Lane,
+    /// `None` when dispatched before the shell gave any `now`.
+    pub since: Option<Instant>,
+}
 
 impl Scheduler {
     /// A process's estimate for a lane (for tests: what it has measured).
