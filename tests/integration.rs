@@ -44,6 +44,7 @@ mod proxy_edge;
 mod proxy_failures;
 mod proxy_lobby;
 mod proxy_park;
+mod proxy_predict;
 mod proxy_queue;
 mod proxy_routing;
 mod proxy_saturation;

@@ -291,6 +291,8 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
         "ready": readiness(front).is_ok(),
         "refusals": {
             "queueWait": t.refused[RefusalKind::QueueWait],
+            // Of those, refused as they came (predictiveAdmission, DEC-50).
+            "queueWaitAtOnce": front.counters.refused_early.load(std::sync::atomic::Ordering::Relaxed),
             "noProcessReady": t.refused[RefusalKind::NoProcessReady],
             "stopping": t.refused[RefusalKind::Stopping],
         },

@@ -25,6 +25,14 @@ pub enum Answer {
     /// Waited its whole wait for a slot: `503`, `Retry-After: 5`, `Connection: close`
     /// (QUEUE-4, QUEUE-5).
     QueueTimeout { waited_secs: f64 },
+    /// The same, with `predictiveAdmission` (DEC-50): `Retry-After` says when a slot is expected
+    /// (1-5 s); `early`: refused as it came, since it could not have been admitted within
+    /// `waited_secs`.
+    QueueForecast {
+        waited_secs: f64,
+        retry_after: u8,
+        early: bool,
+    },
     /// The launcher is stopping: `503` (QUEUE-15).
     Stopping,
     /// The cache-id's issuer is down or restarting: `404` `cache-id-unknown` (ROUTE-3b).
@@ -58,6 +66,8 @@ pub enum Answer {
 
 /// What a client should wait before trying again after a `503` of the launcher's.
 pub const RETRY_AFTER_SECS: &str = "5";
+/// The same, as a number.
+const RETRY_AFTER_DEFAULT: u8 = 5;
 
 /// The methods the launcher proxies, for `Allow` on a `501`.
 const ALLOWED: &str = "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS";
@@ -77,6 +87,7 @@ impl Answer {
             Answer::MasterNotReady
             | Answer::NoProcessReady
             | Answer::QueueTimeout { .. }
+            | Answer::QueueForecast { .. }
             | Answer::Stopping => StatusCode::SERVICE_UNAVAILABLE,
             Answer::CacheIdLost { .. } => StatusCode::NOT_FOUND,
             Answer::BadGateway { .. } => StatusCode::BAD_GATEWAY,
@@ -91,7 +102,7 @@ impl Answer {
             Answer::BadTarget(_) => "bad_target",
             Answer::MasterNotReady => "master_not_ready",
             Answer::NoProcessReady => "no_process_ready",
-            Answer::QueueTimeout { .. } => "queue_wait",
+            Answer::QueueTimeout { .. } | Answer::QueueForecast { .. } => "queue_wait",
             Answer::Stopping => "stopping",
             Answer::CacheIdLost { .. } => "cache_id_lost",
             Answer::BadRequestBody => "bad_request_body",
@@ -152,6 +163,24 @@ impl Answer {
                      try again in {RETRY_AFTER_SECS} s"
                 ),
             ),
+            Answer::QueueForecast {
+                waited_secs,
+                retry_after,
+                early,
+            } => {
+                let free = if *early {
+                    "no process can be free"
+                } else {
+                    "no process was free"
+                };
+                Outcome::error(
+                    "transient",
+                    format!(
+                        "The server is busy: {free} within {waited_secs} s; \
+                         try again in {retry_after} s"
+                    ),
+                )
+            }
             Answer::Stopping => Outcome::error(
                 "transient",
                 "The server is shutting down; try again shortly",
@@ -181,8 +210,8 @@ impl Answer {
         *resp.status_mut() = self.status();
         let h = resp.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static(FHIR_JSON));
-        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
-            h.insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        if let Some(secs) = self.retry_after() {
+            h.insert(RETRY_AFTER, HeaderValue::from(u16::from(secs)));
         }
         if self.closes() {
             h.insert(CONNECTION, HeaderValue::from_static("close"));
@@ -203,11 +232,21 @@ impl Answer {
         resp
     }
 
+    /// `Retry-After` (seconds), on every `503`: the spec's 5, or the forecast's (DEC-50).
+    pub fn retry_after(&self) -> Option<u8> {
+        match self {
+            Answer::QueueForecast { retry_after, .. } => Some(*retry_after),
+            _ if self.status() == StatusCode::SERVICE_UNAVAILABLE => Some(RETRY_AFTER_DEFAULT),
+            _ => None,
+        }
+    }
+
     /// Whether the connection is closed after this answer, and the answer says so.
     fn closes(&self) -> bool {
         matches!(
             self,
             Answer::QueueTimeout { .. }
+                | Answer::QueueForecast { .. }
                 | Answer::Stopping
                 | Answer::BadRequestBody
                 | Answer::BadHost(_)
@@ -230,8 +269,8 @@ impl Answer {
             body.len()
         )
         .into_bytes();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            out.extend_from_slice(format!("retry-after: {RETRY_AFTER_SECS}\r\n").as_bytes());
+        if let Some(secs) = self.retry_after() {
+            out.extend_from_slice(format!("retry-after: {secs}\r\n").as_bytes());
         }
         if self.closes() {
             out.extend_from_slice(b"connection: close\r\n");
@@ -257,6 +296,37 @@ mod tests {
         assert_eq!(r.headers()[RETRY_AFTER], "5");
         assert_eq!(r.headers()[CONNECTION], "close");
         assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+    }
+
+    #[test]
+    fn a_forecast_refusal_is_the_same_503_with_the_forecast_retry_after() {
+        // spec: DEC-50, QUEUE-5 (the header and the answer as the spec's, its value measured)
+        for early in [true, false] {
+            let a = Answer::QueueForecast {
+                waited_secs: 1.0,
+                retry_after: 2,
+                early,
+            };
+            let r = a.respond();
+            assert_eq!(r.status(), 503);
+            assert_eq!(r.headers()[RETRY_AFTER], "2");
+            assert_eq!(r.headers()[CONNECTION], "close");
+            assert_eq!(r.headers()[CONTENT_TYPE], FHIR_JSON);
+            assert_eq!(a.reason(), "queue_wait");
+            let o = a.outcome();
+            assert_eq!(o.code, "transient");
+            assert!(
+                o.text.contains("within 1 s; try again in 2 s"),
+                "{}",
+                o.text
+            );
+            let raw = String::from_utf8(a.to_http1()).unwrap_or_default();
+            assert!(raw.contains("\r\nretry-after: 2\r\n"), "{raw}");
+        }
+        let spec = Answer::QueueTimeout { waited_secs: 1.0 };
+        assert!(String::from_utf8(spec.to_http1())
+            .unwrap_or_default()
+            .contains("\r\nretry-after: 5\r\n"));
     }
 
     #[tokio::test]

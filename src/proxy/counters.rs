@@ -47,6 +47,8 @@ pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 #[derive(Default, Debug)]
 pub struct Counters {
     pub refused_queue: AtomicU64,
+    /// Of those, refused as they came: they could not be admitted in time (DEC-50).
+    pub refused_early: AtomicU64,
     pub refused_no_process: AtomicU64,
     pub refused_stopping: AtomicU64,
     pub refused_master_down: AtomicU64,
@@ -88,6 +90,12 @@ impl Counters {
     pub fn count(&self, answer: &Answer, process: Option<ProcessId>) {
         let (reason, lost) = match answer {
             Answer::QueueTimeout { .. } => (Some(&self.refused_queue), None),
+            Answer::QueueForecast { early, .. } => {
+                if *early {
+                    self.refused_early.fetch_add(1, Ordering::Relaxed);
+                }
+                (Some(&self.refused_queue), None)
+            }
             Answer::NoProcessReady => (Some(&self.refused_no_process), None),
             Answer::Stopping => (Some(&self.refused_stopping), None),
             Answer::MasterNotReady => (Some(&self.refused_master_down), None),

@@ -118,6 +118,19 @@ fn answer(front: &Front, failure: Failure<'_>) -> (Answer, Option<ProcessId>) {
                 let waited_secs = waited.as_secs_f64();
                 (Answer::QueueTimeout { waited_secs }, None)
             }
+            Refusal::Forecast {
+                waited,
+                retry_after,
+                early,
+            } => {
+                let waited_secs = waited.as_secs_f64();
+                let answer = Answer::QueueForecast {
+                    waited_secs,
+                    retry_after,
+                    early,
+                };
+                (answer, None)
+            }
             Refusal::OwnerGone(owner) => answer(front, Failure::IssuerGone { owner, cache_id }),
             Refusal::NoProcessReady => (Answer::NoProcessReady, None),
             Refusal::Stopping => (Answer::Stopping, None),

@@ -171,6 +171,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.fastLaneExtra" => json!(2),
         "server.cluster.normalMinSlots" => json!(2),
         "server.cluster.saturatedPercent" => json!(75),
+        "server.cluster.predictiveAdmission" => json!(true),
         "server.cluster.fastLaneMaxBytes" => json!(2048),
         "server.cluster.statusSeconds" => json!(5),
         "server.cluster.sharedCache" => json!(true),

@@ -117,6 +117,10 @@ pub struct ClusterSettings {
     /// share of the time is saturated, and held to the fewest heavy requests that keep it busy.
     /// 0: never (the spec's rule alone). 0..=100.
     pub(crate) saturated_percent: u32,
+    /// `predictiveAdmission` (fhircluster's own, DEC-50): a tx request that the measured service
+    /// times say cannot get a slot within `queueSeconds` is refused at once, and the queue's
+    /// `503`s say in `Retry-After` when a slot is expected (1-5 s) instead of always 5.
+    pub(crate) predictive_admission: bool,
     pub(crate) fast_lane_max_bytes: u64,
     /// Always above zero.
     pub(crate) status_interval: Duration,

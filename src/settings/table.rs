@@ -73,6 +73,7 @@ settings_table! {
         fast_lane_extra ["server.cluster.fastLaneExtra", 4, whole(0, MAX_COUNT), Live]
         normal_min_slots ["server.cluster.normalMinSlots", 4, whole(0, MAX_COUNT), Live]
         saturated_percent ["server.cluster.saturatedPercent", 90, whole(0, 100), Live]
+        predictive_admission ["server.cluster.predictiveAdmission", false, boolean, Live]
         fast_lane_max_bytes ["server.cluster.fastLaneMaxBytes", 1024, whole(0, MAX_JS_INTEGER),
             Upgrade]
         status_interval ["server.cluster.statusSeconds", secs(15), positive_seconds, Live]

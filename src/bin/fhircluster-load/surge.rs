@@ -111,6 +111,12 @@ pub struct HeavyReport {
     pub completed_within_surge: u64,
     pub latency_ms: LatencySummary,
     pub ok_latency_ms: LatencySummary,
+    /// How long a client refused with `503` waited for it (a queue's wait, or none when the
+    /// refusal came at once).
+    pub refused_latency_ms: LatencySummary,
+    /// Of those `503`s, the ones answered within 100 ms: refused as they came, not after a
+    /// queue's wait.
+    pub refused_at_once: u64,
     pub by_kind: ByKind,
 }
 
@@ -144,6 +150,9 @@ pub struct SeriesPoint {
     pub latency_ms: Option<f64>,
     pub status: serde_json::Value,
 }
+
+/// A `503` this soon was refused as it came (a queue's wait is `queueSeconds`, 1 s by default).
+const AT_ONCE: Duration = Duration::from_millis(100);
 
 /// Runs the surge and the probe together and reports on them.
 pub async fn run(config: &SurgeConfig) -> SurgeReport {
@@ -207,6 +216,14 @@ pub fn report(
             .count() as u64,
         latency_ms: sent_latencies(heavy.iter()),
         ok_latency_ms: sent_latencies(heavy.iter().filter(|s| is_2xx(s.outcome))),
+        refused_latency_ms: sent_latencies(
+            heavy.iter().filter(|s| s.outcome == Outcome::Answered(503)),
+        ),
+        refused_at_once: heavy
+            .iter()
+            .filter(|s| s.outcome == Outcome::Answered(503))
+            .filter(|s| s.latency.is_some_and(|l| l < AT_ONCE))
+            .count() as u64,
         by_kind: ByKind {
             expand: kind_counts(0),
             validate_small: kind_counts(1),
@@ -288,6 +305,11 @@ pub fn text(r: &SurgeReport) -> String {
         format!("heavy 2xx completed within the surge: {}", r.heavy.completed_within_surge),
         format!("heavy latency (all sent): {}", latency_line(&r.heavy.latency_ms)),
         format!("heavy latency (2xx): {}", latency_line(&r.heavy.ok_latency_ms)),
+        format!(
+            "heavy 503s waited: {}; {} within 100 ms",
+            latency_line(&r.heavy.refused_latency_ms),
+            r.heavy.refused_at_once
+        ),
         format!("probe at {}/s during the surge: {}", c.probe_rate, r.probe.during_surge.counts.line()),
         format!("probe latency during the surge: {}", latency_line(&r.probe.during_surge.latency_ms)),
         format!("probe for {} s after the surge: {}", c.after_seconds, r.probe.after_surge.counts.line()),
@@ -383,6 +405,12 @@ mod tests {
             "the one ending at 2.0 s is within"
         );
         assert_eq!(r.heavy.ok_latency_ms.count, 3);
+        // How long the refused client waited: its 503's latency.
+        assert_eq!(r.heavy.refused_latency_ms.count, 1);
+        assert_eq!(r.heavy.refused_latency_ms.p50_ms, Some(5.0));
+        assert_eq!(r.heavy.refused_at_once, 1);
+        assert!(text(&r).contains("heavy 503s waited: n 1, p50 5.0 ms"));
+        assert!(text(&r).contains("; 1 within 100 ms"));
         assert_eq!(r.heavy.by_kind.validate_small.sent, 2);
         assert_eq!(r.probe.during_surge.counts.sent, 2);
         assert_eq!(r.probe.during_surge.latency_ms.max_ms, Some(900.0));

@@ -16,6 +16,10 @@ pub struct SchedulerConfig {
     pub normal_min_slots: u32,
     /// `saturatedPercent` (90, fhircluster's own); 0: no process is ever held as saturated.
     pub saturated_percent: u32,
+    /// `predictiveAdmission` (fhircluster's own, DEC-50): refuse at once what the measured
+    /// service times say cannot be admitted in time, and give the queue's `503`s a
+    /// `Retry-After` from them. Off: the spec's rule alone.
+    pub predictive: bool,
     /// `queueSeconds` (1); 0: refused at once instead of waiting (CONF-13).
     pub queue: Duration,
     /// `ownerQueueSeconds` (30); 0: refused at once instead of waiting (CONF-14).
@@ -31,6 +35,7 @@ impl From<&ClusterSettings> for SchedulerConfig {
             fast_lane_extra: c.fast_lane_extra,
             normal_min_slots: c.normal_min_slots,
             saturated_percent: c.saturated_percent,
+            predictive: c.predictive_admission,
             queue: c.queue,
             owner_queue: c.owner_queue,
             cooldown: c.cooldown,

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use super::config::SchedulerConfig;
 use super::cooldown::Cooldown;
+use super::estimate::ServiceTime;
 use super::queue::WaitQueue;
 use super::slots::{Limits, Slots};
 use super::types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
@@ -29,10 +30,13 @@ use crate::proxy::lane::Lane;
 use crate::proxy::route::{Target, TxDemand};
 
 mod pick;
+mod predict;
 mod upkeep;
 
+use predict::Running;
+
 /// The tx scheduler. See the module docs.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Scheduler {
     cfg: SchedulerConfig,
     limits: Limits,
@@ -51,6 +55,8 @@ pub struct Scheduler {
     /// Processes to pump before returning, and whether all must be.
     dirty: Vec<usize>,
     dirty_all: bool,
+    /// The latest `now` the shell gave (what a dispatch is timed from).
+    clock: Option<Instant>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -64,6 +70,11 @@ struct Proc {
     cool: Cooldown,
     /// Requests only this process may take, by lane.
     owned: [WaitQueue; 2],
+    /// Its counted requests in flight, with when each was sent (`predictiveAdmission`'s
+    /// forecast reads how long each has run).
+    running: Vec<Running>,
+    /// How long it takes to free a slot, by lane (DEC-50).
+    service: [ServiceTime; 2],
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -92,6 +103,9 @@ enum Req {
         lane: Lane,
         at: Place,
         wait: Wait,
+        /// When its wait ends (the forecast reads it: one that will be refused first takes no
+        /// slot from those behind it).
+        until: Instant,
     },
     InFlight {
         process: usize,
@@ -153,6 +167,7 @@ impl Scheduler {
             stopping: false,
             dirty: Vec::new(),
             dirty_all: false,
+            clock: None,
         };
         for &(p, serves_tx) in processes {
             s.add_process(p, serves_tx);
@@ -226,6 +241,7 @@ impl Scheduler {
         if old == Some(ProcessState::Down) || state == ProcessState::Down {
             // A process that went down comes back with no history.
             self.procs[i].cool.reset();
+            self.procs[i].service = Default::default();
         }
         self.recount_open();
         if self.open_or_cooling() == 0 {
@@ -306,7 +322,9 @@ impl Scheduler {
                 lane,
                 counted,
                 ..
-            }) => self.free(process, lane, counted),
+            }) => {
+                self.free(process, id, lane, counted);
+            }
             None => {}
         }
         self.settle();
@@ -328,7 +346,12 @@ impl Scheduler {
             return;
         };
         self.requests.remove(&id);
-        self.free(process, lane, counted);
+        let since = self.free(process, id, lane, counted);
+        if let (Finish::Responded { .. }, Some(since)) = (outcome, since) {
+            // Only a response says how long the work took (a timeout, a failure or a client
+            // gone says nothing of it).
+            self.procs[process].service[ix(lane)].observe(now.saturating_duration_since(since));
+        }
         let length = self.cfg.cooldown;
         let cool = &mut self.procs[process].cool;
         let started = match outcome {

@@ -6,6 +6,8 @@
 pub mod bench;
 mod config;
 mod cooldown;
+mod estimate;
+mod forecast;
 mod machine;
 mod queue;
 mod slots;
@@ -17,6 +19,8 @@ pub(crate) use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 
 #[cfg(test)]
 mod lane_cool_tests;
+#[cfg(test)]
+mod predict_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

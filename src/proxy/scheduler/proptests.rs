@@ -68,6 +68,7 @@ fn config() -> impl Strategy<Value = SchedulerConfig> {
             queue: Duration::from_secs(u64::from(q)),
             owner_queue: Duration::from_secs(30 * u64::from(oq)),
             cooldown: Duration::from_secs(2 * u64::from(cool)),
+            predictive: false,
         })
 }
 
@@ -150,4 +151,19 @@ fn keeps_its_promises(
         }
     }
     m.drain().map_err(TestCaseError::fail)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_scheduler_keeps_its_promises_when_predicting(
+        cfg in config().prop_map(|c| SchedulerConfig { predictive: true, ..c }),
+        serves in prop::collection::vec(prop::bool::weighted(0.8), 1..5),
+        events in prop::collection::vec(event(4, true), 1..120),
+    ) {
+        // spec: DEC-50 (refusing early ends a request once, leaks no slot, and admits nothing
+        // the rules forbid; every other promise as without it)
+        keeps_its_promises(cfg, serves, events)?;
+    }
 }

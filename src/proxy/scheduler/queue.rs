@@ -58,6 +58,11 @@ impl WaitQueue {
         }
     }
 
+    /// Every entry, live or dead, oldest first, without taking any.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, RequestId)> + '_ {
+        self.entries.iter().copied()
+    }
+
     /// Every entry, live or dead, emptying the queue.
     pub fn drain(&mut self) -> impl Iterator<Item = (u64, RequestId)> + '_ {
         self.live = 0;

@@ -92,6 +92,19 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// Whether a hold is what keeps a normal request off a process with `s` in flight: then
+    /// only a normal request's end lets one in.
+    pub fn holds(&self, s: Slots, lane: Lane, held: Option<u32>) -> bool {
+        lane == Lane::Normal
+            && self.max > 0
+            && self.min_normal > 0
+            && held.is_some_and(|n| {
+                u64::from(s.normal_running) >= u64::from(n).clamp(1, self.min_normal)
+            })
+    }
+}
+
 impl Slots {
     pub fn take(&mut self, lane: Lane) {
         self.in_flight += 1;

@@ -43,6 +43,16 @@ pub enum Refusal {
     /// Waited its whole wait (`queueSeconds`, or `ownerQueueSeconds` for a cache-id, `waited`)
     /// without a slot: `503`, `Retry-After: 5`, `Connection: close` (QUEUE-4, QUEUE-5).
     QueueTimeout { waited: Duration },
+    /// `predictiveAdmission` (DEC-50), once the service times are measured: the same `503` as
+    /// `QueueTimeout`, with `Retry-After` the whole seconds (1-5) until a slot is expected.
+    /// `early`: refused as it arrived, since it could not be admitted within `waited` (every
+    /// slot it could take is busy with work expected to last longer, or taken by those ahead
+    /// of it); otherwise it waited all of `waited`.
+    Forecast {
+        waited: Duration,
+        retry_after: u8,
+        early: bool,
+    },
     /// The cache-id's issuer is down or draining: `404` `cache-id-unknown`, lost to a server
     /// restart (ROUTE-3b, DEC-15).
     OwnerGone(ProcessId),

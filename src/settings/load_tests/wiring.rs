@@ -43,6 +43,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("controlGroup", json!("fhirsmith")),
         ("pidFile", json!("run/fhircluster.pid")),
         ("nodeReport", json!(true)),
+        ("predictiveAdmission", json!(true)),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -95,6 +96,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (secs(25), 64, 128)
     );
     assert_eq!((c.proxy_threads, c.saturated_percent), (2, 75));
+    assert!(c.predictive_admission);
     assert_eq!(
         (c.admin_address, c.listen_address),
         (

@@ -95,11 +95,16 @@ impl Scheduler {
         }
         let length = self.wait_length(wait);
         if length.is_zero() {
-            return self.refuse(id, Refusal::QueueTimeout { waited: length });
+            let reason = self.queue_refusal(lane, wait, length, now);
+            return self.refuse(id, reason);
+        }
+        if let Some(reason) = self.refused_early(lane, at, wait, length, now) {
+            return self.refuse(id, reason);
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queue_mut(at, lane).push(seq, id);
+        let until = now.later(length);
         self.requests.insert(
             id,
             Req::Waiting {
@@ -107,10 +112,10 @@ impl Scheduler {
                 lane,
                 at,
                 wait,
+                until,
             },
         );
-        self.timers
-            .push(Reverse((now.later(length), Timer::Queue { seq, id })));
+        self.timers.push(Reverse((until, Timer::Queue { seq, id })));
     }
 
     pub(super) fn dispatch(
@@ -124,6 +129,8 @@ impl Scheduler {
     ) {
         if counted {
             self.procs[i].slots.take(lane);
+            let since = self.clock;
+            self.procs[i].running.push(Running { id, lane, since });
         }
         self.requests.insert(
             id,
@@ -154,13 +161,22 @@ impl Scheduler {
         self.actions.push_back(Action::Refuse { id, reason });
     }
 
-    pub(super) fn free(&mut self, i: usize, lane: Lane, counted: bool) {
-        if counted {
-            if let Some(p) = self.procs.get_mut(i) {
-                p.slots.free(lane);
-                self.dirty.push(i);
-            }
+    /// A dispatched request's slot frees: when it was sent, if it was counted.
+    pub(super) fn free(
+        &mut self,
+        i: usize,
+        id: RequestId,
+        lane: Lane,
+        counted: bool,
+    ) -> Option<Instant> {
+        if !counted {
+            return None;
         }
+        let p = self.procs.get_mut(i)?;
+        p.slots.free(lane);
+        self.dirty.push(i);
+        let at = p.running.iter().position(|r| r.id == id)?;
+        p.running.swap_remove(at).since
     }
 
     pub(super) fn queue_mut(&mut self, at: Place, lane: Lane) -> &mut WaitQueue {

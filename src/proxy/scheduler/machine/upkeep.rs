@@ -67,6 +67,7 @@ impl Scheduler {
 
     /// Fires every timer due by `now`.
     pub(super) fn advance(&mut self, now: Instant) {
+        self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
         while let Some(&Reverse((at, timer))) = self.timers.peek() {
             if at > now {
                 break;
@@ -80,7 +81,8 @@ impl Scheduler {
                     if let Some(Req::Waiting { lane, at, wait, .. }) = self.requests.remove(&id) {
                         self.forget(at, lane);
                         let waited = self.wait_length(wait);
-                        self.refuse(id, Refusal::QueueTimeout { waited });
+                        let reason = self.queue_refusal(lane, wait, waited, now);
+                        self.refuse(id, reason);
                     }
                 }
                 Timer::Cool {
