@@ -3,6 +3,7 @@
 //! and the exit status keeps its meaning (ready is 0, as README's health check reads it); a full
 //! disk behind `>` (`/dev/full`) is one line on stderr and exit status 1, so `print systemd-unit
 //! > /etc/...` is never cut short in silence. Every command that writes stdout is tried.
+// spec: DEC-12
 
 use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
@@ -65,10 +66,12 @@ fn a_reader_gone_early_is_no_failure_and_a_full_disk_is_one_line_and_exit_1() {
     let admin = admin.to_string();
     let data_dir = c.data_dir();
     let data_dir = data_dir.to_str().expect("a UTF-8 path");
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 10] = [
         &["status", "--admin-address", &admin],
         &["status", "--json", "--admin-address", &admin],
         &["status", "--data-dir", data_dir],
+        &["scale", "1", "--data-dir", data_dir],
+        &["restart", "--data-dir", data_dir],
         &["print", "systemd-unit"],
         &["print", "dashboard"],
         &["print", "alerts"],

@@ -92,7 +92,7 @@ fn actions_go_to_the_control_socket_the_admin_listener_only_looks_and_the_socket
     assert!(
         c.log_lines()
             .iter()
-            .any(|l| l.contains("the control socket (status, upgrade) on")),
+            .any(|l| l.contains("the control socket (status, upgrade, scale, restart) on")),
         "{}",
         c.log_lines().join("\n")
     );

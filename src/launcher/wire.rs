@@ -112,7 +112,7 @@ impl Launcher {
         let control_socket = match crate::ops::control_socket::open(settings, inherited)? {
             Some((socket, listener)) => {
                 info!(
-                    "the control socket (status, upgrade) on {} (mode 660, for the launcher's \
+                    "the control socket (status, upgrade, scale, restart) on {} (mode 660, for the launcher's \
                      user and {})",
                     socket.path().display(),
                     match c.control_group.as_str() {

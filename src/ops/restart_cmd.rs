@@ -35,10 +35,13 @@ pub(crate) fn run(path: &Path) -> ExitCode {
         Ok(v) => {
             let (code, line) = outcome(&v);
             if code == 0 {
-                println!("{line}");
-            } else {
-                eprintln!("{line}");
+                return super::stdout::emit_then(
+                    "restart",
+                    &format!("{line}\n"),
+                    ExitCode::SUCCESS,
+                );
             }
+            eprintln!("{line}");
             ExitCode::from(code)
         }
         Err(e) => {

@@ -69,13 +69,15 @@ pub(crate) fn run(path: &Path, count: &str) -> ExitCode {
             path.to_path_buf(),
         )) {
             Ok(v) => match progress(&v, from, to) {
-                Progress::Done if from == to => {
-                    println!("the worker count is already {to}");
-                    return ExitCode::SUCCESS;
-                }
                 Progress::Done => {
-                    println!("workers {from} → {to}: every worker ready");
-                    return ExitCode::SUCCESS;
+                    let line = if from == to {
+                        format!("the worker count is already {to}\n")
+                    } else if to > from {
+                        format!("workers {from} → {to}: every worker ready\n")
+                    } else {
+                        format!("workers {from} → {to}: the workers taken away are stopped\n")
+                    };
+                    return super::stdout::emit_then("scale", &line, ExitCode::SUCCESS);
                 }
                 Progress::Changed(n) => {
                     eprintln!(

@@ -105,7 +105,7 @@ pub fn render_where(s: &Settings) -> String {
                 g => format!("group {g}"),
             };
             format!(
-                "{} (status, upgrade; mode 660: the launcher's user and {group})",
+                "{} (status, upgrade, scale, restart; mode 660: the launcher's user and {group})",
                 p.display()
             )
         }
