@@ -1,7 +1,12 @@
 use super::*;
+use crate::proxy::http1::limits::MAX_HEADERS;
 
+/// What the lobby admits of `raw`: read once by the codec, then taken whole or left to hyper.
 fn head(raw: &str) -> Option<Head<'_>> {
-    whole_request(raw.as_bytes())
+    match request_head::check(raw.as_bytes()) {
+        Check::Taken(t) => whole_request(raw.as_bytes(), &t),
+        _ => None,
+    }
 }
 
 #[test]

@@ -129,7 +129,7 @@ pub(super) async fn serve_until_idle(
     // by the lobby, a connection idle in hyper being parked before it runs out (`park_after`).
     builder
         .keep_alive(true)
-        .max_buf_size(ctx.cfg.max_head.max(8192));
+        .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(ctx.cfg.max_head));
     quiet.served_anew(activity.snapshot());
     // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
     activity.take_refused();

@@ -1,9 +1,11 @@
-//! One HTTP/1.1 connection to a process, driven by the launcher's own client: the request head
-//! and body written straight to the socket (head and a body in hand in one `writev`), the
-//! response head parsed from the connection's read buffer (`response_head`), and the body read
-//! by the request's own task as the client takes it ([`UpstreamBody`]), which hands the
-//! connection back to its pool (`Home`) when the body has ended and the connection may carry
-//! another request.
+//! One HTTP/1.1 connection to a process, driven by the launcher's own client on the codec of
+//! `proxy::http1`: the request head and body written straight to the socket (head and a body in
+//! hand in one `writev`, framed by the codec's `Encoder`), the response head parsed from the
+//! connection's read buffer (`http1::response_head`), and the body read by the request's own
+//! task as the client takes it ([`UpstreamBody`]: fill, then the codec's `Decoder` steps),
+//! which hands the connection back to its pool (`Home`) when the body has ended and the
+//! connection may carry another request. Where the exchange is is named ([`Writing`],
+//! [`Reading`], as hyper's `proto::h1::conn::State`), not kept in flags.
 //!
 //! Why not hyper's client here: it drives each connection in a task of its own, reached through
 //! a channel and a oneshot per request, and builds its response in its dispatcher; that was
@@ -23,11 +25,11 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use super::chunked::{Chunked, Step};
 use super::outgoing::OutgoingBody;
-use super::request_head::{chunk_line, encode, frame_request, BodyFraming};
-use super::response_head::{parse, Framing, Head, HeadError};
 use super::upstream_error::UpstreamError;
+use crate::proxy::http1::decode::{DecodeError, Decoder, Step};
+use crate::proxy::http1::encode::{encode, frame_request, BodyFraming, Encoder};
+use crate::proxy::http1::response_head::{parse, Head, HeadError};
 
 /// The first read buffer of a connection, and the size of its first read (hyper's).
 const FIRST_READ: usize = 8 * 1024;
@@ -37,8 +39,8 @@ const FIRST_READ: usize = 8 * 1024;
 /// that whole read alive: a streamed response held one to three of them. 24 clients that never
 /// read cost 14 MB more on an idle machine with hyper's reads and up to 48 MB more on a busy one,
 /// outside `bufferMaxMB`. 64 KB reads cost a large response no measurable speed; the cap is also
-/// the largest response head a process may send.
-pub const UPSTREAM_READ_AT_MOST: usize = 64 << 10;
+/// the largest response head a process may send (the codec's limit).
+pub use crate::proxy::http1::limits::UPSTREAM_READ_AT_MOST;
 
 /// Where a connection goes when its response has ended and it may carry another request.
 pub trait Home<IO>: Send + Sync {
@@ -59,11 +61,8 @@ pub struct UpstreamConn<IO> {
     next_read: usize,
     /// The request head being written (kept: no allocation per request).
     head: Vec<u8>,
-    /// The process answered (or closed) while the request body was still going out: the final
-    /// head if it was whole by then (the next `read_head` gives it), and the request is cut
-    /// short there, so the connection is never reused.
-    early: Option<Result<Head, HeadError>>,
-    cut_short: bool,
+    writing: Writing,
+    reading: Reading,
     /// The last response's head framed its body in a way hyper accepts for reuse but the pool
     /// does not (`usual_framing`).
     pub odd_framing: bool,
@@ -76,6 +75,33 @@ pub struct UpstreamConn<IO> {
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+}
+
+/// Where the request being carried is in its sending (hyper's `Writing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writing {
+    /// No request yet: between requests.
+    Init,
+    /// Its head or body going out.
+    Body,
+    /// All of it went.
+    Done,
+    /// The process answered (or closed) while the body was still going out: the sending ended
+    /// there, the process is left mid-message, so the connection is never reused.
+    CutShort,
+}
+
+/// Where the response is in its reading (hyper's `Reading`).
+#[derive(Debug)]
+enum Reading {
+    /// Nothing of it taken yet.
+    Init,
+    /// Its final head, whole (or refused) while the request was still going out: the next
+    /// `read_head` gives it.
+    Early(Result<Head, HeadError>),
+    /// Its body, through the codec's decoder; `keep_alive`: the connection may carry another
+    /// request once it has ended.
+    Body { decoder: Decoder, keep_alive: bool },
 }
 
 /// How a write ended.
@@ -102,8 +128,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             read: BytesMut::new(),
             next_read: FIRST_READ,
             head: Vec::new(),
-            early: None,
-            cut_short: false,
+            writing: Writing::Init,
+            reading: Reading::Init,
             odd_framing: false,
             heard: 0,
             reused: false,
@@ -151,28 +177,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             &body.size_hint(),
         );
         self.heard = 0;
+        self.writing = Writing::Body;
+        self.reading = Reading::Init;
         self.head.clear();
         encode(parts, &mut self.head);
+        let mut encoder = Encoder::new(framing);
         let whole = match framing {
             BodyFraming::None => Some(Bytes::new()),
             _ => body.whole(),
         };
         let Some(data) = whole else {
             self.write_all([&[], &[]], true, None).await?;
-            return self.stream_body(framing, body, &parts.method).await;
+            return self.stream_body(encoder, body, &parts.method).await;
         };
-        let tail: &[u8] = match framing {
-            BodyFraming::Length(n) if n != data.len() as u64 => {
-                return Err(WriteError::Sent(UpstreamError::BodyLength))
-            }
-            BodyFraming::Chunked if data.is_empty() => b"0\r\n\r\n",
-            BodyFraming::Chunked => {
-                chunk_line(data.len(), &mut self.head);
-                b"\r\n0\r\n\r\n"
-            }
-            _ => b"",
-        };
-        self.write_all([&data, tail], true, None).await.map(drop)
+        let tail = encoder
+            .whole(data.len(), &mut self.head)
+            .map_err(|_| WriteError::Sent(UpstreamError::BodyLength))?;
+        self.write_all([&data, tail], true, None).await?;
+        self.writing = Writing::Done;
+        Ok(())
     }
 
     /// The body as it comes, after the head. While waiting for the client's next bytes or for
@@ -182,11 +205,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// timeout's `504`).
     async fn stream_body<B: OutgoingBody>(
         &mut self,
-        framing: BodyFraming,
+        mut encoder: Encoder,
         body: &mut B,
         method: &Method,
     ) -> Result<(), WriteError> {
-        let mut sent = 0u64;
+        let length = |_| WriteError::Sent(UpstreamError::BodyLength);
         loop {
             let next = poll_fn(|cx| {
                 if self.poll_answered(cx, method).is_ready() {
@@ -196,7 +219,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             })
             .await;
             let Some(frame) = next else {
-                self.cut_short = true;
+                self.writing = Writing::CutShort;
                 return Ok(());
             };
             let Some(frame) = frame else {
@@ -206,35 +229,21 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             let Ok(data) = frame.into_data() else {
                 continue; // trailers are not passed on
             };
-            sent += data.len() as u64;
             self.head.clear();
-            let tail: &[u8] = match framing {
-                BodyFraming::Length(n) if sent > n => {
-                    return Err(WriteError::Sent(UpstreamError::BodyLength))
-                }
-                BodyFraming::Chunked if !data.is_empty() => {
-                    chunk_line(data.len(), &mut self.head);
-                    b"\r\n"
-                }
-                _ => b"",
-            };
+            let tail = encoder.data(data.len(), &mut self.head).map_err(length)?;
             if self.write_all([&data, tail], false, Some(method)).await? == Wrote::Answered {
-                self.cut_short = true;
+                self.writing = Writing::CutShort;
                 return Ok(());
             }
         }
-        match framing {
-            BodyFraming::Length(n) if sent != n => Err(WriteError::Sent(UpstreamError::BodyLength)),
-            BodyFraming::Chunked => {
-                self.head.clear();
-                self.head.extend_from_slice(b"0\r\n\r\n");
-                if self.write_all([&[], &[]], false, Some(method)).await? == Wrote::Answered {
-                    self.cut_short = true;
-                }
-                Ok(())
-            }
-            _ => Ok(()),
+        self.head.clear();
+        encoder.end(&mut self.head).map_err(length)?;
+        if self.write_all([&[], &[]], false, Some(method)).await? == Wrote::Answered {
+            self.writing = Writing::CutShort;
+            return Ok(());
         }
+        self.writing = Writing::Done;
+        Ok(())
     }
 
     /// Whether the process has answered (a final head whole, or one that cannot be), closed,
@@ -242,15 +251,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// head still arriving is kept for `read_head`.
     fn poll_answered(&mut self, cx: &mut Context<'_>, method: &Method) -> Poll<()> {
         loop {
-            if self.early.is_some() || self.read.len() >= UPSTREAM_READ_AT_MOST {
+            if matches!(self.reading, Reading::Early(_)) || self.read.len() >= UPSTREAM_READ_AT_MOST
+            {
                 return Poll::Ready(());
             }
             match ready!(self.poll_fill(cx)) {
                 Ok(0) | Err(_) => return Poll::Ready(()),
                 Ok(_) => match parse(&mut self.read, method) {
                     Ok(None) => {}
-                    Ok(Some(head)) => self.early = Some(Ok(head)),
-                    Err(e) => self.early = Some(Err(e)),
+                    Ok(Some(head)) => self.reading = Reading::Early(Ok(head)),
+                    Err(e) => self.reading = Reading::Early(Err(e)),
                 },
             }
         }
@@ -315,7 +325,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// skipped). `Err` with [`UpstreamError::Closed`] when the process closed the connection
     /// first.
     pub async fn read_head(&mut self, method: &Method) -> Result<Head, UpstreamError> {
-        if let Some(early) = self.early.take() {
+        if let Reading::Early(early) = std::mem::replace(&mut self.reading, Reading::Init) {
             return early.map_err(UpstreamError::Head);
         }
         loop {
@@ -364,20 +374,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         home: Option<Arc<dyn Home<IO>>>,
     ) -> http::Response<UpstreamBody<IO>> {
         self.odd_framing = !super::idle_check::usual_framing(&head);
-        let state = match head.framing {
-            Framing::Empty => State::Length(0),
-            Framing::Length(n) => State::Length(n),
-            Framing::Chunked => State::Chunked(Chunked::default()),
-            Framing::ToClose => State::ToClose,
+        let decoder = Decoder::new(head.framing);
+        let at_end = decoder.is_end();
+        self.reading = Reading::Body {
+            decoder,
+            // A request cut short left the process mid-message: never reused.
+            keep_alive: head.keep_alive && self.writing != Writing::CutShort,
         };
         let mut body = UpstreamBody {
-            // A request cut short left the process mid-message: never reused.
-            keep_alive: head.keep_alive && !self.cut_short,
             conn: Some(self),
-            state,
             home,
         };
-        if head.framing == Framing::Empty {
+        if at_end {
             // hyper never polls a body at its end: the connection is free now.
             body.finish(true);
         }
@@ -385,22 +393,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     }
 }
 
-#[derive(Debug)]
-enum State {
-    /// Bytes of the body still to come.
-    Length(u64),
-    Chunked(Chunked),
-    ToClose,
-}
-
 /// A process's response body, read from its connection as it is polled. Dropped before its end,
 /// it closes the connection, which ends the request on the process (STREAM-6).
 pub struct UpstreamBody<IO = tokio::net::TcpStream> {
     /// `None` once the body has ended. Boxed (from its making): the body stays small, and the
-    /// connection moves between pool and body as a pointer.
+    /// connection moves between pool and body as a pointer. Its `reading` is `Body`.
     conn: Option<Box<UpstreamConn<IO>>>,
-    state: State,
-    keep_alive: bool,
     home: Option<Arc<dyn Home<IO>>>,
 }
 
@@ -412,17 +410,46 @@ impl<IO> UpstreamBody<IO> {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
+        let keep_alive = matches!(
+            conn.reading,
+            Reading::Body {
+                keep_alive: true,
+                ..
+            }
+        );
         if complete && !conn.read.is_empty() {
             if let Some(home) = &self.home {
                 home.stray();
             }
             return;
         }
-        if complete && self.keep_alive {
+        if complete && keep_alive {
             if let Some(home) = &self.home {
+                (conn.writing, conn.reading) = (Writing::Init, Reading::Init);
                 conn.reused = true;
                 home.take_back(conn);
             }
+        }
+    }
+
+    /// The connection may carry another request once the body has ended.
+    #[cfg(test)]
+    pub fn keeps_alive(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| {
+            matches!(
+                c.reading,
+                Reading::Body {
+                    keep_alive: true,
+                    ..
+                }
+            )
+        })
+    }
+
+    fn decoder(&self) -> Option<&Decoder> {
+        match &self.conn.as_ref()?.reading {
+            Reading::Body { decoder, .. } => Some(decoder),
+            _ => None,
         }
     }
 }
@@ -436,54 +463,41 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Body for UpstreamBody<IO> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
         let this = self.get_mut();
+        // The process has closed: what is buffered is the last of it.
+        let mut eof = false;
         loop {
             let Some(conn) = this.conn.as_mut() else {
                 return Poll::Ready(None);
             };
-            if !conn.read.is_empty() {
-                let data = match &mut this.state {
-                    State::Length(left) => {
-                        let n = conn
-                            .read
-                            .len()
-                            .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                        *left -= n as u64;
-                        let data = conn.read.split_to(n).freeze();
-                        if *left == 0 {
-                            this.finish(true);
-                        }
-                        Some(data)
-                    }
-                    State::Chunked(dec) => match dec.step(&mut conn.read) {
-                        Ok(Step::Data(d)) => Some(d),
-                        Ok(Step::End) => {
-                            this.finish(true);
-                            return Poll::Ready(None);
-                        }
-                        Ok(Step::NeedMore) => None,
-                        Err(e) => {
-                            this.finish(false);
-                            return Poll::Ready(Some(Err(UpstreamError::Chunk(e))));
-                        }
-                    },
-                    State::ToClose => Some(conn.read.split().freeze()),
-                };
-                if let Some(data) = data {
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                }
-            }
-            let Some(conn) = this.conn.as_mut() else {
+            let Reading::Body { decoder, .. } = &mut conn.reading else {
+                this.finish(false);
                 return Poll::Ready(None);
             };
-            match ready!(conn.poll_fill(cx)) {
-                Ok(0) if matches!(this.state, State::ToClose) => {
-                    this.finish(false);
+            let step = decoder.step(&mut conn.read, eof);
+            let (at_end, at_close) = (decoder.is_end(), decoder.ends_at_close());
+            match step {
+                Ok(Step::Data(data)) => {
+                    if at_end {
+                        this.finish(true);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Ok(Step::End) => {
+                    // A body to the close ends with the connection, which can carry no more.
+                    this.finish(!at_close);
                     return Poll::Ready(None);
                 }
-                Ok(0) => {
+                Ok(Step::NeedMore) => {}
+                Err(e) => {
                     this.finish(false);
-                    return Poll::Ready(Some(Err(UpstreamError::Closed)));
+                    return Poll::Ready(Some(Err(match e {
+                        DecodeError::Chunk(e) => UpstreamError::Chunk(e),
+                        DecodeError::Closed => UpstreamError::Closed,
+                    })));
                 }
+            }
+            match ready!(conn.poll_fill(cx)) {
+                Ok(0) => eof = true,
                 Ok(_) => {}
                 Err(e) => {
                     this.finish(false);
@@ -494,14 +508,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Body for UpstreamBody<IO> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.conn.is_none() || matches!(self.state, State::Length(0))
+        self.conn.is_none() || self.decoder().is_some_and(Decoder::is_end)
     }
 
     fn size_hint(&self) -> SizeHint {
-        match (&self.conn, &self.state) {
-            (None, _) => SizeHint::with_exact(0),
-            (_, State::Length(n)) => SizeHint::with_exact(*n),
-            _ => SizeHint::default(),
+        if self.conn.is_none() {
+            return SizeHint::with_exact(0);
+        }
+        match self.decoder().and_then(Decoder::remaining) {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
         }
     }
 }
@@ -509,7 +525,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Body for UpstreamBody<IO> {
 impl<IO> std::fmt::Debug for UpstreamBody<IO> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamBody")
-            .field("state", &self.state)
+            .field("decoder", &self.decoder())
             .field("open", &self.conn.is_some())
             .finish()
     }

@@ -210,7 +210,7 @@ async fn heard_before_the_body<B: OutgoingBody>(body: &mut B) {
     assert_eq!(head.parts.status, 413);
     assert!(head.keep_alive, "the process itself allowed reuse");
     let resp = conn.respond(head, None);
-    assert!(!resp.body().keep_alive, "cut short: never reused");
+    assert!(!resp.body().keeps_alive(), "cut short: never reused");
 }
 
 #[tokio::test]
