@@ -5,6 +5,8 @@
 mod framing;
 mod handed;
 mod lobby;
+#[cfg(test)]
+pub(crate) mod lobby_differential_tests;
 mod park;
 mod park_io;
 mod phase;

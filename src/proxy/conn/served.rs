@@ -51,6 +51,20 @@ pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
     Arc::new(tokio::sync::Semaphore::new(workers.max(1)))
 }
 
+/// hyper's server as the listener sets it up, for heads of `max_head` bytes at most (the codec's
+/// limits, `http1::limits`). A head over `headerMaxKB` on a connection hyper holds gets hyper's
+/// own `431` (no body: hyper writes it itself) and a close; one on a connection the lobby reads
+/// gets the OperationOutcome. hyper takes no less than 8 KB. No timer: `headerTimeoutSeconds`
+/// is kept by the lobby, a connection idle in hyper being parked before it runs out
+/// (`park_after`).
+pub(crate) fn server_builder(max_head: usize) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .keep_alive(true)
+        .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(max_head));
+    builder
+}
+
 /// A connection hyper has given back, idle.
 pub(super) struct Idle {
     pub io: ClientIo,
@@ -122,14 +136,7 @@ pub(super) async fn serve_until_idle(
             }
         })
     });
-    let mut builder = http1::Builder::new();
-    // A head over `headerMaxKB` on a connection hyper holds gets hyper's own `431` (no body:
-    // hyper writes it itself) and a close; one on a connection the lobby reads gets the
-    // OperationOutcome. hyper takes no less than 8 KB. No timer: `headerTimeoutSeconds` is kept
-    // by the lobby, a connection idle in hyper being parked before it runs out (`park_after`).
-    builder
-        .keep_alive(true)
-        .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(ctx.cfg.max_head));
+    let builder = server_builder(ctx.cfg.max_head);
     quiet.served_anew(activity.snapshot());
     // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
     activity.take_refused();

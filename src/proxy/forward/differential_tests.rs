@@ -59,7 +59,8 @@ use tokio::sync::oneshot;
 use super::headers::strip_hop_by_hop;
 use super::test_support::Repeat;
 use super::upstream_conn::{Home, UpstreamConn, UPSTREAM_READ_AT_MOST};
-use cases::{as_our_request, case, one_length, switches, Case, Req, Resp};
+use cases::{as_our_request, one_length, switches, Req, Resp};
+pub(crate) use cases::{case, Case};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
@@ -323,7 +324,8 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn compare(c: &Case) {
+/// Holds our client to hyper's on `c`: panics with both outcomes where they differ.
+pub(crate) fn compare(c: &Case) {
     let (mine, my_requests) = run(ours(c));
     let (hypers, their_requests) = run(theirs(c));
     let text = c.text();

@@ -20,7 +20,7 @@ mod upstream_error;
 pub mod write_timeout;
 
 #[cfg(test)]
-mod differential_tests;
+pub(crate) mod differential_tests;
 #[cfg(test)]
 mod e2e_tests;
 #[cfg(test)]

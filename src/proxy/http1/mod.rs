@@ -22,8 +22,6 @@ pub mod response_head;
 
 #[cfg(test)]
 mod fuzz_tests;
-#[cfg(test)]
-mod lobby_differential_tests;
 
 /// Where `part`, a slice httparse gave, lies in `head`: `None` when it is no slice of `head`.
 /// httparse's slices are of the buffer it parsed, except its static `""` for a reason phrase

@@ -43,7 +43,9 @@ pub struct Taken {
     pub len: usize,
     pub body: Body,
     /// hyper reads nothing after this request: `Connection: close`, HTTP/1.0 without
-    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`, an upgrade or `CONNECT`.
+    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`. An `Upgrade` or a `CONNECT` is
+    /// not: hyper switches only on a `101` (or a `2xx` to `CONNECT`), which the launcher never
+    /// answers, and otherwise reads on (the differential test found it).
     pub last: bool,
     /// What routing reads, found in the same parse.
     pub route: RouteParts,
@@ -58,7 +60,8 @@ pub struct RouteParts {
     pub cache_id: Option<Span>,
     /// `Host` lines.
     pub hosts: u16,
-    /// `Content-Length` lines.
+    /// `Content-Length` lines hyper keeps in the request's headers: one, of a length given once or
+    /// repeated alike; none with a `Transfer-Encoding`, before it or after.
     pub lengths: u16,
     pub http_10: bool,
     pub transfer_encoding: bool,
@@ -120,7 +123,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
         return Err(Refused::TargetTooLong);
     }
     let method_bytes = method.as_bytes();
-    let method = http::Method::from_bytes(method_bytes)
+    http::Method::from_bytes(method_bytes)
         .map_err(|_| Refused::Bad("the request line's method is malformed"))?;
     if http::Uri::try_from(target).is_err() {
         return Err(Refused::Bad(
@@ -144,7 +147,6 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     let mut saw_close = false;
     let (mut length, mut has_length) = (None::<u64>, false);
     let (mut has_te, mut chunked) = (false, false);
-    let mut upgrade = method == http::Method::CONNECT;
     for h in req.headers.iter() {
         let name = http::HeaderName::from_bytes(h.name.as_bytes())
             .map_err(|_| Refused::Bad("a header name is malformed"))?;
@@ -160,7 +162,6 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
             chunked = last_coding_is_chunked(h.value);
         } else if name == http::header::CONTENT_LENGTH {
             has_length = true;
-            route.lengths = route.lengths.saturating_add(1);
             if has_te {
                 continue;
             }
@@ -178,14 +179,13 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
             } else if !keep_alive {
                 keep_alive = has_token(h.value, b"keep-alive");
             }
-        } else if name == http::header::UPGRADE {
-            upgrade = http_11;
         } else if name == http::header::HOST {
             route.hosts = route.hosts.saturating_add(1);
         } else if name == crate::proxy::forward::X_CACHE_ID && route.cache_id.is_none() {
             route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
         }
     }
+    route.lengths = u16::from(length.is_some());
     if has_te && !chunked {
         return Err(Refused::Bad(
             "the request's Transfer-Encoding does not end in chunked",
@@ -199,7 +199,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     Ok(Taken {
         len,
         body,
-        last: !keep_alive || (has_te && has_length) || upgrade,
+        last: !keep_alive || (has_te && has_length),
         route,
     })
 }
