@@ -1,0 +1,65 @@
+//! A client that sends a whole request and then closes its sending side (`shutdown(SHUT_WR)`,
+//! as `nc -N` and some health checkers do) gets its answer, then the close: on a new connection
+//! (its request read by the lobby), on a kept-alive connection's next request (read by hyper),
+//! for a master path and a tx one, with a body too. Before, nothing was answered: the end of
+//! the client's sending was taken for a hang-up and the request dropped.
+
+use crate::common;
+
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const PATHS: &[&str] = &["/r4/metadata", "/r4/ValueSet/$expand?url=x"];
+
+/// Half-closes `conn` after its request, reads the answer, then waits for the close: the
+/// status, and how long the close took after the answer.
+fn answered_then_closed(conn: &mut Conn, what: &str) -> (u16, Duration) {
+    conn.stream.shutdown(Shutdown::Write).expect("half-close");
+    let r = conn.read();
+    let answered = Instant::now();
+    let (more, closed) = conn.drain(Duration::from_secs(20));
+    assert!(closed, "{what}: the connection was not closed after the answer");
+    assert_eq!(more, 0, "{what}: bytes after the answer");
+    (r.status, answered.elapsed())
+}
+
+#[test]
+fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() {
+    // spec: DEC-NEW-half-close
+    let c = cluster().workers(1).start();
+    let mut closes = Vec::new();
+    for path in PATHS {
+        let what = format!("GET {path} on a new connection");
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("GET", path, &[], b"", true).expect("send");
+        let (status, close) = answered_then_closed(&mut conn, &what);
+        assert_eq!(status, 200, "{what}: answered, not dropped");
+        closes.push(close);
+
+        let what = format!("GET {path} as a kept-alive connection's second request");
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("GET", path, &[], b"", true).expect("send");
+        assert_eq!(conn.read().status, 200, "{what}: the first");
+        conn.send("GET", path, &[], b"", true).expect("send");
+        let (status, close) = answered_then_closed(&mut conn, &what);
+        assert_eq!(status, 200, "{what}: answered, not dropped");
+        closes.push(close);
+    }
+    let what = "a POST with its body";
+    let body = br#"{"resourceType":"Parameters","parameter":[{"name":"code","valueCode":"x"}]}"#;
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    conn.send(
+        "POST",
+        "/r4/CodeSystem/$validate-code",
+        &[("Content-Type", "application/fhir+json")],
+        body,
+        true,
+    )
+    .expect("send");
+    let (status, close) = answered_then_closed(&mut conn, what);
+    assert_eq!(status, 200, "{what}: answered, not dropped");
+    closes.push(close);
+    eprintln!("half-close: closed after the answer in {closes:?}");
+}
