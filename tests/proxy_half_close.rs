@@ -20,7 +20,10 @@ fn answered_then_closed(conn: &mut Conn, what: &str) -> (u16, Duration) {
     let r = conn.read();
     let answered = Instant::now();
     let (more, closed) = conn.drain(Duration::from_secs(20));
-    assert!(closed, "{what}: the connection was not closed after the answer");
+    assert!(
+        closed,
+        "{what}: the connection was not closed after the answer"
+    );
     assert_eq!(more, 0, "{what}: bytes after the answer");
     (r.status, answered.elapsed())
 }
@@ -62,4 +65,47 @@ fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() 
     assert_eq!(status, 200, "{what}: answered, not dropped");
     closes.push(close);
     eprintln!("half-close: closed after the answer in {closes:?}");
+}
+
+#[test]
+fn a_half_closed_client_whose_answer_does_not_come_frees_its_slot_after_the_grace() {
+    // spec: DEC-NEW-half-close (a half-close and a hang-up look alike until an answer is
+    // written: a request whose answer never comes is ended after the grace, as for a hang-up)
+    let admin = free_port();
+    let c = cluster()
+        .workers(0)
+        .config(serde_json::json!({ "server": { "cluster": {
+            "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+            "adminAddress": format!("127.0.0.1:{admin}")
+        } } }))
+        .start();
+    let in_flight = || scrape(admin).value("fhircluster_in_flight", &[("process", "m0")]);
+    let mut conn = Conn::open(c.addr()).expect("connect");
+    conn.send(
+        "GET",
+        "/r4/ValueSet/$expand?url=x&_sim_hang=1",
+        &[],
+        b"",
+        true,
+    )
+    .expect("send");
+    conn.stream.shutdown(Shutdown::Write).expect("half-close");
+    assert!(
+        eventually(Duration::from_secs(10), || in_flight() == 1.0),
+        "the request never reached m0"
+    );
+    let sent = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), || in_flight() == 0.0),
+        "the half-closed client's request still holds its slot"
+    );
+    let (_, closed) = conn.drain(Duration::from_secs(10));
+    assert!(closed, "the connection was not closed");
+    eprintln!(
+        "half-close: the unanswered request ended after {:?}",
+        sent.elapsed()
+    );
+    // The slot is free for the next client.
+    let r = c.get("/r4/ValueSet/$expand?url=x");
+    assert_eq!(r.status, 200, "{}", r.text());
 }

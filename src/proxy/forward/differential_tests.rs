@@ -32,7 +32,9 @@
 //!    all it will.
 //! 7. After an HTTP/1.0 answer, hyper wrote the next request on that connection as HTTP/1.0
 //!    with `Connection: keep-alive`; ours stays HTTP/1.1 (RFC 9110 §2.5: a client sends the
-//!    highest version it conforms to; the processes are Node's HTTP/1.1 servers).
+//!    highest version it conforms to; the processes are Node's HTTP/1.1 servers). A body of
+//!    unknown size, which HTTP/1.0 cannot chunk, hyper then sent none of (found by the fuzzing
+//!    in `http1::fuzz_tests`); ours sends it chunked: not compared from there.
 //!
 //! 1xx heads other than `101` (`100`, `102`, `103`, with headers or without reasons) are
 //! skipped by both alike: no difference.
@@ -59,7 +61,7 @@ use tokio::sync::oneshot;
 use super::headers::strip_hop_by_hop;
 use super::test_support::Repeat;
 use super::upstream_conn::{Home, UpstreamConn, UPSTREAM_READ_AT_MOST};
-use cases::{as_our_request, one_length, switches, Req, Resp};
+use cases::{as_our_request, final_line, one_length, switches, Req, Resp, STATUS_LINES};
 pub(crate) use cases::{case, Case};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -276,7 +278,15 @@ fn answers(c: &Case) -> Vec<Vec<Vec<u8>>> {
 /// applied in order; the list ends at the first request after which ours would not go on.
 fn as_ours(c: &Case, hypers: Vec<Outcome>) -> Vec<Outcome> {
     let mut out = Vec::new();
+    let mut after_http_10 = false;
     for (i, ((resp, req), mut o)) in c.resps.iter().zip(&c.reqs).zip(hypers).enumerate() {
+        // 7. After an HTTP/1.0 answer, a body of unknown size: hyper, writing HTTP/1.0, which
+        // has no chunked coding, sent the request without it; ours sends it chunked. Not
+        // compared from there.
+        if after_http_10 && matches!(req, Req::PostStreamed(_)) {
+            break;
+        }
+        after_http_10 = final_line(STATUS_LINES[resp.status]).starts_with(b"HTTP/1.0");
         if let Outcome::Answered {
             status,
             reason,

@@ -129,6 +129,7 @@ fn the_codec_neither_panics_nor_hangs_and_agrees_with_hyper_for_a_time_budget() 
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         now.map_or(0, |d| d.as_nanos() as u64)
     });
+    eprintln!("FUZZ seed {seed} (FUZZ_SEED={seed} runs these inputs again)");
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes);
