@@ -23,6 +23,10 @@ pub mod response_head;
 #[cfg(test)]
 mod fuzz_tests;
 
+/// The header a client names its cache by (`forward::headers` passes it on); here so that the
+/// codec stands alone (the fuzz targets in `fuzz/` build it without the rest of the crate).
+pub const X_CACHE_ID: http::HeaderName = http::HeaderName::from_static("x-cache-id");
+
 /// Where `part`, a slice httparse gave, lies in `head`: `None` when it is no slice of `head`.
 /// httparse's slices are of the buffer it parsed, except its static `""` for a reason phrase
 /// that is missing or holds obs-text; so an address is never subtracted unchecked (that took

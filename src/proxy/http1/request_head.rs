@@ -181,7 +181,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
             }
         } else if name == http::header::HOST {
             route.hosts = route.hosts.saturating_add(1);
-        } else if name == crate::proxy::forward::X_CACHE_ID && route.cache_id.is_none() {
+        } else if name == super::X_CACHE_ID && route.cache_id.is_none() {
             route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
         }
     }
