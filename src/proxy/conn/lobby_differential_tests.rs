@@ -37,6 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::lobby::whole_request;
 use super::served::server_builder;
+use crate::proxy::forward::differential_tests::run;
 use crate::proxy::forward::X_CACHE_ID;
 use crate::proxy::http1::request_head::{check, Body, Check, Refused};
 
@@ -253,15 +254,6 @@ async fn hyper(c: &Case) -> (Outcome, Option<Called>, bool) {
         (None, None) => Outcome::Partial,
     };
     (outcome, call, !closed)
-}
-
-pub(crate) fn run<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 /// Holds the lobby to hyper on `c`: panics with both readings where they differ.

@@ -61,6 +61,7 @@ pub(crate) fn server_builder(max_head: usize) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
         .keep_alive(true)
+        .max_headers(crate::proxy::http1::limits::MAX_HEADERS)
         .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(max_head));
     builder
 }

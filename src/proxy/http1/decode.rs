@@ -7,21 +7,14 @@
 //! Sans-I/O: fed the connection's read buffer and whether the peer has closed; data comes out as
 //! slices of that buffer.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
-use super::chunked::{ChunkError, Chunked, Step as ChunkStep};
+use super::chunked::{ChunkError, Chunked};
 use super::response_head::Framing;
 
-/// What the decoder has for the body.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Some of the body.
-    Data(Bytes),
-    /// The buffer is used up before the body's end: read more.
-    NeedMore,
-    /// The body has ended.
-    End,
-}
+/// What the decoder has for the body: some of it (`Data`), `NeedMore`, or its `End` (the chunked
+/// coding's steps, the same for every framing).
+pub use super::chunked::Step;
 
 /// Why a body could not be read to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +80,8 @@ impl Decoder {
                 Ok(Step::Data(buf.split_to(n).freeze()))
             }
             Kind::Chunked(c) => match c.step(buf).map_err(DecodeError::Chunk)? {
-                ChunkStep::Data(d) => Ok(Step::Data(d)),
-                ChunkStep::End => Ok(Step::End),
-                ChunkStep::NeedMore => need_more(eof),
+                Step::NeedMore => need_more(eof),
+                step => Ok(step),
             },
             Kind::Eof if !buf.is_empty() => Ok(Step::Data(buf.split().freeze())),
             Kind::Eof if eof => Ok(Step::End),

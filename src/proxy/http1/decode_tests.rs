@@ -1,6 +1,7 @@
 //! The decoder on each framing, fed a byte at a time and at its end.
 
 use super::*;
+use bytes::Bytes;
 
 /// Decodes `input` a `step` bytes at a time, then the close: the body and whether it ended.
 fn decode(framing: Framing, input: &[u8], step: usize) -> Result<(Vec<u8>, bool), DecodeError> {

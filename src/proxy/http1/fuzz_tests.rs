@@ -2,7 +2,7 @@
 //! generators, and their bytes mutated), each checked for no panic, no hang, and agreement with
 //! hyper (its server for request heads, through the lobby's reading; its client for responses).
 //! No coverage-guided fuzzer runs on this machine's stable toolchain (`cargo fuzz` needs nightly;
-//! see `tests/perf/README.md`, "Fuzzing the codec"), so this one explores by structure instead.
+//! `fuzz/README.md` has both), so this one explores by structure, and holds the codec to hyper.
 //!
 //! In the suite it runs for 2 seconds; for a longer run:
 //!
