@@ -41,6 +41,14 @@ fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() 
         assert_eq!(status, 200, "{what}: answered, not dropped");
         closes.push(close);
 
+        // As `printf 'GET ... Connection: close ...' | nc -N` sends it.
+        let what = format!("GET {path} with Connection: close");
+        let mut conn = Conn::open(c.addr()).expect("connect");
+        conn.send("GET", path, &[], b"", false).expect("send");
+        let (status, close) = answered_then_closed(&mut conn, &what);
+        assert_eq!(status, 200, "{what}: answered, not dropped");
+        closes.push(close);
+
         let what = format!("GET {path} as a kept-alive connection's second request");
         let mut conn = Conn::open(c.addr()).expect("connect");
         conn.send("GET", path, &[], b"", true).expect("send");

@@ -73,6 +73,11 @@ impl Framer {
         matches!(self.state, State::Head)
     }
 
+    /// After the last request hyper reads (`Connection: close`, ...): nothing more is followed.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
     /// How many of the bytes at the start of `buf` may go to hyper; the framer moves past what
     /// it passes.
     pub fn step(&mut self, buf: &[u8]) -> Step {

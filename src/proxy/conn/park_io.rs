@@ -159,8 +159,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
             ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
             let got = &buf.filled()[before..];
             if got.is_empty() {
-                if this.framer.at_head() && this.activity.in_progress() {
-                    // Whole requests, then the end of sending: a half-close (see the notes).
+                let whole = this.framer.at_head() || this.framer.is_done();
+                if whole && this.activity.in_progress() {
+                    // Whole requests (or the last one hyper reads, `Connection: close`), then
+                    // the end of sending: a half-close (see the notes).
                     let grace = tokio::time::sleep(HALF_CLOSE_GRACE);
                     this.half_closed = Some(Box::pin(grace));
                     continue;
