@@ -143,7 +143,9 @@ pub(crate) fn lobby(c: &Case) -> (Outcome, Option<Admitted>, Option<bool>) {
             Body::Length(n) => Some(n),
             Body::Chunked => None,
         };
-        let ends_here = body_len.is_some_and(|n| t.len as u64 + n == c.bytes.len() as u64);
+        let ends_here = body_len
+            .and_then(|n| n.checked_add(t.len as u64))
+            .is_some_and(|end| end == c.bytes.len() as u64);
         return (Outcome::Taken(seen), admitted, ends_here.then_some(!t.last));
     }
     (Outcome::Partial, None, None)
