@@ -59,9 +59,12 @@ pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
 /// (`park_after`).
 pub(crate) fn server_builder(max_head: usize) -> http1::Builder {
     let mut builder = http1::Builder::new();
+    // The header count is hyper's default, which is the codec's (`http1::limits::MAX_HEADERS`,
+    // held equal by the lobby's differential test at 99, 100 and 101 headers): set here, hyper
+    // fills two 100-slot arrays per head instead of leaving them uninitialised, 1.7k
+    // instructions a request (callgrind).
     builder
         .keep_alive(true)
-        .max_headers(crate::proxy::http1::limits::MAX_HEADERS)
         .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(max_head));
     builder
 }

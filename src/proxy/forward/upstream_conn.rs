@@ -21,13 +21,14 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::Method;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use super::outgoing::OutgoingBody;
+pub use super::upstream_body::UpstreamBody;
 use super::upstream_error::UpstreamError;
-use crate::proxy::http1::decode::{DecodeError, Decoder, Step};
+use crate::proxy::http1::decode::Decoder;
 use crate::proxy::http1::encode::{encode, frame_request, BodyFraming, Encoder};
 use crate::proxy::http1::response_head::{parse, Head, HeadError};
 
@@ -56,13 +57,13 @@ pub trait Home<IO>: Send + Sync {
 pub struct UpstreamConn<IO> {
     io: IO,
     /// Bytes read and not yet used; empty between requests.
-    read: BytesMut,
+    pub(super) read: BytesMut,
     /// How much the next read asks for: doubled while reads fill it, up to the cap.
     next_read: usize,
     /// The request head being written (kept: no allocation per request).
     head: Vec<u8>,
-    writing: Writing,
-    reading: Reading,
+    pub(super) writing: Writing,
+    pub(super) reading: Reading,
     /// The last response's head framed its body in a way hyper accepts for reuse but the pool
     /// does not (`usual_framing`).
     pub odd_framing: bool,
@@ -79,7 +80,7 @@ pub struct UpstreamConn<IO> {
 
 /// Where the request being carried is in its sending (hyper's `Writing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Writing {
+pub(super) enum Writing {
     /// No request yet: between requests.
     Init,
     /// Its head or body going out.
@@ -93,7 +94,7 @@ enum Writing {
 
 /// Where the response is in its reading (hyper's `Reading`).
 #[derive(Debug)]
-enum Reading {
+pub(super) enum Reading {
     /// Nothing of it taken yet.
     Init,
     /// Its final head, whole (or refused) while the request was still going out: the next
@@ -348,7 +349,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     }
 
     /// Reads what the socket has into the buffer (0: the process closed the connection).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let want = self.next_read;
         self.read.reserve(want);
         let spare = &mut self.read.spare_capacity_mut()[..want];
@@ -381,153 +382,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             // A request cut short left the process mid-message: never reused.
             keep_alive: head.keep_alive && self.writing != Writing::CutShort,
         };
-        let mut body = UpstreamBody {
-            conn: Some(self),
-            home,
-        };
-        if at_end {
-            // hyper never polls a body at its end: the connection is free now.
-            body.finish(true);
-        }
-        http::Response::from_parts(head.parts, body)
-    }
-}
-
-/// A process's response body, read from its connection as it is polled. Dropped before its end,
-/// it closes the connection, which ends the request on the process (STREAM-6).
-pub struct UpstreamBody<IO = tokio::net::TcpStream> {
-    /// `None` once the body has ended. Boxed (from its making): the body stays small, and the
-    /// connection moves between pool and body as a pointer. Its `reading` is `Body`.
-    conn: Option<Box<UpstreamConn<IO>>>,
-    home: Option<Arc<dyn Home<IO>>>,
-}
-
-impl<IO> UpstreamBody<IO> {
-    /// The body has ended: the connection goes home if the response allowed it, was read to its
-    /// end and nothing followed it; otherwise it is closed. Bytes past the end of a body read
-    /// whole are the process's stray writes: its pool is told.
-    fn finish(&mut self, complete: bool) {
-        let Some(mut conn) = self.conn.take() else {
-            return;
-        };
-        let keep_alive = matches!(
-            conn.reading,
-            Reading::Body {
-                keep_alive: true,
-                ..
-            }
-        );
-        if complete && !conn.read.is_empty() {
-            if let Some(home) = &self.home {
-                home.stray();
-            }
-            return;
-        }
-        if complete && keep_alive {
-            if let Some(home) = &self.home {
-                (conn.writing, conn.reading) = (Writing::Init, Reading::Init);
-                conn.reused = true;
-                home.take_back(conn);
-            }
-        }
-    }
-
-    /// The connection may carry another request once the body has ended.
-    #[cfg(test)]
-    pub fn keeps_alive(&self) -> bool {
-        self.conn.as_ref().is_some_and(|c| {
-            matches!(
-                c.reading,
-                Reading::Body {
-                    keep_alive: true,
-                    ..
-                }
-            )
-        })
-    }
-
-    fn decoder(&self) -> Option<&Decoder> {
-        match &self.conn.as_ref()?.reading {
-            Reading::Body { decoder, .. } => Some(decoder),
-            _ => None,
-        }
-    }
-}
-
-impl<IO: AsyncRead + AsyncWrite + Unpin> Body for UpstreamBody<IO> {
-    type Data = Bytes;
-    type Error = UpstreamError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
-        let this = self.get_mut();
-        // The process has closed: what is buffered is the last of it.
-        let mut eof = false;
-        loop {
-            let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            let Reading::Body { decoder, .. } = &mut conn.reading else {
-                this.finish(false);
-                return Poll::Ready(None);
-            };
-            let step = decoder.step(&mut conn.read, eof);
-            let (at_end, at_close) = (decoder.is_end(), decoder.ends_at_close());
-            match step {
-                Ok(Step::Data(data)) => {
-                    if at_end {
-                        this.finish(true);
-                    }
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                }
-                Ok(Step::End) => {
-                    // A body to the close ends with the connection, which can carry no more.
-                    this.finish(!at_close);
-                    return Poll::Ready(None);
-                }
-                Ok(Step::NeedMore) => {}
-                Err(e) => {
-                    this.finish(false);
-                    return Poll::Ready(Some(Err(match e {
-                        DecodeError::Chunk(e) => UpstreamError::Chunk(e),
-                        DecodeError::Closed => UpstreamError::Closed,
-                    })));
-                }
-            }
-            match ready!(conn.poll_fill(cx)) {
-                Ok(0) => eof = true,
-                Ok(_) => {}
-                Err(e) => {
-                    this.finish(false);
-                    return Poll::Ready(Some(Err(UpstreamError::Io(e))));
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.conn.is_none() || self.decoder().is_some_and(Decoder::is_end)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        if self.conn.is_none() {
-            return SizeHint::with_exact(0);
-        }
-        match self.decoder().and_then(Decoder::remaining) {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
-        }
-    }
-}
-
-impl<IO> std::fmt::Debug for UpstreamBody<IO> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamBody")
-            .field("decoder", &self.decoder())
-            .field("open", &self.conn.is_some())
-            .finish()
+        http::Response::from_parts(head.parts, UpstreamBody::new(self, home, at_end))
     }
 }
 

@@ -5,6 +5,7 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 use http::{Method, Request};
+use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
