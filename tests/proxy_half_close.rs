@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const PATHS: &[&str] = &["/r4/metadata", "/r4/ValueSet/$expand?url=x"];
-
 /// Half-closes `conn` after its request, reads the answer, then waits for the close: the
 /// status, and how long the close took after the answer.
 fn answered_then_closed(conn: &mut Conn, what: &str) -> (u16, Duration) {
@@ -28,50 +26,44 @@ fn answered_then_closed(conn: &mut Conn, what: &str) -> (u16, Duration) {
     (r.status, answered.elapsed())
 }
 
+/// The requests sent before the half-close: method, path, body, and whether kept alive
+/// (`false`: `Connection: close`, as `printf 'GET ...' | nc -N` sends it).
+const REQUESTS: &[(&str, &str, &[u8], bool)] = &[
+    ("GET", "/r4/metadata", b"", true),
+    ("GET", "/r4/metadata", b"", false),
+    ("GET", "/r4/ValueSet/$expand?url=x", b"", true),
+    ("GET", "/r4/ValueSet/$expand?url=x", b"", false),
+    (
+        "POST",
+        "/r4/ValueSet/$expand",
+        b"{\"resourceType\":\"Parameters\"}",
+        true,
+    ),
+];
+
 #[test]
 fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() {
     // spec: DEC-NEW-half-close
     let c = cluster().workers(1).start();
     let mut closes = Vec::new();
-    for path in PATHS {
-        let what = format!("GET {path} on a new connection");
-        let mut conn = Conn::open(c.addr()).expect("connect");
-        conn.send("GET", path, &[], b"", true).expect("send");
-        let (status, close) = answered_then_closed(&mut conn, &what);
-        assert_eq!(status, 200, "{what}: answered, not dropped");
-        closes.push(close);
-
-        // As `printf 'GET ... Connection: close ...' | nc -N` sends it.
-        let what = format!("GET {path} with Connection: close");
-        let mut conn = Conn::open(c.addr()).expect("connect");
-        conn.send("GET", path, &[], b"", false).expect("send");
-        let (status, close) = answered_then_closed(&mut conn, &what);
-        assert_eq!(status, 200, "{what}: answered, not dropped");
-        closes.push(close);
-
-        let what = format!("GET {path} as a kept-alive connection's second request");
-        let mut conn = Conn::open(c.addr()).expect("connect");
-        conn.send("GET", path, &[], b"", true).expect("send");
-        assert_eq!(conn.read().status, 200, "{what}: the first");
-        conn.send("GET", path, &[], b"", true).expect("send");
-        let (status, close) = answered_then_closed(&mut conn, &what);
-        assert_eq!(status, 200, "{what}: answered, not dropped");
-        closes.push(close);
+    for &(method, path, body, keep_alive) in REQUESTS {
+        // On a new connection (read by the lobby), then as a kept-alive connection's second
+        // request (read by hyper).
+        for second in [false, true] {
+            let what = format!("{method} {path} (kept alive {keep_alive}, second {second})");
+            let mut conn = Conn::open(c.addr()).expect("connect");
+            if second {
+                conn.send("GET", "/r4/metadata", &[], b"", true)
+                    .expect("send");
+                assert_eq!(conn.read().status, 200, "{what}: the first");
+            }
+            conn.send(method, path, &[], body, keep_alive)
+                .expect("send");
+            let (status, close) = answered_then_closed(&mut conn, &what);
+            assert_eq!(status, 200, "{what}: answered, not dropped");
+            closes.push(close);
+        }
     }
-    let what = "a POST with its body";
-    let body = br#"{"resourceType":"Parameters","parameter":[{"name":"code","valueCode":"x"}]}"#;
-    let mut conn = Conn::open(c.addr()).expect("connect");
-    conn.send(
-        "POST",
-        "/r4/CodeSystem/$validate-code",
-        &[("Content-Type", "application/fhir+json")],
-        body,
-        true,
-    )
-    .expect("send");
-    let (status, close) = answered_then_closed(&mut conn, what);
-    assert_eq!(status, 200, "{what}: answered, not dropped");
-    closes.push(close);
     eprintln!("half-close: closed after the answer in {closes:?}");
 }
 

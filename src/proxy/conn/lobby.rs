@@ -96,7 +96,8 @@ pub async fn enter(
         };
         match read_available(stream, &mut buf, read_up_to) {
             Ok(true) if buf.is_empty() => return Leave::Gone,
-            // Hung up after sending: hyper answers what it can, as it would have; what it would
+            // Done sending (a half-close, or a hang-up: they look alike): hyper answers what it
+            // can, the end told to it once the answers are written (`park_io`); what it would
             // refuse, the launcher answers.
             Ok(true) => {
                 return match request_head::check(&buf) {
