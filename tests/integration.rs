@@ -42,6 +42,7 @@ mod ops_systemd;
 mod proxy_drain;
 mod proxy_edge;
 mod proxy_failures;
+mod proxy_half_close;
 mod proxy_lobby;
 mod proxy_park;
 mod proxy_predict;

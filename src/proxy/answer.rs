@@ -51,7 +51,7 @@ pub enum Answer {
     HeadTooLarge { max_kb: u64 },
     /// A request head hyper's parser would refuse (a character not allowed in the target, a
     /// malformed header, version or `Content-Length`): `400`, `Connection: close`, answered
-    /// before hyper sees it so that it is the launcher's own (`conn::head_check`).
+    /// before hyper sees it so that it is the launcher's own (`http1::request_head`).
     BadHead(&'static str),
     /// More headers than hyper reads (100): `431`, `Connection: close`.
     TooManyHeaders,

@@ -11,6 +11,7 @@ pub(crate) mod failure;
 pub(crate) mod forward;
 pub(crate) mod front;
 pub(crate) mod histogram;
+pub(crate) mod http1;
 pub(crate) mod interval_histogram;
 pub(crate) mod lane;
 pub(crate) mod listener;

@@ -49,7 +49,7 @@ impl From<&ClusterSettings> for ListenerSettings {
         ListenerSettings {
             write_timeout: c.write_timeout,
             header_read_timeout: c.header_timeout,
-            max_head: (c.header_max_kb as usize) << 10,
+            max_head: crate::proxy::http1::limits::max_head(c.header_max_kb),
             drain: c.drain,
             // Checked when the settings were read: a name that is none is off.
             served_by: http::HeaderName::from_bytes(c.served_by_header.as_bytes()).ok(),

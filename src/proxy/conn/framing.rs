@@ -1,14 +1,16 @@
 //! Where each request begins in the bytes hyper reads from a kept-alive connection, so that the
-//! next request's head is checked (`head_check`) before hyper sees it: hyper answers a head its
+//! next request's head is checked (`http1::request_head`) before hyper sees it: hyper answers a head its
 //! parser refuses with a bare `400` of its own and never calls the service, so a head it would
 //! refuse must not reach it. The bytes are passed a request at a time: a head once whole and
-//! taken, then its body as its framing says (`Content-Length`, or chunked as hyper decodes it);
+//! taken, then its body as its framing says (`Content-Length`, or chunked, followed by the
+//! codec's decoder, whose rules are hyper's);
 //! a head that would be refused is kept back, and the connection goes to the lobby, which
 //! answers it (`ParkIo`, `served`).
 //!
 //! Sans-I/O: fed the bytes, it says how many may go to hyper.
 
-use super::head_check::{check, Body, Check, Taken};
+use crate::proxy::http1::chunked::Chunked;
+use crate::proxy::http1::request_head::{check, Body, Check, Taken};
 
 /// What may be done with the bytes at the start of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,31 +23,15 @@ pub enum Step {
     Refuse,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum State {
     Head,
     Length(u64),
-    Chunk(Chunk),
+    /// The codec's own chunked decoder, moving past the body (`Chunked::skip`).
+    Chunk(Chunked),
     /// Everything passes unchecked: hyper reads nothing after the last request (or failed the
     /// body, and closes).
     Done,
-}
-
-/// hyper's chunked decoder's states (`proto/h1/decode.rs`), as far as framing needs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Chunk {
-    Start,
-    Size(u64),
-    Lws(u64),
-    Ext(u64),
-    SizeLf(u64),
-    Data(u64),
-    DataCr,
-    DataLf,
-    EndCr,
-    Trailer,
-    TrailerLf,
-    EndLf,
 }
 
 /// Follows one hyper connection's requests from its first byte.
@@ -84,7 +70,12 @@ impl Framer {
 
     /// At a head's start: the next bytes passed are a head.
     pub fn at_head(&self) -> bool {
-        self.state == State::Head
+        matches!(self.state, State::Head)
+    }
+
+    /// After the last request hyper reads (`Connection: close`, ...): nothing more is followed.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
     }
 
     /// How many of the bytes at the start of `buf` may go to hyper; the framer moves past what
@@ -113,43 +104,21 @@ impl Framer {
                 };
                 Step::Pass(k as usize)
             }
-            State::Chunk(c) => Step::Pass(self.chunked(c, buf)),
+            State::Chunk(ref mut c) => match c.skip(buf) {
+                Ok((n, true)) => {
+                    // The body's last LF: a head follows.
+                    self.state = State::Head;
+                    Step::Pass(n)
+                }
+                Ok((n, false)) => Step::Pass(n),
+                Err(_) => {
+                    // hyper fails the body, and closes: nothing after it is read.
+                    self.state = State::Done;
+                    Step::Pass(buf.len())
+                }
+            },
             State::Done => Step::Pass(buf.len()),
         }
-    }
-
-    /// Moves through a chunked body; the bytes passed (up to its end, or all of `buf`).
-    fn chunked(&mut self, mut c: Chunk, buf: &[u8]) -> usize {
-        let mut i = 0;
-        while i < buf.len() {
-            if let Chunk::Data(n) = c {
-                let k = n.min((buf.len() - i) as u64);
-                i += k as usize;
-                c = if k == n {
-                    Chunk::DataCr
-                } else {
-                    Chunk::Data(n - k)
-                };
-                continue;
-            }
-            let b = buf[i];
-            i += 1;
-            let Some(next) = chunk_byte(c, b) else {
-                // hyper fails the body, and closes: nothing after it is read.
-                self.state = State::Done;
-                return buf.len();
-            };
-            match next {
-                // The body's last LF: a head follows.
-                Chunk::Start if c == Chunk::EndLf => {
-                    self.state = State::Head;
-                    return i;
-                }
-                _ => c = next,
-            }
-        }
-        self.state = State::Chunk(c);
-        i
     }
 }
 
@@ -160,37 +129,8 @@ fn after_head(t: Taken) -> State {
     match t.body {
         Body::Length(0) => State::Head,
         Body::Length(n) => State::Length(n),
-        Body::Chunked => State::Chunk(Chunk::Start),
+        Body::Chunked => State::Chunk(Chunked::default()),
     }
-}
-
-fn hex(b: u8) -> Option<u64> {
-    (b as char).to_digit(16).map(u64::from)
-}
-
-/// The state after byte `b` in state `c` (not `Data`); `None`: hyper refuses the body. The end
-/// of the body is `EndLf` followed by `Start`.
-fn chunk_byte(c: Chunk, b: u8) -> Option<Chunk> {
-    use Chunk::*;
-    Some(match (c, b) {
-        (Start, _) => Size(hex(b)?),
-        (Size(n), _) if hex(b).is_some() => Size(n.checked_mul(16)?.checked_add(hex(b)?)?),
-        (Size(n) | Lws(n), b'\t' | b' ') => Lws(n),
-        (Size(n) | Lws(n) | Ext(n), b'\r') => SizeLf(n),
-        (Size(n) | Lws(n), b';') => Ext(n),
-        (Ext(_), b'\n') => return None,
-        (Ext(n), _) => Ext(n),
-        (SizeLf(0), b'\n') => EndCr,
-        (SizeLf(n), b'\n') => Data(n),
-        (DataCr, b'\r') => DataLf,
-        (DataLf, b'\n') => Start,
-        (EndCr, b'\r') => EndLf,
-        (Trailer, b'\r') => TrailerLf,
-        (EndCr | Trailer, _) => Trailer,
-        (TrailerLf, b'\n') => EndCr,
-        (EndLf, b'\n') => Start,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

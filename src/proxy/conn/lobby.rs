@@ -11,7 +11,7 @@
 //! A head still arriving is waited for here, with the header timeout counted from when the
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
 //! head over `headerMaxKB` is answered `431` here, before any process is asked, and the
-//! connection closed. A head hyper's parser would refuse (`head_check`) is answered here with the
+//! connection closed. A head hyper's parser would refuse (`http1::request_head`) is answered here with the
 //! launcher's own `400` (or `431`, `414`) and closed, never hyper's bare one. Only a whole
 //! request is admitted: the head complete, no chunked body, all of a `Content-Length` body read,
 //! an origin-form target, one `Host`. Anything else (a large or chunked body, no `Host`) is
@@ -36,9 +36,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::head_check::{self, Check, Refused};
 use crate::proxy::admission::Early;
 use crate::proxy::front::Front;
+use crate::proxy::http1::request_head::{self, Body, Check, Refused, Span, Taken};
 use crate::proxy::route::{RequestHead, Route};
 use crate::proxy::verdict::Verdict;
 
@@ -50,9 +50,6 @@ pub const PIPELINED_AT_MOST: usize = 8 * 1024;
 
 /// Bytes read from the socket at a time.
 const CHUNK: usize = 8192;
-
-/// Headers a head may have, as hyper.
-const MAX_HEADERS: usize = head_check::MAX_HEADERS;
 
 /// How a connection leaves the lobby.
 pub enum Leave {
@@ -99,10 +96,11 @@ pub async fn enter(
         };
         match read_available(stream, &mut buf, read_up_to) {
             Ok(true) if buf.is_empty() => return Leave::Gone,
-            // Hung up after sending: hyper answers what it can, as it would have; what it would
+            // Done sending (a half-close, or a hang-up: they look alike): hyper answers what it
+            // can, the end told to it once the answers are written (`park_io`); what it would
             // refuse, the launcher answers.
             Ok(true) => {
-                return match head_check::check(&buf) {
+                return match request_head::check(&buf) {
                     Check::Refused(why) => Leave::Refused { why, head: buf },
                     _ => serve(buf, None),
                 }
@@ -111,7 +109,7 @@ pub async fn enter(
             Err(_) => return Leave::Gone,
         }
         // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
-        let parsed = head_check::check(&buf);
+        let parsed = request_head::check(&buf);
         if parsed != Check::Partial || buf.len() >= max_head {
             break parsed;
         }
@@ -136,14 +134,14 @@ pub async fn enter(
             _ = drain.changed() => return Leave::Drained { unread: Bytes::from(buf) },
         }
     };
-    match parsed {
+    let taken = match parsed {
         // Not whole, and no more is waited for: over `max_head`.
         Check::Partial => return Leave::HeadTooLarge { head: buf },
         Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
         Check::Refused(why) => return Leave::Refused { why, head: buf },
-        Check::Taken(_) => {}
-    }
-    let Some(head) = whole_request(&buf) else {
+        Check::Taken(t) => t,
+    };
+    let Some(head) = whole_request(&buf, &taken) else {
         return serve(buf, None);
     };
     if buf.len() > head.len {
@@ -251,49 +249,40 @@ impl Head<'_> {
     }
 }
 
-/// The head of the request at the start of `buf`, if `buf` holds all of it and its body, and
-/// the lobby may admit it (see the module's notes); `None` leaves it to hyper.
-pub fn whole_request(buf: &[u8]) -> Option<Head<'_>> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let httparse::Status::Complete(head_len) = req.parse(buf).ok()? else {
+/// The head of the request at the start of `buf` (`taken`: the codec's reading of it), if `buf`
+/// holds all of it and its body, and the lobby may admit it (see the module's notes); `None`
+/// leaves it to hyper.
+pub fn whole_request<'a>(buf: &'a [u8], taken: &Taken) -> Option<Head<'a>> {
+    let r = &taken.route;
+    let at = |(a, b): Span| buf.get(a..b);
+    let target = std::str::from_utf8(at(r.target)?)
+        .ok()
+        .filter(|t| t.starts_with('/'))?;
+    // Without a fragment, as `http::Uri` gives the path and query hyper's service routes by: a
+    // fragment routed here and not there made the two routings differ (the differential test).
+    let target = target.split_once('#').map_or(target, |(t, _)| t);
+    // `CONNECT` is refused by the service (`forward::refuse`): not queued first.
+    let method = Method::from_bytes(at(r.method)?)
+        .ok()
+        .filter(|m| m != Method::CONNECT)?;
+    // RFC 9112 §3.2: one `Host` (HTTP/1.0 may have none); hyper's service answers the rest. A
+    // transfer coding or `Content-Length` lines repeated: hyper's service reads the body.
+    if r.hosts > 1 || (r.hosts == 0 && !r.http_10) || r.transfer_encoding || r.lengths > 1 {
         return None;
+    }
+    let content_length = match taken.body {
+        Body::Length(n) if r.lengths == 1 => Some(n),
+        Body::Length(_) => None,
+        Body::Chunked => return None,
     };
-    let target = req.path.filter(|t| t.starts_with('/'))?;
-    let method = Method::from_bytes(req.method?.as_bytes()).ok()?;
-    let mut cache_id = None;
-    let mut content_length = None;
-    // RFC 9112 §3.2: one `Host` (HTTP/1.0 may have none); hyper's service answers the rest.
-    let hosts = req
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("host"))
-        .count();
-    if hosts > 1 || (hosts == 0 && req.version != Some(0)) {
-        return None;
-    }
-    for h in req.headers.iter() {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return None;
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            // Twice, or not a number: hyper answers it.
-            let n = std::str::from_utf8(h.value)
-                .ok()?
-                .trim()
-                .parse::<u64>()
-                .ok()?;
-            if content_length.replace(n).is_some() {
-                return None;
-            }
-        } else if h.name.eq_ignore_ascii_case("x-cache-id") && cache_id.is_none() {
-            // As hyper gives a value: without the whitespace around it.
-            cache_id = Some(h.value.trim_ascii());
-        }
-    }
+    let cache_id = match r.cache_id {
+        Some(s) => Some(at(s)?),
+        None => None,
+    };
     // Checked: a length near 2^64 would wrap to a request shorter than its own head.
     let len = usize::try_from(content_length.unwrap_or(0))
         .ok()
-        .and_then(|body| head_len.checked_add(body))?;
+        .and_then(|body| taken.len.checked_add(body))?;
     if len > buf.len() {
         return None;
     }

@@ -4,8 +4,9 @@
 
 mod framing;
 mod handed;
-mod head_check;
 mod lobby;
+#[cfg(test)]
+pub(crate) mod lobby_differential_tests;
 mod park;
 mod park_io;
 mod phase;
@@ -13,7 +14,7 @@ mod refused;
 mod served;
 mod unread;
 
+pub(crate) use crate::proxy::http1::request_head::Refused;
 pub(crate) use handed::{Collector, HandedClient, HAND_OVER_AT_MOST};
-pub(crate) use head_check::Refused;
 pub(crate) use phase::{serve_client, ConnContext};
 pub(crate) use served::pipelined_at_once;

@@ -49,6 +49,10 @@ pub struct Activity {
     /// read with the bytes before it): its request yields to those of clients that wait for
     /// their answers (`served`).
     pipelined: AtomicBool,
+    /// The client half-closed with a request in progress (`park_io`): the stream's reader, to
+    /// be woken as a request ends, so that hyper is told of the end and closes at once.
+    half_closed: AtomicBool,
+    half_close_reader: std::sync::Mutex<Option<std::task::Waker>>,
 }
 
 /// Connections served by hyper at once above which idle ones are parked sooner: a crowd of
@@ -112,6 +116,8 @@ impl Activity {
             write_stalled: AtomicBool::new(false),
             refused: AtomicBool::new(false),
             pipelined: AtomicBool::new(false),
+            half_closed: AtomicBool::new(false),
+            half_close_reader: std::sync::Mutex::new(None),
         }
     }
 
@@ -166,6 +172,19 @@ impl Activity {
         self.pipelined.load(Ordering::Relaxed)
     }
 
+    /// A request has begun and its response not ended.
+    pub fn in_progress(&self) -> bool {
+        self.started.load(Ordering::Relaxed) != self.ended.load(Ordering::Relaxed)
+    }
+
+    /// The client half-closed: `reader` is woken as each request ends.
+    pub(super) fn half_closed(&self, reader: &std::task::Waker) {
+        if let Ok(mut w) = self.half_close_reader.lock() {
+            w.replace(reader.clone());
+        }
+        self.half_closed.store(true, Ordering::Release);
+    }
+
     /// Whether a head was kept back (hyper is to be left once idle).
     pub fn refused(&self) -> bool {
         self.refused.load(Ordering::Relaxed)
@@ -191,6 +210,12 @@ impl Drop for RequestGuard {
         // One clock read per request, no timer: the connection's loop compares it when it looks.
         a.last_end_ms.store(a.ms(Instant::now()), Ordering::Relaxed);
         a.ended.fetch_add(1, Ordering::Relaxed);
+        // One load per request; the lock only on a half-closed connection.
+        if a.half_closed.load(Ordering::Acquire) {
+            if let Some(w) = a.half_close_reader.lock().ok().and_then(|mut w| w.take()) {
+                w.wake();
+            }
+        }
     }
 }
 

@@ -7,7 +7,16 @@
 //! Bytes are passed on as read, straight into hyper's buffer, except a head not yet whole (kept
 //! here until it is, up to `max_head`: hyper would hold it as long) and what follows a head that
 //! is refused.
+//!
+//! The client's end of sending after whole requests, while one is in progress, is a half-close
+//! (`shutdown(SHUT_WR)`, as `nc -N` and some health checkers send a request): hyper is told of
+//! the end only once the answers are written (then it closes), or after [`HALF_CLOSE_GRACE`].
+//! hyper, told at once, takes it for a hang-up and drops the request unanswered; its own
+//! `half_close` would never notice a client that has gone, whose request then holds its slot
+//! at a process until it ends. A half-close and a close look the same until something is
+//! written, so the grace bounds what a client that has gone can hold.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,6 +31,11 @@ use super::park::Activity;
 /// Bytes read at a time while a head is not whole.
 const CHUNK: usize = 8192;
 
+/// How long a client's half-close keeps its requests in progress before it is taken for a
+/// hang-up (which ends them): longer than a health checker waits for a quick answer (a second,
+/// Kubernetes' default), short enough that a client that has gone frees its slot soon.
+pub const HALF_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub struct ParkIo<T> {
     inner: T,
     /// Read and not yet given to hyper: the first `cleared` bytes may be; the rest, from a head
@@ -34,6 +48,9 @@ pub struct ParkIo<T> {
     /// What is held was read with bytes given to hyper before it (the client sent it without
     /// waiting for an answer).
     leftover: bool,
+    /// The client half-closed after whole requests, one in progress: its end is told to hyper
+    /// once none is, or when this fires. Boxed: only a half-closed connection has one.
+    half_closed: Option<Pin<Box<tokio::time::Sleep>>>,
     activity: Arc<Activity>,
 }
 
@@ -47,6 +64,7 @@ impl<T> ParkIo<T> {
             framer: Framer::new(max_head),
             refused: false,
             leftover: false,
+            half_closed: None,
             activity,
         }
     }
@@ -79,6 +97,19 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
+            if let Some(grace) = &mut this.half_closed {
+                // The end, once the answers are written or the grace is over (hyper then ends
+                // what is still in progress, as for a hang-up).
+                if !this.activity.in_progress() || grace.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Ok(()));
+                }
+                this.activity.half_closed(cx.waker());
+                // Ended meanwhile: its wake may have come before the waker was left.
+                if !this.activity.in_progress() {
+                    return Poll::Ready(Ok(()));
+                }
+                return Poll::Pending;
+            }
             if this.cleared > 0 {
                 let n = this.cleared.min(buf.remaining());
                 buf.put_slice(&this.held[..n]);
@@ -128,6 +159,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for ParkIo<T> {
             ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
             let got = &buf.filled()[before..];
             if got.is_empty() {
+                let whole = this.framer.at_head() || this.framer.is_done();
+                if whole && this.activity.in_progress() {
+                    // Whole requests (or the last one hyper reads, `Connection: close`), then
+                    // the end of sending: a half-close (see the notes).
+                    let grace = tokio::time::sleep(HALF_CLOSE_GRACE);
+                    this.half_closed = Some(Box::pin(grace));
+                    continue;
+                }
                 return Poll::Ready(Ok(()));
             }
             let head = this.framer.at_head();

@@ -32,7 +32,9 @@
 //!    all it will.
 //! 7. After an HTTP/1.0 answer, hyper wrote the next request on that connection as HTTP/1.0
 //!    with `Connection: keep-alive`; ours stays HTTP/1.1 (RFC 9110 §2.5: a client sends the
-//!    highest version it conforms to; the processes are Node's HTTP/1.1 servers).
+//!    highest version it conforms to; the processes are Node's HTTP/1.1 servers). A body of
+//!    unknown size, which HTTP/1.0 cannot chunk, hyper then sent none of (found by the fuzzing
+//!    in `http1::fuzz_tests`); ours sends it chunked: not compared from there.
 //!
 //! 1xx heads other than `101` (`100`, `102`, `103`, with headers or without reasons) are
 //! skipped by both alike: no difference.
@@ -59,7 +61,8 @@ use tokio::sync::oneshot;
 use super::headers::strip_hop_by_hop;
 use super::test_support::Repeat;
 use super::upstream_conn::{Home, UpstreamConn, UPSTREAM_READ_AT_MOST};
-use cases::{as_our_request, case, one_length, switches, Case, Req, Resp};
+use cases::{as_our_request, final_line, one_length, switches, Req, Resp, STATUS_LINES};
+pub(crate) use cases::{case, Case};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
@@ -273,9 +276,18 @@ fn answers(c: &Case) -> Vec<Vec<Vec<u8>>> {
 
 /// hyper's outcomes as ours are meant to be: the deliberate differences of the module's notes,
 /// applied in order; the list ends at the first request after which ours would not go on.
-fn as_ours(c: &Case, hypers: Vec<Outcome>) -> Vec<Outcome> {
+/// With how many requests are compared, when difference 7 ends the comparison early.
+fn as_ours(c: &Case, hypers: Vec<Outcome>) -> (Vec<Outcome>, Option<usize>) {
     let mut out = Vec::new();
+    let mut after_http_10 = false;
     for (i, ((resp, req), mut o)) in c.resps.iter().zip(&c.reqs).zip(hypers).enumerate() {
+        // 7. After an HTTP/1.0 answer, a body of unknown size: hyper, writing HTTP/1.0, which
+        // has no chunked coding, sent the request without it; ours sends it chunked. Not
+        // compared from there.
+        if after_http_10 && matches!(req, Req::PostStreamed(_)) {
+            return (out, Some(i));
+        }
+        after_http_10 = final_line(STATUS_LINES[resp.status]).starts_with(b"HTTP/1.0");
         if let Outcome::Answered {
             status,
             reason,
@@ -311,10 +323,11 @@ fn as_ours(c: &Case, hypers: Vec<Outcome>) -> Vec<Outcome> {
             break;
         }
     }
-    out
+    (out, None)
 }
 
-fn run<F: std::future::Future>(f: F) -> F::Output {
+/// Runs `f` on a paused clock, on one thread.
+pub(crate) fn run<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -323,11 +336,19 @@ fn run<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn compare(c: &Case) {
+/// Holds our client to hyper's on `c`: panics with both outcomes where they differ.
+pub(crate) fn compare(c: &Case) {
     let (mine, my_requests) = run(ours(c));
     let (hypers, their_requests) = run(theirs(c));
     let text = c.text();
-    let expected = as_ours(c, hypers);
+    let (expected, cut) = as_ours(c, hypers);
+    let (mine, my_requests): (Vec<Outcome>, Vec<Vec<u8>>) = match cut {
+        Some(n) => (
+            mine.into_iter().take(n).collect(),
+            my_requests.into_iter().take(n).collect(),
+        ),
+        None => (mine, my_requests),
+    };
     // Where ours stops (a deliberate difference), hyper's later requests are not compared.
     let their_requests: Vec<Vec<u8>> = their_requests
         .iter()

@@ -18,8 +18,8 @@ use http::uri::{PathAndQuery, Uri};
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 /// The session header the router reads (a name made once: one parsed from a string costs a
-/// parse per request).
-pub const X_CACHE_ID: HeaderName = HeaderName::from_static("x-cache-id");
+/// parse per request); the codec's, which the lobby reads it by.
+pub use crate::proxy::http1::X_CACHE_ID;
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 

@@ -23,7 +23,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{recv, MsgFlags};
 use tokio::net::TcpStream;
 
-use super::response_head::Head;
+use crate::proxy::http1::response_head::Head;
 
 /// What an idle connection's socket holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ mod tests {
     fn a_204_announcing_a_body_is_not_reused() {
         let usual = |raw: &str| {
             let mut buf = bytes::BytesMut::from(raw);
-            let head = super::super::response_head::parse(&mut buf, &http::Method::GET);
+            let head = crate::proxy::http1::response_head::parse(&mut buf, &http::Method::GET);
             usual_framing(&head.unwrap().unwrap())
         };
         assert!(usual("HTTP/1.1 204 No Content\r\n\r\n"));

@@ -1,12 +1,11 @@
 //! Forwarding a request to a process and its response back: the launcher's own HTTP/1.1 client
-//! for the upstream leg (connection, request head, response head, chunked coding), the
+//! for the upstream leg (the connection, on the codec of `proxy::http1`), the
 //! per-process keep-alive pool with its upstream timeout, header rewriting on both legs, the client's request body (read
 //! ahead or passed on as it arrives), buffered and streamed response bodies, the client
 //! connection's write timeout, and the requests refused outright. The listener calls these;
 //! routing and admission are decided before.
 
 pub mod body;
-mod chunked;
 pub mod client_body;
 pub mod compact;
 pub mod error;
@@ -16,14 +15,13 @@ mod outgoing;
 pub mod pool;
 pub mod refuse;
 mod replay;
-mod request_head;
-mod response_head;
+mod upstream_body;
 mod upstream_conn;
 mod upstream_error;
 pub mod write_timeout;
 
 #[cfg(test)]
-mod differential_tests;
+pub(crate) mod differential_tests;
 #[cfg(test)]
 mod e2e_tests;
 #[cfg(test)]

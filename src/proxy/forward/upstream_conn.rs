@@ -1,9 +1,11 @@
-//! One HTTP/1.1 connection to a process, driven by the launcher's own client: the request head
-//! and body written straight to the socket (head and a body in hand in one `writev`), the
-//! response head parsed from the connection's read buffer (`response_head`), and the body read
-//! by the request's own task as the client takes it ([`UpstreamBody`]), which hands the
-//! connection back to its pool (`Home`) when the body has ended and the connection may carry
-//! another request.
+//! One HTTP/1.1 connection to a process, driven by the launcher's own client on the codec of
+//! `proxy::http1`: the request head and body written straight to the socket (head and a body in
+//! hand in one `writev`, framed by the codec's `Encoder`), the response head parsed from the
+//! connection's read buffer (`http1::response_head`), and the body read by the request's own
+//! task as the client takes it ([`UpstreamBody`]: fill, then the codec's `Decoder` steps),
+//! which hands the connection back to its pool (`Home`) when the body has ended and the
+//! connection may carry another request. Where the exchange is is named ([`Writing`],
+//! [`Reading`], as hyper's `proto::h1::conn::State`), not kept in flags.
 //!
 //! Why not hyper's client here: it drives each connection in a task of its own, reached through
 //! a channel and a oneshot per request, and builds its response in its dispatcher; that was
@@ -19,15 +21,16 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::Method;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use super::chunked::{Chunked, Step};
 use super::outgoing::OutgoingBody;
-use super::request_head::{chunk_line, encode, frame_request, BodyFraming};
-use super::response_head::{parse, Framing, Head, HeadError};
+pub use super::upstream_body::UpstreamBody;
 use super::upstream_error::UpstreamError;
+use crate::proxy::http1::decode::Decoder;
+use crate::proxy::http1::encode::{encode, frame_request, BodyFraming, Encoder};
+use crate::proxy::http1::response_head::{parse, Head, HeadError};
 
 /// The first read buffer of a connection, and the size of its first read (hyper's).
 const FIRST_READ: usize = 8 * 1024;
@@ -37,8 +40,8 @@ const FIRST_READ: usize = 8 * 1024;
 /// that whole read alive: a streamed response held one to three of them. 24 clients that never
 /// read cost 14 MB more on an idle machine with hyper's reads and up to 48 MB more on a busy one,
 /// outside `bufferMaxMB`. 64 KB reads cost a large response no measurable speed; the cap is also
-/// the largest response head a process may send.
-pub const UPSTREAM_READ_AT_MOST: usize = 64 << 10;
+/// the largest response head a process may send (the codec's limit).
+pub use crate::proxy::http1::limits::UPSTREAM_READ_AT_MOST;
 
 /// Where a connection goes when its response has ended and it may carry another request.
 pub trait Home<IO>: Send + Sync {
@@ -54,16 +57,13 @@ pub trait Home<IO>: Send + Sync {
 pub struct UpstreamConn<IO> {
     io: IO,
     /// Bytes read and not yet used; empty between requests.
-    read: BytesMut,
+    pub(super) read: BytesMut,
     /// How much the next read asks for: doubled while reads fill it, up to the cap.
     next_read: usize,
     /// The request head being written (kept: no allocation per request).
     head: Vec<u8>,
-    /// The process answered (or closed) while the request body was still going out: the final
-    /// head if it was whole by then (the next `read_head` gives it), and the request is cut
-    /// short there, so the connection is never reused.
-    early: Option<Result<Head, HeadError>>,
-    cut_short: bool,
+    pub(super) writing: Writing,
+    pub(super) reading: Reading,
     /// The last response's head framed its body in a way hyper accepts for reuse but the pool
     /// does not (`usual_framing`).
     pub odd_framing: bool,
@@ -76,6 +76,33 @@ pub struct UpstreamConn<IO> {
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+}
+
+/// Where the request being carried is in its sending (hyper's `Writing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Writing {
+    /// No request yet: between requests.
+    Init,
+    /// Its head or body going out.
+    Body,
+    /// All of it went.
+    Done,
+    /// The process answered (or closed) while the body was still going out: the sending ended
+    /// there, the process is left mid-message, so the connection is never reused.
+    CutShort,
+}
+
+/// Where the response is in its reading (hyper's `Reading`).
+#[derive(Debug)]
+pub(super) enum Reading {
+    /// Nothing of it taken yet.
+    Init,
+    /// Its final head, whole (or refused) while the request was still going out: the next
+    /// `read_head` gives it.
+    Early(Result<Head, HeadError>),
+    /// Its body, through the codec's decoder; `keep_alive`: the connection may carry another
+    /// request once it has ended.
+    Body { decoder: Decoder, keep_alive: bool },
 }
 
 /// How a write ended.
@@ -102,8 +129,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             read: BytesMut::new(),
             next_read: FIRST_READ,
             head: Vec::new(),
-            early: None,
-            cut_short: false,
+            writing: Writing::Init,
+            reading: Reading::Init,
             odd_framing: false,
             heard: 0,
             reused: false,
@@ -151,28 +178,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             &body.size_hint(),
         );
         self.heard = 0;
+        self.writing = Writing::Body;
+        self.reading = Reading::Init;
         self.head.clear();
         encode(parts, &mut self.head);
+        let mut encoder = Encoder::new(framing);
         let whole = match framing {
             BodyFraming::None => Some(Bytes::new()),
             _ => body.whole(),
         };
         let Some(data) = whole else {
             self.write_all([&[], &[]], true, None).await?;
-            return self.stream_body(framing, body, &parts.method).await;
+            return self.stream_body(encoder, body, &parts.method).await;
         };
-        let tail: &[u8] = match framing {
-            BodyFraming::Length(n) if n != data.len() as u64 => {
-                return Err(WriteError::Sent(UpstreamError::BodyLength))
-            }
-            BodyFraming::Chunked if data.is_empty() => b"0\r\n\r\n",
-            BodyFraming::Chunked => {
-                chunk_line(data.len(), &mut self.head);
-                b"\r\n0\r\n\r\n"
-            }
-            _ => b"",
-        };
-        self.write_all([&data, tail], true, None).await.map(drop)
+        let tail = encoder
+            .whole(data.len(), &mut self.head)
+            .map_err(|_| WriteError::Sent(UpstreamError::BodyLength))?;
+        self.write_all([&data, tail], true, None).await?;
+        self.writing = Writing::Done;
+        Ok(())
     }
 
     /// The body as it comes, after the head. While waiting for the client's next bytes or for
@@ -182,11 +206,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// timeout's `504`).
     async fn stream_body<B: OutgoingBody>(
         &mut self,
-        framing: BodyFraming,
+        mut encoder: Encoder,
         body: &mut B,
         method: &Method,
     ) -> Result<(), WriteError> {
-        let mut sent = 0u64;
+        let length = |_| WriteError::Sent(UpstreamError::BodyLength);
         loop {
             let next = poll_fn(|cx| {
                 if self.poll_answered(cx, method).is_ready() {
@@ -196,7 +220,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             })
             .await;
             let Some(frame) = next else {
-                self.cut_short = true;
+                self.writing = Writing::CutShort;
                 return Ok(());
             };
             let Some(frame) = frame else {
@@ -206,35 +230,21 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             let Ok(data) = frame.into_data() else {
                 continue; // trailers are not passed on
             };
-            sent += data.len() as u64;
             self.head.clear();
-            let tail: &[u8] = match framing {
-                BodyFraming::Length(n) if sent > n => {
-                    return Err(WriteError::Sent(UpstreamError::BodyLength))
-                }
-                BodyFraming::Chunked if !data.is_empty() => {
-                    chunk_line(data.len(), &mut self.head);
-                    b"\r\n"
-                }
-                _ => b"",
-            };
+            let tail = encoder.data(data.len(), &mut self.head).map_err(length)?;
             if self.write_all([&data, tail], false, Some(method)).await? == Wrote::Answered {
-                self.cut_short = true;
+                self.writing = Writing::CutShort;
                 return Ok(());
             }
         }
-        match framing {
-            BodyFraming::Length(n) if sent != n => Err(WriteError::Sent(UpstreamError::BodyLength)),
-            BodyFraming::Chunked => {
-                self.head.clear();
-                self.head.extend_from_slice(b"0\r\n\r\n");
-                if self.write_all([&[], &[]], false, Some(method)).await? == Wrote::Answered {
-                    self.cut_short = true;
-                }
-                Ok(())
-            }
-            _ => Ok(()),
+        self.head.clear();
+        encoder.end(&mut self.head).map_err(length)?;
+        if self.write_all([&[], &[]], false, Some(method)).await? == Wrote::Answered {
+            self.writing = Writing::CutShort;
+            return Ok(());
         }
+        self.writing = Writing::Done;
+        Ok(())
     }
 
     /// Whether the process has answered (a final head whole, or one that cannot be), closed,
@@ -242,15 +252,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// head still arriving is kept for `read_head`.
     fn poll_answered(&mut self, cx: &mut Context<'_>, method: &Method) -> Poll<()> {
         loop {
-            if self.early.is_some() || self.read.len() >= UPSTREAM_READ_AT_MOST {
+            if matches!(self.reading, Reading::Early(_)) || self.read.len() >= UPSTREAM_READ_AT_MOST
+            {
                 return Poll::Ready(());
             }
             match ready!(self.poll_fill(cx)) {
                 Ok(0) | Err(_) => return Poll::Ready(()),
                 Ok(_) => match parse(&mut self.read, method) {
                     Ok(None) => {}
-                    Ok(Some(head)) => self.early = Some(Ok(head)),
-                    Err(e) => self.early = Some(Err(e)),
+                    Ok(Some(head)) => self.reading = Reading::Early(Ok(head)),
+                    Err(e) => self.reading = Reading::Early(Err(e)),
                 },
             }
         }
@@ -315,7 +326,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     /// skipped). `Err` with [`UpstreamError::Closed`] when the process closed the connection
     /// first.
     pub async fn read_head(&mut self, method: &Method) -> Result<Head, UpstreamError> {
-        if let Some(early) = self.early.take() {
+        if let Reading::Early(early) = std::mem::replace(&mut self.reading, Reading::Init) {
             return early.map_err(UpstreamError::Head);
         }
         loop {
@@ -338,7 +349,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     }
 
     /// Reads what the socket has into the buffer (0: the process closed the connection).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let want = self.next_read;
         self.read.reserve(want);
         let spare = &mut self.read.spare_capacity_mut()[..want];
@@ -364,154 +375,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         home: Option<Arc<dyn Home<IO>>>,
     ) -> http::Response<UpstreamBody<IO>> {
         self.odd_framing = !super::idle_check::usual_framing(&head);
-        let state = match head.framing {
-            Framing::Empty => State::Length(0),
-            Framing::Length(n) => State::Length(n),
-            Framing::Chunked => State::Chunked(Chunked::default()),
-            Framing::ToClose => State::ToClose,
-        };
-        let mut body = UpstreamBody {
+        let decoder = Decoder::new(head.framing);
+        let at_end = decoder.is_end();
+        self.reading = Reading::Body {
+            decoder,
             // A request cut short left the process mid-message: never reused.
-            keep_alive: head.keep_alive && !self.cut_short,
-            conn: Some(self),
-            state,
-            home,
+            keep_alive: head.keep_alive && self.writing != Writing::CutShort,
         };
-        if head.framing == Framing::Empty {
-            // hyper never polls a body at its end: the connection is free now.
-            body.finish(true);
-        }
-        http::Response::from_parts(head.parts, body)
-    }
-}
-
-#[derive(Debug)]
-enum State {
-    /// Bytes of the body still to come.
-    Length(u64),
-    Chunked(Chunked),
-    ToClose,
-}
-
-/// A process's response body, read from its connection as it is polled. Dropped before its end,
-/// it closes the connection, which ends the request on the process (STREAM-6).
-pub struct UpstreamBody<IO = tokio::net::TcpStream> {
-    /// `None` once the body has ended. Boxed (from its making): the body stays small, and the
-    /// connection moves between pool and body as a pointer.
-    conn: Option<Box<UpstreamConn<IO>>>,
-    state: State,
-    keep_alive: bool,
-    home: Option<Arc<dyn Home<IO>>>,
-}
-
-impl<IO> UpstreamBody<IO> {
-    /// The body has ended: the connection goes home if the response allowed it, was read to its
-    /// end and nothing followed it; otherwise it is closed. Bytes past the end of a body read
-    /// whole are the process's stray writes: its pool is told.
-    fn finish(&mut self, complete: bool) {
-        let Some(mut conn) = self.conn.take() else {
-            return;
-        };
-        if complete && !conn.read.is_empty() {
-            if let Some(home) = &self.home {
-                home.stray();
-            }
-            return;
-        }
-        if complete && self.keep_alive {
-            if let Some(home) = &self.home {
-                conn.reused = true;
-                home.take_back(conn);
-            }
-        }
-    }
-}
-
-impl<IO: AsyncRead + AsyncWrite + Unpin> Body for UpstreamBody<IO> {
-    type Data = Bytes;
-    type Error = UpstreamError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
-        let this = self.get_mut();
-        loop {
-            let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            if !conn.read.is_empty() {
-                let data = match &mut this.state {
-                    State::Length(left) => {
-                        let n = conn
-                            .read
-                            .len()
-                            .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                        *left -= n as u64;
-                        let data = conn.read.split_to(n).freeze();
-                        if *left == 0 {
-                            this.finish(true);
-                        }
-                        Some(data)
-                    }
-                    State::Chunked(dec) => match dec.step(&mut conn.read) {
-                        Ok(Step::Data(d)) => Some(d),
-                        Ok(Step::End) => {
-                            this.finish(true);
-                            return Poll::Ready(None);
-                        }
-                        Ok(Step::NeedMore) => None,
-                        Err(e) => {
-                            this.finish(false);
-                            return Poll::Ready(Some(Err(UpstreamError::Chunk(e))));
-                        }
-                    },
-                    State::ToClose => Some(conn.read.split().freeze()),
-                };
-                if let Some(data) = data {
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                }
-            }
-            let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match ready!(conn.poll_fill(cx)) {
-                Ok(0) if matches!(this.state, State::ToClose) => {
-                    this.finish(false);
-                    return Poll::Ready(None);
-                }
-                Ok(0) => {
-                    this.finish(false);
-                    return Poll::Ready(Some(Err(UpstreamError::Closed)));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    this.finish(false);
-                    return Poll::Ready(Some(Err(UpstreamError::Io(e))));
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.conn.is_none() || matches!(self.state, State::Length(0))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match (&self.conn, &self.state) {
-            (None, _) => SizeHint::with_exact(0),
-            (_, State::Length(n)) => SizeHint::with_exact(*n),
-            _ => SizeHint::default(),
-        }
-    }
-}
-
-impl<IO> std::fmt::Debug for UpstreamBody<IO> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamBody")
-            .field("state", &self.state)
-            .field("open", &self.conn.is_some())
-            .finish()
+        http::Response::from_parts(head.parts, UpstreamBody::new(self, home, at_end))
     }
 }
 

@@ -5,6 +5,7 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 use http::{Method, Request};
+use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
@@ -210,7 +211,7 @@ async fn heard_before_the_body<B: OutgoingBody>(body: &mut B) {
     assert_eq!(head.parts.status, 413);
     assert!(head.keep_alive, "the process itself allowed reuse");
     let resp = conn.respond(head, None);
-    assert!(!resp.body().keep_alive, "cut short: never reused");
+    assert!(!resp.body().keeps_alive(), "cut short: never reused");
 }
 
 #[tokio::test]

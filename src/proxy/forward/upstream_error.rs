@@ -5,9 +5,9 @@
 use std::fmt;
 use std::io;
 
-use super::chunked::ChunkError;
-use super::response_head::HeadError;
 use super::BoxError;
+use crate::proxy::http1::chunked::ChunkError;
+use crate::proxy::http1::response_head::HeadError;
 
 #[derive(Debug)]
 pub enum UpstreamError {

@@ -148,14 +148,15 @@ async fn every_single_byte_in_the_target_and_a_header_value_as_hyper_decides() {
 fn a_partial_head_is_partial_and_the_framing_is_read() {
     assert_eq!(check(b"GET /r4/metadata HTTP/1.1\r\nHo"), Check::Partial);
     let post = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nabcde";
-    assert_eq!(
+    assert!(matches!(
         check(post),
         Check::Taken(Taken {
-            len: post.len() - 5,
+            len,
             body: Body::Length(5),
-            last: false
-        })
-    );
+            last: false,
+            ..
+        }) if len == post.len() - 5
+    ));
     let chunked = b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
     assert!(matches!(
         check(chunked),

@@ -1,8 +1,9 @@
-//! The request head as the launcher's own client writes it to a process: how its body is
-//! framed (hyper's client's rules, so a process sees what it saw before) and the bytes of the
-//! head, encoded into a buffer the connection keeps between requests. One deliberate
-//! difference: a `Content-Length` list or repeat of one length goes on as one value (RFC 9110
-//! §8.6), where hyper passed it on as it came.
+//! A request as the launcher's own client writes it to a process: how its body is framed
+//! (hyper's client's rules, so a process sees what it saw before), the bytes of the head,
+//! encoded into a buffer the connection keeps between requests, and the body's framing bytes
+//! ([`Encoder`]: chunk lines, the last chunk, the length kept), so the connection only writes
+//! what it is given. One deliberate difference: a `Content-Length` list or repeat of one length
+//! goes on as one value (RFC 9110 §8.6), where hyper passed it on as it came.
 
 use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::Method;
@@ -119,9 +120,73 @@ pub fn encode(parts: &http::request::Parts, dst: &mut Vec<u8>) {
 }
 
 /// Appends a chunk's size line for `len` bytes of data.
-pub fn chunk_line(len: usize, dst: &mut Vec<u8>) {
+fn chunk_line(len: usize, dst: &mut Vec<u8>) {
     use std::io::Write as _;
     let _ = write!(dst, "{len:X}\r\n");
+}
+
+/// The body's bytes were not the `Content-Length` the head announced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LengthMismatch;
+
+/// The framing of a request body as it goes out: what goes before and after each piece of data,
+/// and at the end; a body longer or shorter than its `Content-Length` is refused (the request
+/// is spent, never sent cut or overlong).
+#[derive(Debug)]
+pub struct Encoder {
+    framing: BodyFraming,
+    sent: u64,
+}
+
+impl Encoder {
+    pub fn new(framing: BodyFraming) -> Encoder {
+        Encoder { framing, sent: 0 }
+    }
+
+    /// A body sent whole with its head: what precedes `len` bytes of data is appended to `dst`,
+    /// what follows them (up to the body's end) is returned.
+    pub fn whole(
+        &mut self,
+        len: usize,
+        dst: &mut Vec<u8>,
+    ) -> Result<&'static [u8], LengthMismatch> {
+        self.sent = len as u64;
+        Ok(match self.framing {
+            BodyFraming::Length(n) if n != len as u64 => return Err(LengthMismatch),
+            BodyFraming::Chunked if len == 0 => b"0\r\n\r\n",
+            BodyFraming::Chunked => {
+                chunk_line(len, dst);
+                b"\r\n0\r\n\r\n"
+            }
+            _ => b"",
+        })
+    }
+
+    /// `len` more bytes of a body sent as it comes: what precedes them is appended to `dst`,
+    /// what follows them is returned.
+    pub fn data(&mut self, len: usize, dst: &mut Vec<u8>) -> Result<&'static [u8], LengthMismatch> {
+        self.sent += len as u64;
+        Ok(match self.framing {
+            BodyFraming::Length(n) if self.sent > n => return Err(LengthMismatch),
+            BodyFraming::Chunked if len > 0 => {
+                chunk_line(len, dst);
+                b"\r\n"
+            }
+            _ => b"",
+        })
+    }
+
+    /// The body's end: what closes it is appended to `dst` (nothing but for the chunked coding).
+    pub fn end(&mut self, dst: &mut Vec<u8>) -> Result<(), LengthMismatch> {
+        match self.framing {
+            BodyFraming::Length(n) if self.sent != n => Err(LengthMismatch),
+            BodyFraming::Chunked => {
+                dst.extend_from_slice(b"0\r\n\r\n");
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +298,53 @@ mod tests {
         let mut v = Vec::new();
         chunk_line(255, &mut v);
         assert_eq!(v, b"FF\r\n");
+    }
+
+    /// The bytes an encoder frames `pieces` with, or its refusal.
+    fn encoded(framing: BodyFraming, pieces: &[&[u8]]) -> Result<Vec<u8>, LengthMismatch> {
+        let mut e = Encoder::new(framing);
+        let mut out = Vec::new();
+        for p in pieces {
+            let tail = e.data(p.len(), &mut out)?;
+            out.extend_from_slice(p);
+            out.extend_from_slice(tail);
+        }
+        e.end(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn a_streamed_body_is_framed_and_held_to_its_length() {
+        assert_eq!(
+            encoded(BodyFraming::Chunked, &[b"abc", b"", b"de"]).unwrap(),
+            b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+        );
+        assert_eq!(
+            encoded(BodyFraming::Length(5), &[b"abc", b"de"]).unwrap(),
+            b"abcde"
+        );
+        assert_eq!(
+            encoded(BodyFraming::Length(5), &[b"abc"]),
+            Err(LengthMismatch)
+        );
+        assert_eq!(
+            encoded(BodyFraming::Length(2), &[b"abc"]),
+            Err(LengthMismatch)
+        );
+    }
+
+    #[test]
+    fn a_whole_body_is_framed_in_one_piece() {
+        let mut head = Vec::new();
+        let tail = Encoder::new(BodyFraming::Chunked)
+            .whole(3, &mut head)
+            .unwrap();
+        assert_eq!((&head[..], tail), (&b"3\r\n"[..], &b"\r\n0\r\n\r\n"[..]));
+        let tail = Encoder::new(BodyFraming::Chunked)
+            .whole(0, &mut Vec::new())
+            .unwrap();
+        assert_eq!(tail, b"0\r\n\r\n");
+        let e = Encoder::new(BodyFraming::Length(4)).whole(3, &mut Vec::new());
+        assert_eq!(e, Err(LengthMismatch));
     }
 }

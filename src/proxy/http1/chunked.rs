@@ -1,5 +1,6 @@
-//! The chunked transfer coding of a process's response body (RFC 9112 §7.1), decoded from the
-//! connection's read buffer: chunk data comes out as slices of that buffer, chunk extensions are
+//! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's read buffer (a
+//! process's response body, through `decode`) or followed without taking it (a client's request
+//! body on its way to hyper, `conn::framing`): chunk data comes out as slices of that buffer, chunk extensions are
 //! tolerated and skipped, trailers are read past and dropped (the launcher never passes them on).
 //!
 //! A pure state machine over bytes: no I/O, so the unit tests and the differential test drive it
@@ -79,29 +80,52 @@ impl Chunked {
     /// Consumes framing bytes from the front of `buf` up to the next data (split off and
     /// returned), the body's end, or the end of `buf`.
     pub fn step(&mut self, buf: &mut BytesMut) -> Result<Step, ChunkError> {
-        loop {
-            if self.state == State::Done {
-                return Ok(Step::End);
+        let framing = self.framing(buf)?;
+        buf.advance(framing);
+        match self.state {
+            State::Done => Ok(Step::End),
+            State::Data if !buf.is_empty() => {
+                let n = self.take_data(buf.len());
+                Ok(Step::Data(buf.split_to(n).freeze()))
             }
-            if self.state == State::Data {
-                if buf.is_empty() {
-                    return Ok(Step::NeedMore);
-                }
-                let n = usize::try_from(self.size)
-                    .unwrap_or(usize::MAX)
-                    .min(buf.len());
-                self.size -= n as u64;
-                if self.size == 0 {
-                    self.state = State::DataCr;
-                }
-                return Ok(Step::Data(buf.split_to(n).freeze()));
-            }
-            let Some(&b) = buf.first() else {
-                return Ok(Step::NeedMore);
-            };
-            buf.advance(1);
-            self.state = self.next(b)?;
+            _ => Ok(Step::NeedMore),
         }
+    }
+
+    /// Moves past the body's bytes at the front of `buf` without taking them (the head check
+    /// before hyper follows a body so): how many, and whether the body ended there.
+    pub fn skip(&mut self, buf: &[u8]) -> Result<(usize, bool), ChunkError> {
+        let mut i = 0;
+        loop {
+            i += self.framing(&buf[i..])?;
+            match self.state {
+                State::Done => return Ok((i, true)),
+                State::Data if i < buf.len() => i += self.take_data(buf.len() - i),
+                _ => return Ok((i, false)),
+            }
+        }
+    }
+
+    /// How many framing bytes at the front of `buf` were read, up to data, the end, or all.
+    fn framing(&mut self, buf: &[u8]) -> Result<usize, ChunkError> {
+        let mut i = 0;
+        while !matches!(self.state, State::Data | State::Done) && i < buf.len() {
+            self.state = self.next(buf[i])?;
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// Up to `available` bytes of the chunk's data, counted off: how many.
+    fn take_data(&mut self, available: usize) -> usize {
+        let n = usize::try_from(self.size)
+            .unwrap_or(usize::MAX)
+            .min(available);
+        self.size -= n as u64;
+        if self.size == 0 {
+            self.state = State::DataCr;
+        }
+        n
     }
 
     /// The state after framing byte `b`.

@@ -1,5 +1,5 @@
 //! The head of a process's response, read by the launcher's own HTTP/1.1 client
-//! (`upstream_conn`): parsed with `httparse` into `http` response parts, with how its body is
+//! (`forward::upstream_conn`): parsed with `httparse` into `http` response parts, with how its body is
 //! framed (RFC 9112 §6.3) and whether the connection may carry another request after it.
 //!
 //! The rules are hyper's client's (1.x, `proto::h1::role::Client`), so what a process sends is
@@ -23,13 +23,13 @@ use http::header::TRANSFER_ENCODING;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
 use http::{Method, StatusCode, Version};
 
-/// Header lines a response may have at most (hyper's default).
-const MAX_HEADERS: usize = 100;
+use super::limits::MAX_HEADERS;
+use super::span_in;
 
 /// The longest response head: the read cap, as hyper's `max_buf_size` was. The connection's
 /// reads grow to it, so several may be buffered before a head is seen whole: its length is
 /// checked, not only the buffer's while it is incomplete (a 70 KB head was taken).
-const HEAD_AT_MOST: usize = super::upstream_conn::UPSTREAM_READ_AT_MOST;
+const HEAD_AT_MOST: usize = super::limits::UPSTREAM_READ_AT_MOST;
 
 /// How a response's body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,19 +170,6 @@ fn locate(buf: &[u8]) -> Result<Option<Located>, HeadError> {
         version,
         spans,
     }))
-}
-
-/// Where `part`, a slice httparse gave, lies in `head`: `None` when it is no slice of `head`.
-/// httparse's slices are of the buffer it parsed, except its static `""` for a reason phrase
-/// that is missing or holds obs-text; so an address is never subtracted unchecked (that took
-/// the launcher down on `HTTP/1.1 200\r\n`). An empty part is empty wherever it sits.
-fn span_in(head: &[u8], part: &[u8]) -> Option<(usize, usize)> {
-    if part.is_empty() {
-        return Some((0, 0));
-    }
-    let start = (part.as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
-    let end = start.checked_add(part.len())?;
-    (end <= head.len()).then_some((start, end))
 }
 
 /// Where the reason phrase of the status line that opens `head` (a head httparse has parsed

@@ -1,7 +1,9 @@
-//! What hyper's HTTP/1.1 server would refuse in a request head, decided before hyper sees it, so
-//! that every refusal is the launcher's own (a `400`/`431`/`414` with an OperationOutcome and an
-//! access-log line) and never hyper's bare one, which has no body and is logged nowhere: hyper
-//! does not call the service on a parse error, it writes its own answer and closes.
+//! A client's request head, read once by hyper's rules: what hyper's HTTP/1.1 server would
+//! refuse, decided before hyper sees it, so that every refusal is the launcher's own (a
+//! `400`/`431`/`414` with an OperationOutcome and an access-log line) and never hyper's bare
+//! one, which has no body and is logged nowhere (hyper does not call the service on a parse
+//! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
+//! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
 //!
 //! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`), applied with the same
 //! functions hyper applies: httparse with hyper's default parser settings and 100 headers
@@ -13,13 +15,18 @@
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
+//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse gives
+//! (its surrounding whitespace already gone), which is what hyper makes its `HeaderValue` of.
+//! The differential test (`lobby_differential_tests.rs`) holds the two to the same answers.
+//!
 //! Sans-I/O: a function of the bytes.
 
-/// Headers hyper's server reads at most (its `DEFAULT_MAX_HEADERS`); more is its `431`.
-pub const MAX_HEADERS: usize = 100;
+pub use super::limits::MAX_HEADERS;
+use super::limits::MAX_TARGET;
+use super::span_in;
 
-/// hyper's longest target (`MAX_URI_LEN`); longer is its `414`.
-const MAX_TARGET: usize = (u16::MAX - 1) as usize;
+/// Where a part of the head lies in the buffer it was read from.
+pub type Span = (usize, usize);
 
 /// How the body of a head hyper takes is framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +43,28 @@ pub struct Taken {
     pub len: usize,
     pub body: Body,
     /// hyper reads nothing after this request: `Connection: close`, HTTP/1.0 without
-    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`, an upgrade or `CONNECT`.
+    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`. An `Upgrade` or a `CONNECT` is
+    /// not: hyper switches only on a `101` (or a `2xx` to `CONNECT`), which the launcher never
+    /// answers, and otherwise reads on (the differential test found it).
     pub last: bool,
+    /// What routing reads, found in the same parse.
+    pub route: RouteParts,
+}
+
+/// What the lobby routes a head by: spans of the buffer the head was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteParts {
+    pub method: Span,
+    pub target: Span,
+    /// The first `x-cache-id` value, as hyper gives it (`HeaderMap::get`).
+    pub cache_id: Option<Span>,
+    /// `Host` lines.
+    pub hosts: u16,
+    /// `Content-Length` lines hyper keeps in the request's headers: one, of a length given once or
+    /// repeated alike; none with a `Transfer-Encoding`, before it or after.
+    pub lengths: u16,
+    pub http_10: bool,
+    pub transfer_encoding: bool,
 }
 
 /// Why hyper would refuse a head.
@@ -69,7 +96,7 @@ pub fn check(buf: &[u8]) -> Check {
         Ok(httparse::Status::Complete(n)) => n,
         Err(e) => return Check::Refused(parse_error(e, req.method.is_some())),
     };
-    match taken(&req, len) {
+    match taken(&req, len, buf) {
         Ok(t) => Check::Taken(t),
         Err(r) => Check::Refused(r),
     }
@@ -88,14 +115,15 @@ fn parse_error(e: httparse::Error, had_method: bool) -> Refused {
     })
 }
 
-fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> {
+fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Taken, Refused> {
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Refused::Bad("the request line is malformed"));
     };
     if target.len() > MAX_TARGET {
         return Err(Refused::TargetTooLong);
     }
-    let method = http::Method::from_bytes(method.as_bytes())
+    let method_bytes = method.as_bytes();
+    http::Method::from_bytes(method_bytes)
         .map_err(|_| Refused::Bad("the request line's method is malformed"))?;
     if http::Uri::try_from(target).is_err() {
         return Err(Refused::Bad(
@@ -103,12 +131,22 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> 
              (percent-encode it: RFC 3986)",
         ));
     }
+    let head = &buf[..len.min(buf.len())];
+    let malformed = Refused::Bad("the request line is malformed");
+    let mut route = RouteParts {
+        method: span_in(head, method_bytes).ok_or(malformed)?,
+        target: span_in(head, target.as_bytes()).ok_or(malformed)?,
+        cache_id: None,
+        hosts: 0,
+        lengths: 0,
+        http_10: version == 0,
+        transfer_encoding: false,
+    };
     let http_11 = version == 1;
     let mut keep_alive = http_11;
     let mut saw_close = false;
     let (mut length, mut has_length) = (None::<u64>, false);
     let (mut has_te, mut chunked) = (false, false);
-    let mut upgrade = method == http::Method::CONNECT;
     for h in req.headers.iter() {
         let name = http::HeaderName::from_bytes(h.name.as_bytes())
             .map_err(|_| Refused::Bad("a header name is malformed"))?;
@@ -119,6 +157,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> 
                 ));
             }
             has_te = true;
+            route.transfer_encoding = true;
             length = None;
             chunked = last_coding_is_chunked(h.value);
         } else if name == http::header::CONTENT_LENGTH {
@@ -140,10 +179,13 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> 
             } else if !keep_alive {
                 keep_alive = has_token(h.value, b"keep-alive");
             }
-        } else if name == http::header::UPGRADE {
-            upgrade = http_11;
+        } else if name == http::header::HOST {
+            route.hosts = route.hosts.saturating_add(1);
+        } else if name == super::X_CACHE_ID && route.cache_id.is_none() {
+            route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
         }
     }
+    route.lengths = u16::from(length.is_some());
     if has_te && !chunked {
         return Err(Refused::Bad(
             "the request's Transfer-Encoding does not end in chunked",
@@ -157,7 +199,8 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize) -> Result<Taken, Refused> 
     Ok(Taken {
         len,
         body,
-        last: !keep_alive || (has_te && has_length) || upgrade,
+        last: !keep_alive || (has_te && has_length),
+        route,
     })
 }
 
@@ -194,5 +237,5 @@ fn has_token(v: &[u8], token: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-#[path = "head_check_tests.rs"]
+#[path = "request_head_tests.rs"]
 mod tests;
