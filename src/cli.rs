@@ -69,8 +69,8 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR", global = true)]
     pub(crate) admin_address: Option<String>,
 
-    /// The control socket (for `fhircluster upgrade`, `scale` and `status`), relative to the
-    /// data directory, or "off" [default: fhircluster.sock]
+    /// The control socket (for `fhircluster status`, `upgrade`, `scale` and `restart`),
+    /// relative to the data directory, or "off" [default: fhircluster.sock]
     #[arg(long, value_name = "PATH", global = true)]
     pub(crate) control_socket: Option<String>,
 
@@ -80,8 +80,8 @@ pub struct Cli {
     pub(crate) listen_address: Option<String>,
 
     /// A file to hold the launcher's pid while it runs (relative to the data directory)
-    /// [default: none]; `status`, `upgrade` and `scale` find the launcher (its control socket)
-    /// through it when no --control-socket is given
+    /// [default: none]; `status`, `upgrade`, `scale` and `restart` find the launcher (its
+    /// control socket) through it when no --control-socket is given
     #[arg(long, value_name = "PATH", global = true)]
     pub(crate) pid_file: Option<String>,
 
