@@ -43,7 +43,7 @@ const REQUESTS: &[(&str, &str, &[u8], bool)] = &[
 
 #[test]
 fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() {
-    // spec: DEC-NEW-half-close
+    // spec: DEC-52
     let c = cluster().workers(1).start();
     let mut closes = Vec::new();
     for &(method, path, body, keep_alive) in REQUESTS {
@@ -69,7 +69,7 @@ fn a_client_that_half_closes_after_its_request_gets_the_answer_then_the_close() 
 
 #[test]
 fn a_half_closed_client_whose_answer_does_not_come_frees_its_slot_after_the_grace() {
-    // spec: DEC-NEW-half-close (a half-close and a hang-up look alike until an answer is
+    // spec: DEC-52 (a half-close and a hang-up look alike until an answer is
     // written: a request whose answer never comes is ended after the grace, as for a hang-up)
     let admin = free_port();
     let c = cluster()

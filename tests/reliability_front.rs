@@ -95,7 +95,7 @@ fn is_own(resp: &Option<Response>, status: u16) -> Result<(), String> {
 
 #[test]
 fn heads_hyper_refuses_get_the_launchers_own_answer_and_a_log_line_on_any_connection() {
-    // spec: DEC-NEW-front-own-refusals (issue #25, defect 8)
+    // spec: DEC-38 (issue #25, defect 8)
     let c = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": {
@@ -218,7 +218,7 @@ fn median(sorted: &[Duration]) -> Duration {
 
 #[test]
 fn pipelining_clients_that_never_read_do_not_slow_a_client_that_does() {
-    // spec: STREAM-4, DEC-NEW-front-unread-answers (issue #25): a connection whose earlier
+    // spec: STREAM-4, DEC-39 (issue #25): a connection whose earlier
     // answers lie unread gets no slot for its next request until it reads them, and is closed
     // after writeTimeoutSeconds if it never does.
     const HOSTILE: usize = 150;
@@ -289,7 +289,7 @@ fn pipelining_clients_that_never_read_do_not_slow_a_client_that_does() {
 
 #[test]
 fn a_client_that_pipelines_and_never_reads_is_closed_though_no_write_ever_waits() {
-    // spec: STREAM-4, DEC-NEW-front-unread-answers: its answers fit in the kernel's buffers, so
+    // spec: STREAM-4, DEC-39: its answers fit in the kernel's buffers, so
     // no write waits; its unread answers hold its next request, and the write timeout closes it.
     const PIPELINED: usize = 2000;
     let c = cluster()

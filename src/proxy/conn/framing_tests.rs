@@ -29,7 +29,7 @@ const BAD: &str = "GET /r4/metadata?q=\"x\" HTTP/1.1\r\nHost: a\r\n\r\n";
 
 #[test]
 fn pipelined_requests_pass_whole_and_a_bad_head_is_kept_back_in_any_pieces() {
-    // spec: DEC-NEW-front-own-refusals
+    // spec: DEC-38
     let post = "POST /r4/x HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\n\r\nGET /x ";
     let chunked = "POST /r4/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
                    5;ext=1\r\nGET /\r\n3 \r\n\"<>\r\n0\r\nX-T: \"\r\n\r\n";

@@ -479,7 +479,7 @@ proptest! {
 
 #[test]
 fn fixed_cases_of_each_kind_agree() {
-    // spec: DEC-31, DEC-NEW-front-own-refusals
+    // spec: DEC-31, DEC-38
     for raw in [
         "GET /r4/metadata HTTP/1.1\r\nHost: a\r\nX-Cache-Id:  tx1-7 \t\r\n\r\n",
         "POST /r4/x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nabcde",

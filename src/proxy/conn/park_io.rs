@@ -253,7 +253,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_head_hyper_would_refuse_is_kept_back_and_given_back() -> io::Result<()> {
-        // spec: DEC-NEW-front-own-refusals
+        // spec: DEC-38
         let (mut client, server) = tokio::io::duplex(4096);
         let good = b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n";
         let bad = b"GET /a?q=\"x\" HTTP/1.1\r\nHost: a\r\n\r\n";

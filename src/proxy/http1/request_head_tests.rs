@@ -84,7 +84,7 @@ const TAKEN_BY_HYPER: &[&str] = &[
 
 #[tokio::test]
 async fn refuses_exactly_what_hyper_refuses() {
-    // spec: DEC-NEW-front-own-refusals (issue #25, defect 8): hyper refuses none of the heads
+    // spec: DEC-38 (issue #25, defect 8): hyper refuses none of the heads
     // this takes, and takes none of the heads this refuses.
     let many = format!(
         "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n{}\r\n",
