@@ -80,7 +80,9 @@ pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error 
     if let Err(why) = super::test_hook::failing("memfd") {
         return io::Error::other(why);
     }
-    let state = match memfd(&state::encode(h)) {
+    let encoded = state::encode(h);
+    super::test_hook::record_state(&encoded);
+    let state = match memfd(&encoded) {
         Ok(fd) => fd,
         Err(e) => return e,
     };

@@ -272,4 +272,6 @@ mod hex {
 }
 
 #[cfg(test)]
+mod fixture_tests;
+#[cfg(test)]
 mod tests;
