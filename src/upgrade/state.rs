@@ -15,6 +15,23 @@
 //! change that an older reader would misread gets a new number; the new program keeps reading
 //! the older numbers it can. `fhircluster --upgrade-formats` prints [`READS`], so the old
 //! program can refuse a binary that doesn't read its format (a downgrade across a change).
+//!
+//! One compatibility rule, for every type of the state (this file's, `LifecycleState` and its
+//! nested states, `KeeperState`, `GuardianState`, the counters, the history):
+//! * **Unknown fields are ignored**, everywhere (no `deny_unknown_fields`): a later program's
+//!   state of the same number reads in an earlier one (a downgrade within a format) as long as
+//!   what the earlier one skips may be skipped.
+//! * **A field added within a format is optional**: `#[serde(default)]`, its absence meaning
+//!   what an earlier program's state meant (none, not known, zero). The fields a format began
+//!   with stay required (but an `Option`, which serde reads as none): a state without them is
+//!   refused, not guessed at.
+//! * **A new number** for anything an earlier reader would misread: a field it would skip that
+//!   must not be skipped, a field renamed, retyped or given another meaning, a new variant of an
+//!   enum (an unknown `is` is refused, never defaulted).
+//!
+//! Each number has a frozen fixture (`tests/fixtures/handover-format-N.json`, captured from a
+//! real upgrade and never edited) every later program must read, and the writer's output for a
+//! fixed state is a golden file (`fixture_tests`); `compat_tests` hold the rule itself.
 
 use serde::{Deserialize, Serialize};
 
@@ -271,6 +288,8 @@ mod hex {
     }
 }
 
+#[cfg(test)]
+mod compat_tests;
 #[cfg(test)]
 mod fixture_tests;
 #[cfg(test)]
