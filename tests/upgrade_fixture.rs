@@ -1,6 +1,6 @@
 //! How `tests/fixtures/handover-format-1.json` was captured: a real cluster (the simulator's
 //! master and two workers) through one real in-place upgrade, with the test hook's
-//! `record-state` (`src/upgrade/test_hook.rs`) writing the state the old program handed over.
+//! `record-state` (`src/supervisor/test_hook.rs`) writing the state the old program handed over.
 //! Ignored: the fixture is frozen (never captured again, never edited; a new format number gets
 //! a fixture of its own, captured the same way). To capture one:
 //! `FHIRCLUSTER_CAPTURE_TO=/tmp/state.json cargo nextest run --test integration --run-ignored

@@ -23,9 +23,10 @@ use crate::ops::signals::Sig;
 use crate::ops::signals::{meaning, Meaning, Phase};
 use crate::proxy::conn::HandedClient;
 use crate::proxy::listener::{self, Kept, Shutdown};
+use crate::supervisor::test_hook;
 use crate::supervisor::{Control, HandedChild, ShellHandover};
+use crate::upgrade::exec;
 use crate::upgrade::state::{ChildState, ClientConnState, CooldownState, Handover, FORMAT};
-use crate::upgrade::{exec, test_hook};
 
 /// How an upgrade that returned ended (a successful one does not return).
 pub(super) enum Outcome {

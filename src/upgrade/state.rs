@@ -11,6 +11,14 @@
 //! cooldowns and the idle client connections (each fd and the bytes read ahead of its next
 //! request).
 //!
+//! Where each part is defined: the envelope, each child, the cooldowns and the client
+//! connections here; each other part beside the code that captures and resumes it, which owns
+//! its private state: `lifecycle` (`supervisor::lifecycle::handover`), `shell` and its
+//! `recycle` (`supervisor::shell::handover`, `supervisor::recycle_watch`), `keeper`
+//! (`status::keeper::handover`), `guardian` (`tree::guardian`), `counters`
+//! (`ops::carried_counters`), the messages (`ipc::message`, with the IPC protocol's own
+//! versioning). This module imports them; none of them imports it.
+//!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
 //! change that an older reader would misread gets a new number; the new program keeps reading
 //! the older numbers it can. `fhircluster --upgrade-formats` prints [`READS`], so the old
@@ -38,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use crate::ipc::message::ToChild;
 use crate::status::keeper::KeeperState;
 use crate::supervisor::lifecycle::LifecycleState;
+use crate::supervisor::ShellState;
 use crate::tree::guardian::GuardianState;
 
 /// The format this program writes.
@@ -110,19 +119,6 @@ pub(crate) struct CooldownState {
     pub left_ms: u64,
 }
 
-/// The memory recycle's clocks (`supervisor/recycle_watch.rs`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RecycleState {
-    /// Each worker found over the threshold and idle, and for how long before the capture (ms):
-    /// its `recycleSeconds` go on counting.
-    pub over_for_ms: Vec<(u16, u64)>,
-    /// Workers already warned about (RECYCLE-12: once).
-    pub warned: Vec<u16>,
-    /// Each process's `RssAnon` when it last became ready (its growth is measured from it).
-    pub rss_at_ready: Vec<Option<u64>>,
-}
-
 /// One running child, handed over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -164,19 +160,6 @@ pub(crate) fn read_inputs(text: &str) -> Option<u64> {
     (text.len() == 16)
         .then(|| u64::from_str_radix(text, 16).ok())
         .flatten()
-}
-
-/// The supervisor shell's own flags.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ShellState {
-    /// The last generation given to a child.
-    pub generation: u64,
-    pub master_acks: bool,
-    pub master_stalled: bool,
-    pub flushing: bool,
-    #[serde(default)]
-    pub recycle: RecycleState,
 }
 
 /// Why a handed-over state can't be taken.

@@ -4,6 +4,7 @@ use super::*;
 use crate::ipc::message::RequestCounts;
 use crate::process::ProcessId;
 use crate::supervisor::lifecycle::Lifecycle;
+use crate::supervisor::RecycleState;
 use crate::tree::guardian::GuardianState;
 
 fn lifecycle_state() -> LifecycleState {
