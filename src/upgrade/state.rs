@@ -11,9 +11,9 @@
 //! cooldowns and the idle client connections (each fd and the bytes read ahead of its next
 //! request).
 //!
-//! Where each part is defined: the envelope, each child, the cooldowns and the client
-//! connections here; each other part beside the code that captures and resumes it, which owns
-//! its private state: `lifecycle` (`supervisor::lifecycle::handover`), `shell` and its
+//! Where each part is defined: the envelope, the cooldowns and the client connections here,
+//! each child in `state/child.rs` with its conversions both ways; each other part beside the
+//! code that captures and resumes it, which owns its private state: `lifecycle` (`supervisor::lifecycle::handover`), `shell` and its
 //! `recycle` (`supervisor::shell::handover`, `supervisor::recycle_watch`), `keeper`
 //! (`status::keeper::handover`), `guardian` (`tree::guardian`), `counters`
 //! (`ops::carried_counters`), the messages (`ipc::message`, with the IPC protocol's own
@@ -47,7 +47,10 @@ use crate::ipc::message::ToChild;
 use crate::status::keeper::KeeperState;
 use crate::supervisor::lifecycle::LifecycleState;
 use crate::supervisor::ShellState;
+
+mod child;
 use crate::tree::guardian::GuardianState;
+pub(crate) use child::ChildState;
 
 /// The format this program writes.
 pub(crate) const FORMAT: u32 = 1;
@@ -117,49 +120,6 @@ pub(crate) struct CooldownState {
     pub id: u16,
     /// How long it had still to run, in ms.
     pub left_ms: u64,
-}
-
-/// One running child, handed over.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChildState {
-    /// Its place (0 the master).
-    pub id: u16,
-    pub pid: u32,
-    pub generation: u64,
-    /// The fds, inherited (close-on-exec cleared).
-    pub channel_fd: i32,
-    pub stdout_fd: Option<i32>,
-    pub stderr_fd: Option<i32>,
-    /// Read from the channel and not yet parsed.
-    #[serde(with = "hex")]
-    pub unread: Vec<u8>,
-    /// An output line begun and not yet ended.
-    #[serde(with = "hex")]
-    pub stdout_partial: Vec<u8>,
-    #[serde(with = "hex")]
-    pub stderr_partial: Vec<u8>,
-    /// Queued for it and not yet written, in order.
-    pub queued: Vec<ToChild>,
-    /// It has said something valid on its channel (only its `ready` makes it ready).
-    pub spoke: bool,
-    /// The digest of what it was started with (`ProcessSpec::inputs`), 16 hex digits: the new
-    /// program restarts it in turn on a reload if its own inputs for the place differ. Missing
-    /// (a program before it): taken as the new program's own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<String>,
-}
-
-/// A process's inputs digest as the state writes it.
-pub(crate) fn write_inputs(d: u64) -> String {
-    format!("{d:016x}")
-}
-
-/// And as it reads it: `None` (not known) for anything but 16 hex digits.
-pub(crate) fn read_inputs(text: &str) -> Option<u64> {
-    (text.len() == 16)
-        .then(|| u64::from_str_radix(text, 16).ok())
-        .flatten()
 }
 
 /// Why a handed-over state can't be taken.

@@ -1,5 +1,6 @@
 use std::time::{Duration, Instant};
 
+use super::child::{read_inputs, write_inputs};
 use super::*;
 use crate::ipc::message::RequestCounts;
 use crate::process::ProcessId;
