@@ -6,4 +6,3 @@
 pub mod exec;
 pub(crate) mod preflight;
 pub(crate) mod state;
-pub(crate) mod test_hook;

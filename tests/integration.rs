@@ -75,4 +75,5 @@ mod supervise;
 mod upgrade;
 mod upgrade_counters;
 mod upgrade_faults;
+mod upgrade_fixture;
 mod upgrade_keepalive;

@@ -6,7 +6,7 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use crate::process::ProcessId;
 use crate::proxy::conn::HandedClient;
-use crate::supervisor::{HandedChild, ShellHandover};
+use crate::supervisor::ShellHandover;
 use crate::upgrade::exec;
 use crate::upgrade::state::{capture_instant, Handover};
 
@@ -112,31 +112,10 @@ impl Resume {
     pub(super) fn shell(&self) -> ShellHandover {
         let h = &self.handover;
         let at = self.captured_at();
-        let piped = |fd: Option<i32>, partial: &[u8]| Some((Resume::fd(fd?)?, partial.to_vec()));
         let children = h
             .children
             .iter()
-            .filter_map(|c| {
-                let channel = Resume::fd(c.channel_fd)?;
-                Some(HandedChild {
-                    id: ProcessId(c.id),
-                    carried: crate::supervisor::child::Carried {
-                        pid: c.pid,
-                        generation: c.generation,
-                        channel,
-                        unread: c.unread.clone(),
-                        stdout: piped(c.stdout_fd, &c.stdout_partial),
-                        stderr: piped(c.stderr_fd, &c.stderr_partial),
-                        queued: c.queued.clone(),
-                        exit_seen: false,
-                    },
-                    spoke: c.spoke,
-                    inputs: c
-                        .inputs
-                        .as_deref()
-                        .and_then(crate::upgrade::state::read_inputs),
-                })
-            })
+            .filter_map(|c| c.resume(Resume::fd))
             .collect();
         ShellHandover {
             at,

@@ -11,7 +11,7 @@
 //!
 //! The other side, the new program taking over, is `resume::Resume`.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
@@ -23,9 +23,10 @@ use crate::ops::signals::Sig;
 use crate::ops::signals::{meaning, Meaning, Phase};
 use crate::proxy::conn::HandedClient;
 use crate::proxy::listener::{self, Kept, Shutdown};
-use crate::supervisor::{Control, HandedChild, ShellHandover};
+use crate::supervisor::test_hook;
+use crate::supervisor::{Control, ShellHandover};
+use crate::upgrade::exec;
 use crate::upgrade::state::{ChildState, ClientConnState, CooldownState, Handover, FORMAT};
-use crate::upgrade::{exec, test_hook};
 
 /// How an upgrade that returned ended (a successful one does not return).
 pub(super) enum Outcome {
@@ -385,32 +386,10 @@ impl Launcher {
         keep.extend(control_fd);
         let guardian = crate::tree::guardian::hand_over();
         keep.extend(guardian.as_ref().map(|g| g.fd));
-        let raw = |p: &Option<(OwnedFd, Vec<u8>)>| p.as_ref().map(|(fd, _)| fd.as_raw_fd());
-        let partial =
-            |p: &Option<(OwnedFd, Vec<u8>)>| p.as_ref().map(|(_, b)| b.clone()).unwrap_or_default();
         let children = handed
             .children
             .iter()
-            .map(|c: &HandedChild| {
-                let k = &c.carried;
-                keep.push(k.channel.as_raw_fd());
-                keep.extend(raw(&k.stdout));
-                keep.extend(raw(&k.stderr));
-                ChildState {
-                    id: c.id.0,
-                    pid: k.pid,
-                    generation: k.generation,
-                    channel_fd: k.channel.as_raw_fd(),
-                    stdout_fd: raw(&k.stdout),
-                    stderr_fd: raw(&k.stderr),
-                    unread: k.unread.clone(),
-                    stdout_partial: partial(&k.stdout),
-                    stderr_partial: partial(&k.stderr),
-                    queued: k.queued.clone(),
-                    spoke: c.spoke,
-                    inputs: c.inputs.map(crate::upgrade::state::write_inputs),
-                }
-            })
+            .map(|c| ChildState::capture(c, &mut keep))
             .collect();
         let mono_now = crate::ops::notify::monotonic_usec() / 1000;
         let since = crate::clock::now_std().saturating_duration_since(handed.at);

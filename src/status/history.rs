@@ -17,13 +17,15 @@
 //! * Requests and Client Cache Totals are summed per sampling interval; with `sharedCache` the
 //!   client-cache Total takes the one store's count once (GRAPH-11, GRAPH-12).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::ipc::message::Sample;
+
+pub use saved::SavedHistory;
 
 /// Points kept per process, gaps included (GRAPH-7).
 pub const MAX_POINTS: usize = 1440;
@@ -355,126 +357,6 @@ impl History {
             "memoryTotal": [],
         })
     }
-
-    /// The whole history, for the master (GRAPH-2, DEC-17): every process's points and legend
-    /// state, the memory Total, and the Requests and Client Cache Totals per interval.
-    pub fn to_json(&self, now_ms: u64) -> Value {
-        let processes: Vec<Value> = self
-            .series
-            .iter()
-            .map(|s| {
-                json!({
-                    "code": s.code,
-                    "role": s.role,
-                    "state": self.legend_of(s, now_ms),
-                    "points": s.points,
-                })
-            })
-            .collect();
-        json!({
-            "append": false,
-            "sampleIntervalMs": self.interval_ms,
-            "sharedCache": self.shared_cache,
-            "processes": processes,
-            "memoryTotal": self.memory_total,
-            "totals": self.totals(),
-        })
-    }
-
-    /// Requests and client caches summed per sampling interval (GRAPH-11); with `sharedCache`
-    /// every process samples the same store, so its count is taken once: the master's sample in
-    /// that interval, else the largest (GRAPH-12).
-    fn totals(&self) -> Vec<Value> {
-        #[derive(Default)]
-        struct Bucket {
-            requests: u64,
-            caches: Vec<(bool, u64)>,
-            concepts: Vec<(bool, u64)>,
-        }
-        let mut buckets: BTreeMap<u64, Bucket> = BTreeMap::new();
-        for s in &self.series {
-            let master = s.role == "master";
-            for p in &s.points {
-                if let Point::Sample {
-                    at,
-                    requests,
-                    client_caches,
-                    client_concepts,
-                    ..
-                } = p
-                {
-                    let b = buckets.entry(at / self.interval_ms).or_default();
-                    b.requests += requests;
-                    b.caches.extend(client_caches.map(|c| (master, c)));
-                    b.concepts.extend(client_concepts.map(|c| (master, c)));
-                }
-            }
-        }
-        let shared = self.shared_cache;
-        let count = |v: &[(bool, u64)]| -> Option<u64> {
-            if v.is_empty() {
-                None
-            } else if shared {
-                v.iter()
-                    .find(|(m, _)| *m)
-                    .or_else(|| v.iter().max_by_key(|(_, c)| *c))
-                    .map(|(_, c)| *c)
-            } else {
-                Some(v.iter().map(|(_, c)| c).sum())
-            }
-        };
-        buckets
-            .iter()
-            .map(|(k, b)| {
-                json!({
-                    "at": k * self.interval_ms,
-                    "requests": b.requests,
-                    "clientCaches": count(&b.caches),
-                    "clientConcepts": count(&b.concepts),
-                })
-            })
-            .collect()
-    }
-
-    /// A history saved by [`History::to_json`] (the outbox keeps it across a launcher restart).
-    /// Every process of the old run is gone: each series ends with a gap and is unavailable until
-    /// its new process starts. None if the value isn't a saved history.
-    pub fn restore(saved: &Value, shared_cache: bool, now_ms: u64) -> Option<History> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct SavedSeries {
-            code: String,
-            role: String,
-            points: VecDeque<Point>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Saved {
-            sample_interval_ms: u64,
-            processes: Vec<SavedSeries>,
-            #[serde(default)]
-            memory_total: VecDeque<TotalPoint>,
-        }
-        let saved = Saved::deserialize(saved).ok()?;
-        let mut h = History {
-            interval_ms: saved.sample_interval_ms.max(1),
-            shared_cache,
-            series: Vec::new(),
-            memory_total: saved.memory_total,
-        };
-        for s in saved.processes {
-            let mut series = Series {
-                code: s.code,
-                role: s.role,
-                life: Life::Unavailable,
-                points: s.points,
-            };
-            push_gap(&mut series, now_ms);
-            h.series.push(series);
-        }
-        h.prune(now_ms);
-        Some(h)
-    }
 }
 
 /// Appends a gap unless the series is empty or already ends with one.
@@ -488,5 +370,6 @@ fn push_gap(s: &mut Series, at: u64) -> Vec<Point> {
     }
 }
 
+mod saved;
 #[cfg(test)]
 mod tests;

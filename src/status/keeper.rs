@@ -129,7 +129,7 @@ impl Keeper {
         let sample = settings.stats.sample_period();
         let history = outbox
             .take_saved_history()
-            .and_then(|h| History::restore(&h, settings.cluster.shared_cache, ms))
+            .and_then(|h| History::restore_json(&h, settings.cluster.shared_cache, ms))
             .unwrap_or_else(|| History::new(sample, settings.cluster.shared_cache));
         Keeper {
             rows: specs.iter().map(Row::new).collect(),

@@ -16,9 +16,13 @@ pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
+pub(crate) mod test_hook;
 
 pub(crate) use api::{
     Control, Ended, Hooks, Reload, Rolling, Scale, ScaleLimits, SupervisorSettings,
     SupervisorSetup, WorkerCount,
 };
-pub(crate) use shell::{resume, run, HandedChild, ShellHandover};
+/// Named by the upgrade's state tests (the shell's `recycle`).
+#[cfg(test)]
+pub(crate) use recycle_watch::RecycleState;
+pub(crate) use shell::{resume, run, HandedChild, ShellHandover, ShellState};

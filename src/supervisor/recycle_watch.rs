@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::lifecycle::Lifecycle;
@@ -14,7 +15,20 @@ use super::recycle::{decide, Measure, RecycleChoice, RecycleClocks, RecyclePolic
 use crate::process::ProcessId;
 use crate::status::readings::Readings;
 use crate::status::snapshot::{CgroupLimit, CgroupReading};
-use crate::upgrade::state::RecycleState;
+
+/// The memory recycle's clocks as an in-place upgrade hands them over (`upgrade::state`'s
+/// `shell.recycle`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RecycleState {
+    /// Each worker found over the threshold and idle, and for how long before the capture (ms):
+    /// its `recycleSeconds` go on counting.
+    pub over_for_ms: Vec<(u16, u64)>,
+    /// Workers already warned about (RECYCLE-12: once).
+    pub warned: Vec<u16>,
+    /// Each process's `RssAnon` when it last became ready (its growth is measured from it).
+    pub rss_at_ready: Vec<Option<u64>>,
+}
 
 pub(crate) struct RecycleWatch {
     policy: RecyclePolicy,

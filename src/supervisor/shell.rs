@@ -38,7 +38,7 @@ use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
 use ticks::Ticks;
 
-pub(crate) use handover::{HandedChild, ShellHandover};
+pub(crate) use handover::{HandedChild, ShellHandover, ShellState};
 
 mod give_up;
 mod handover;

@@ -77,10 +77,12 @@ fn cstring(b: &[u8]) -> io::Result<CString> {
 /// Replaces this program with `program`, handing it `h` and the fds in `keep` (every fd `h`
 /// names). Returns only on failure, with every fd as it was (close-on-exec again).
 pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error {
-    if let Err(why) = super::test_hook::failing("memfd") {
+    if let Err(why) = crate::supervisor::test_hook::failing("memfd") {
         return io::Error::other(why);
     }
-    let state = match memfd(&state::encode(h)) {
+    let encoded = state::encode(h);
+    crate::supervisor::test_hook::record_state(&encoded);
+    let state = match memfd(&encoded) {
         Ok(fd) => fd,
         Err(e) => return e,
     };

@@ -11,17 +11,46 @@
 //! cooldowns and the idle client connections (each fd and the bytes read ahead of its next
 //! request).
 //!
+//! Where each part is defined: the envelope, the cooldowns and the client connections here,
+//! each child in `state/child.rs` with its conversions both ways; each other part beside the
+//! code that captures and resumes it, which owns its private state: `lifecycle` (`supervisor::lifecycle::handover`), `shell` and its
+//! `recycle` (`supervisor::shell::handover`, `supervisor::recycle_watch`), `keeper`
+//! (`status::keeper::handover`), `guardian` (`tree::guardian`), `counters`
+//! (`ops::carried_counters`), the messages (`ipc::message`, with the IPC protocol's own
+//! versioning). This module imports them; none of them imports it.
+//!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
 //! change that an older reader would misread gets a new number; the new program keeps reading
 //! the older numbers it can. `fhircluster --upgrade-formats` prints [`READS`], so the old
 //! program can refuse a binary that doesn't read its format (a downgrade across a change).
+//!
+//! One compatibility rule, for every type of the state (this file's, `LifecycleState` and its
+//! nested states, `KeeperState`, `GuardianState`, the counters, the history):
+//! * **Unknown fields are ignored**, everywhere (no `deny_unknown_fields`): a later program's
+//!   state of the same number reads in an earlier one (a downgrade within a format) as long as
+//!   what the earlier one skips may be skipped.
+//! * **A field added within a format is optional**: `#[serde(default)]`, its absence meaning
+//!   what an earlier program's state meant (none, not known, zero). The fields a format began
+//!   with stay required (but an `Option`, which serde reads as none): a state without them is
+//!   refused, not guessed at.
+//! * **A new number** for anything an earlier reader would misread: a field it would skip that
+//!   must not be skipped, a field renamed, retyped or given another meaning, a new variant of an
+//!   enum (an unknown `is` is refused, never defaulted).
+//!
+//! Each number has a frozen fixture (`tests/fixtures/handover-format-N.json`, captured from a
+//! real upgrade and never edited) every later program must read, and the writer's output for a
+//! fixed state is a golden file (`fixture_tests`); `compat_tests` hold the rule itself.
 
 use serde::{Deserialize, Serialize};
 
 use crate::ipc::message::ToChild;
 use crate::status::keeper::KeeperState;
 use crate::supervisor::lifecycle::LifecycleState;
+use crate::supervisor::ShellState;
+
+mod child;
 use crate::tree::guardian::GuardianState;
+pub(crate) use child::ChildState;
 
 /// The format this program writes.
 pub(crate) const FORMAT: u32 = 1;
@@ -91,75 +120,6 @@ pub(crate) struct CooldownState {
     pub id: u16,
     /// How long it had still to run, in ms.
     pub left_ms: u64,
-}
-
-/// The memory recycle's clocks (`supervisor/recycle_watch.rs`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RecycleState {
-    /// Each worker found over the threshold and idle, and for how long before the capture (ms):
-    /// its `recycleSeconds` go on counting.
-    pub over_for_ms: Vec<(u16, u64)>,
-    /// Workers already warned about (RECYCLE-12: once).
-    pub warned: Vec<u16>,
-    /// Each process's `RssAnon` when it last became ready (its growth is measured from it).
-    pub rss_at_ready: Vec<Option<u64>>,
-}
-
-/// One running child, handed over.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChildState {
-    /// Its place (0 the master).
-    pub id: u16,
-    pub pid: u32,
-    pub generation: u64,
-    /// The fds, inherited (close-on-exec cleared).
-    pub channel_fd: i32,
-    pub stdout_fd: Option<i32>,
-    pub stderr_fd: Option<i32>,
-    /// Read from the channel and not yet parsed.
-    #[serde(with = "hex")]
-    pub unread: Vec<u8>,
-    /// An output line begun and not yet ended.
-    #[serde(with = "hex")]
-    pub stdout_partial: Vec<u8>,
-    #[serde(with = "hex")]
-    pub stderr_partial: Vec<u8>,
-    /// Queued for it and not yet written, in order.
-    pub queued: Vec<ToChild>,
-    /// It has said something valid on its channel (only its `ready` makes it ready).
-    pub spoke: bool,
-    /// The digest of what it was started with (`ProcessSpec::inputs`), 16 hex digits: the new
-    /// program restarts it in turn on a reload if its own inputs for the place differ. Missing
-    /// (a program before it): taken as the new program's own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<String>,
-}
-
-/// A process's inputs digest as the state writes it.
-pub(crate) fn write_inputs(d: u64) -> String {
-    format!("{d:016x}")
-}
-
-/// And as it reads it: `None` (not known) for anything but 16 hex digits.
-pub(crate) fn read_inputs(text: &str) -> Option<u64> {
-    (text.len() == 16)
-        .then(|| u64::from_str_radix(text, 16).ok())
-        .flatten()
-}
-
-/// The supervisor shell's own flags.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ShellState {
-    /// The last generation given to a child.
-    pub generation: u64,
-    pub master_acks: bool,
-    pub master_stalled: bool,
-    pub flushing: bool,
-    #[serde(default)]
-    pub recycle: RecycleState,
 }
 
 /// Why a handed-over state can't be taken.
@@ -271,5 +231,9 @@ mod hex {
     }
 }
 
+#[cfg(test)]
+mod compat_tests;
+#[cfg(test)]
+mod fixture_tests;
 #[cfg(test)]
 mod tests;

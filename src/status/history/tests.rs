@@ -264,7 +264,7 @@ fn a_saved_history_comes_back_with_a_gap() {
     h.record_sample("tx1", "tx-worker", &sample(T0, 1, None), Some(5), T0);
     h.record_memory_total(T0, Some(8), T0);
     let saved = h.to_json(T0);
-    let back = History::restore(&saved, false, T0 + MIN);
+    let back = History::restore_json(&saved, false, T0 + MIN);
     let back = back.map(|b| b.to_json(T0 + MIN)).unwrap_or_default();
     assert_eq!(
         back["processes"][0]["points"][1],
@@ -272,7 +272,7 @@ fn a_saved_history_comes_back_with_a_gap() {
     );
     assert_eq!(back["processes"][0]["state"], "unavailable");
     assert_eq!(back["memoryTotal"], json!([{"at": T0, "bytes": 8}]));
-    assert!(History::restore(&json!({"x": 1}), false, T0).is_none());
+    assert!(History::restore_json(&json!({"x": 1}), false, T0).is_none());
 }
 
 #[test]
@@ -298,6 +298,46 @@ fn a_sample_keeps_the_in_flight_it_came_with_and_leaves_it_out_when_not_known() 
     let p = points(&h, "tx1");
     assert_eq!(p[0]["inFlight"], 3, "{p:?}");
     assert!(p[1].get("inFlight").is_none(), "{p:?}");
-    let back = History::restore(&h.to_json(T0), false, T0).expect("restored");
+    let back = History::restore_json(&h.to_json(T0), false, T0).expect("restored");
     assert_eq!(points(&back, "tx1")[..2], p[..], "read back the same");
+}
+
+#[test]
+fn the_typed_saved_history_writes_what_the_json_did_and_reads_as_leniently() {
+    // #28: the history is typed (`saved.rs`) for the upgrade's state; the master's JSON is the
+    // same, and what a restore doesn't go by (the legend, the totals, sharedCache, append) may
+    // be anything a later program writes.
+    let mut h = history();
+    h.process_ready("tx1", "tx-worker", T0);
+    h.record_sample("tx1", "tx-worker", &sample(T0, 1, Some(4)), Some(5), T0);
+    let v = h.to_json(T0);
+    assert_eq!(
+        serde_json::to_value(h.saved(T0)).expect("json"),
+        v,
+        "typed and JSON the same"
+    );
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "append",
+            "memoryTotal",
+            "processes",
+            "sampleIntervalMs",
+            "sharedCache",
+            "totals"
+        ]
+    );
+    let mut later = v.clone();
+    later["processes"][0]["state"] = json!("hibernating");
+    later["totals"] = json!("not a list");
+    later["append"] = json!(null);
+    later["somethingNew"] = json!({"a": 1});
+    let back = History::restore_json(&later, false, T0 + MIN).expect("restored");
+    assert_eq!(points(&back, "tx1")[0], points(&h, "tx1")[0]);
 }

@@ -7,18 +7,18 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{Keeper, Row, Tally};
 use crate::process::ProcessSpec;
 use crate::settings::Settings;
-use crate::status::history::History;
+use crate::status::history::{History, SavedHistory};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct KeeperState {
     rows: Vec<RowState>,
-    history: Value,
+    /// The graph history, typed (`status::history::saved`).
+    history: SavedHistory,
     /// How long before the handover the launcher (its first program) started.
     started_ms_ago: u64,
     /// The worker count wanted and whether it was set at run time (missing from an older
@@ -55,7 +55,7 @@ impl Keeper {
                     recycle_reason: r.recycle_reason.clone(),
                 })
                 .collect(),
-            history: self.history.to_json(crate::clock::unix_ms()),
+            history: self.history.saved(crate::clock::unix_ms()),
             started_ms_ago: ms.unwrap_or(u64::MAX),
             workers: Some(self.wanted.clone()),
         }
@@ -82,9 +82,7 @@ impl Keeper {
             }
         }
         let ms = crate::clock::unix_ms();
-        if let Some(h) = History::restore(&s.history, settings.cluster.shared_cache, ms) {
-            k.history = h;
-        }
+        k.history = History::restore(&s.history, settings.cluster.shared_cache, ms);
         k.started = now
             .checked_sub(Duration::from_millis(s.started_ms_ago))
             .unwrap_or(now);

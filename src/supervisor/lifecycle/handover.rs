@@ -19,7 +19,7 @@ use crate::supervisor::restart::RestartPolicy;
 
 /// The lifecycle, handed over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct LifecycleState {
     slots: Vec<SlotState>,
     workers: usize,
@@ -33,7 +33,7 @@ pub(crate) struct LifecycleState {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct SlotState {
     state: ProcessState,
     /// The restart policy: failing exits in a row, and whether it was ever ready.
@@ -48,7 +48,7 @@ struct SlotState {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "is", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "is", rename_all = "camelCase")]
 enum ProcessState {
     Idle,
     #[serde(rename_all = "camelCase")]
@@ -78,7 +78,7 @@ enum ProcessState {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "is", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "is", rename_all = "camelCase")]
 enum PhaseState {
     StartingMaster,
     Sizing,
@@ -93,7 +93,7 @@ enum PhaseState {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct RollingState {
     queue: Vec<u16>,
     current: Option<u16>,

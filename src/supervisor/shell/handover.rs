@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 
 use tracing::{error, info};
 
@@ -21,8 +22,22 @@ use crate::status::keeper::KeeperState;
 use crate::supervisor::child::{self, Carried};
 use crate::supervisor::lifecycle::{LifecycleState, Status};
 use crate::supervisor::mailbox::MasterMailbox;
-use crate::upgrade::state::ShellState;
-use crate::upgrade::test_hook;
+use crate::supervisor::recycle_watch::RecycleState;
+use crate::supervisor::test_hook;
+
+/// The supervisor shell's own flags, as an in-place upgrade hands them over (`upgrade::state`'s
+/// `shell`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ShellState {
+    /// The last generation given to a child.
+    pub generation: u64,
+    pub master_acks: bool,
+    pub master_stalled: bool,
+    pub flushing: bool,
+    #[serde(default)]
+    pub recycle: RecycleState,
+}
 
 /// Everything the shell hands over, with the children's fds (still open: the caller keeps
 /// them across `execve`, or gives them back to `resume` should it fail).

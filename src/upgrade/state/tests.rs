@@ -1,9 +1,11 @@
 use std::time::{Duration, Instant};
 
+use super::child::{read_inputs, write_inputs};
 use super::*;
 use crate::ipc::message::RequestCounts;
 use crate::process::ProcessId;
 use crate::supervisor::lifecycle::Lifecycle;
+use crate::supervisor::RecycleState;
 use crate::tree::guardian::GuardianState;
 
 fn lifecycle_state() -> LifecycleState {
@@ -16,7 +18,8 @@ fn lifecycle_state() -> LifecycleState {
     l.capture(now).expect("capture")
 }
 
-fn handover() -> Handover {
+/// A deterministic state with something in every part (the writer's golden file is its encoding).
+pub(super) fn handover() -> Handover {
     let counts = RequestCounts {
         seq: 7,
         total: 12,
@@ -59,7 +62,20 @@ fn handover() -> Handover {
         keeper: serde_json::from_value(serde_json::json!({
             "rows": [{"code": "m0", "lastRestart": "exit code 1", "guardLimit": null,
                       "recycles": 2, "recycleReason": null}],
-            "history": {"at": 1},
+            "history": {
+                "append": false,
+                "sampleIntervalMs": 60_000,
+                "sharedCache": false,
+                "processes": [{"code": "m0", "role": "master", "state": "live", "points": [
+                    {"kind": "sample", "at": 1_700_000_000_000_u64, "requests": 12,
+                     "clientCaches": 1, "clientConcepts": null, "refusals": 0,
+                     "heapUsed": 1_000_000, "turnaroundMs": 4.5, "rssAnon": 40_000_000_u64,
+                     "inFlight": 2},
+                    {"kind": "gap", "at": 1_700_000_060_000_u64},
+                ]}],
+                "memoryTotal": [{"at": 1_700_000_000_000_u64, "bytes": 80_000_000_u64}],
+                "totals": [],
+            },
             "startedMsAgo": 60_000,
         }))
         .expect("keeper state"),

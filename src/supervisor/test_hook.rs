@@ -9,6 +9,10 @@
 //! from its tasks; failing it loses that process's fds), `handed` (every process taken),
 //! `state` (before the state is written), `memfd` (failing only: the state's memfd) and `exec`
 //! (before the last look at the processes and the `execve`).
+//!
+//! A file `<dir>/record-state` makes the program write the state it hands over, as encoded, to
+//! `<dir>/state.json` just before the `execve` (how `tests/fixtures/handover-format-1.json` was
+//! captured from a real upgrade).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,4 +52,13 @@ pub(crate) async fn step(step: &str) -> Result<(), String> {
         let _ = std::fs::remove_file(&at);
     }
     failing(step)
+}
+
+/// Writes `state` (the encoded handover) to `<dir>/state.json` when the test asked for it by a
+/// file `<dir>/record-state` (once: the request is removed).
+pub(crate) fn record_state(state: &[u8]) {
+    let Some(dir) = dir() else { return };
+    if std::fs::remove_file(dir.join("record-state")).is_ok() {
+        let _ = std::fs::write(dir.join("state.json"), state);
+    }
 }
