@@ -135,9 +135,16 @@ fn logrotate_rotates_the_access_log_of_a_running_launcher_and_no_line_is_lost_or
             "a torn or foreign line: {l:?}"
         );
     }
-    eprintln!(
-        "RELIABILITY {}",
-        json!({"test": "logrotate_rotates_the_access_log", "requests": total,
-               "rotations": 1, "lost": total - lines.len(), "old": old.len(), "new": new.len()})
+    report_figures(
+        "logrotate_rotates_the_access_log",
+        "logrotate's rename and USR1 under 4 clients",
+        1,
+        total as u64,
+        (total - lines.len()) as u64,
+        &format!(
+            "{} lines in the old file, {} in the new, none torn",
+            old.len(),
+            new.len()
+        ),
     );
 }

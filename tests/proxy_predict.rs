@@ -115,10 +115,18 @@ fn with_prediction_a_flood_behind_long_work_is_refused_at_once_told_when_a_slot_
         assert_eq!(b.join().map(|r| r.status).unwrap_or(0), 200);
     }
     let early: usize = told.len() + flood.len();
-    eprintln!(
-        "RELIABILITY {}",
-        json!({ "test": "proxy_predict::with_prediction", "refused_at_once": early,
-                "retry_after": values, "lost": 0 })
+    report_figures(
+        "proxy_predict::with_prediction",
+        &format!(
+            "predictiveAdmission on: a flood behind 2 slots busy 3 s, then a paced client \
+             (Retry-After told: {values:?})"
+        ),
+        0,
+        early as u64 + 1,
+        0,
+        &format!(
+            "{early} refused at once (each under a third of queueSeconds), the next served in time"
+        ),
     );
 }
 
