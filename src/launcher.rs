@@ -14,10 +14,10 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::ops::child_log::ChildLines;
+use crate::logs::child_log::ChildLines;
+use crate::logs::journald::Journal;
+use crate::logs::logging;
 use crate::ops::client_port;
-use crate::ops::journald::Journal;
-use crate::ops::logging;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
 use crate::ops::signals::{meaning, Meaning, Phase, Sig};
@@ -110,7 +110,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             files.was, files.now
         );
     }
-    crate::ops::access_log::init(&settings, journal)?;
+    crate::logs::access_log::init(&settings, journal)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
@@ -591,7 +591,7 @@ fn log_signal(sig: Sig, m: &Meaning) {
             warn!("{sig}: ignored: {why}")
         }
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
-        Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
+        Meaning::ReopenAccessLog => match crate::logs::access_log::reopen() {
             Some(path) => info!("{sig}: reopening the access log {}", path.display()),
             None => info!(
                 "{sig}: ignored: nothing to reopen (no server.cluster.accessLogPath: the \

@@ -4,7 +4,7 @@
 //! passed in) and a thin shell (processes, sockets, timers) around it. Module roots only declare.
 //!
 //! The library is the product. Public is only what its clients use: the launcher binary
-//! (`src/main.rs`: `cli`, `launcher`, `fatal`, `tree::guardian_main`, `ops::logging::fatal`), the
+//! (`src/main.rs`: `cli`, `launcher`, `fatal`, `tree::guardian_main`, `logs::logging::fatal`), the
 //! simulated server `src/bin/fhirsmith-sim` (`ipc`, `outcome`, `process::Role`,
 //! `settings::jsonc`), the load tool `src/bin/fhircluster-load` (`proxy::scheduler::bench`) and
 //! the integration tests (`ipc`, and a few items, each saying which test reads it). The rest is
@@ -63,6 +63,7 @@ pub mod ipc;
 pub(crate) mod kit;
 pub mod launcher;
 pub(crate) mod log_throttle;
+pub mod logs;
 pub mod ops;
 pub mod outcome;
 pub(crate) mod per_kind;

@@ -262,7 +262,7 @@ impl Launcher {
             kept.clients.len(),
             drained.as_secs_f64() * 1000.0
         );
-        crate::ops::logging::flush();
+        crate::logs::logging::flush();
         if let Some(path) = &self.old_pid_file {
             crate::ops::pid_file::release(path);
         }

@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::logs::child_log::ChildLines;
 use crate::ops::admin::{self, Admin};
-use crate::ops::child_log::ChildLines;
 use crate::ops::notify::{self, Notifier};
 use crate::plan::Plan;
 use crate::process::ProcessId;

@@ -18,7 +18,7 @@ use super::forward::{Peer, ProxyBody};
 use super::front::Front;
 use super::listener::ListenerSettings;
 use super::route::{Target, TxDemand};
-use crate::ops::access_log::{self, AccessLog, Record};
+use crate::logs::access_log::{self, AccessLog, Record};
 use crate::ops::observed::{OutcomeClass, RouteClass};
 use crate::process::ProcessId;
 
