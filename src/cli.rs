@@ -26,15 +26,15 @@ Node flags for the servers go after --, e.g.
 
 /// The text after the flags: the environment, then what each signal does.
 fn after_help() -> String {
-    format!("{ENV_HELP}\n\n{}", crate::ops::signals::help_text())
+    format!("{ENV_HELP}\n\n{}", crate::signals::help_text())
 }
 
 /// Front door and supervisor for a FHIRsmith master and its tx-workers on one machine.
 #[derive(Parser, Clone, Debug, Default, PartialEq, Eq)]
 #[command(
     name = "fhircluster",
-    version = crate::ops::build_info::LONG_VERSION,
-    long_version = crate::ops::build_info::LONG_VERSION,
+    version = crate::build_info::LONG_VERSION,
+    long_version = crate::build_info::LONG_VERSION,
     about,
     after_help = after_help()
 )]
@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn help_lists_the_signals() {
         let help = Cli::command().render_long_help().to_string();
-        for (sig, what) in crate::ops::signals::TABLE {
+        for (sig, what) in crate::signals::TABLE {
             assert!(
                 help.contains(sig) && help.contains(what),
                 "{sig} missing from:\n{help}"

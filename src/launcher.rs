@@ -3,7 +3,7 @@
 //! launcher's own endpoints, systemd's messages, the supervisor, which starts the master) → `wait_for_master` → `serve`
 //! (the listener, once the master is ready) → `until_stop` (SIGHUP reloads the settings and
 //! restarts the processes in turn) → `stop` (the drain, then the processes in order) → exit.
-//! What each signal means in each phase is `ops::signals`; this file only acts on it.
+//! What each signal means in each phase is `signals`; this file only acts on it.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,12 +20,12 @@ use crate::logs::logging;
 use crate::ops::client_port;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
-use crate::ops::signals::{meaning, Meaning, Phase, Sig};
 use crate::plan::Plan;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::roster::RosterNews;
 use crate::settings::{self, Settings};
+use crate::signals::{meaning, Meaning, Phase, Sig};
 use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::supervisor::{Control, Ended};

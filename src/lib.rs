@@ -53,6 +53,7 @@
 //! * `cluster.md` — how fhircluster works, every setting, the IPC protocol. `nginx.md` — behind
 //!   nginx.
 
+pub mod build_info;
 pub mod cli;
 mod clock;
 pub(crate) mod deadline;
@@ -72,6 +73,7 @@ pub mod process;
 pub mod proxy;
 pub(crate) mod reload;
 pub mod settings;
+pub mod signals;
 pub(crate) mod sizing;
 pub(crate) mod status;
 pub mod supervisor;

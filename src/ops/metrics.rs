@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::build_info;
 use super::observed::Observed;
+use crate::build_info;
 use crate::proxy::histogram::Histogram;
 
 /// One process's live figures from the front door.

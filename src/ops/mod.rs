@@ -3,7 +3,6 @@
 //! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
 pub(crate) mod admin;
-pub mod build_info;
 pub(crate) mod carried_counters;
 pub(crate) mod client_port;
 pub(crate) mod control_client;
@@ -22,7 +21,6 @@ pub(crate) mod process_series;
 pub(crate) mod restart_cmd;
 pub(crate) mod scale_cmd;
 pub(crate) mod signal_stream;
-pub mod signals;
 pub(crate) mod status_page;
 pub(crate) mod status_table;
 pub(crate) mod stdout;
