@@ -190,7 +190,7 @@ pub fn spawn(
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
         .process_group(0);
     // systemd's notify variables are the launcher's alone.
-    for var in crate::ops::notify::NOTIFY_ENV {
+    for var in crate::tree::members::NOTIFY_ENV {
         cmd.env_remove(var);
     }
     let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));
