@@ -409,7 +409,7 @@ impl Launcher {
                 .unwrap_or_default(),
             guardian,
             reload_pending: false,
-            counters: crate::ops::carried_counters::carry(&crate::ops::admin::metrics_text(
+            counters: crate::proxy::carried_counters::carry(&crate::ops::admin::metrics_text(
                 &self.front,
                 None,
             )),

@@ -364,7 +364,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
     };
     let text = render(&input);
     match front.carried.get() {
-        Some(carried) => crate::ops::carried_counters::add(&text, carried),
+        Some(carried) => crate::proxy::carried_counters::add(&text, carried),
         None => text,
     }
 }

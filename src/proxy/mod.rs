@@ -4,6 +4,7 @@
 pub(crate) mod admission;
 pub(crate) mod answer;
 pub(crate) mod budget;
+pub(crate) mod carried_counters;
 pub(crate) mod conn;
 pub(crate) mod conn_limit;
 pub(crate) mod counters;
