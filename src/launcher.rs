@@ -26,12 +26,12 @@ use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::roster::RosterNews;
 use crate::settings::{self, Settings};
 use crate::signals::{meaning, Meaning, Phase, Sig};
-use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::supervisor::{Control, Ended};
 
 mod client;
 mod demo;
+mod host;
 mod reloader;
 mod resume;
 mod tx_usage_watch;

@@ -18,7 +18,7 @@
 //!   environment); `table.rs` defines each once: its path, flag, variable, default, bound and what a
 //!   reload does with it, and the loader, the reload (`src/reload.rs`) and the docs' checks follow
 //!   it. `src/sizing/`, `src/system/` — the worker count from CPU topology, CPU quota and
-//!   cgroup memory (`src/sizing/host.rs` reads this host for the pure rules). `src/plan/` — the
+//!   cgroup memory (`src/launcher/host.rs` reads this host for the pure rules). `src/plan/` — the
 //!   processes to run, their command lines and environment.
 //! * `src/supervisor/` — the restart policy and the process lifecycle (`lifecycle.rs` and
 //!   `lifecycle/`: pure state machines, with a model-based property test), and the shell

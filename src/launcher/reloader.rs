@@ -13,13 +13,13 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
+use crate::launcher::host;
 use crate::logs::journald::Journal;
 use crate::logs::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
 use crate::reload::{self, Changes, Count, Live};
 use crate::settings::{self, Settings};
-use crate::sizing::host;
 use crate::supervisor::{Control, Reload, Rolling, WorkerCount};
 
 /// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
