@@ -58,6 +58,7 @@ pub mod cli;
 mod clock;
 pub(crate) mod deadline;
 pub(crate) mod digest;
+pub(crate) mod exposition;
 pub mod fatal;
 pub(crate) mod held_ports;
 pub mod ipc;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::observed::Observed;
 use crate::build_info;
-use crate::proxy::histogram::Histogram;
+use crate::exposition::histogram::Histogram;
 
 /// One process's live figures from the front door.
 pub struct ProcessLoad {

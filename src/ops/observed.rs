@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::metrics::{family, histogram_series};
-use crate::proxy::histogram::Histogram;
+use crate::exposition::histogram::Histogram;
 
 /// How a request was routed, as the duration histogram labels it (`route`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

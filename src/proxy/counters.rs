@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::answer::Answer;
-use super::histogram::Histogram;
 use super::lane::Lane;
 use super::master_paths::MasterPaths;
 use super::process_counters::ProcessCounters;
+use crate::exposition::histogram::Histogram;
 use crate::per_kind::{Kind, PerKind};
 use crate::process::ProcessId;
 use crate::status::events::{LostKind, RefusalKind};

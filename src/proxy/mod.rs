@@ -11,7 +11,6 @@ pub(crate) mod counters;
 pub(crate) mod failure;
 pub(crate) mod forward;
 pub(crate) mod front;
-pub(crate) mod histogram;
 pub(crate) mod http1;
 pub(crate) mod interval_histogram;
 pub(crate) mod lane;
