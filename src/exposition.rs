@@ -4,3 +4,4 @@
 //! stand on it; it imports none of them.
 
 pub(crate) mod histogram;
+pub(crate) mod text;
