@@ -4,4 +4,5 @@
 //! stand on it; it imports none of them.
 
 pub(crate) mod histogram;
+pub(crate) mod process_self;
 pub(crate) mod text;

@@ -360,7 +360,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .collect(),
         observed: &c.observed,
         access_log_dropped: crate::logs::access_log::dropped(),
-        started_ms: super::process_self::start_time_ms().unwrap_or(0),
+        started_ms: crate::exposition::process_self::start_time_ms().unwrap_or(0),
     };
     let text = render(&input);
     match front.carried.get() {

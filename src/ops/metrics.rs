@@ -6,10 +6,10 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::observed::Observed;
 use crate::build_info;
 use crate::exposition::histogram::Histogram;
 use crate::exposition::text::{esc, family, histogram_series};
+use crate::proxy::observed::Observed;
 
 /// One process's live figures from the front door.
 pub struct ProcessLoad {
@@ -283,7 +283,7 @@ pub fn render(m: &MetricsInput) -> String {
         esc(build_info::COMMIT),
         esc(build_info::RUSTC)
     );
-    super::process_self::write(&mut out);
+    crate::exposition::process_self::write(&mut out);
     out
 }
 

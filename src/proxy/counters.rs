@@ -73,7 +73,7 @@ pub struct Counters {
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
     pub master_paths: MasterPaths,
     /// Request durations, retries, header timeouts, connections, reloads (`/metrics`).
-    pub observed: crate::ops::observed::Observed,
+    pub observed: crate::proxy::observed::Observed,
 }
 
 impl Counters {

@@ -19,8 +19,8 @@ use super::front::Front;
 use super::listener::ListenerSettings;
 use super::route::{Target, TxDemand};
 use crate::logs::access_log::{self, AccessLog, Record};
-use crate::ops::observed::{OutcomeClass, RouteClass};
 use crate::process::ProcessId;
+use crate::proxy::observed::{OutcomeClass, RouteClass};
 
 /// What the response says of who answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
