@@ -135,16 +135,13 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     }
     // The Node preload, before any process that names it starts; written again by an in-place
     // upgrade (the same path: the pid is kept), removed at the end.
-    let preload = settings
-        .cluster
-        .node_report
-        .then(crate::ops::node_report::path);
+    let preload = settings.cluster.node_report.then(crate::node_report::path);
     if preload.is_none() && resume.is_some() {
         // Turned off by this upgrade: the program before wrote one, nothing will name it now.
-        crate::ops::node_report::remove(crate::ops::node_report::path());
+        crate::node_report::remove(crate::node_report::path());
     }
     if let Some(path) = preload {
-        crate::ops::node_report::install(path)?;
+        crate::node_report::install(path)?;
         info!(
             "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
             path.display()
@@ -152,7 +149,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     }
     let ended = run_processes(cli, settings, sizing, plan, journal, resume);
     if let Some(path) = preload {
-        crate::ops::node_report::remove(path);
+        crate::node_report::remove(path);
     }
     if let Some(path) = &pid_file {
         crate::ops::pid_file::release(path);

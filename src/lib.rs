@@ -66,6 +66,7 @@ pub(crate) mod kit;
 pub mod launcher;
 pub(crate) mod log_throttle;
 pub mod logs;
+pub(crate) mod node_report;
 pub mod ops;
 pub mod outcome;
 pub(crate) mod per_kind;

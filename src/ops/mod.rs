@@ -11,7 +11,6 @@ pub(crate) mod extend;
 pub(crate) mod front_series;
 pub(crate) mod launcher_lookup;
 pub(crate) mod metrics;
-pub(crate) mod node_report;
 pub mod notify;
 pub(crate) mod pid_file;
 pub(crate) mod process_series;

@@ -30,7 +30,8 @@ use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{until_set, OutputSink, Stream};
 use crate::supervisor::socket_watch::{self, Place, Settled};
-use crate::supervisor::{exit_watch, spawner};
+use crate::supervisor::spawner;
+use crate::tree::exit_watch;
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
 use crate::tree::{guardian, subreaper, sweep};
 
