@@ -10,6 +10,9 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+pub(crate) mod print;
+pub use print::Print;
+
 const ENV_HELP: &str = "\
 Environment:
   FHIRSMITH_DATA_DIR        The data directory (as --data-dir)
@@ -153,8 +156,8 @@ pub(crate) enum Action {
     Restart,
     /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
     /// configs, the Prometheus alert rules, the Grafana dashboard
-    #[command(subcommand, after_help = crate::kit::PRINT_HELP)]
-    Print(crate::kit::Print),
+    #[command(subcommand, after_help = print::PRINT_HELP)]
+    Print(Print),
 }
 
 const STATUS_HELP: &str = "\
