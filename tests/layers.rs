@@ -312,7 +312,7 @@ fn the_reference_reader_sees_paths_and_groups() {
     let got: Vec<String> = crate_refs(&code).into_iter().collect();
     assert_eq!(got, ["a", "c", "d", "g", "i"]);
     assert!(is_test_path(Path::new("settings/load_tests/fuzz.rs")));
-    assert!(is_test_path(Path::new("ops/line_file_tests.rs")));
+    assert!(is_test_path(Path::new("logs/line_file_tests.rs")));
     assert!(is_test_path(Path::new("reload/tests.rs")));
     assert!(!is_test_path(Path::new("proxy/front.rs")));
 }
