@@ -1,6 +1,6 @@
 //! Build facts for `fhircluster --version` (as `nginx -V` gives them): the git commit this was
 //! built from (`unknown` outside a git checkout, e.g. a tarball) and the compiler's version.
-//! Both reach the code as environment variables at compile time (`ops::build_info`).
+//! Both reach the code as environment variables at compile time (`build_info`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

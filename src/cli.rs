@@ -10,6 +10,9 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+pub(crate) mod print;
+pub use print::Print;
+
 const ENV_HELP: &str = "\
 Environment:
   FHIRSMITH_DATA_DIR        The data directory (as --data-dir)
@@ -26,15 +29,15 @@ Node flags for the servers go after --, e.g.
 
 /// The text after the flags: the environment, then what each signal does.
 fn after_help() -> String {
-    format!("{ENV_HELP}\n\n{}", crate::ops::signals::help_text())
+    format!("{ENV_HELP}\n\n{}", crate::signals::help_text())
 }
 
 /// Front door and supervisor for a FHIRsmith master and its tx-workers on one machine.
 #[derive(Parser, Clone, Debug, Default, PartialEq, Eq)]
 #[command(
     name = "fhircluster",
-    version = crate::ops::build_info::LONG_VERSION,
-    long_version = crate::ops::build_info::LONG_VERSION,
+    version = crate::build_info::LONG_VERSION,
+    long_version = crate::build_info::LONG_VERSION,
     about,
     after_help = after_help()
 )]
@@ -153,8 +156,8 @@ pub(crate) enum Action {
     Restart,
     /// Print what a package ships beside the binary: the systemd unit, logrotate and nginx
     /// configs, the Prometheus alert rules, the Grafana dashboard
-    #[command(subcommand, after_help = crate::kit::PRINT_HELP)]
-    Print(crate::kit::Print),
+    #[command(subcommand, after_help = print::PRINT_HELP)]
+    Print(Print),
 }
 
 const STATUS_HELP: &str = "\
@@ -257,7 +260,7 @@ mod tests {
     #[test]
     fn help_lists_the_signals() {
         let help = Cli::command().render_long_help().to_string();
-        for (sig, what) in crate::ops::signals::TABLE {
+        for (sig, what) in crate::signals::TABLE {
             assert!(
                 help.contains(sig) && help.contains(what),
                 "{sig} missing from:\n{help}"

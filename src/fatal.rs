@@ -8,7 +8,7 @@
 //! on the way out. The children then get `SIGTERM` from `PR_SET_PDEATHSIG` and see their IPC
 //! channel close, as when the launcher is killed, and stop.
 //!
-//! The line goes through the log queue once it runs (`ops::logging`), otherwise it is written
+//! The line goes through the log queue once it runs (`logs::logging`), otherwise it is written
 //! from a thread of its own; either way it is waited for at most `WRITE_WAIT`: a stderr that is
 //! stuck (a full pipe, a stalled journal) must not keep the process alive.
 //!
@@ -37,8 +37,8 @@ pub fn install() {
         let line = panic_line(info);
         // Through the log queue once it runs, so the line takes its place after the lines
         // before it (and its journald priority); the queue waits at most `WRITE_WAIT` too.
-        if crate::ops::log_queue::started().is_some() {
-            crate::ops::logging::fatal_within(line.trim_end(), WRITE_WAIT);
+        if crate::logs::log_queue::started().is_some() {
+            crate::logs::logging::fatal_within(line.trim_end(), WRITE_WAIT);
         } else {
             write_within(&line, WRITE_WAIT);
         }

@@ -3,7 +3,7 @@
 //! launcher's own endpoints, systemd's messages, the supervisor, which starts the master) → `wait_for_master` → `serve`
 //! (the listener, once the master is ready) → `until_stop` (SIGHUP reloads the settings and
 //! restarts the processes in turn) → `stop` (the drain, then the processes in order) → exit.
-//! What each signal means in each phase is `ops::signals`; this file only acts on it.
+//! What each signal means in each phase is `signals`; this file only acts on it.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,24 +14,24 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
-use crate::ops::child_log::ChildLines;
+use crate::logs::child_log::ChildLines;
+use crate::logs::journald::Journal;
+use crate::logs::logging;
 use crate::ops::client_port;
-use crate::ops::journald::Journal;
-use crate::ops::logging;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
-use crate::ops::signals::{meaning, Meaning, Phase, Sig};
 use crate::plan::Plan;
 use crate::proxy::front::Front;
 use crate::proxy::listener::{self, ListenerSettings, LiveListenerSettings};
 use crate::proxy::roster::RosterNews;
 use crate::settings::{self, Settings};
-use crate::sizing::host;
+use crate::signals::{meaning, Meaning, Phase, Sig};
 use crate::sizing::CpuSizing;
 use crate::supervisor::{Control, Ended};
 
 mod client;
 mod demo;
+mod host;
 mod reloader;
 mod resume;
 mod tx_usage_watch;
@@ -110,7 +110,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             files.was, files.now
         );
     }
-    crate::ops::access_log::init(&settings, journal)?;
+    crate::logs::access_log::init(&settings, journal)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
@@ -135,16 +135,13 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     }
     // The Node preload, before any process that names it starts; written again by an in-place
     // upgrade (the same path: the pid is kept), removed at the end.
-    let preload = settings
-        .cluster
-        .node_report
-        .then(crate::ops::node_report::path);
+    let preload = settings.cluster.node_report.then(crate::node_report::path);
     if preload.is_none() && resume.is_some() {
         // Turned off by this upgrade: the program before wrote one, nothing will name it now.
-        crate::ops::node_report::remove(crate::ops::node_report::path());
+        crate::node_report::remove(crate::node_report::path());
     }
     if let Some(path) = preload {
-        crate::ops::node_report::install(path)?;
+        crate::node_report::install(path)?;
         info!(
             "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
             path.display()
@@ -152,7 +149,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     }
     let ended = run_processes(cli, settings, sizing, plan, journal, resume);
     if let Some(path) = preload {
-        crate::ops::node_report::remove(path);
+        crate::node_report::remove(path);
     }
     if let Some(path) = &pid_file {
         crate::ops::pid_file::release(path);
@@ -591,7 +588,7 @@ fn log_signal(sig: Sig, m: &Meaning) {
             warn!("{sig}: ignored: {why}")
         }
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
-        Meaning::ReopenAccessLog => match crate::ops::access_log::reopen() {
+        Meaning::ReopenAccessLog => match crate::logs::access_log::reopen() {
             Some(path) => info!("{sig}: reopening the access log {}", path.display()),
             None => info!(
                 "{sig}: ignored: nothing to reopen (no server.cluster.accessLogPath: the \

@@ -2,7 +2,7 @@
 //! line per period, carrying how many were not logged since. Pure: the caller reads the clock
 //! and passes `now`. Used for the front door's refusals and write-timeout closes
 //! (`proxy::refusal_log`), failing accepts (`proxy::listener`), a child's bad channel lines
-//! (`supervisor::child`) and the log queue's dropped lines (`ops::log_queue`).
+//! (`supervisor::child`) and the log queue's dropped lines (`logs::log_queue`).
 
 use std::time::{Duration, Instant};
 

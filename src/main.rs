@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     match launcher::main(cli) {
         Ok(code) => code,
         Err(e) => {
-            fhircluster::ops::logging::fatal(&format!("fhircluster: {e:#}"));
+            fhircluster::logs::logging::fatal(&format!("fhircluster: {e:#}"));
             ExitCode::from(1)
         }
     }

@@ -17,6 +17,7 @@ mod cli_usage;
 mod front_counts;
 mod front_figures;
 mod ipc_node;
+mod layers;
 mod layout;
 mod load_smoke;
 mod memory_recycle;

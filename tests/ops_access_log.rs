@@ -2,7 +2,7 @@
 //! with every field the issue names, checked against what the test sent and what came back; the
 //! client's address from `X-Forwarded-For` when the peer is loopback; the query string only when
 //! asked; a file that `SIGUSR1` reopens after it was renamed (logrotate); on stderr as JSON. (A
-//! stuck file costing nothing but dropped, counted lines: `ops::access_log`'s unit test, which
+//! stuck file costing nothing but dropped, counted lines: `logs::access_log`'s unit test, which
 //! can write more lines than its queue holds faster than any client could send requests.)
 
 use crate::common;

@@ -253,8 +253,8 @@ fn the_series_operators_page_on_follow_traffic_a_killed_worker_and_reloads() {
             "fhircluster_build_info",
             &[
                 ("version", env!("CARGO_PKG_VERSION")),
-                ("commit", fhircluster::ops::build_info::COMMIT),
-                ("rustc", fhircluster::ops::build_info::RUSTC),
+                ("commit", fhircluster::build_info::COMMIT),
+                ("rustc", fhircluster::build_info::RUSTC),
             ]
         ),
         1.0

@@ -5,7 +5,7 @@
 //! in turn; `QUIT` stops like `TERM`; a second stop signal during the drain cuts it short; signals
 //! while the master starts, and while the processes are being stopped, are logged and change
 //! nothing. After every stop no process the launcher started is left running. README's and
-//! `--help`'s signal tables are the launcher's own (`ops::signals::TABLE`).
+//! `--help`'s signal tables are the launcher's own (`signals::TABLE`).
 
 use crate::common;
 
@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fhircluster::ops::signals::{Sig, TABLE};
+use fhircluster::signals::{Sig, TABLE};
 use serde_json::json;
 
 const SIGPIPE: i32 = 13;

@@ -244,8 +244,8 @@ fn version_names_the_version_the_commit_and_the_compiler() {
         .unwrap_or_else(|| panic!("no rustc line:\n{text}"));
     assert!(rustc.starts_with("rustc 1."), "{rustc:?}");
     // The library has the same, for the metrics and logs to come.
-    assert_eq!(commit, fhircluster::ops::build_info::COMMIT);
-    assert_eq!(rustc, fhircluster::ops::build_info::RUSTC);
+    assert_eq!(commit, fhircluster::build_info::COMMIT);
+    assert_eq!(rustc, fhircluster::build_info::RUSTC);
 }
 
 #[test]

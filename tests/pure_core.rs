@@ -10,7 +10,7 @@ const PURE: &[&str] = &[
     "src/ipc/codec.rs",
     "src/log_throttle.rs",
     "src/ops/extend.rs",
-    "src/ops/signals.rs",
+    "src/signals.rs",
     "src/ops/tx_usage.rs",
     "src/per_kind.rs",
     "src/plan.rs",

@@ -60,7 +60,7 @@ pub(super) struct DemoDir(PathBuf);
 impl Drop for DemoDir {
     fn drop(&mut self) {
         if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            crate::ops::logging::fatal(&format!(
+            crate::logs::logging::fatal(&format!(
                 "fhircluster: --demo: could not remove {}: {e}",
                 self.0.display()
             ));

@@ -13,13 +13,13 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::cli::Cli;
-use crate::ops::journald::Journal;
-use crate::ops::logging;
+use crate::launcher::host;
+use crate::logs::journald::Journal;
+use crate::logs::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
 use crate::reload::{self, Changes, Count, Live};
 use crate::settings::{self, Settings};
-use crate::sizing::host;
 use crate::supervisor::{Control, Reload, Rolling, WorkerCount};
 
 /// What a SIGHUP needs: the start's flags, the settings in force, and where to apply them.
@@ -148,7 +148,7 @@ impl Reloader {
         }
         // Reopened only when changed: the requests answered from now on take the new one.
         if access_log != before.access_log {
-            if let Err(e) = crate::ops::access_log::set(&access_log, Journal::detect()) {
+            if let Err(e) = crate::logs::access_log::set(&access_log, Journal::detect()) {
                 warn!("reload: the access log is kept as it was: {e:#}");
             }
         }

@@ -19,10 +19,10 @@ use tracing::{error, info, warn};
 use super::reloader::{Deferred, Reloader};
 use super::{log_signal, Launcher, Serving};
 use crate::ops::signal_stream::Signals;
-use crate::ops::signals::Sig;
-use crate::ops::signals::{meaning, Meaning, Phase};
 use crate::proxy::conn::HandedClient;
 use crate::proxy::listener::{self, Kept, Shutdown};
+use crate::signals::Sig;
+use crate::signals::{meaning, Meaning, Phase};
 use crate::supervisor::test_hook;
 use crate::supervisor::{Control, ShellHandover};
 use crate::upgrade::exec;
@@ -262,7 +262,7 @@ impl Launcher {
             kept.clients.len(),
             drained.as_secs_f64() * 1000.0
         );
-        crate::ops::logging::flush();
+        crate::logs::logging::flush();
         if let Some(path) = &self.old_pid_file {
             crate::ops::pid_file::release(path);
         }
@@ -409,7 +409,7 @@ impl Launcher {
                 .unwrap_or_default(),
             guardian,
             reload_pending: false,
-            counters: crate::ops::carried_counters::carry(&crate::ops::admin::metrics_text(
+            counters: crate::proxy::carried_counters::carry(&crate::ops::admin::metrics_text(
                 &self.front,
                 None,
             )),

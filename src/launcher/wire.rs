@@ -10,8 +10,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::launcher::host;
+use crate::logs::child_log::ChildLines;
 use crate::ops::admin::{self, Admin};
-use crate::ops::child_log::ChildLines;
 use crate::ops::notify::{self, Notifier};
 use crate::plan::Plan;
 use crate::process::ProcessId;
@@ -20,7 +21,6 @@ use crate::proxy::route::RouteTable;
 use crate::proxy::scheduler::Scheduler;
 use crate::reload::Live;
 use crate::settings::Settings;
-use crate::sizing::host;
 use crate::sizing::CpuSizing;
 use crate::status::keeper::Keeper;
 use crate::supervisor::output::OutputSink;

@@ -23,8 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::control_proto::{level_of, Level};
-use super::log_queue::{queue, Source};
 use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
+use crate::logs::log_queue::{queue, Source};
 use crate::process::ProcessId;
 use crate::proxy::counters::CLASSES;
 use crate::proxy::forward::{full, ProxyBody};
@@ -359,12 +359,12 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .map(|&s| (s.label(), queue().dropped(s)))
             .collect(),
         observed: &c.observed,
-        access_log_dropped: super::access_log::dropped(),
-        started_ms: super::process_self::start_time_ms().unwrap_or(0),
+        access_log_dropped: crate::logs::access_log::dropped(),
+        started_ms: crate::exposition::process_self::start_time_ms().unwrap_or(0),
     };
     let text = render(&input);
     match front.carried.get() {
-        Some(carried) => crate::ops::carried_counters::add(&text, carried),
+        Some(carried) => crate::proxy::carried_counters::add(&text, carried),
         None => text,
     }
 }

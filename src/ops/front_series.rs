@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::metrics::{esc, family};
+use crate::exposition::text::{esc, family};
 use crate::status::front::{FrontFigures, CLASSES};
 use crate::status::restarts::RestartReason;
 

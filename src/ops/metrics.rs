@@ -6,9 +6,10 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::build_info;
-use super::observed::Observed;
-use crate::proxy::histogram::Histogram;
+use crate::build_info;
+use crate::exposition::histogram::Histogram;
+use crate::exposition::text::{esc, family, histogram_series};
+use crate::proxy::observed::Observed;
 
 /// One process's live figures from the front door.
 pub struct ProcessLoad {
@@ -70,36 +71,6 @@ pub struct MetricsInput<'a> {
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     family(out, name, "histogram", help);
     histogram_series(out, name, "", h);
-}
-
-/// A histogram's samples alone, with `labels` (`a="x",b="y"`, or empty) on each.
-pub(crate) fn histogram_series(out: &mut String, name: &str, labels: &str, h: &Histogram) {
-    let (open, sep, close) = if labels.is_empty() {
-        ("", "", "")
-    } else {
-        ("{", ",", "}")
-    };
-    for (b, cumulative) in h.cumulative() {
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {cumulative}");
-    }
-    let count = h.count();
-    let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
-    let _ = writeln!(
-        out,
-        "{name}_sum{open}{labels}{close} {}\n{name}_count{open}{labels}{close} {count}",
-        h.sum_secs()
-    );
-}
-
-pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-/// Label values are escaped as the text format requires.
-pub(crate) fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 pub fn render(m: &MetricsInput) -> String {
@@ -312,7 +283,7 @@ pub fn render(m: &MetricsInput) -> String {
         esc(build_info::COMMIT),
         esc(build_info::RUSTC)
     );
-    super::process_self::write(&mut out);
+    crate::exposition::process_self::write(&mut out);
     out
 }
 

@@ -2,34 +2,21 @@
 //! protocol, the launcher's own read-only endpoints (`/livez`, `/readyz`, `/status`,
 //! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
-pub(crate) mod access_log;
-pub(crate) mod access_log_file;
 pub(crate) mod admin;
-pub mod build_info;
-pub(crate) mod carried_counters;
-pub(crate) mod child_log;
 pub(crate) mod client_port;
 pub(crate) mod control_client;
 pub(crate) mod control_proto;
 pub(crate) mod control_socket;
 pub(crate) mod extend;
 pub(crate) mod front_series;
-pub(crate) mod journald;
 pub(crate) mod launcher_lookup;
-pub(crate) mod line_file;
-pub(crate) mod log_queue;
-pub mod logging;
 pub(crate) mod metrics;
-pub(crate) mod node_report;
 pub mod notify;
-pub(crate) mod observed;
 pub(crate) mod pid_file;
-pub(crate) mod process_self;
 pub(crate) mod process_series;
 pub(crate) mod restart_cmd;
 pub(crate) mod scale_cmd;
 pub(crate) mod signal_stream;
-pub mod signals;
 pub(crate) mod status_page;
 pub(crate) mod status_table;
 pub(crate) mod stdout;

@@ -19,10 +19,6 @@ use tracing::debug;
 
 use super::extend::Extender;
 
-/// The environment variables that belong to the launcher alone; its children must not inherit
-/// them (with `NotifyAccess=main` their messages would be refused anyway).
-pub(crate) const NOTIFY_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
-
 pub(crate) struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     watchdog: Option<Duration>,

@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::metrics::{esc, family, ProcessLoad};
+use super::metrics::ProcessLoad;
+use crate::exposition::text::{esc, family};
 
 /// The states `fhircluster_process_state` has a gauge for, one of them 1 per process.
 pub const STATES: [&str; 6] = [

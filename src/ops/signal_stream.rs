@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use super::signals::Sig;
+use crate::signals::Sig;
 
 pub struct Signals {
     streams: Vec<(Sig, Signal)>,

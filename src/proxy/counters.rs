@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::answer::Answer;
-use super::histogram::Histogram;
 use super::lane::Lane;
 use super::master_paths::MasterPaths;
 use super::process_counters::ProcessCounters;
+use crate::exposition::histogram::Histogram;
 use crate::per_kind::{Kind, PerKind};
 use crate::process::ProcessId;
 use crate::status::events::{LostKind, RefusalKind};
@@ -73,7 +73,7 @@ pub struct Counters {
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
     pub master_paths: MasterPaths,
     /// Request durations, retries, header timeouts, connections, reloads (`/metrics`).
-    pub observed: crate::ops::observed::Observed,
+    pub observed: crate::proxy::observed::Observed,
 }
 
 impl Counters {

@@ -39,7 +39,7 @@ pub struct Front {
     /// slot), so the master's drain waits for them before its SIGTERM.
     pub master_paths_in_flight: AtomicU32,
     /// What `/metrics`' counters had reached in the program before an in-place upgrade.
-    pub carried: std::sync::OnceLock<crate::ops::carried_counters::Carried>,
+    pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
 }
 
 impl Front {

@@ -43,8 +43,8 @@ use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
 use super::served;
 use super::verdict::Verdict;
-use crate::ops::observed::RouteClass;
 use crate::process::ProcessId;
+use crate::proxy::observed::RouteClass;
 
 /// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
 /// exited (the supervisor learns of an exit within milliseconds).

@@ -18,9 +18,9 @@ use super::forward::{Peer, ProxyBody};
 use super::front::Front;
 use super::listener::ListenerSettings;
 use super::route::{Target, TxDemand};
-use crate::ops::access_log::{self, AccessLog, Record};
-use crate::ops::observed::{OutcomeClass, RouteClass};
+use crate::logs::access_log::{self, AccessLog, Record};
 use crate::process::ProcessId;
+use crate::proxy::observed::{OutcomeClass, RouteClass};
 
 /// What the response says of who answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

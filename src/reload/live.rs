@@ -22,7 +22,7 @@ pub(crate) struct Live {
     pub buffer_limit: u64,
     pub log_level: LogLevel,
     /// `accessLog`, `accessLogPath`, `accessLogQuery`.
-    pub access_log: crate::ops::access_log::Wanted,
+    pub access_log: crate::logs::access_log::Wanted,
     pub supervisor: SupervisorSettings,
     pub workers: Count,
 }
@@ -36,7 +36,7 @@ impl From<&Settings> for Live {
             upstream_timeout: c.upstream_timeout,
             buffer_limit: c.buffer_max_mb << 20,
             log_level: c.log_level.clone(),
-            access_log: crate::ops::access_log::Wanted::from(s),
+            access_log: crate::logs::access_log::Wanted::from(s),
             supervisor: SupervisorSettings::from(s),
             workers: Count::from(c),
         }

@@ -130,7 +130,7 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     s.node_preload = s
         .cluster
         .node_report
-        .then(|| crate::ops::node_report::path().to_path_buf());
+        .then(|| crate::node_report::path().to_path_buf());
     s.node_options = env("NODE_OPTIONS");
     Ok(s)
 }

@@ -171,7 +171,7 @@ pub struct ClusterSettings {
     /// launcher's pid (relative to the data directory), from the start to the end.
     pub(crate) pid_file: String,
     /// `server.cluster.nodeReport` (fhircluster's own): each Node process is started with
-    /// `--require` of the launcher's preload (`ops/node_report.js`), which speaks the IPC
+    /// `--require` of the launcher's preload (`src/node_report.js`), which speaks the IPC
     /// protocol for a server that doesn't (hello, ready, status).
     pub(crate) node_report: bool,
 }

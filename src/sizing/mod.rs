@@ -5,7 +5,6 @@
 
 pub mod cpu;
 pub mod decision;
-pub(crate) mod host;
 pub mod memory_fit;
 pub mod rule;
 

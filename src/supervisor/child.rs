@@ -30,7 +30,8 @@ use crate::process::{ProcessId, ProcessSpec};
 use crate::supervisor::lifecycle::Exit;
 use crate::supervisor::output::{until_set, OutputSink, Stream};
 use crate::supervisor::socket_watch::{self, Place, Settled};
-use crate::supervisor::{exit_watch, spawner};
+use crate::supervisor::spawner;
+use crate::tree::exit_watch;
 use crate::tree::members::{self, Mark, Wanted, TREE_VAR};
 use crate::tree::{guardian, subreaper, sweep};
 
@@ -190,7 +191,7 @@ pub fn spawn(
         // (KillMode=mixed) the final SIGKILL still reaches the whole cgroup.
         .process_group(0);
     // systemd's notify variables are the launcher's alone.
-    for var in crate::ops::notify::NOTIFY_ENV {
+    for var in crate::tree::members::NOTIFY_ENV {
         cmd.env_remove(var);
     }
     let mark = crate::tree::run::current().map(|r| members::mark(&r.mark, generation));

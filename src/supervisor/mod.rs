@@ -3,7 +3,6 @@
 
 mod api;
 pub(crate) mod child;
-pub(crate) mod exit_watch;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;

@@ -1,6 +1,6 @@
 //! Children's stdout and stderr, passed on line by line with each line tagged by its instance
 //! code, without ever blocking a child: each line goes into the launcher's one bounded log queue
-//! (`ops/log_queue.rs`), and when the launcher's own output is stuck (a full pipe, a paused
+//! (`logs/log_queue.rs`), and when the launcher's own output is stuck (a full pipe, a paused
 //! terminal) lines are dropped and counted there rather than letting a child's write block its
 //! event loop. The last lines of each process's stderr are kept (`stderr_tail.rs`) for the error
 //! that gives the master up.
@@ -14,9 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
 use super::stderr_tail::StderrTail;
-use crate::ops::child_log::ChildLines;
-pub use crate::ops::child_log::Stream;
-use crate::ops::log_queue::{queue, Source};
+use crate::logs::child_log::ChildLines;
+pub use crate::logs::child_log::Stream;
+use crate::logs::log_queue::{queue, Source};
 
 /// A longer line is cut: a child printing a huge line must not make the launcher hold it.
 const MAX_LINE: usize = 64 * 1024;

@@ -52,7 +52,10 @@ impl Readings for SystemReadings {
     fn cpu_seconds(&self, pid: u32) -> Option<f64> {
         let path = self.root().join(format!("proc/{pid}/stat"));
         let text = std::fs::read_to_string(path).ok()?;
-        crate::ops::process_self::cpu_seconds(&text, crate::ops::process_self::clock_ticks()?)
+        crate::exposition::process_self::cpu_seconds(
+            &text,
+            crate::exposition::process_self::clock_ticks()?,
+        )
     }
 
     fn host(&self) -> Reading<HostMemory> {

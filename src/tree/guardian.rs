@@ -122,7 +122,7 @@ fn spawn(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
         .stdout(Stdio::null())
         // Its own group: a Ctrl-C, or a signal to the launcher's group, doesn't reach it.
         .process_group(0);
-    for var in crate::ops::notify::NOTIFY_ENV {
+    for var in crate::tree::members::NOTIFY_ENV {
         cmd.env_remove(var);
     }
     // Waited for by pid (`guardian_watch`), like a guardian taken over in an upgrade; dropping

@@ -15,7 +15,7 @@ use tracing::error;
 use super::guardian::{self, Replaced};
 use super::guardian_backoff::Backoff;
 use super::subreaper;
-use crate::supervisor::exit_watch;
+use crate::tree::exit_watch;
 
 /// Starts the watch, once, inside the runtime (a no-op without a guardian).
 pub fn keep_watched() {

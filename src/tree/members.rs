@@ -18,6 +18,12 @@ use crate::system::listen;
 /// The environment variable that marks a started process and what it starts.
 pub const TREE_VAR: &str = "FHIRCLUSTER_TREE";
 
+/// The environment variables that belong to the launcher alone; its children must not inherit
+/// them (with `NotifyAccess=main` their messages would be refused anyway). systemd's notify
+/// protocol (`ops/notify.rs`) is what reads them; they are here, with the mark children do carry,
+/// so the layers that start children need not import the operator's edge.
+pub(crate) const NOTIFY_ENV: &[&str] = &["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
+
 /// The mark of one started process: `<run>/<generation>`.
 pub fn mark(run: &str, generation: u64) -> String {
     format!("{run}/{generation}")

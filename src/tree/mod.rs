@@ -7,6 +7,7 @@
 //! (`guardian_watch`, `guardian_backoff`). `run` ties these to one run of the launcher.
 
 pub(crate) mod ending;
+pub(crate) mod exit_watch;
 pub(crate) mod guardian;
 pub(crate) mod guardian_backoff;
 pub mod guardian_main;

@@ -155,7 +155,7 @@ fn mask(how: libc::c_int) {
     unsafe {
         let mut set = std::mem::zeroed::<libc::sigset_t>();
         libc::sigemptyset(&mut set);
-        for s in crate::ops::signals::Sig::ALL {
+        for s in crate::signals::Sig::ALL {
             libc::sigaddset(&mut set, s.number());
         }
         libc::pthread_sigmask(how, &set, std::ptr::null_mut());

@@ -52,7 +52,7 @@ fn run(program: &Path, flag: &str) -> Result<std::process::Output, String> {
         .args(std::env::args_os().skip(1))
         .env_remove(STATE_VAR)
         .stdin(Stdio::null());
-    for var in crate::ops::notify::NOTIFY_ENV {
+    for var in crate::tree::members::NOTIFY_ENV {
         cmd.env_remove(var);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());

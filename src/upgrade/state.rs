@@ -16,7 +16,7 @@
 //! code that captures and resumes it, which owns its private state: `lifecycle` (`supervisor::lifecycle::handover`), `shell` and its
 //! `recycle` (`supervisor::shell::handover`, `supervisor::recycle_watch`), `keeper`
 //! (`status::keeper::handover`), `guardian` (`tree::guardian`), `counters`
-//! (`ops::carried_counters`), the messages (`ipc::message`, with the IPC protocol's own
+//! (`proxy::carried_counters`), the messages (`ipc::message`, with the IPC protocol's own
 //! versioning). This module imports them; none of them imports it.
 //!
 //! Versioning: [`FORMAT`] is what this program writes, [`READS`] what it can take over. A
@@ -88,9 +88,9 @@ pub(crate) struct Handover {
     #[serde(default)]
     pub reload_pending: bool,
     /// What `/metrics`' counters and histograms had reached, each series by its name and labels
-    /// (`ops::carried_counters`): the new program's go on from them.
+    /// (`proxy::carried_counters`): the new program's go on from them.
     #[serde(default)]
-    pub counters: crate::ops::carried_counters::Carried,
+    pub counters: crate::proxy::carried_counters::Carried,
     /// The last reload: whether it was refused, and when the last good one was (Unix ms, 0:
     /// none since the start).
     #[serde(default)]

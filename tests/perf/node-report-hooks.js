@@ -28,7 +28,7 @@ if (process.argv[2] === 'child') {
   });
 } else {
   const cp = require('child_process');
-  const preload = path.join(__dirname, '../../src/ops/node_report.js');
+  const preload = path.join(__dirname, '../../src/node_report.js');
   const rounds = Number(process.argv[2] || 3);
   const run = (on) => new Promise((resolve) => {
     const c = cp.fork(__filename, ['child'], {

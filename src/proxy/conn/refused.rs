@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tokio::time::Instant;
 
-use crate::ops::access_log::{self, Record};
+use crate::logs::access_log::{self, Record};
 use crate::proxy::answer::Answer;
 use crate::proxy::forward::Peer;
 

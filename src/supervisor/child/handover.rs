@@ -13,7 +13,7 @@ use tokio::net::unix::pipe;
 use super::ChildHandle;
 use crate::ipc::channel;
 use crate::ipc::message::ToChild;
-use crate::supervisor::exit_watch;
+use crate::tree::exit_watch;
 
 /// A running child's fds and what was under way on them: a fresh child's, or one taken back
 /// from its tasks for an in-place upgrade (then with what was read and not used, and queued

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::family;
+use super::text::family;
 
 /// The figures of `/proc/self/stat` the series need (fields 14, 15, 22, 23, 24).
 #[derive(Debug, PartialEq)]

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::metrics::{family, histogram_series};
-use crate::proxy::histogram::Histogram;
+use crate::exposition::histogram::Histogram;
+use crate::exposition::text::{family, histogram_series};
 
 /// How a request was routed, as the duration histogram labels it (`route`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,13 +8,13 @@ use std::path::Path;
 
 use tracing::{info, warn};
 
-use super::{
-    decision_line, idle_use, memory_fit, refuse_threshold, size_for, CpuInputs, CpuSizing,
-    MemoryFacts,
-};
 use crate::plan::{self, Plan, PlanError};
 use crate::settings::Settings;
 use crate::sizing::rule::UnknownRule;
+use crate::sizing::{
+    decision_line, idle_use, memory_fit, refuse_threshold, size_for, CpuInputs, CpuSizing,
+    MemoryFacts,
+};
 use crate::system::unreadable::Unreadable;
 use crate::system::{read_cgroup_memory, read_cpu_quota, read_cpus, read_process_memory};
 

@@ -1,0 +1,47 @@
+//! `fhircluster print`'s subcommand as the command line parses it: what can be printed and the
+//! defaults of Deploy's layout. What each prints is `kit/`'s; the words are here, beside the rest
+//! of the command line, so the CLI imports nothing above it.
+
+use std::path::PathBuf;
+
+/// Where the launcher runs the servers from (their code), in Deploy's layout.
+pub(crate) const DEFAULT_WORKING_DIR: &str = "/opt/fhirsmith";
+/// The service user of Deploy's layout.
+const DEFAULT_USER: &str = "fhirsmith";
+
+/// What `fhircluster print` prints.
+#[derive(clap::Subcommand, Clone, Debug, PartialEq, Eq)]
+pub enum Print {
+    /// The systemd unit: `fhircluster print systemd-unit > /etc/systemd/system/fhircluster.service`
+    /// (ExecStart= is this binary's path; TimeoutStopSec= covers the settings' longest stop)
+    SystemdUnit {
+        /// The service user
+        #[arg(long, value_name = "NAME", default_value = DEFAULT_USER)]
+        user: String,
+        /// The servers' code directory (server.js), their working directory
+        #[arg(long, value_name = "DIR", default_value = DEFAULT_WORKING_DIR)]
+        working_directory: PathBuf,
+    },
+    /// A logrotate config for the access log (accessLogPath), reopened with SIGUSR1:
+    /// `fhircluster print logrotate > /etc/logrotate.d/fhircluster`
+    Logrotate {
+        /// The service user, who owns the log
+        #[arg(long, value_name = "NAME", default_value = DEFAULT_USER)]
+        user: String,
+    },
+    /// nginx.md's one-host configuration, for inside nginx's `http { }`:
+    /// `fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf`
+    Nginx {
+        /// What nginx listens on (its `listen` directive's arguments), e.g. "443 ssl"
+        #[arg(long, value_name = "LISTEN", default_value = "80")]
+        listen: String,
+    },
+    /// The Prometheus alert rules (for rule_files: in prometheus.yml)
+    Alerts,
+    /// The Grafana dashboard (Dashboards > New > Import)
+    Dashboard,
+}
+
+pub(crate) const PRINT_HELP: &str = "\
+Paths, ports and times come from the data directory's config.json when one is given (--data-dir
+or FHIRSMITH_DATA_DIR); without one, Deploy's layout: /var/lib/fhirsmith and the defaults.";
