@@ -1,10 +1,12 @@
 //! How `tests/fixtures/handover-format-1.json` was captured: a real cluster (the simulator's
 //! master and two workers) through one real in-place upgrade, with the test hook's
 //! `record-state` (`src/supervisor/test_hook.rs`) writing the state the old program handed over.
-//! Ignored: the fixture is frozen (never captured again, never edited; a new format number gets
-//! a fixture of its own, captured the same way). To capture one:
-//! `FHIRCLUSTER_CAPTURE_TO=/tmp/state.json cargo nextest run --test integration --run-ignored
-//! only -E 'test(/capture_a_handed_over_state/)'`, then pretty-print it into `tests/fixtures/`.
+//! The fixture is frozen (never captured again, never edited; a new format number gets a fixture
+//! of its own, captured the same way). The suite runs the capture every time and holds what
+//! today's program writes to the fixture's top level (each part still written, under the same
+//! name); to keep a copy: `FHIRCLUSTER_CAPTURE_TO=/tmp/state.json cargo nextest run --test
+//! integration -E 'test(/capture_a_handed_over_state/)'`, then pretty-print it into
+//! `tests/fixtures/`.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,9 +15,7 @@ use crate::common::*;
 use crate::upgrade::Bin;
 
 #[test]
-#[ignore = "captures a fixture; run by hand only"]
 fn capture_a_handed_over_state() {
-    let to = std::env::var("FHIRCLUSTER_CAPTURE_TO").expect("FHIRCLUSTER_CAPTURE_TO");
     let hook = tempfile::tempdir().expect("hook dir");
     let bin = Bin::new();
     let admin = admin_addr();
@@ -65,7 +65,27 @@ fn capture_a_handed_over_state() {
     let mark = c.mark();
     unsafe_kill(c.child.id() as i32, libc::SIGUSR2);
     c.wait_for_after(mark, "upgraded in place", secs(60));
-    std::fs::copy(hook.path().join("state.json"), &to).expect("copy the state");
+    let state = hook.path().join("state.json");
+    if let Ok(to) = std::env::var("FHIRCLUSTER_CAPTURE_TO") {
+        std::fs::copy(&state, to).expect("copy the state");
+    }
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).expect("a state")).expect("JSON")
+    };
+    let now = read(&state);
+    let frozen =
+        read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/handover-format-1.json"));
+    assert_eq!(now["format"], 1);
+    let missing: Vec<&String> = frozen
+        .as_object()
+        .expect("an object")
+        .keys()
+        .filter(|k| now.get(k.as_str()).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "written no more, or renamed: {missing:?}"
+    );
     conn.stream.write_all(b"st: x\r\n\r\n").expect("the rest");
     assert_eq!(conn.read().status, 200);
 }
