@@ -21,7 +21,8 @@ fn live_settings_are_applied_and_the_rest_wait_for_the_restart_they_need() {
     new.cluster.internal_port = 9000;
     new.memory.reject_fraction = 0.8;
     new.command = vec!["bun".into(), "server.js".into()];
-    new.cluster.access_log = "json".into();
+    new.cluster.access_log =
+        crate::settings::AccessLogFormat(Some(crate::settings::LogFormat::Json));
     let c = changes(&old, &new);
     assert_eq!(
         c.live,
