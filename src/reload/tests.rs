@@ -233,11 +233,7 @@ fn with(mut config: Value, path: &str, value: Value) -> Value {
 
 /// The lines of `changes` about `setting`, in each list.
 fn lines_about(c: &Changes, setting: &Setting) -> [usize; 4] {
-    let about = |list: &Vec<String>| {
-        list.iter()
-            .filter(|l| l.starts_with(&format!("{} ", setting.path)))
-            .count()
-    };
+    let about = |list: &Vec<Change>| list.iter().filter(|c| c.path() == setting.path).count();
     [
         about(&c.live),
         about(&c.servers),
