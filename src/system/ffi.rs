@@ -4,7 +4,10 @@
 //! `tests/unsafe_home.rs` fails when `unsafe` appears outside the files it allows.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// The process's effective uid.
 pub fn euid() -> u32 {
@@ -70,4 +73,70 @@ pub fn exit_now(status: i32) -> ! {
     // SAFETY: `_exit` ends the process at once; the callers depend on no destructor or
     // atexit handler running, which is the point (one may be what is stuck).
     unsafe { libc::_exit(status) }
+}
+
+/// A pidfd for process `pid` (`pidfd_open(2)`): readable once it has exited.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments; on success it returns a new fd that
+    // nothing else owns.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: a fresh fd from pidfd_open, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT | WNOHANG`):
+/// `Ok(false)` while it runs, an error when it is no child of this process (any more).
+pub fn child_has_exited(pid: u32) -> io::Result<bool> {
+    let raw: libc::id_t = pid;
+    // SAFETY: a zeroed siginfo_t for the kernel to fill; waitid with WNOHANG does not block.
+    let mut info = unsafe { std::mem::zeroed::<libc::siginfo_t>() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: as above; `info` outlives the call.
+    let r = unsafe { libc::waitid(libc::P_PID, raw, &mut info, flags) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: filled by a successful waitid; 0 when nothing has exited (WNOHANG).
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
+/// `fd` registered with tokio's reactor for readiness to read.
+pub fn watch_readable(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same fd) until the
+    // AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
+}
+
+/// Hands the allocator's free heap pages back to the system (glibc's `malloc_trim`; nothing
+/// elsewhere).
+pub fn malloc_trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases the allocator's own free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// `IPV6_V6ONLY` set to `on` on the IPv6 socket `fd`.
+pub fn set_ipv6_only(fd: RawFd, on: bool) -> io::Result<()> {
+    let value: libc::c_int = on.into();
+    // SAFETY: the option value is a c_int that outlives the call, and its size is passed; a
+    // bad fd is an error return.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
