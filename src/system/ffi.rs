@@ -140,3 +140,14 @@ pub fn set_ipv6_only(fd: RawFd, on: bool) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A new anonymous memory file (`memfd_create`, close-on-exec), owned by the caller.
+pub fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with a valid C string; on success a new fd nothing else owns.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the fresh fd from memfd_create.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
