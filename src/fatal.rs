@@ -42,9 +42,9 @@ pub fn install() {
         } else {
             write_within(&line, WRITE_WAIT);
         }
-        // SAFETY: `_exit` ends the process at once; nothing here depends on destructors or
-        // atexit handlers running, which is the point (one may be what is stuck).
-        unsafe { libc::_exit(PANIC_STATUS) }
+        // At once: nothing here depends on destructors or atexit handlers running, which is
+        // the point (one may be what is stuck).
+        crate::system::ffi::exit_now(PANIC_STATUS)
     }));
 }
 

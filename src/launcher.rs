@@ -546,8 +546,8 @@ impl Launcher {
                              in progress end); the processes get SIGTERM, and SIGKILL if still \
                              running after killSeconds",
                             self.front
-                                .present()
-                                .map(|p| self.front.load(p.id).in_flight as u64)
+                                .roster.present()
+                                .map(|p| self.front.admission.load(p.id).in_flight as u64)
                                 .sum::<u64>()
                         );
                         serving.task.abort();
@@ -601,9 +601,13 @@ fn log_signal(sig: Sig, m: &Meaning) {
 
 /// `3/3 ready, 0 queued`
 fn cluster_status(front: &Front) -> String {
-    let total = front.present().count();
-    let ready = front.present().filter(|p| front.is_ready(p.id)).count();
-    notify::status_line(ready, total, front.queued())
+    let total = front.roster.present().count();
+    let ready = front
+        .roster
+        .present()
+        .filter(|p| front.roster.is_ready(p.id))
+        .count();
+    notify::status_line(ready, total, front.admission.queued())
 }
 
 fn exit_code(ended: Option<Ended>) -> ExitCode {

@@ -77,7 +77,8 @@
 //! * `settings`, `tree`
 //! * `cli`, `process`
 //! * `build_info`, `clock`, `deadline`, `digest`, `exposition`, `ipc`, `log_throttle`,
-//!   `node_report`, `outcome`, `per_kind`, `signals`, `system`
+//!   `node_report`, `outcome`, `per_kind`, `signals`
+//! * `system` (the machine; its ffi.rs is the one home of the FFI)
 
 pub mod build_info;
 pub mod cli;

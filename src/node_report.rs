@@ -43,8 +43,7 @@ pub fn path_for(runtime_dir: Option<&str>, temp_dir: &Path, pid: u32, uid: u32) 
 
 /// The launcher's effective uid: whose directory the preload's is.
 fn euid() -> u32 {
-    // SAFETY: geteuid takes nothing, always succeeds and touches no memory of ours.
-    unsafe { libc::geteuid() }
+    crate::system::ffi::euid()
 }
 
 /// This launcher's preload path (fixed for its life).

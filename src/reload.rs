@@ -10,23 +10,70 @@
 //! Pure: `changes` and `apply_live`. Reading the file and the machine again is the launcher's
 //! (`launcher/reloader.rs`).
 
+use crate::settings::setting::Setting;
 use crate::settings::{Reload, Settings, TABLE};
 
 mod live;
 
 pub(crate) use live::{Count, Live};
 
-/// What a reload changes, one `path old → new` line each, by what becomes of it.
+/// One changed setting: its row, and its value before and after as the settings show it. The
+/// line (`path old → new`) is written where it is logged (`Display`).
+#[derive(Clone)]
+pub struct Change {
+    pub setting: &'static Setting,
+    pub was: String,
+    pub now: String,
+}
+
+impl Change {
+    /// The setting's path in config.json, from its row.
+    pub fn path(&self) -> &'static str {
+        self.setting.path
+    }
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} → {}", self.setting.path, self.was, self.now)
+    }
+}
+
+impl std::fmt::Debug for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// Two changes are the same when they are of the same row, from and to the same values.
+impl PartialEq for Change {
+    fn eq(&self, other: &Change) -> bool {
+        std::ptr::eq(self.setting, other.setting) && self.was == other.was && self.now == other.now
+    }
+}
+
+impl Eq for Change {}
+
+/// A change is its line, for the tests' expected lists.
+#[cfg(test)]
+impl PartialEq<&str> for Change {
+    fn eq(&self, line: &&str) -> bool {
+        let line: &str = line;
+        line == format!("{self}")
+    }
+}
+
+/// What a reload changes, by what becomes of each setting.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Applied now.
-    pub live: Vec<String>,
+    pub live: Vec<Change>,
     /// Read by the processes at their start: taken as those whose inputs changed restart.
-    pub servers: Vec<String>,
+    pub servers: Vec<Change>,
     /// Taken by an in-place upgrade to the same binary.
-    pub upgrade: Vec<String>,
+    pub upgrade: Vec<Change>,
     /// Refuse an upgrade: kept as they were until the launcher's restart.
-    pub restart: Vec<String>,
+    pub restart: Vec<Change>,
     /// The worker count, or what sizes it while none is given, changed.
     pub workers: bool,
 }
@@ -73,7 +120,7 @@ pub fn changes(old: &Settings, new: &Settings) -> Changes {
             Reload::Upgrade => &mut c.upgrade,
             Reload::Restart => &mut c.restart,
         };
-        list.push(format!("{} {was} → {now}", setting.path));
+        list.push(Change { setting, was, now });
     }
     c.workers = Count::from(&old.cluster) != Count::from(&new.cluster);
     c

@@ -53,20 +53,12 @@ fn boot_time(proc_stat: &str) -> Option<u64> {
 }
 
 fn sysconf(name: libc::c_int) -> Option<u64> {
-    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
-    let v = unsafe { libc::sysconf(name) };
-    u64::try_from(v).ok().filter(|&v| v > 0)
+    crate::system::ffi::sysconf(name)
 }
 
 /// The soft `RLIMIT_NOFILE`, as client_golang reports it.
 fn max_fds() -> Option<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the limit into `lim`, which lives for the call.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    (rc == 0).then_some(lim.rlim_cur)
+    crate::system::ffi::open_files_limit()
 }
 
 /// When the launcher's process started, in Unix milliseconds.

@@ -18,7 +18,7 @@ use crate::logs::journald::Journal;
 use crate::logs::logging;
 use crate::proxy::front::Front;
 use crate::proxy::listener::LiveListenerSettings;
-use crate::reload::{self, Changes, Count, Live};
+use crate::reload::{self, Change, Changes, Count, Live};
 use crate::settings::{self, Settings};
 use crate::supervisor::{Control, Reload, Rolling, WorkerCount};
 
@@ -117,7 +117,7 @@ impl Reloader {
                 waiting: changes
                     .upgrade
                     .iter()
-                    .map(|l| name(l).to_string())
+                    .map(|c| c.path().to_string())
                     .collect(),
             }));
         }
@@ -163,7 +163,7 @@ fn log_changes(changes: &Changes, after_upgrade: bool) {
     for line in &changes.servers {
         info!("reload: {line}: the processes take it as they restart in turn");
     }
-    let blocked = changes.restart.first().map(|l| name(l));
+    let blocked = changes.restart.first().map(Change::path);
     for line in &changes.upgrade {
         match blocked {
             None => info!("reload: {line}: taken by the in-place upgrade"),
@@ -186,13 +186,13 @@ fn log_changes(changes: &Changes, after_upgrade: bool) {
     }
 }
 
-/// The setting a change line is about (`server.port 3000 → 4000`: `server.port`).
-fn name(line: &str) -> &str {
-    line.split_whitespace().next().unwrap_or(line)
-}
-
-fn names(lines: &[String]) -> String {
-    lines.iter().map(|l| name(l)).collect::<Vec<_>>().join(", ")
+/// The settings `changes` are of, by their paths.
+fn names(changes: &[Change]) -> String {
+    changes
+        .iter()
+        .map(Change::path)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The worker count the settings in force ask for: given, or sized again on the running master.

@@ -43,10 +43,10 @@ pub(super) async fn run(front: Arc<Front>, endpoints: Vec<String>) {
     let every = (window / 10).clamp(Duration::from_millis(100), Duration::from_secs(60));
     loop {
         tokio::time::sleep(every).await;
-        if front.is_stopping() {
+        if front.admission.is_stopping() {
             return;
         }
-        let workers = front.present().count().saturating_sub(1);
+        let workers = front.roster.present().count().saturating_sub(1);
         let master = front.counters.master_paths.take();
         if let Some(w) = rule.check(Instant::now().into_std(), master, admitted(&front), workers) {
             warn!("{w}");

@@ -245,6 +245,7 @@ impl Launcher {
         if let Some(c) = handed.children.iter().find(|c| c.carried.has_ended()) {
             let code = self
                 .front
+                .roster
                 .present()
                 .find(|p| p.id == c.id)
                 .map_or_else(|| format!("process {}", c.id.0), |p| p.code.clone());

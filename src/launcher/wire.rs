@@ -74,7 +74,7 @@ impl Launcher {
                 front.counters.observed.resume_reloads(failed, ok_ms);
             }
         }
-        tokio::spawn(front.clone().run_timer());
+        tokio::spawn(front.admission.clone().run_timer());
         tokio::spawn(crate::proxy::saturation_watch::run(front.clone()));
         tokio::spawn(crate::proxy::refusal_log::run(front.clone()));
 

@@ -26,7 +26,7 @@ use anyhow::Context;
 
 use super::journald::{lines_with_priority, priority, Journal};
 use super::log_queue::{queue, Source, Target};
-use crate::settings::Settings;
+use crate::settings::{LogFormat, Settings};
 
 /// Lines waiting for the file's writer before further lines are dropped.
 pub const QUEUE_LINES: usize = 10_000;
@@ -245,11 +245,10 @@ impl From<&Settings> for Wanted {
     fn from(settings: &Settings) -> Self {
         let c = &settings.cluster;
         Wanted {
-            format: match c.access_log.as_str() {
-                "text" => Some(Format::Text),
-                "json" => Some(Format::Json),
-                _ => None,
-            },
+            format: c.access_log.0.map(|f| match f {
+                LogFormat::Text => Format::Text,
+                LogFormat::Json => Format::Json,
+            }),
             path: (!c.access_log_path.is_empty())
                 .then(|| settings.data_dir.join(&c.access_log_path)),
             query: c.access_log_query,

@@ -225,11 +225,11 @@ async fn status_page(admin: &Admin) -> Response<ProxyBody> {
 
 /// Ready: the master and at least one tx process, and not draining.
 pub fn readiness(front: &Front) -> Result<(), &'static str> {
-    if front.is_stopping() {
+    if front.admission.is_stopping() {
         Err("draining: the launcher is stopping")
-    } else if !front.master_ready() {
+    } else if !front.roster.master_ready() {
         Err("the master is not ready")
-    } else if !front.any_tx_ready() {
+    } else if !front.roster.any_tx_ready() {
         Err("no tx process is ready")
     } else {
         Ok(())
@@ -254,16 +254,17 @@ async fn report(admin: &Admin) -> Option<Report> {
 
 fn loads(front: &Front) -> Vec<ProcessLoad> {
     front
+        .roster
         .present()
         .map(|p| {
-            let l = front.load(p.id);
+            let l = front.admission.load(p.id);
             ProcessLoad {
                 code: p.code.clone(),
                 in_flight: l.in_flight,
                 slots: l.slots,
                 queued: l.queued,
                 saturated: l.saturated,
-                ready: front.is_ready(p.id),
+                ready: front.roster.is_ready(p.id),
                 cooling: l.cooling,
             }
         })
@@ -281,13 +282,13 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
             p["queued"] = json!(l.queued);
             p["frontInFlight"] = json!(l.in_flight);
             p["saturated"] = json!(l.saturated);
-            p["routable"] = json!(front.is_ready(ProcessId(i as u16)));
+            p["routable"] = json!(front.roster.is_ready(ProcessId(i as u16)));
         }
     }
     let t = front.counters.tally();
     v["front"] = json!({
-        "queued": front.queued(),
-        "draining": front.is_stopping(),
+        "queued": front.admission.queued(),
+        "draining": front.admission.is_stopping(),
         "ready": readiness(front).is_ok(),
         "refusals": {
             "queueWait": t.refused[RefusalKind::QueueWait],
@@ -332,7 +333,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             .all()
             .iter()
             .zip(&t.lost)
-            .filter(|(p, _)| front.is_present(p.id))
+            .filter(|(p, _)| front.roster.is_present(p.id))
             .map(|(p, l)| {
                 let (b502, t504) = (l[LostKind::BadGateway502], l[LostKind::Timeout504]);
                 (p.code.clone(), b502, t504)
@@ -345,10 +346,11 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             responses_streamed: front.budget.responses_streamed.load(Relaxed),
             requests_streamed: front.budget.requests_streamed.load(Relaxed),
         },
-        queued: front.queued(),
+        queued: front.admission.queued(),
         queue_wait: &c.queue_wait,
         processes: loads(front),
         fronts: front
+            .roster
             .present()
             .filter_map(|p| Some((p.code.clone(), front.front(p.id)?)))
             .collect(),

@@ -105,21 +105,8 @@ fn listen_on(addr: SocketAddr, dual_stack: bool) -> io::Result<TcpListener> {
     };
     if dual_stack {
         // The kernel's default (net.ipv6.bindv6only) may be either; say it.
-        let off: libc::c_int = 0;
-        // SAFETY: the fd is the socket's own, open for this call; the option value is a c_int
-        // that outlives the call, and its size is passed.
-        let r = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::IPPROTO_IPV6,
-                libc::IPV6_V6ONLY,
-                (&off as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // The fd is the socket's own, open for this call.
+        crate::system::ffi::set_ipv6_only(socket.as_raw_fd(), false)?;
     }
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;

@@ -92,13 +92,8 @@ impl Notifier {
 /// `CLOCK_MONOTONIC` in microseconds, the clock systemd compares `MONOTONIC_USEC=` with. Public
 /// for `tests/ops_notify.rs`, which plays systemd.
 pub fn monotonic_usec() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec passed; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+    let (sec, nsec) = crate::system::ffi::monotonic();
+    sec * 1_000_000 + nsec / 1_000
 }
 
 /// Where the launcher is, as systemd should hear it.

@@ -111,12 +111,16 @@ pub fn render_where(s: &Settings) -> String {
         }
         None => "off (server.cluster.controlSocket)".to_string(),
     };
-    let access = match (c.access_log.as_str(), c.access_log_path.as_str()) {
-        ("off", _) => "off (server.cluster.accessLog)".to_string(),
-        (format, "") => format!("{format}, on stderr with the launcher's lines"),
-        (format, path) => {
+    let access = match (c.access_log.0, c.access_log_path.as_str()) {
+        (None, _) => format!("{} (server.cluster.accessLog)", c.access_log.word()),
+        (Some(format), "") => format!("{}, on stderr with the launcher's lines", format.word()),
+        (Some(format), path) => {
             let file = s.data_dir.join(path);
-            format!("{format}, to {} (reopened on SIGUSR1)", file.display())
+            format!(
+                "{}, to {} (reopened on SIGUSR1)",
+                format.word(),
+                file.display()
+            )
         }
     };
     format!(

@@ -19,20 +19,9 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 use super::route::TxDemand;
-use super::scheduler::{
-    Action, Finish, Load, ProcessState, Refusal, RequestId, Scheduler, SchedulerConfig,
-};
-use super::verdict::Verdict;
+use super::scheduler::{Action, Finish, Load, ProcessState, RequestId, Scheduler, SchedulerConfig};
+use super::verdict::{Decision, Verdict};
 use crate::process::ProcessId;
-
-/// The scheduler's decision about one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Go(ProcessId),
-    Refused(Refusal),
-    /// Not sent to this process and nowhere else could take it: `502`.
-    Fail(ProcessId),
-}
 
 struct Inner {
     sched: Scheduler,
@@ -57,7 +46,7 @@ pub struct Admission {
     watch_idle: AtomicBool,
     watch_wake: Notify,
     /// How many requests wait for a decision, as of the last change: read without the lock by
-    /// each client connection as its response ends (`conn::served`).
+    /// each client connection as its response ends (`conn::hyper_phase`).
     waiting: AtomicUsize,
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::oneshot::error::TryRecvError;
 use super::*;
 use crate::proxy::lane::Lane;
 use crate::proxy::route::{Target, TxDemand};
+use crate::proxy::scheduler::Refusal;
 
 const TX1: ProcessId = ProcessId(1);
 const TX2: ProcessId = ProcessId(2);
@@ -193,7 +194,7 @@ async fn the_saturation_watch_sleeps_until_a_request_is_sent() {
 
 #[tokio::test(start_paused = true)]
 async fn has_waiters_says_whether_a_request_waits_whoever_ended_the_wait() {
-    // Read without the lock by every connection as its response ends (`conn::served`): it must
+    // Read without the lock by every connection as its response ends (`conn::hyper_phase`): it must
     // follow a wait's every end, a dispatch, a cancel and the queue's timeout.
     let a = admission(1, Duration::from_secs(5), &[TX1]);
     let (first, decided) = a.admit(&any());

@@ -108,50 +108,6 @@ impl Front {
     }
 }
 
-/// What the rest of the launcher (its phases, `ops::admin`, the watches) reads of the front
-/// door, by the names it has always used: each is the roster's or admission's.
-impl Front {
-    /// Wakes the scheduler at its deadlines (queue waits, cooldowns); runs until the end.
-    pub async fn run_timer(self: Arc<Self>) {
-        self.admission.clone().run_timer().await
-    }
-
-    /// The processes in the cluster now.
-    pub fn present(&self) -> impl Iterator<Item = &ProcessSpec> {
-        self.roster.present()
-    }
-
-    pub fn is_present(&self, id: ProcessId) -> bool {
-        self.roster.is_present(id)
-    }
-
-    pub fn is_ready(&self, id: ProcessId) -> bool {
-        self.roster.is_ready(id)
-    }
-
-    pub fn master_ready(&self) -> bool {
-        self.roster.master_ready()
-    }
-
-    pub fn any_tx_ready(&self) -> bool {
-        self.roster.any_tx_ready()
-    }
-
-    /// The launcher is draining: admission refuses what comes.
-    pub fn is_stopping(&self) -> bool {
-        self.admission.is_stopping()
-    }
-
-    /// Tx requests waiting in the launcher.
-    pub fn queued(&self) -> usize {
-        self.admission.queued()
-    }
-
-    pub fn load(&self, id: ProcessId) -> super::scheduler::Load {
-        self.admission.load(id)
-    }
-}
-
 impl Hooks for Front {
     fn up(&self, id: ProcessId, pid: u32) {
         self.roster.up(id, pid);

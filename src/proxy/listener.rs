@@ -67,7 +67,7 @@ pub async fn serve_live(
     let served = front.counters.observed.connections_served.clone();
     let trimmer = Arc::new(super::trim::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run());
-    // Pipelined requests routed at once, of all the listener's connections (`conn::served`).
+    // Pipelined requests routed at once, of all the listener's connections (`conn::hyper_phase`).
     let pipelined = super::conn::pipelined_at_once(front.upstreams.len().saturating_sub(1));
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();

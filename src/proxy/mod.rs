@@ -9,6 +9,7 @@ pub(crate) mod conn;
 pub(crate) mod conn_limit;
 pub(crate) mod counters;
 pub(crate) mod failure;
+pub(crate) mod finish;
 pub(crate) mod forward;
 pub(crate) mod front;
 pub(crate) mod http1;

@@ -29,10 +29,11 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-use super::admission::{Decision, Early, Ticket};
+use super::admission::{Early, Ticket};
 use super::answer::Answer;
 use super::counters::RouteKind;
 use super::failure::{fail, fail_respond, Failure};
+use super::finish;
 use super::forward::{
     buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
     Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
@@ -41,7 +42,7 @@ use super::front::Front;
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
-use super::served;
+use super::verdict::Decision;
 use super::verdict::Verdict;
 use crate::process::ProcessId;
 use crate::proxy::observed::RouteClass;
@@ -66,7 +67,7 @@ pub(super) fn handle<B>(
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let access = served::access(&parts, &peer);
+    let access = finish::access(&parts, &peer);
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route(&front, &peer, parts, body, early);
     let class = routed.class();
@@ -86,7 +87,15 @@ pub(super) fn handle<B>(
                 Err(answer) => answer.respond(),
             },
         };
-        let resp = served::finish(&front, &cfg, class, started, access, resp);
+        let resp = finish::finish(
+            &front.roster,
+            &front.counters.observed,
+            &cfg,
+            class,
+            started,
+            access,
+            resp,
+        );
         let read_whole = arrival.as_ref().is_none_or(Arrival::is_complete);
         Ok(respond(resp, &arrival).map(|b| wrap(b, read_whole)))
     }
@@ -122,8 +131,8 @@ impl Routed {
         match self {
             Routed::Answer(_) => RouteClass::Other,
             Routed::Master(_) => RouteClass::Master,
-            Routed::Tx(a) => served::tx_class(&a.demand),
-            Routed::ReadFirst(u) => served::tx_class(&u.demand),
+            Routed::Tx(a) => finish::tx_class(&a.demand),
+            Routed::ReadFirst(u) => finish::tx_class(&u.demand),
         }
     }
 }
@@ -303,7 +312,7 @@ async fn to_master(
                 }
                 drop(in_flight)
             });
-            served::answered(cfg, resp, master, None, first_byte)
+            finish::answered(cfg, resp, master, None, first_byte)
         }
         Err(failure) => fail_respond(
             front,
@@ -315,13 +324,13 @@ async fn to_master(
 /// Waits up to `queueSeconds` for a master to be ready; false when none is by then, or the
 /// launcher is stopping.
 async fn master_in_time(front: &Front) -> bool {
-    if front.is_stopping() {
+    if front.admission.is_stopping() {
         return false;
     }
     let mut news = front.roster.news();
     let ready = news.wait_for(|n| n.master_ready);
     let wait = front.admission.queue_wait();
-    matches!(tokio::time::timeout(wait, ready).await, Ok(Ok(_))) && !front.is_stopping()
+    matches!(tokio::time::timeout(wait, ready).await, Ok(Ok(_))) && !front.admission.is_stopping()
 }
 
 /// One request on the master's own paths in flight, until dropped.
@@ -419,7 +428,7 @@ async fn to_tx(
                             fail_respond(front, failure)
                         }
                     };
-                    return served::answered(cfg, resp, process, Some(queued), first_byte);
+                    return finish::answered(cfg, resp, process, Some(queued), first_byte);
                 }
                 // A request its cache-id's issuer closed on unanswered goes nowhere else: the
                 // issuer's fate decides, as for any failure (ROUTE-3b, DEC-33).

@@ -61,11 +61,7 @@ impl Trimmer {
 /// Returns free heap pages to the system; how long it took.
 fn trim_now() -> Duration {
     let start = std::time::Instant::now();
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and releases the allocator's own free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::system::ffi::malloc_trim();
     start.elapsed()
 }
 

@@ -13,7 +13,17 @@ use tokio::sync::oneshot;
 #[cfg(test)]
 use tokio::sync::oneshot::error::TryRecvError;
 
-use super::admission::Decision;
+use super::scheduler::Refusal;
+use crate::process::ProcessId;
+
+/// The scheduler's decision about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Go(ProcessId),
+    Refused(Refusal),
+    /// Not sent to this process and nowhere else could take it: `502`.
+    Fail(ProcessId),
+}
 
 /// A decision made, or to come. Awaited, `None` means there will be none: the scheduler
 /// dropped the request undecided (only while stopping).

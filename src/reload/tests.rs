@@ -21,7 +21,8 @@ fn live_settings_are_applied_and_the_rest_wait_for_the_restart_they_need() {
     new.cluster.internal_port = 9000;
     new.memory.reject_fraction = 0.8;
     new.command = vec!["bun".into(), "server.js".into()];
-    new.cluster.access_log = "json".into();
+    new.cluster.access_log =
+        crate::settings::AccessLogFormat(Some(crate::settings::LogFormat::Json));
     let c = changes(&old, &new);
     assert_eq!(
         c.live,
@@ -232,11 +233,7 @@ fn with(mut config: Value, path: &str, value: Value) -> Value {
 
 /// The lines of `changes` about `setting`, in each list.
 fn lines_about(c: &Changes, setting: &Setting) -> [usize; 4] {
-    let about = |list: &Vec<String>| {
-        list.iter()
-            .filter(|l| l.starts_with(&format!("{} ", setting.path)))
-            .count()
-    };
+    let about = |list: &Vec<Change>| list.iter().filter(|c| c.path() == setting.path).count();
     [
         about(&c.live),
         about(&c.servers),

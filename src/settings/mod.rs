@@ -159,8 +159,8 @@ pub struct ClusterSettings {
     /// `server.cluster.servedByHeader` (fhircluster's own): the response header that names the
     /// process that answered (`X-Served-By`). Empty: off.
     pub(crate) served_by_header: String,
-    /// `server.cluster.accessLog` (fhircluster's own): `off`, `text` or `json`.
-    pub(crate) access_log: String,
+    /// `server.cluster.accessLog` (fhircluster's own): off, or its lines' format.
+    pub(crate) access_log: AccessLogFormat,
     /// `server.cluster.accessLogPath` (fhircluster's own): the access log's file (relative to
     /// the data directory), reopened on SIGUSR1. Empty: stderr, with the launcher's lines.
     pub(crate) access_log_path: String,
@@ -183,6 +183,47 @@ pub(crate) enum LogFormat {
     Text,
     /// One JSON object per line, for log shippers.
     Json,
+}
+
+impl LogFormat {
+    /// Its words in the settings, written once: the reader, `Show` and the docs check use them.
+    pub(crate) const WORDS: [(&'static str, LogFormat); 2] =
+        [("text", LogFormat::Text), ("json", LogFormat::Json)];
+
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            LogFormat::Text => Self::WORDS[0].0,
+            LogFormat::Json => Self::WORDS[1].0,
+        }
+    }
+
+    pub(crate) fn from_word(word: &str) -> Option<LogFormat> {
+        Self::WORDS
+            .iter()
+            .find(|(w, _)| *w == word)
+            .map(|(_, f)| *f)
+    }
+}
+
+/// `server.cluster.accessLog`: off (`None`), or the format of its lines, in the same words as
+/// `logFormat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct AccessLogFormat(pub(crate) Option<LogFormat>);
+
+impl AccessLogFormat {
+    /// The word for no access log.
+    pub(crate) const OFF: &'static str = "off";
+
+    pub(crate) fn from_word(word: &str) -> Option<AccessLogFormat> {
+        if word == Self::OFF {
+            return Some(AccessLogFormat(None));
+        }
+        LogFormat::from_word(word).map(|f| AccessLogFormat(Some(f)))
+    }
+
+    pub(crate) fn word(self) -> &'static str {
+        self.0.map_or(Self::OFF, LogFormat::word)
+    }
 }
 
 /// Which of the launcher's own log lines are written: a level and the ones above it, or a

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::bounds::{MAX_MINUTES, MAX_SECONDS};
 use super::error::SettingsError;
 use super::value::Raw;
-use super::{LogFormat, LogLevel, Settings};
+use super::{AccessLogFormat, LogFormat, LogLevel, Settings};
 use crate::cli::Cli;
 
 /// What a reload (`SIGHUP`) does with a changed setting.
@@ -71,6 +71,8 @@ pub(crate) enum Kind {
     AdminAddress,
     /// `logFormat`: `text` or `json`.
     LogFormat,
+    /// `accessLog`: `off`, `text` or `json`.
+    AccessLog,
     /// `logLevel`: a level, or a whole `tracing` filter from `RUST_LOG`.
     LogLevel,
     /// `modules.tx.endpoints`: objects with a `path`.
@@ -120,11 +122,24 @@ impl Kind {
             Kind::Fraction => "above 0, at most 1".to_string(),
             Kind::Bool => "true, false".to_string(),
             Kind::Address => "an IP address".to_string(),
-            Kind::LogFormat => "`text`, `json`".to_string(),
+            Kind::LogFormat => backquoted(LogFormat::WORDS.iter().map(|(w, _)| *w)),
+            Kind::AccessLog => backquoted(
+                std::iter::once(AccessLogFormat::OFF)
+                    .chain(LogFormat::WORDS.iter().map(|(w, _)| *w)),
+            ),
             Kind::LogLevel => "`error`, `warn`, `info`, `debug`".to_string(),
             Kind::Text | Kind::Words | Kind::Endpoints => String::new(),
         }
     }
+}
+
+/// `a`, `b`: words as the docs' Allowed column lists them.
+#[cfg(test)]
+fn backquoted<'a>(words: impl Iterator<Item = &'a str>) -> String {
+    words
+        .map(|w| format!("`{w}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A command-line flag and where clap puts its value.
@@ -197,6 +212,7 @@ put_as_is!(
     Vec<String>,
     Duration,
     LogFormat,
+    AccessLogFormat,
     LogLevel
 );
 
@@ -304,10 +320,13 @@ impl Show for SocketAddr {
 
 impl Show for LogFormat {
     fn show(&self) -> Option<String> {
-        quoted(match self {
-            LogFormat::Text => "text",
-            LogFormat::Json => "json",
-        })
+        quoted(self.word())
+    }
+}
+
+impl Show for AccessLogFormat {
+    fn show(&self) -> Option<String> {
+        quoted(self.word())
     }
 }
 
@@ -408,7 +427,7 @@ macro_rules! settings_table {
     (@kind log_level) => { Kind::LogLevel };
     (@kind endpoints) => { Kind::Endpoints };
     (@kind header_name) => { Kind::Text };
-    (@kind access_log) => { Kind::Text };
+    (@kind access_log) => { Kind::AccessLog };
     (@kind control_socket) => { Kind::Text };
     (@kind control_group) => { Kind::Text };
 

@@ -22,7 +22,9 @@ use super::setting::Kind;
 use super::setting::{as_default, put, settings_table, Flag, Reload, Setting, Show};
 use super::validate::normalise_endpoint;
 use super::value::{Raw, RawValue};
-use super::{ClusterSettings, LogFormat, LogLevel, MemorySettings, Settings, StatsSettings};
+use super::{
+    AccessLogFormat, ClusterSettings, LogFormat, LogLevel, MemorySettings, Settings, StatsSettings,
+};
 use super::{Source, TxSettings};
 use crate::cli::Cli;
 
@@ -100,7 +102,7 @@ settings_table! {
         host_prefix ["server.cluster.hostPrefix", String::new(), text, Restart, unset "none"]
         served_by_header ["server.cluster.servedByHeader", String::new(), header_name, Live,
             unset "off"]
-        access_log ["server.cluster.accessLog", "off".into(), access_log, Live]
+        access_log ["server.cluster.accessLog", AccessLogFormat(None), access_log, Live]
         access_log_path ["server.cluster.accessLogPath", String::new(), text, Live,
             unset "stderr"]
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Live]
@@ -254,20 +256,30 @@ pub(super) fn header_name(r: &Raw<'_>) -> Result<String, SettingsError> {
     }
 }
 
-/// `accessLog`: `off`, `text` or `json`.
-pub(super) fn access_log(r: &Raw<'_>) -> Result<String, SettingsError> {
-    let text = r.string()?;
-    match text.as_str() {
-        "off" | "text" | "json" => Ok(text),
-        _ => Err(r.invalid("must be \"off\", \"text\" or \"json\"")),
-    }
+/// `accessLog`: `off`, or a `logFormat` word.
+pub(super) fn access_log(r: &Raw<'_>) -> Result<AccessLogFormat, SettingsError> {
+    AccessLogFormat::from_word(&r.string()?).ok_or_else(|| {
+        let words = std::iter::once(AccessLogFormat::OFF).chain(LogFormat::WORDS.map(|(w, _)| w));
+        r.invalid(format!("must be {}", one_of(words)))
+    })
 }
 
 pub(super) fn log_format(r: &Raw<'_>) -> Result<LogFormat, SettingsError> {
-    match r.string()?.as_str() {
-        "text" => Ok(LogFormat::Text),
-        "json" => Ok(LogFormat::Json),
-        _ => Err(r.invalid("must be \"text\" or \"json\"")),
+    LogFormat::from_word(&r.string()?).ok_or_else(|| {
+        r.invalid(format!(
+            "must be {}",
+            one_of(LogFormat::WORDS.map(|(w, _)| w).into_iter())
+        ))
+    })
+}
+
+/// `"a"`, `"b"` or `"c"`: the words an error message offers.
+fn one_of<'a>(words: impl Iterator<Item = &'a str>) -> String {
+    let words: Vec<String> = words.map(|w| format!("\"{w}\"")).collect();
+    match words.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 

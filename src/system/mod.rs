@@ -9,6 +9,7 @@
 pub mod cgroup;
 pub mod cpu;
 pub mod cpu_quota;
+pub mod ffi;
 pub mod listen;
 pub mod memory;
 pub mod open_files;

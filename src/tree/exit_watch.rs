@@ -6,13 +6,12 @@
 //! only here: the subreaper (`tree::subreaper`) leaves the launcher's own children alone.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 
 use crate::process::Exit;
 
@@ -74,38 +73,20 @@ fn reap(pid: i32) -> Option<Exit> {
 }
 
 fn watch(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same fd) until the
-    // AsyncFd is dropped.
-    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
+    crate::system::ffi::watch_readable(fd)
 }
 
 fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: a plain syscall with integer arguments; on success it returns a new fd that
-    // nothing else owns.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = i32::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
-    // SAFETY: a fresh fd from pidfd_open, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::system::ffi::pidfd_open(pid)
 }
 
 /// Whether child `pid` has exited, without reaping it (`WNOWAIT`: its exit stays for
 /// [`exited`] to take). Not a child of this process (any more) counts as ended.
 pub(crate) fn has_ended(pid: u32) -> bool {
-    let raw: libc::id_t = pid;
-    // SAFETY: a zeroed siginfo_t for the kernel to fill; waitid with WNOHANG does not block.
-    let mut info = unsafe { std::mem::zeroed::<libc::siginfo_t>() };
-    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-    // SAFETY: as above; `info` outlives the call.
-    let r = unsafe { libc::waitid(libc::P_PID, raw, &mut info, flags) };
-    if r != 0 {
-        return io::Error::last_os_error().raw_os_error() != Some(libc::EINTR);
+    match crate::system::ffi::child_has_exited(pid) {
+        Ok(exited) => exited,
+        Err(e) => e.raw_os_error() != Some(libc::EINTR),
     }
-    // SAFETY: filled by a successful waitid; 0 when nothing has exited (WNOHANG).
-    let exited = unsafe { info.si_pid() };
-    exited != 0
 }
 
 #[cfg(test)]

@@ -27,11 +27,7 @@ static ADOPTING: AtomicBool = AtomicBool::new(false);
 
 /// Makes this process a child subreaper. Kept across `execve`; not inherited by children.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only; it changes this process's attributes.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
-    if r == -1 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::system::ffi::set_child_subreaper()?;
     ADOPTING.store(true, Ordering::Release);
     Ok(())
 }

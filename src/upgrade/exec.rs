@@ -56,14 +56,7 @@ fn set_cloexec(fd: RawFd, on: bool) -> io::Result<()> {
 }
 
 fn memfd(bytes: &[u8]) -> io::Result<OwnedFd> {
-    let name = c"fhircluster-upgrade";
-    // SAFETY: a plain syscall with a valid C string; on success a new fd nothing else owns.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the fresh fd from memfd_create.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = crate::system::ffi::memfd_create(c"fhircluster-upgrade")?;
     let mut f = std::fs::File::from(fd);
     f.write_all(bytes)?;
     f.rewind()?;

@@ -5,7 +5,7 @@
 //! taken, then its body as its framing says (`Content-Length`, or chunked, followed by the
 //! codec's decoder, whose rules are hyper's);
 //! a head that would be refused is kept back, and the connection goes to the lobby, which
-//! answers it (`ParkIo`, `served`).
+//! answers it (`ParkIo`, `hyper_phase`).
 //!
 //! Sans-I/O: fed the bytes, it says how many may go to hyper.
 

@@ -146,7 +146,7 @@ pub async fn enter(
     };
     if buf.len() > head.len {
         // Pipelined (more was sent without waiting for this answer): hyper's service admits it,
-        // as one of the few pipelined requests routed at once (`served`).
+        // as one of the few pipelined requests routed at once (`hyper_phase`).
         return serve(buf, None);
     }
     let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);

@@ -35,8 +35,8 @@ use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::hyper_phase::server_builder;
 use super::lobby::whole_request;
-use super::served::server_builder;
 use crate::proxy::forward::differential_tests::run;
 use crate::proxy::forward::X_CACHE_ID;
 use crate::proxy::http1::request_head::{check, Body, Check, Refused};

@@ -1,9 +1,10 @@
 //! One client connection, from its accept to its close, in three phases: the lobby (`lobby`),
-//! hyper (`served`) and parked (`park`). `phase::Phase` states the transitions; `serve_client`
+//! hyper (`hyper_phase`) and parked (`park`). `phase::Phase` states the transitions; `serve_client`
 //! runs them.
 
 mod framing;
 mod handed;
+mod hyper_phase;
 mod lobby;
 #[cfg(test)]
 pub(crate) mod lobby_differential_tests;
@@ -11,10 +12,9 @@ mod park;
 mod park_io;
 mod phase;
 mod refused;
-mod served;
 mod unread;
 
 pub(crate) use crate::proxy::http1::request_head::Refused;
 pub(crate) use handed::{Collector, HandedClient, HAND_OVER_AT_MOST};
+pub(crate) use hyper_phase::pipelined_at_once;
 pub(crate) use phase::{serve_client, ConnContext};
-pub(crate) use served::pipelined_at_once;

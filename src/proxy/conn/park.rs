@@ -47,7 +47,7 @@ pub struct Activity {
     refused: AtomicBool,
     /// The last head given to hyper was sent before the client had its previous answer (it was
     /// read with the bytes before it): its request yields to those of clients that wait for
-    /// their answers (`served`).
+    /// their answers (`hyper_phase`).
     pipelined: AtomicBool,
     /// The client half-closed with a request in progress (`park_io`): the stream's reader, to
     /// be woken as a request ends, so that hyper is told of the end and closes at once.
@@ -59,7 +59,7 @@ pub struct Activity {
 /// idle clients costs hyper's 13 KB each, a few keep-alive ones do not matter.
 pub const CROWD: usize = 1000;
 
-/// How long a connection must be idle before it is parked, with `served` connections served by
+/// How long a connection must be idle before it is parked, with `hyper_phase` connections served by
 /// hyper: about a second (a keep-alive client between requests is not parked and re-served
 /// each time), a quarter of that in a crowd; and no longer than the header timeout (`header`,
 /// zero: none), which only the lobby keeps: hyper is given no timer (its per-request header

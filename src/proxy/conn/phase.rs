@@ -22,10 +22,10 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::handed::{Collector, HandedClient};
+use super::hyper_phase::serve_until_idle;
 use super::lobby::{self, Leave};
 use super::park::{Activity, Quiet};
 use super::refused;
-use super::served::serve_until_idle;
 use crate::deadline::Later;
 use crate::proxy::admission::Early;
 use crate::proxy::answer::Answer;
@@ -46,7 +46,7 @@ pub struct ConnContext {
     pub served: Arc<AtomicUsize>,
     /// Told of each park, to hand the memory back after a crowd.
     pub trimmer: Arc<Trimmer>,
-    /// Permits for pipelined requests, shared by the listener's connections (`served`).
+    /// Permits for pipelined requests, shared by the listener's connections (`hyper_phase`).
     pub pipelined: Arc<tokio::sync::Semaphore>,
     /// Where idle connections go when the drain is an upgrade's (`handed`).
     pub handover: Arc<Collector>,
@@ -69,7 +69,7 @@ pub struct ConnContext {
 ///   request is routed and admitted; one that must wait in the queue waits here, holding only its
 ///   bytes, its ticket and the socket (`lobby`). A connection with nothing sent holds no buffer.
 /// * **Hyper**: hyper serves the socket, first the bytes the lobby read, its first request
-///   taking the lobby's admission instead of asking again (`served`).
+///   taking the lobby's admission instead of asking again (`hyper_phase`).
 /// * **Parked**: idle, hyper's state dropped (its 13 KB), only the socket and this task kept; the
 ///   bytes of a next request hyper had read go first. The lobby waits for the client's next
 ///   bytes.

@@ -79,15 +79,8 @@ impl Unread {
 
 /// Bytes written to the socket and not yet taken by the client (`TIOCOUTQ`); 0 if unknown.
 pub fn unread_bytes(fd: RawFd) -> usize {
-    let mut n: libc::c_int = 0;
-    // SAFETY: `fd` is the connection's open socket for as long as its requests are served, and
-    // TIOCOUTQ writes one int.
-    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
-    if r == 0 {
-        usize::try_from(n).unwrap_or(0)
-    } else {
-        0
-    }
+    // `fd` is the connection's open socket for as long as its requests are served.
+    crate::system::ffi::unsent_bytes(fd)
 }
 
 /// Waits while the connection's unread answers are over the bound; false: close it.

@@ -115,7 +115,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
     );
     assert_eq!(
         (
-            c.access_log.as_str(),
+            c.access_log.word(),
             c.access_log_path.as_str(),
             c.access_log_query
         ),

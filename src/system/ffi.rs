@@ -1,0 +1,153 @@
+//! The calls into libc that have no safe wrapper in std or nix here, in one place (the style
+//! notes' point 9: `unsafe` confined and commented). Each function is safe to call: its
+//! `unsafe` block says why the call is sound. The rest of the product calls these, and
+//! `tests/unsafe_home.rs` fails when `unsafe` appears outside the files it allows.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// The process's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid takes nothing, always succeeds and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
+/// `CLOCK_MONOTONIC` as (seconds, nanoseconds).
+pub fn monotonic() -> (u64, u64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec passed; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64, ts.tv_nsec as u64)
+}
+
+/// A constant of the system (`_SC_CLK_TCK`, ...), when it is known and positive.
+pub fn sysconf(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
+    let v = unsafe { libc::sysconf(name) };
+    u64::try_from(v).ok().filter(|&v| v > 0)
+}
+
+/// The soft `RLIMIT_NOFILE`.
+pub fn open_files_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into `lim`, which lives for the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    (rc == 0).then_some(lim.rlim_cur)
+}
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`).
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only; it changes this process's attributes.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    if r == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Bytes written to the socket `fd` and not yet taken by its peer (`TIOCOUTQ`); 0 if unknown.
+/// `fd` must be open (a closed one gives 0; a reused one, another socket's figure).
+pub fn unsent_bytes(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one int into `n`, which lives for the call; a bad `fd` is an
+    // error return, not undefined behaviour.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    if r == 0 {
+        usize::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// Ends the process at once with `status`: no destructors, no atexit handlers.
+pub fn exit_now(status: i32) -> ! {
+    // SAFETY: `_exit` ends the process at once; the callers depend on no destructor or
+    // atexit handler running, which is the point (one may be what is stuck).
+    unsafe { libc::_exit(status) }
+}
+
+/// A pidfd for process `pid` (`pidfd_open(2)`): readable once it has exited.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments; on success it returns a new fd that
+    // nothing else owns.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: a fresh fd from pidfd_open, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT | WNOHANG`):
+/// `Ok(false)` while it runs, an error when it is no child of this process (any more).
+pub fn child_has_exited(pid: u32) -> io::Result<bool> {
+    let raw: libc::id_t = pid;
+    // SAFETY: a zeroed siginfo_t for the kernel to fill; waitid with WNOHANG does not block.
+    let mut info = unsafe { std::mem::zeroed::<libc::siginfo_t>() };
+    let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: as above; `info` outlives the call.
+    let r = unsafe { libc::waitid(libc::P_PID, raw, &mut info, flags) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: filled by a successful waitid; 0 when nothing has exited (WNOHANG).
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
+/// `fd` registered with tokio's reactor for readiness to read.
+pub fn watch_readable(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same fd) until the
+    // AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.map_err(|e| e.into_parts().1)
+}
+
+/// Hands the allocator's free heap pages back to the system (glibc's `malloc_trim`; nothing
+/// elsewhere).
+pub fn malloc_trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and releases the allocator's own free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// `IPV6_V6ONLY` set to `on` on the IPv6 socket `fd`.
+pub fn set_ipv6_only(fd: RawFd, on: bool) -> io::Result<()> {
+    let value: libc::c_int = on.into();
+    // SAFETY: the option value is a c_int that outlives the call, and its size is passed; a
+    // bad fd is an error return.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A new anonymous memory file (`memfd_create`, close-on-exec), owned by the caller.
+pub fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // SAFETY: a plain syscall with a valid C string; on success a new fd nothing else owns.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the fresh fd from memfd_create.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
