@@ -63,6 +63,7 @@ impl Admin {
         tokio::spawn(async move {
             loop {
                 sampler.sample();
+                // The refusals' one-minute window is sampled every 5 s: a period, not a wait.
                 tokio::time::sleep(Duration::from_secs(5)).await;
             }
         });

@@ -232,6 +232,8 @@ async fn hyper(c: &Case) -> (Outcome, Option<Called>, bool) {
         if client.write_all(piece).await.is_err() {
             break;
         }
+        // The scenario: each piece arrives as a read of its own (the split under test), not a
+        // wait for a state.
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let mut out = Vec::new();
