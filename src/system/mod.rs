@@ -10,6 +10,8 @@ pub(crate) mod cgroup;
 pub(crate) mod cpu;
 pub(crate) mod cpu_quota;
 pub mod ffi;
+#[cfg(test)]
+mod ffi_tests;
 pub(crate) mod listen;
 pub(crate) mod memory;
 pub(crate) mod open_files;
