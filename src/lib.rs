@@ -6,7 +6,8 @@
 //! The library is the product. Public is only what its clients use: the launcher binary
 //! (`src/main.rs`: `cli`, `launcher`, `fatal`, `tree::guardian_main`, `logs::logging::fatal`), the
 //! simulated server `src/bin/fhirsmith-sim` (`ipc`, `outcome`, `process::Role`,
-//! `settings::jsonc`), the load tool `src/bin/fhircluster-load` (`proxy::scheduler::bench`) and
+//! `settings::jsonc`, `system::ffi`), the load tool `src/bin/fhircluster-load`
+//! (`proxy::scheduler::bench`, `system::ffi`) and
 //! the integration tests (`ipc`, and a few items, each saying which test reads it). The rest is
 //! `pub(crate)` or private, so the compiler reports what nothing uses.
 //!
@@ -106,6 +107,6 @@ pub mod signals;
 pub(crate) mod sizing;
 pub(crate) mod status;
 pub mod supervisor;
-pub(crate) mod system;
+pub mod system;
 pub mod tree;
 pub mod upgrade;

@@ -5,14 +5,13 @@
 //! (SIGTERM) so it hears of a launcher killed by SIGKILL even before it sees the channel close.
 //!
 //! EOF is an event ([`Received::Closed`]), not an error: it is how each side learns the other
-//! has gone. This file holds the crate's only `unsafe` for the channel; each block says why it
-//! is sound.
+//! has gone. The two calls that need `unsafe` (the child's setup between fork and exec, taking
+//! the inherited fd over) are in `system::ffi`.
 
 use std::collections::HashSet;
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{OwnedFd, RawFd};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -50,39 +49,7 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 pub fn prepare_child(cmd: &mut std::process::Command, child_end: OwnedFd) {
     cmd.env("NODE_CHANNEL_FD", CHILD_FD.to_string());
     cmd.env("NODE_CHANNEL_SERIALIZATION_MODE", "json");
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
-    // functions (dup2, fcntl, prctl, getppid) on plain integers; it allocates nothing and takes
-    // no lock. `child_end` is kept alive by the closure, so its fd is open at fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fd = child_end.as_raw_fd();
-            if fd == CHILD_FD {
-                // dup2 onto itself would leave close-on-exec set: clear it instead.
-                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, CHILD_FD) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGTERM as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            // The launcher may have died between fork and prctl; then no signal will come.
-            // (An OS error code, not a message: nothing may allocate between fork and exec.)
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+    crate::system::ffi::child_gets_fd_and_death_signal(cmd, child_end, CHILD_FD, libc::SIGTERM);
 }
 
 /// What a receive gives.
@@ -209,9 +176,8 @@ pub fn from_env() -> io::Result<Option<ChildChannel>> {
     // Keep it from this process's own children.
     let cloexec = nix::fcntl::FdFlag::from_bits_truncate(flags) | nix::fcntl::FdFlag::FD_CLOEXEC;
     nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(cloexec)).map_err(io::Error::from)?;
-    // SAFETY: the fd is open (F_GETFD succeeded), is a socket, was inherited for this purpose,
-    // and nothing else in the process owns it; from_env is called once.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Inherited for this purpose; from_env is called once.
+    let owned = crate::system::ffi::adopt_inherited(fd)?;
     Channel::from_fd(owned).map(Some)
 }
 

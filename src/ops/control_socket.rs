@@ -87,52 +87,23 @@ pub(crate) fn group_id(name: &str) -> Result<Option<u32>> {
     if let Ok(gid) = name.parse::<u32>() {
         return Ok(Some(gid));
     }
-    let c_name = std::ffi::CString::new(name).context("a NUL in the group's name")?;
-    let mut size = 16 * 1024;
-    loop {
-        let mut buf = vec![0 as libc::c_char; size];
-        // SAFETY: a zeroed `group` to be filled; getgrnam_r writes only into it and `buf`.
-        let mut group = unsafe { std::mem::zeroed::<libc::group>() };
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: valid pointers to a C string, the struct, the buffer of `size` bytes and the
-        // result pointer, all living through the call.
-        let rc = unsafe {
-            libc::getgrnam_r(
-                c_name.as_ptr(),
-                &mut group,
-                buf.as_mut_ptr(),
-                size,
-                &mut found,
-            )
-        };
-        if rc == libc::ERANGE && size < 1 << 20 {
-            size *= 4;
-            continue;
-        }
-        if rc != 0 {
-            bail!(
-                "server.cluster.controlGroup {name:?}: looking the group up: {}",
-                io::Error::from_raw_os_error(rc)
-            );
-        }
-        if found.is_null() {
-            bail!("server.cluster.controlGroup {name:?}: no such group (give a group's name or number, or \"\")");
-        }
-        return Ok(Some(group.gr_gid));
+    if name.contains('\0') {
+        bail!("server.cluster.controlGroup {name:?}: a NUL in the group's name");
+    }
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(group)) => Ok(Some(group.gid.as_raw())),
+        Ok(None) => bail!(
+            "server.cluster.controlGroup {name:?}: no such group (give a group's name or number, or \"\")"
+        ),
+        Err(e) => bail!("server.cluster.controlGroup {name:?}: looking the group up: {e}"),
     }
 }
 
 /// Whether this process may give a file to group `gid` (root, or one of its groups).
 fn may_give_to(gid: u32) -> bool {
-    // SAFETY: plain getters; getgroups fills at most `len` entries of the buffer.
-    unsafe {
-        if libc::geteuid() == 0 || libc::getegid() == gid {
-            return true;
-        }
-        let mut groups = vec![0 as libc::gid_t; 1024];
-        let n = libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr());
-        n > 0 && groups[..n as usize].contains(&gid)
-    }
+    use nix::unistd::{getegid, geteuid, getgroups, Gid};
+    let gid = Gid::from_raw(gid);
+    geteuid().is_root() || getegid() == gid || getgroups().is_ok_and(|groups| groups.contains(&gid))
 }
 
 /// Makes the control socket (or takes the inherited one over): `None` when it is off.

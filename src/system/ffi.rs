@@ -4,7 +4,9 @@
 //! `tests/unsafe_home.rs` fails when `unsafe` appears outside the files it allows.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::sync::Mutex;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -150,4 +152,75 @@ pub fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
     }
     // SAFETY: the fresh fd from memfd_create.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The fds [`adopt_inherited`] has taken: each is taken once, so no two owners close it.
+static ADOPTED: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+
+/// Takes ownership of `fd`, one this program inherited across its `execve` (named in the
+/// environment or the handed-over state), for this program alone to close. An fd that is not
+/// open, or one taken already, is refused: two `OwnedFd`s for one fd would close it twice, the
+/// second time perhaps another file that got its number.
+pub fn adopt_inherited(fd: RawFd) -> io::Result<OwnedFd> {
+    let mut adopted = ADOPTED.lock().unwrap_or_else(|p| p.into_inner());
+    if adopted.contains(&fd) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("fd {fd} was taken over already"),
+        ));
+    }
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).map_err(io::Error::from)?;
+    adopted.push(fd);
+    // SAFETY: the fd is open (F_GETFD succeeded), it came to this program by its execve for
+    // this use (the caller's contract: nothing else in the program opened it), and the list
+    // above makes this its one owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets `sig` to be ignored (`SIG_IGN`) by this process.
+pub fn ignore_signal(sig: nix::sys::signal::Signal) -> io::Result<()> {
+    use nix::sys::signal::{signal, SigHandler};
+    // SAFETY: `signal` is unsafe for the handler code it installs; `SIG_IGN` installs none.
+    unsafe { signal(sig, SigHandler::SigIgn) }
+        .map(drop)
+        .map_err(io::Error::from)
+}
+
+/// Sets up `cmd` so that, in the forked child before its exec, `fd` becomes `as_fd` (without
+/// close-on-exec, so the program gets it) and the child gets `death_signal` when the thread
+/// that forked it ends (`PR_SET_PDEATHSIG`); the child fails to start (`ESRCH`) when this
+/// process died between the fork and the `prctl`, since then no signal would come. `fd` moves
+/// into `cmd`, open in this process until `cmd` is dropped.
+pub fn child_gets_fd_and_death_signal(
+    cmd: &mut std::process::Command,
+    fd: OwnedFd,
+    as_fd: RawFd,
+    death_signal: libc::c_int,
+) {
+    let parent = std::process::id() as libc::pid_t;
+    let death_signal = death_signal as libc::c_ulong;
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
+    // functions (dup2, fcntl, prctl, getppid) on plain integers; it allocates nothing and takes
+    // no lock. `fd` is kept alive by the closure, so it is open at fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let raw = fd.as_raw_fd();
+            if raw == as_fd {
+                // dup2 onto itself would leave close-on-exec set: clear it instead.
+                if libc::fcntl(raw, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+            } else if libc::dup2(raw, as_fd) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal, 0, 0, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // (An OS error code, not a message: nothing may allocate between fork and exec.)
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }

@@ -6,21 +6,23 @@
 //! temporary directory in tests) and returns what it read or why it could not (`Unreadable`).
 //! The parsers beside them are pure: text in, value out.
 
-pub mod cgroup;
-pub mod cpu;
-pub mod cpu_quota;
+pub(crate) mod cgroup;
+pub(crate) mod cpu;
+pub(crate) mod cpu_quota;
 pub mod ffi;
-pub mod listen;
-pub mod memory;
-pub mod open_files;
-pub mod proc_memory;
-pub mod schedstat;
-pub mod unreadable;
+#[cfg(test)]
+mod ffi_tests;
+pub(crate) mod listen;
+pub(crate) mod memory;
+pub(crate) mod open_files;
+pub(crate) mod proc_memory;
+pub(crate) mod schedstat;
+pub(crate) mod unreadable;
 
 #[cfg(test)]
 pub(crate) mod fixture;
 
-pub use cpu::{read_cpus, CpuReading};
-pub use cpu_quota::{read_cpu_quota, CpuQuota};
-pub use memory::read_cgroup_memory;
-pub use proc_memory::{read_host_memory, read_process_memory};
+pub(crate) use cpu::{read_cpus, CpuReading};
+pub(crate) use cpu_quota::{read_cpu_quota, CpuQuota};
+pub(crate) use memory::read_cgroup_memory;
+pub(crate) use proc_memory::{read_host_memory, read_process_memory};

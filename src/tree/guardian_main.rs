@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nix::sys::signal::{signal, SigHandler, Signal};
+use nix::sys::signal::Signal;
 
 use super::guardian::NAME;
 use super::members::{self, Mark, Wanted};
@@ -77,10 +77,7 @@ fn guard(launcher: u32, kill_after: Duration, run: &str) -> ExitCode {
         Signal::SIGHUP,
         Signal::SIGQUIT,
     ] {
-        // SAFETY: ignoring a signal installs no handler code.
-        unsafe {
-            let _ = signal(sig, SigHandler::SigIgn);
-        }
+        let _ = crate::system::ffi::ignore_signal(sig);
     }
     let mut groups = BTreeSet::new();
     let mut lines = std::io::stdin().lock();

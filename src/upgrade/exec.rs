@@ -6,10 +6,12 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
 
 use super::state::{self, Handover};
 
@@ -119,20 +121,17 @@ pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error 
     // of ending the launcher by its default action.
     let test_fail = std::env::var_os(TEST_EXEC_FAIL_ENV).is_some();
     let failed = crate::supervisor::spawner::on_spawner(move || {
-        mask(libc::SIG_BLOCK);
+        mask(SigmaskHow::SIG_BLOCK);
         if test_fail {
-            mask(libc::SIG_UNBLOCK);
+            mask(SigmaskHow::SIG_UNBLOCK);
             return io::Error::other(format!("{TEST_EXEC_FAIL_ENV} is set (a test hook)"));
         }
-        let mut argv_p: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_p.push(std::ptr::null());
-        let mut envp_p: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-        envp_p.push(std::ptr::null());
-        // SAFETY: NUL-terminated arrays of pointers to C strings that live to the call; execve
-        // returns only on failure, and then nothing was changed.
-        unsafe { libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
-        let e = io::Error::last_os_error();
-        mask(libc::SIG_UNBLOCK);
+        // Returns only on failure, and then nothing was changed.
+        let e = match nix::unistd::execve(&path, &argv, &envp) {
+            Err(errno) => io::Error::from(errno),
+            Ok(never) => match never {},
+        };
+        mask(SigmaskHow::SIG_UNBLOCK);
         e
     });
     restore(&all);
@@ -143,23 +142,21 @@ pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error 
 }
 
 /// Blocks or unblocks, on the calling thread, every signal the launcher catches.
-fn mask(how: libc::c_int) {
-    // SAFETY: sigset operations on a local set, then pthread_sigmask on this thread.
-    unsafe {
-        let mut set = std::mem::zeroed::<libc::sigset_t>();
-        libc::sigemptyset(&mut set);
-        for s in crate::signals::Sig::ALL {
-            libc::sigaddset(&mut set, s.number());
+fn mask(how: SigmaskHow) {
+    let mut set = SigSet::empty();
+    for s in crate::signals::Sig::ALL {
+        if let Ok(sig) = Signal::try_from(s.number()) {
+            set.add(sig);
         }
-        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
     }
+    let _ = pthread_sigmask(how, Some(&set), None);
 }
 
 /// After an upgrade the signals arrive held back (`exec`): once the launcher catches them,
 /// this thread takes them again (its other threads keep them held; one thread suffices).
 /// A no-op after an ordinary start.
 pub(crate) fn unblock_signals() {
-    mask(libc::SIG_UNBLOCK);
+    mask(SigmaskHow::SIG_UNBLOCK);
 }
 
 fn restore(fds: &[RawFd]) {
@@ -180,10 +177,10 @@ fn read_state(value: &str) -> Result<Handover, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{STATE_VAR} is not an fd number"))?;
-    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD)
-        .map_err(|e| format!("{STATE_VAR} {fd}: {e}"))?;
-    // SAFETY: the fd is open (F_GETFD succeeded) and was passed for this alone; read once.
-    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    // Passed for this alone; read once.
+    let fd =
+        crate::system::ffi::adopt_inherited(fd).map_err(|e| format!("{STATE_VAR} {fd}: {e}"))?;
+    let mut f = std::fs::File::from(fd);
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
     state::decode(&bytes).map_err(|e| e.to_string())
@@ -192,7 +189,6 @@ fn read_state(value: &str) -> Result<Handover, String> {
 /// Takes ownership of an fd named in the handed-over state, close-on-exec again.
 pub(crate) fn adopt_fd(fd: RawFd) -> io::Result<OwnedFd> {
     set_cloexec(fd, true)?;
-    // SAFETY: the fd is open (F_SETFD succeeded) and was inherited for this; the state names
-    // each fd once.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    // Inherited for this; the state names each fd once.
+    crate::system::ffi::adopt_inherited(fd)
 }

@@ -32,11 +32,8 @@ impl Ballast {
     pub fn free(&self) {
         let old = std::mem::take(&mut *self.chunks.lock().unwrap_or_else(|e| e.into_inner()));
         drop(old);
-        // SAFETY: malloc_trim has no preconditions; it only walks glibc's own arenas under their
-        // locks. Without it, freed 1 MiB chunks below the dynamic mmap threshold stay resident.
-        unsafe {
-            libc::malloc_trim(0);
-        }
+        // Without it, freed 1 MiB chunks below the dynamic mmap threshold stay resident.
+        fhircluster::system::ffi::malloc_trim();
     }
 
     pub fn held(&self) -> u64 {

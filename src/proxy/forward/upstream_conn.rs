@@ -22,7 +22,7 @@ use std::task::{ready, Context, Poll};
 use bytes::{Bytes, BytesMut};
 use http::Method;
 use http_body::Body;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::outgoing::OutgoingBody;
@@ -157,7 +157,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     pub fn observed_closed(&mut self) -> bool {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut probe = [0u8; 1];
-        let mut buf = ReadBuf::new(&mut probe);
+        let mut buf = tokio::io::ReadBuf::new(&mut probe);
         !matches!(
             Pin::new(&mut self.io).poll_read(&mut cx, &mut buf),
             Poll::Pending
@@ -352,13 +352,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
     pub(super) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let want = self.next_read;
         self.read.reserve(want);
-        let spare = &mut self.read.spare_capacity_mut()[..want];
-        let mut buf = ReadBuf::uninit(spare);
-        ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
-        let n = buf.filled().len();
+        // Into the spare capacity, at most `want`, without zeroing it (tokio's `read_buf`).
+        let mut spare = bytes::BufMut::limit(&mut self.read, want);
+        let read = tokio::io::AsyncReadExt::read_buf(&mut self.io, &mut spare);
+        let n = ready!(std::future::Future::poll(std::pin::pin!(read), cx))?;
         self.heard += n as u64;
-        // SAFETY: `ReadBuf` guarantees its first `n` bytes, the spare capacity's, were written.
-        unsafe { self.read.set_len(self.read.len() + n) };
         if n == want {
             self.next_read = (want * 2).min(UPSTREAM_READ_AT_MOST);
         } else if n < want / 4 && want > FIRST_READ {

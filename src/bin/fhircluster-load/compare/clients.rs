@@ -16,21 +16,14 @@ const BATCH: usize = 500;
 /// Raises the open-file limit to its hard limit (the runner's `ulimit -n`); the processes it
 /// starts afterwards inherit it. Returns the new soft limit.
 pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 0;
     };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        lim.rlim_cur = lim.rlim_max;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        }
+    if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
     }
-    lim.rlim_cur
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(hard, |(soft, _)| soft)
 }
 
 fn request(port: u16, path: &str) -> String {

@@ -20,13 +20,7 @@ pub fn parse_stat_ticks(stat: &str) -> Option<u64> {
 
 /// Clock ticks a second (`sysconf(_SC_CLK_TCK)`; 100 if unknown).
 pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a system value.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
+    fhircluster::system::ffi::sysconf(libc::_SC_CLK_TCK).unwrap_or(100)
 }
 
 /// The processes one front door runs on, fixed when it was started.
