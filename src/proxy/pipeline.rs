@@ -31,7 +31,6 @@ use tracing::{debug, info};
 
 use super::admission::{Early, Ticket};
 use super::answer::Answer;
-use super::counters::RouteKind;
 use super::failure::{fail, fail_respond, Failure};
 use super::finish;
 use super::forward::{
@@ -76,7 +75,7 @@ pub(super) fn handle<B>(
             Routed::Answer(answer) => answer.respond(),
             Routed::Master(req) => {
                 let resp = to_master(&front, &cfg, req, arrival.as_ref()).await;
-                record(&front, RouteKind::Master, &resp);
+                record(&front, RouteClass::Master, &resp);
                 resp
             }
             Routed::Tx(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
@@ -108,8 +107,9 @@ async fn tx_answer(
     tx: Admitted,
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
+    let class = finish::tx_class(&tx.demand);
     let resp = to_tx(front, cfg, tx, arrival).await;
-    record(front, RouteKind::Tx, &resp);
+    record(front, class, &resp);
     resp
 }
 
@@ -551,6 +551,6 @@ fn respond(mut resp: Response<ProxyBody>, arrival: &Option<Arrival>) -> Response
 }
 
 /// Step 7: the answer counted by route and status class.
-fn record(front: &Front, route: RouteKind, resp: &Response<ProxyBody>) {
+fn record(front: &Front, route: RouteClass, resp: &Response<ProxyBody>) {
     front.counters.answered(route, resp.status().as_u16());
 }
