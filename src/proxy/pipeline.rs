@@ -45,6 +45,7 @@ use super::verdict::Decision;
 use super::verdict::Verdict;
 use crate::process::ProcessId;
 use crate::proxy::observed::RouteClass;
+use crate::settings::{key, paths};
 
 /// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
 /// exited (the supervisor learns of an exit within milliseconds).
@@ -263,7 +264,7 @@ async fn read_first(
         Err(AheadError::TimedOut) => {
             let late = Failure::BodyLate {
                 waited: timeout,
-                setting: "headerTimeoutSeconds",
+                setting: key(paths::cluster::header_timeout),
             };
             return Err(fail(front, late));
         }
@@ -534,7 +535,7 @@ fn forward_failed<'a>(
     if error.is_timeout() && arrival.is_some_and(|a| !a.is_complete()) {
         Failure::BodyLate {
             waited: front.upstream_timeout(),
-            setting: "upstreamTimeoutSeconds",
+            setting: key(paths::cluster::upstream_timeout),
         }
     } else {
         Failure::Upstream { process, error }
