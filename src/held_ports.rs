@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use crate::plan::Plan;
-use crate::settings::Settings;
+use crate::settings::{paths, Settings};
 use crate::system::listen::{self, Other};
 
 /// A port the plan needs, and the setting it comes from.
@@ -31,7 +31,7 @@ pub fn needs(settings: &Settings, plan: &Plan) -> Vec<Need> {
         .listen_address
         .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
     let mut out = vec![Need {
-        what: "server.port".to_string(),
+        what: paths::port.to_string(),
         addr: SocketAddr::new(public, settings.port),
     }];
     for (n, p) in plan.processes.iter().enumerate() {
@@ -44,13 +44,17 @@ pub fn needs(settings: &Settings, plan: &Plan) -> Vec<Need> {
             format!(", internalPort + {n}")
         };
         out.push(Need {
-            what: format!("server.cluster.internalPort ({}'s port{offset})", p.code),
+            what: format!(
+                "{} ({}'s port{offset})",
+                paths::cluster::internal_port,
+                p.code
+            ),
             addr: SocketAddr::new(ip, p.port),
         });
     }
     if let Some(admin) = settings.cluster.admin_address {
         out.push(Need {
-            what: "server.cluster.adminAddress".to_string(),
+            what: paths::cluster::admin_address.to_string(),
             addr: admin,
         });
     }

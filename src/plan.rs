@@ -215,7 +215,7 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
 /// `tx endpoints: /r4, /tx/r5 (modules.tx.endpoints in /d/config.json)`, or none when not set:
 /// FHIRsmith has no default endpoints, so then every request is the master's.
 pub fn tx_endpoints_line(settings: &Settings) -> String {
-    const SETTING: &str = "modules.tx.endpoints";
+    const SETTING: &str = crate::settings::paths::tx::endpoints;
     let from = settings.sources.of(SETTING);
     if settings.tx.endpoints.is_empty() {
         let why = if from == crate::settings::Source::Default {

@@ -63,6 +63,7 @@ mod reliability_retry;
 mod reliability_upstream_heads;
 mod reload;
 mod reload_whole_file;
+mod setting_names;
 mod shared_cache;
 mod sim_answers;
 mod sim_lifecycle;

@@ -307,9 +307,9 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &front.counters;
     let mut requests = Vec::new();
-    for (route, by_class) in c.answered.iter() {
+    for (way, by_class) in c.answered_by_way() {
         for (class, n) in CLASSES.into_iter().zip(by_class) {
-            requests.push((route.label(), class, n.load(Relaxed)));
+            requests.push((way, class, n));
         }
     }
     let t = c.tally();

@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
 use crate::cli::Cli;
+use crate::settings::paths;
 
 /// Where a client asks.
 #[derive(Clone, Debug)]
@@ -33,15 +34,17 @@ pub(crate) enum Target {
 pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
     let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
     let (dir, _) = crate::settings::data_dir(cli, &env);
-    let from_file = |key: &str| -> Option<String> {
+    // A setting's text in config.json, by its path (a JSON pointer: `/server/cluster/pidFile`).
+    let from_file = |path: &str| -> Option<String> {
         let text = crate::settings::jsonc::read_text(&dir).ok()??;
-        text.json.pointer(key)?.as_str().map(str::to_string)
+        let pointer = format!("/{}", path.replace('.', "/"));
+        text.json.pointer(&pointer)?.as_str().map(str::to_string)
     };
     if cli.control_socket.is_none() {
         let pid_file = cli
             .pid_file
             .clone()
-            .or_else(|| from_file("/server/cluster/pidFile"));
+            .or_else(|| from_file(paths::cluster::pid_file));
         if let Some(path) = pid_file.and_then(|p| super::pid_file::path(&dir, &p)) {
             return super::launcher_lookup::find(&path);
         }
@@ -49,7 +52,7 @@ pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
     let name = cli
         .control_socket
         .clone()
-        .or_else(|| from_file("/server/cluster/controlSocket"))
+        .or_else(|| from_file(paths::cluster::control_socket))
         .unwrap_or_else(|| "fhircluster.sock".to_string());
     if name == "off" || name.is_empty() {
         bail!("the control socket is off (server.cluster.controlSocket); give --admin-address for status, or send SIGUSR2 to upgrade");

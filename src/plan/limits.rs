@@ -3,24 +3,25 @@
 //! whether memory recycling is on (RECYCLE-15), in one line; and fhircluster's own
 //! `saturatedPercent`, which also decides how many requests a process gets.
 
+use crate::settings::paths::{cluster, memory};
 use crate::settings::{setting, Settings};
 
 /// The settings the line shows, in its order: the spec's (LAUNCH-10), and `saturatedPercent`.
 const SHOWN: &[&str] = &[
-    "server.cluster.maxOutstanding",
-    "server.cluster.queueSeconds",
-    "server.cluster.ownerQueueSeconds",
-    "server.cluster.cooldownSeconds",
-    "server.cluster.upstreamTimeoutSeconds",
-    "server.cluster.writeTimeoutSeconds",
-    "server.cluster.fastLaneExtra",
-    "server.cluster.fastLaneMaxBytes",
-    "server.cluster.memoryHeadroomGB",
-    "server.cluster.normalMinSlots",
-    "server.cluster.saturatedPercent",
-    "server.cluster.drainSeconds",
-    "server.memory.trimAllocator",
-    "server.cluster.recycleSeconds",
+    cluster::max_outstanding,
+    cluster::queue,
+    cluster::owner_queue,
+    cluster::cooldown,
+    cluster::upstream_timeout,
+    cluster::write_timeout,
+    cluster::fast_lane_extra,
+    cluster::fast_lane_max_bytes,
+    cluster::memory_headroom_gb,
+    cluster::normal_min_slots,
+    cluster::saturated_percent,
+    cluster::drain,
+    memory::trim_allocator,
+    cluster::recycle,
 ];
 
 /// The limits line logged at start (LAUNCH-10, DEC-1, CONF-25, RECYCLE-15): each setting by

@@ -9,36 +9,13 @@ use std::sync::Arc;
 use super::answer::Answer;
 use super::lane::Lane;
 use super::master_paths::MasterPaths;
+use super::observed::{Observed, RouteClass};
 use super::process_counters::ProcessCounters;
 use crate::exposition::histogram::Histogram;
-use crate::per_kind::{Kind, PerKind};
+use crate::per_kind::PerKind;
 use crate::process::ProcessId;
 use crate::status::events::{LostKind, RefusalKind};
 use crate::status::tally::{Lost, Refused, Tally};
-
-/// Which way a request went: one of the master's own paths, or a tx process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RouteKind {
-    Master,
-    Tx,
-}
-
-impl RouteKind {
-    /// The `route` label in `/metrics`.
-    pub fn label(self) -> &'static str {
-        match self {
-            RouteKind::Master => "master",
-            RouteKind::Tx => "tx",
-        }
-    }
-}
-
-impl Kind for RouteKind {
-    const ALL: &'static [RouteKind] = &[RouteKind::Master, RouteKind::Tx];
-    fn index(self) -> usize {
-        self as usize
-    }
-}
 
 /// Status classes 1xx .. 5xx.
 pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
@@ -64,8 +41,9 @@ pub struct Counters {
     pub lost: Vec<Lost<AtomicU64>>,
     /// Per process (index = `ProcessId`): its answers, bytes, refusals and latency.
     pub processes: Vec<ProcessCounters>,
-    /// Answers by route and status class (`CLASSES`).
-    pub answered: PerKind<RouteKind, [AtomicU64; 5], 2>,
+    /// Answers by route class and status class (`CLASSES`); `/metrics` shows them by the
+    /// coarser `RouteClass::way` (`answered_by_way`).
+    pub answered: PerKind<RouteClass, [AtomicU64; 5], 5>,
     /// Tx requests admitted, by lane.
     pub lanes: PerKind<Lane, AtomicU64, 2>,
     /// How long tx requests waited in the launcher before being sent.
@@ -73,7 +51,7 @@ pub struct Counters {
     /// Tx-capable requests routed to the master, by path prefix (an unused tx endpoint).
     pub master_paths: MasterPaths,
     /// Request durations, retries, header timeouts, connections, reloads (`/metrics`).
-    pub observed: crate::proxy::observed::Observed,
+    pub observed: Observed,
 }
 
 impl Counters {
@@ -134,9 +112,29 @@ impl Counters {
     }
 
     /// Counts an answer given to a client.
-    pub fn answered(&self, route: RouteKind, status: u16) {
+    pub fn answered(&self, route: RouteClass, status: u16) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.answered[route][class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The answers by `RouteClass::way` (`master`, `tx`, in that order) and status class: the
+    /// route classes of one way summed.
+    pub fn answered_by_way(&self) -> Vec<(&'static str, [u64; 5])> {
+        let mut out: Vec<(&'static str, [u64; 5])> = Vec::new();
+        for (route, by_class) in self.answered.iter() {
+            let Some(way) = route.way() else { continue };
+            let at = match out.iter().position(|(w, _)| *w == way) {
+                Some(at) => at,
+                None => {
+                    out.push((way, [0; 5]));
+                    out.len() - 1
+                }
+            };
+            for (sum, n) in out[at].1.iter_mut().zip(by_class) {
+                *sum += n.load(Ordering::Relaxed);
+            }
+        }
+        out
     }
 
     pub fn tally(&self) -> Tally {
@@ -212,13 +210,30 @@ mod tests {
 
     #[test]
     fn answers_by_route_and_class() {
-        assert_in_order::<RouteKind>();
+        assert_in_order::<RouteClass>();
         let c = Counters::new(1);
-        c.answered(RouteKind::Tx, 200);
-        c.answered(RouteKind::Tx, 503);
-        c.answered(RouteKind::Master, 99); // below 1xx: counted as 1xx
-        let get = |r: RouteKind, class: usize| c.answered[r][class].load(Ordering::Relaxed);
-        assert_eq!((get(RouteKind::Tx, 1), get(RouteKind::Tx, 4)), (1, 1));
-        assert_eq!(get(RouteKind::Master, 0), 1);
+        c.answered(RouteClass::Tx, 200);
+        c.answered(RouteClass::Tx, 503);
+        c.answered(RouteClass::Master, 99); // below 1xx: counted as 1xx
+        let get = |r: RouteClass, class: usize| c.answered[r][class].load(Ordering::Relaxed);
+        assert_eq!((get(RouteClass::Tx, 1), get(RouteClass::Tx, 4)), (1, 1));
+        assert_eq!(get(RouteClass::Master, 0), 1);
+    }
+
+    #[test]
+    fn the_requests_counter_shows_the_master_and_every_tx_route_as_tx() {
+        // The `route` label of fhircluster_requests_total keeps its two values (`master`, `tx`)
+        // with the route classes merged: fast and owner requests are tx requests.
+        let c = Counters::new(1);
+        c.answered(RouteClass::Tx, 200);
+        c.answered(RouteClass::Fast, 201);
+        c.answered(RouteClass::Owner, 503);
+        c.answered(RouteClass::Other, 400); // not routed: not a way
+        let ways = c.answered_by_way();
+        assert_eq!(
+            ways,
+            [("master", [0, 0, 0, 0, 0]), ("tx", [0, 2, 0, 0, 1])],
+            "{ways:?}"
+        );
     }
 }

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use crate::exposition::histogram::Histogram;
 use crate::exposition::text::{family, histogram_series};
+use crate::per_kind::Kind;
 
-/// How a request was routed, as the duration histogram labels it (`route`).
+/// How a request was routed, as the duration histogram labels it (`route`): the one vocabulary
+/// for which way a request went (the answer counters are kept by it too, `Counters::answered`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RouteClass {
     /// The master's own paths.
@@ -43,6 +45,24 @@ impl RouteClass {
             RouteClass::Owner => "owner",
             RouteClass::Other => "other",
         }
+    }
+
+    /// The `route` label of `fhircluster_requests_total`, coarser than the histogram's: the
+    /// master's own paths, or a tx process (any lane, or by cache-id). `None`: answered before
+    /// it was routed, which that counter has never counted (its labels stay `master`, `tx`).
+    pub fn way(self) -> Option<&'static str> {
+        match self {
+            RouteClass::Master => Some(RouteClass::Master.label()),
+            RouteClass::Tx | RouteClass::Fast | RouteClass::Owner => Some(RouteClass::Tx.label()),
+            RouteClass::Other => None,
+        }
+    }
+}
+
+impl Kind for RouteClass {
+    const ALL: &'static [RouteClass] = &RouteClass::ALL;
+    fn index(self) -> usize {
+        self as usize
     }
 }
 

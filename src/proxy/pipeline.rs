@@ -31,7 +31,6 @@ use tracing::{debug, info};
 
 use super::admission::{Early, Ticket};
 use super::answer::Answer;
-use super::counters::RouteKind;
 use super::failure::{fail, fail_respond, Failure};
 use super::finish;
 use super::forward::{
@@ -46,6 +45,7 @@ use super::verdict::Decision;
 use super::verdict::Verdict;
 use crate::process::ProcessId;
 use crate::proxy::observed::RouteClass;
+use crate::settings::{key, paths};
 
 /// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
 /// exited (the supervisor learns of an exit within milliseconds).
@@ -76,7 +76,7 @@ pub(super) fn handle<B>(
             Routed::Answer(answer) => answer.respond(),
             Routed::Master(req) => {
                 let resp = to_master(&front, &cfg, req, arrival.as_ref()).await;
-                record(&front, RouteKind::Master, &resp);
+                record(&front, RouteClass::Master, &resp);
                 resp
             }
             Routed::Tx(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
@@ -108,8 +108,9 @@ async fn tx_answer(
     tx: Admitted,
     arrival: Option<&Arrival>,
 ) -> Response<ProxyBody> {
+    let class = finish::tx_class(&tx.demand);
     let resp = to_tx(front, cfg, tx, arrival).await;
-    record(front, RouteKind::Tx, &resp);
+    record(front, class, &resp);
     resp
 }
 
@@ -263,7 +264,7 @@ async fn read_first(
         Err(AheadError::TimedOut) => {
             let late = Failure::BodyLate {
                 waited: timeout,
-                setting: "headerTimeoutSeconds",
+                setting: key(paths::cluster::header_timeout),
             };
             return Err(fail(front, late));
         }
@@ -534,7 +535,7 @@ fn forward_failed<'a>(
     if error.is_timeout() && arrival.is_some_and(|a| !a.is_complete()) {
         Failure::BodyLate {
             waited: front.upstream_timeout(),
-            setting: "upstreamTimeoutSeconds",
+            setting: key(paths::cluster::upstream_timeout),
         }
     } else {
         Failure::Upstream { process, error }
@@ -551,6 +552,6 @@ fn respond(mut resp: Response<ProxyBody>, arrival: &Option<Arrival>) -> Response
 }
 
 /// Step 7: the answer counted by route and status class.
-fn record(front: &Front, route: RouteKind, resp: &Response<ProxyBody>) {
+fn record(front: &Front, route: RouteClass, resp: &Response<ProxyBody>) {
     front.counters.answered(route, resp.status().as_u16());
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use super::error::{quote, SettingsError};
 use super::Settings;
 
-const SETTING: &str = "server.cluster.command";
+const SETTING: &str = super::paths::command;
 
 /// The command's program exists and is executable: a path (containing `/`, relative to `cwd`),
 /// or a name found on `PATH`; for `node`, its script exists in `cwd`.

@@ -13,10 +13,10 @@ use serde_json::Value;
 use super::error::{quote, SettingsError, Source};
 use super::file::ConfigFile;
 use super::node_flags::check_node_flags;
-use super::setting::Setting;
+use super::setting::{key, Setting};
 use super::validate::{unset_endpoints_warning, validate};
 use super::value::{Raw, RawValue};
-use super::{jsonc, Settings, TABLE};
+use super::{jsonc, paths, Settings, TABLE};
 use crate::cli::Cli;
 
 const DATA_DIR_ENV: &str = "FHIRSMITH_DATA_DIR";
@@ -96,8 +96,8 @@ pub fn from_sources(
     if !s.cluster.master_serves_tx && s.cluster.workers == Some(0) {
         s.warnings.push(format!(
             "{} and {}: no process takes tx requests",
-            s.sources.shown("server.cluster.masterServesTx", "false"),
-            s.sources.shown("server.cluster.workers", 0),
+            s.sources.shown(paths::cluster::master_serves_tx, "false"),
+            s.sources.shown(paths::cluster::workers, 0),
         ));
     }
     Ok(s)
@@ -138,7 +138,11 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
 /// The keys of `server.cluster` the processes read themselves, as the spec's Options say:
 /// the shared cache (its file and its cap, which each process logs as it starts) and the shared
 /// closure tables. The rest of `server.cluster` is the launcher's alone.
-const READ_BY_THE_PROCESSES: &[&str] = &["sharedCache", "sharedCacheMaxMB", "sharedClosure"];
+const READ_BY_THE_PROCESSES: &[&str] = &[
+    key(paths::cluster::shared_cache),
+    key(paths::cluster::shared_cache_max_mb),
+    key(paths::cluster::shared_closure),
+];
 
 /// What the processes read of config.json beyond fhircluster's own settings, as a digest: the
 /// whole file (a FHIRsmith server reads all of it) but fhircluster's own `server.cluster` keys

@@ -31,8 +31,8 @@ pub(crate) use load::from_sources;
 pub(crate) use load::load;
 #[cfg(test)]
 pub(crate) use load::servers_config;
-pub(crate) use setting::Reload;
-pub(crate) use table::{parse_admin_address, setting, TABLE};
+pub(crate) use setting::{key, Reload};
+pub(crate) use table::{parse_admin_address, paths, setting, TABLE};
 pub(crate) use validate::check_port_range;
 
 use std::path::PathBuf;

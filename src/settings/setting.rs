@@ -180,12 +180,26 @@ impl Setting {
 
     /// The last part of the path (`workers`), as config.json's object under its section has it.
     pub fn key(&self) -> &'static str {
-        self.path.rsplit('.').next().unwrap_or(self.path)
+        key(self.path)
     }
 
     /// The object holding it (`server.cluster`); empty for none.
     pub fn section(&self) -> &'static str {
         self.path.rsplit_once('.').map_or("", |(s, _)| s)
+    }
+}
+
+/// The last part of a setting's path (`headerTimeoutSeconds`), as config.json's object under
+/// its section has it and as messages name it: `key(paths::cluster::header_timeout)`.
+pub(crate) const fn key(path: &'static str) -> &'static str {
+    let bytes = path.as_bytes();
+    let mut at = bytes.len();
+    while at > 0 && bytes[at - 1] != b'.' {
+        at -= 1;
+    }
+    match std::str::from_utf8(bytes.split_at(at).1) {
+        Ok(key) => key,
+        Err(_) => path,
     }
 }
 
@@ -368,6 +382,21 @@ macro_rules! settings_table {
             }
         }
 
+        /// Each setting's path in config.json, by its field in `Settings`:
+        /// `paths::cluster::header_timeout` is `"server.cluster.headerTimeoutSeconds"`, the
+        /// row's own spelling. A message or a list that names a setting takes it from here (the
+        /// key alone with `settings::key`), so the name is written once, in its row
+        /// (`tests/setting_names.rs` holds the code to that).
+        #[allow(non_upper_case_globals)]
+        pub(crate) mod paths {
+            $( pub(crate) const $top: &str = $crate::settings::setting::settings_table!(@path $($trow)*); )*
+            $(
+                pub(crate) mod $sec {
+                    $( pub(crate) const $f: &str = $crate::settings::setting::settings_table!(@path $($row)*); )*
+                }
+            )*
+        }
+
         /// Every setting, in the order they are read (a default may follow one read before).
         pub(crate) static TABLE: &[Setting] = &[
             $( settings_table!(@row [$top] $($trow)*), )*
@@ -376,6 +405,7 @@ macro_rules! settings_table {
     };
 
     (@default $path:literal, $default:expr, $($rest:tt)*) => { $default };
+    (@path $path:literal, $($rest:tt)*) => { $path };
 
     (@row [$($at:ident).+] $path:literal, $default:expr,
         $kind:ident $(( $($arg:expr),* ))?, $reload:ident
@@ -384,7 +414,7 @@ macro_rules! settings_table {
         $(, unset $unset:literal $(($otherwise:path))?)?
     ) => {
         Setting {
-            path: $path,
+            path: paths::$($at)::+,
             flag: settings_table!(@flag $($flag $cli)?),
             env: settings_table!(@opt $($env)?),
             reload: Reload::$reload,

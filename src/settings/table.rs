@@ -5,7 +5,9 @@
 //! for the launcher's restart), and the flag and environment
 //! variable that may also give it. The loader reads the rows in this order (`load.rs`), the
 //! unknown-key warnings know their keys (`file.rs`), a reload compares and takes them
-//! (`reload.rs`), and tests hold cluster.md, the template and the help to them. The struct
+//! (`reload.rs`), and tests hold cluster.md, the template and the help to them. The rest of the
+//! code names a setting by the row's path the macro also writes (`paths::cluster::workers`), so
+//! a name is spelled here alone (`tests/setting_names.rs`). The struct
 //! fields and their meaning are documented in `mod.rs`; the few readers of one setting alone
 //! follow the table.
 

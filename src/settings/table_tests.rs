@@ -202,3 +202,29 @@ fn paths_and_flags_are_each_in_one_row() {
         }
     }
 }
+
+#[test]
+fn a_rows_path_is_named_by_its_field_and_its_key_is_the_paths_end() {
+    // The path constants are the rows' own (the row takes its path from them), by field.
+    assert!(TABLE
+        .iter()
+        .any(|s| s.path == paths::cluster::header_timeout));
+    assert_eq!(
+        paths::cluster::header_timeout,
+        "server.cluster.headerTimeoutSeconds"
+    );
+    assert_eq!(paths::port, "server.port");
+    const KEY: &str = super::super::key(paths::cluster::header_timeout);
+    assert_eq!(KEY, "headerTimeoutSeconds");
+    assert_eq!(super::super::key("server.port"), "port");
+    assert_eq!(super::super::key("nodots"), "nodots");
+    assert_eq!(super::super::key(""), "");
+    for s in TABLE {
+        assert_eq!(
+            s.key(),
+            s.path.rsplit('.').next().unwrap_or(s.path),
+            "{}",
+            s.path
+        );
+    }
+}

@@ -3,6 +3,7 @@
 //! ranges, negatives) are in `value.rs`, where the value's layer is still known.
 
 use super::error::{quote, SettingsError, Source};
+use super::paths::{self, cluster, memory, tx};
 use super::Settings;
 
 /// The worker rules fhircluster knows by name (DEC-23). The sizing code implements each.
@@ -17,7 +18,7 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
     };
     if s.command.first().is_none_or(|p| p.is_empty()) {
         return Err(bad(
-            "server.cluster.command",
+            paths::command,
             serde_json::to_string(&s.command).unwrap_or_default(),
             "must name a program, then its arguments, e.g. [\"node\", \"server.js\"]".into(),
         ));
@@ -26,23 +27,25 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
     // CONF-22, DEC-7. maxOutstanding 0 is no limit, so it bounds nothing.
     if c.max_outstanding > 0 && c.normal_min_slots > c.max_outstanding {
         return Err(bad(
-            "server.cluster.normalMinSlots",
+            cluster::normal_min_slots,
             c.normal_min_slots.to_string(),
             format!(
-                "must be at most server.cluster.maxOutstanding ({}, {})",
+                "must be at most {} ({}, {})",
+                cluster::max_outstanding,
                 c.max_outstanding,
-                s.sources.of("server.cluster.maxOutstanding")
+                s.sources.of(cluster::max_outstanding)
             ),
         ));
     }
     if s.memory.reject_fraction >= s.memory.abort_fraction {
         return Err(bad(
-            "server.memory.rejectFraction",
+            memory::reject_fraction,
             s.memory.reject_fraction.to_string(),
             format!(
-                "must be below server.memory.abortFraction ({}, {})",
+                "must be below {} ({}, {})",
+                memory::abort_fraction,
                 s.memory.abort_fraction,
-                s.sources.of("server.memory.abortFraction")
+                s.sources.of(memory::abort_fraction)
             ),
         ));
     }
@@ -53,40 +56,41 @@ pub fn validate(s: &Settings) -> Result<(), SettingsError> {
     let workers = if workers_run {
         match c.workers {
             Some(n) => format!(
-                "server.cluster.workers is {n} ({})",
-                s.sources.of("server.cluster.workers")
+                "{} is {n} ({})",
+                cluster::workers,
+                s.sources.of(cluster::workers)
             ),
-            None => "server.cluster.workers is not 0 (sized from the CPUs)".to_string(),
+            None => format!("{} is not 0 (sized from the CPUs)", cluster::workers),
         }
     } else {
         String::new()
     };
     if workers_run && !s.tx.enabled {
         return Err(bad(
-            "modules.tx.enabled",
+            tx::enabled,
             "false".into(),
             format!("must be true while {workers}: tx-workers serve only the tx module"),
         ));
     }
-    let endpoints_given = s.sources.of("modules.tx.endpoints") != Source::Default;
+    let endpoints_given = s.sources.of(tx::endpoints) != Source::Default;
     if endpoints_given && workers_run && s.tx.endpoints.is_empty() {
         return Err(bad(
-            "modules.tx.endpoints",
+            tx::endpoints,
             "[]".into(),
             format!("must list at least one endpoint path while {workers}"),
         ));
     }
     // FHIRsmith's tx module has no default endpoints: switched on without them, every process
     // stops at start ("TX module requires at least one endpoint configuration").
-    if !endpoints_given && s.tx.enabled && s.sources.of("modules.tx.enabled") != Source::Default {
+    if !endpoints_given && s.tx.enabled && s.sources.of(tx::enabled) != Source::Default {
         return Err(SettingsError::invalid(
-            "modules.tx.endpoints",
+            tx::endpoints,
             "(not set)",
             None,
             format!(
                 "must list the tx endpoints when {} is true: FHIRsmith's tx module has no default and \
                  stops at start without them; e.g. {EXAMPLE_ENDPOINTS}",
-                s.sources.of("modules.tx.enabled").setter("modules.tx.enabled")
+                s.sources.of(tx::enabled).setter(tx::enabled)
             ),
         ));
     }
@@ -100,7 +104,7 @@ pub const EXAMPLE_ENDPOINTS: &str = r#"[{"path": "/r4", "fhirVersion": "4.0"}]"#
 /// the workers get no request. Not refused: FHIRsmith runs such a configuration (its tx module
 /// off), and the launcher starts what `cluster.js` would.
 pub fn unset_endpoints_warning(s: &Settings) -> Option<String> {
-    let unset = s.sources.of("modules.tx.endpoints") == Source::Default;
+    let unset = s.sources.of(tx::endpoints) == Source::Default;
     (unset && s.cluster.workers != Some(0)).then(|| {
         format!(
             "modules.tx.endpoints is not set, so no path is a tx path: every request goes to the \
@@ -117,7 +121,7 @@ pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError>
     let first = u64::from(s.cluster.internal_port);
     let last = first + u64::from(workers);
     let given = if s.cluster.workers == Some(workers) {
-        format!(", {}", s.sources.of("server.cluster.workers"))
+        format!(", {}", s.sources.of(cluster::workers))
     } else {
         String::new()
     };
@@ -128,9 +132,9 @@ pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError>
     };
     let internal = |expected: String| {
         SettingsError::invalid(
-            "server.cluster.internalPort",
+            cluster::internal_port,
             first.to_string(),
-            Some(s.sources.of("server.cluster.internalPort")),
+            Some(s.sources.of(cluster::internal_port)),
             expected,
         )
     };
@@ -139,7 +143,7 @@ pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError>
             "{range} must end at 65535 at most; choose a lower internalPort or fewer workers"
         )));
     }
-    let port = s.sources.shown("server.port", s.port);
+    let port = s.sources.shown(paths::port, s.port);
     if (first..=last).contains(&u64::from(s.port)) {
         return Err(internal(format!(
             "{range} must not include {port}; choose an internalPort above it or at least {} below it",
@@ -167,15 +171,15 @@ fn check_admin_address(
         format!(
             "must not use one of {range}, from {}",
             s.sources
-                .shown("server.cluster.internalPort", s.cluster.internal_port)
+                .shown(cluster::internal_port, s.cluster.internal_port)
         )
     } else {
         return Ok(());
     };
     Err(SettingsError::invalid(
-        "server.cluster.adminAddress",
+        cluster::admin_address,
         admin.to_string(),
-        Some(s.sources.of("server.cluster.adminAddress")),
+        Some(s.sources.of(cluster::admin_address)),
         format!("{clash}; choose another port"),
     ))
 }
@@ -186,7 +190,7 @@ pub fn check_rule(rule: &str, known: &[&str]) -> Result<(), SettingsError> {
         return Ok(());
     }
     Err(SettingsError::invalid(
-        "server.cluster.workerRule",
+        cluster::worker_rule,
         quote(rule),
         None,
         format!("must be one of the known rules: {}", known.join(", ")),
@@ -196,9 +200,8 @@ pub fn check_rule(rule: &str, known: &[&str]) -> Result<(), SettingsError> {
 /// 1-16 ASCII letters and digits, and not a worker's code (DEC-20). Every `tx<n>` is refused,
 /// not only those of the configured workers: the count may be sized, and changed, at run time.
 pub fn check_instance_code(code: &str) -> Result<(), SettingsError> {
-    let err = |expected: &str| {
-        SettingsError::invalid("modules.tx.instanceCode", quote(code), None, expected)
-    };
+    let err =
+        |expected: &str| SettingsError::invalid(tx::instance_code, quote(code), None, expected);
     if code.is_empty() || code.len() > 16 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(err("must be 1-16 ASCII letters and digits"));
     }
@@ -214,7 +217,7 @@ pub fn check_instance_code(code: &str) -> Result<(), SettingsError> {
 /// (`<prefix>tx<n>` with up to 3 digits, and `<prefix><instanceCode>`).
 pub fn check_host_prefix(prefix: &str, instance_code: &str) -> Result<(), SettingsError> {
     let err = |expected: String| {
-        SettingsError::invalid("server.cluster.hostPrefix", quote(prefix), None, expected)
+        SettingsError::invalid(cluster::host_prefix, quote(prefix), None, expected)
     };
     if !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(err("must be ASCII letters and digits".to_string()));

@@ -109,7 +109,7 @@ fn quota_cap(cpus: f64) -> u32 {
 /// [`size_by_cpu`] for the whole settings: the sizing also names what set a given count (the
 /// flag, the environment or config.json), for the decision line and the memory warning.
 pub fn size_for(settings: &Settings, inputs: &CpuInputs) -> Result<CpuSizing, UnknownRule> {
-    const WORKERS: &str = "server.cluster.workers";
+    const WORKERS: &str = crate::settings::paths::cluster::workers;
     let from = settings.sources.of(WORKERS);
     let sizing = size_by_cpu(&settings.cluster, inputs)?;
     // A count no layer gave (settings made in code) keeps the setting's name.

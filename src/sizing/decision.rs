@@ -83,7 +83,7 @@ pub fn decision_line(sizing: &CpuSizing, memory: Option<&MemoryFit>) -> String {
         let by = sizing
             .given_by
             .as_deref()
-            .unwrap_or("server.cluster.workers");
+            .unwrap_or(crate::settings::paths::cluster::workers);
         return format!("workers {given}: set by {by}{alone}; {inputs}");
     }
     let rule = format!(

@@ -95,7 +95,7 @@ pub fn memory_fit(sizing: &CpuSizing, facts: &MemoryFacts, headroom_gb: f64) -> 
                 let by = sizing
                     .given_by
                     .as_deref()
-                    .unwrap_or("server.cluster.workers");
+                    .unwrap_or(crate::settings::paths::cluster::workers);
                 warnings.push(format!(
                     "{given} workers asked for (set by {by}) but only {fits} fit in memory ({numbers}); starting all {given}"
                 ));
