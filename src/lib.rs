@@ -18,7 +18,8 @@
 //! * `src/settings/` — every setting, typed and validated (`config.json` with comments, flags,
 //!   environment); `table.rs` defines each once: its path, flag, variable, default, bound and what a
 //!   reload does with it, and the loader, the reload (`src/reload.rs`) and the docs' checks follow
-//!   it. `src/sizing/`, `src/system/` — the worker count from CPU topology, CPU quota and
+//!   it; the rest of the code names a setting by `settings::paths`, never by a string of its own
+//!   (`tests/setting_names.rs` holds that). `src/sizing/`, `src/system/` — the worker count from CPU topology, CPU quota and
 //!   cgroup memory (`src/launcher/host.rs` reads this host for the pure rules). `src/plan/` — the
 //!   processes to run, their command lines and environment.
 //! * `src/supervisor/` — the restart policy and the process lifecycle (`lifecycle.rs` and
