@@ -26,6 +26,8 @@ fn usage_error(e: clap::Error) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // First: the fds this program was started with, the only ones it may take as inherited.
+    fhircluster::system::ffi::note_inherited_fds();
     // The launcher's guardian is this binary under another name (`tree::guardian`).
     if let Some(code) = fhircluster::tree::guardian_main::run_if_asked() {
         return code;

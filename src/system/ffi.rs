@@ -6,7 +6,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -157,11 +157,42 @@ pub fn memfd_create(name: &std::ffi::CStr) -> io::Result<OwnedFd> {
 /// The fds [`adopt_inherited`] has taken: each is taken once, so no two owners close it.
 static ADOPTED: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
+/// The fds above stderr open when the program began ([`note_inherited_fds`]): the only ones it
+/// can have inherited. `None` inside when `/proc/self/fd` could not be read.
+static AT_ENTRY: OnceLock<Option<Vec<RawFd>>> = OnceLock::new();
+
+/// Notes the fds this program was started with. Called first in `main`, before the runtime or
+/// anything else opens a file: a number named in the environment or the handed-over state that
+/// was not open then (the handing program closed it, or named it wrongly) is refused by
+/// [`adopt_inherited`] even when a file this program opened since got that number, instead of
+/// that file (the reactor's epoll, the events database) being taken over and closed.
+pub fn note_inherited_fds() {
+    AT_ENTRY.get_or_init(open_fds);
+}
+
+/// The fds above stderr open now, from `/proc/self/fd`.
+fn open_fds() -> Option<Vec<RawFd>> {
+    let listed: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    // The listing's own fd was among them, and is closed now.
+    let open = |fd: &RawFd| nix::fcntl::fcntl(*fd, nix::fcntl::FcntlArg::F_GETFD).is_ok();
+    Some(listed.into_iter().filter(open).collect())
+}
+
 /// Takes ownership of `fd`, one this program inherited across its `execve` (named in the
 /// environment or the handed-over state), for this program alone to close. An fd that is not
-/// open, or one taken already, is refused: two `OwnedFd`s for one fd would close it twice, the
-/// second time perhaps another file that got its number.
+/// open, one not open when the program began (once [`note_inherited_fds`] ran), or one taken
+/// already, is refused: two `OwnedFd`s for one fd would close it twice, the second time perhaps
+/// another file that got its number.
 pub fn adopt_inherited(fd: RawFd) -> io::Result<OwnedFd> {
+    adopt_checked(fd, AT_ENTRY.get().and_then(Option::as_deref))
+}
+
+/// [`adopt_inherited`] against the fds open at entry, `None` when they are not known.
+pub(crate) fn adopt_checked(fd: RawFd, at_entry: Option<&[RawFd]>) -> io::Result<OwnedFd> {
     let mut adopted = ADOPTED.lock().unwrap_or_else(|p| p.into_inner());
     if adopted.contains(&fd) {
         return Err(io::Error::new(
@@ -169,11 +200,17 @@ pub fn adopt_inherited(fd: RawFd) -> io::Result<OwnedFd> {
             format!("fd {fd} was taken over already"),
         ));
     }
+    if at_entry.is_some_and(|fds| !fds.contains(&fd)) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("fd {fd} was not open when this program began, so it was not inherited"),
+        ));
+    }
     nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFD).map_err(io::Error::from)?;
     adopted.push(fd);
     // SAFETY: the fd is open (F_GETFD succeeded), it came to this program by its execve for
-    // this use (the caller's contract: nothing else in the program opened it), and the list
-    // above makes this its one owner.
+    // this use (open at entry where that is known; otherwise the caller's contract: nothing
+    // else in the program opened it), and the list above makes this its one owner.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 

@@ -24,6 +24,8 @@ mod server;
 mod state;
 
 fn main() -> std::process::ExitCode {
+    // First: the fds the sim was started with, the only ones it may take as inherited (fd 3).
+    fhircluster::system::ffi::note_inherited_fds();
     run::main()
 }
 
