@@ -7,6 +7,8 @@
 # counts hold on a shared, noisy machine where throughput does not. Loopback only; the
 # launcher is stopped by its own pid. Prints the figure and keeps the profile for
 # `callgrind_annotate --inclusive=yes OUT_DIR/callgrind.out.*`.
+# FHIRCLUSTER=path runs another build (an A/B against a copy of the binary before a change);
+# EXTRA_CLUSTER_JSON='{"accessLog": "text"}' adds settings to server.cluster.
 #   cargo build --release --bins && tests/perf/callgrind-per-request.sh [OUT_DIR] [SECONDS]
 set -eu
 out=${1:-$(mktemp -d /tmp/callgrind-per-request.XXXX)}
@@ -79,7 +81,7 @@ json.dump({"server": {"port": base, "cluster": cluster},
 PY
 
 RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
-    "$bin/fhircluster" --data-dir "$out" --workers 0 > "$out/log" 2>&1 &
+    "${FHIRCLUSTER:-$bin/fhircluster}" --data-dir "$out" --workers 0 > "$out/log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 url="http://127.0.0.1:$base/r4/metadata"
