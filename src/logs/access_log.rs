@@ -524,4 +524,58 @@ mod tests {
         );
         assert!(took < Duration::from_secs(5), "{lines} lines took {took:?}");
     }
+
+    #[test]
+    fn each_front_door_has_its_own_access_log_which_a_reload_replaces_and_usr1_reopens() {
+        // spec: DEC-44 (accessLog applied on reload)
+        let dir = tempfile::tempdir().expect("temp dir");
+        let journal = Journal {
+            stdout: false,
+            stderr: false,
+        };
+        let file = |name: &str| Wanted {
+            format: Some(Format::Text),
+            path: Some(dir.path().join(name)),
+            query: false,
+        };
+        let (a, b) = (InForce::default(), InForce::default());
+        assert!(
+            !a.is_on() && a.get().is_none() && a.reopen().is_none(),
+            "off at first"
+        );
+        a.set(&file("a.log"), journal).expect("a's file");
+        assert!(a.is_on() && !b.is_on(), "one door's log is not another's");
+        assert_eq!(a.reopen(), Some(dir.path().join("a.log")));
+        let held = a.get().expect("on");
+        a.set(&file("b.log"), journal).expect("b's file");
+        assert_eq!(
+            a.reopen(),
+            Some(dir.path().join("b.log")),
+            "the new one in force"
+        );
+        assert!(
+            held.query == a.get().is_some_and(|l| l.query),
+            "a request keeps its own"
+        );
+        let bad = Wanted {
+            path: Some(dir.path().join("no/such/dir/c.log")),
+            ..file("c.log")
+        };
+        assert!(a.set(&bad, journal).is_err());
+        assert_eq!(
+            a.reopen(),
+            Some(dir.path().join("b.log")),
+            "kept when the file can't open"
+        );
+        a.set(
+            &Wanted {
+                format: None,
+                path: None,
+                query: false,
+            },
+            journal,
+        )
+        .expect("off");
+        assert!(!a.is_on() && a.get().is_none());
+    }
 }
