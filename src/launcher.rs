@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use crate::cli::Cli;
+use crate::logs::access_log::{AccessLog, InForce};
 use crate::logs::child_log::ChildLines;
 use crate::logs::journald::Journal;
 use crate::logs::logging;
@@ -110,7 +111,8 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             files.was, files.now
         );
     }
-    crate::logs::access_log::init(&settings, journal)?;
+    // Started (its file opened) before anything is served; put in force on the front door.
+    let access_log = crate::logs::access_log::init(&settings, journal)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
@@ -147,7 +149,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
             path.display()
         );
     }
-    let ended = run_processes(cli, settings, sizing, plan, journal, resume);
+    let ended = run_processes(cli, settings, sizing, plan, journal, resume, access_log);
     if let Some(path) = preload {
         crate::node_report::remove(path);
     }
@@ -165,6 +167,7 @@ fn run_processes(
     plan: Plan,
     journal: Journal,
     resume: Option<Resume>,
+    access_log: Option<Arc<AccessLog>>,
 ) -> Result<ExitCode> {
     // One thread: a current-thread runtime, everything on this thread with no work-stealing
     // bookkeeping (measured faster than one worker of the multi-thread runtime); more: that many
@@ -190,7 +193,7 @@ fn run_processes(
     // The runtime on a thread of its own; this (main) thread forks every child and runs the
     // upgrade's execve (`supervisor::spawner`).
     let ended = crate::supervisor::spawner::serve_here(move || {
-        runtime.block_on(run(cli, settings, sizing, plan, lines, resume))
+        runtime.block_on(run(cli, settings, sizing, plan, lines, resume, access_log))
     })
     .context("starting the runtime's thread")?;
     crate::tree::run::finish();
@@ -214,6 +217,7 @@ async fn run(
     plan: Plan,
     lines: ChildLines,
     resume: Option<Resume>,
+    access_log: Option<Arc<AccessLog>>,
 ) -> Result<ExitCode> {
     // First, before any process exists: from here no common signal ends the launcher by its
     // default action (which would leave no log, no drain and no orderly stop).
@@ -225,6 +229,7 @@ async fn run(
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;
+    l.front.access_log.put(access_log);
     if let Some(code) = l.wait_for_master(&mut signals).await {
         return Ok(code);
     }
@@ -370,7 +375,7 @@ impl Launcher {
                     info!("{sig}: stopping before the master was ready");
                     return Some(self.stop_processes(signals).await);
                 }
-                m => log_signal(sig, &m),
+                m => log_signal(sig, &m, &self.front.access_log),
             }
         }
     }
@@ -484,7 +489,7 @@ impl Launcher {
                         };
                         let _ = self.control.send(Control::Scale(s)).await;
                     }
-                    m => log_signal(sig, &m),
+                    m => log_signal(sig, &m, &self.front.access_log),
                 },
                 Ok(()) = self.news.changed() => {
                     let finished = self.news.borrow_and_update().reloads_finished;
@@ -554,7 +559,7 @@ impl Launcher {
                         let _ = (&mut serving.task).await;
                         break;
                     }
-                    m => log_signal(sig, &m),
+                    m => log_signal(sig, &m, &self.front.access_log),
                 },
             }
         }
@@ -575,20 +580,24 @@ impl Launcher {
         loop {
             tokio::select! {
                 ended = &mut self.supervisor => return exit_code(ended.ok()),
-                sig = signals.next() => log_signal(sig, &meaning(sig, Phase::StoppingProcesses)),
+                sig = signals.next() => log_signal(
+                    sig,
+                    &meaning(sig, Phase::StoppingProcesses),
+                    &self.front.access_log,
+                ),
             }
         }
     }
 }
 
 /// The log line for a signal that is only logged.
-fn log_signal(sig: Sig, m: &Meaning) {
+fn log_signal(sig: Sig, m: &Meaning, access_log: &InForce) {
     match m {
         Meaning::Ignored(why) if matches!(sig, Sig::Hup | Sig::Ttin | Sig::Ttou) => {
             warn!("{sig}: ignored: {why}")
         }
         Meaning::Ignored(why) => info!("{sig}: ignored: {why}"),
-        Meaning::ReopenAccessLog => match crate::logs::access_log::reopen() {
+        Meaning::ReopenAccessLog => match access_log.reopen() {
             Some(path) => info!("{sig}: reopening the access log {}", path.display()),
             None => info!(
                 "{sig}: ignored: nothing to reopen (no server.cluster.accessLogPath: the \

@@ -148,7 +148,7 @@ impl Reloader {
         }
         // Reopened only when changed: the requests answered from now on take the new one.
         if access_log != before.access_log {
-            if let Err(e) = crate::logs::access_log::set(&access_log, Journal::detect()) {
+            if let Err(e) = self.front.access_log.set(&access_log, Journal::detect()) {
                 warn!("reload: the access log is kept as it was: {e:#}");
             }
         }

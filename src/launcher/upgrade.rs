@@ -234,7 +234,7 @@ impl Launcher {
                     return NotExecuted::Stop;
                 }
                 Meaning::ReloadAfterUpgrade => defer_reload(sig, reload),
-                m => log_signal(sig, &m),
+                m => log_signal(sig, &m, &self.front.access_log),
             }
         }
         // A reload that asked for this upgrade goes on in the new program (`waiting`: its
@@ -325,7 +325,7 @@ impl Launcher {
                         stop = true;
                     }
                     Meaning::ReloadAfterUpgrade => defer_reload(sig, reload),
-                    m => log_signal(sig, &m),
+                    m => log_signal(sig, &m, &self.front.access_log),
                 },
             }
         };

@@ -11,7 +11,7 @@
 //! that finds the queue full is dropped and counted (`fhircluster_access_log_lines_dropped_total`),
 //! and so is one the file can't take (a full disk), none of them torn.
 //!
-//! A reload replaces it (`set`: its format, file and query setting): the requests answered from
+//! The one in force is held by the front door (`InForce`). A reload replaces it (`set`: its format, file and query setting): the requests answered from
 //! then on take the new one; the old file's writer writes what it was given, then ends.
 
 use std::fmt::Write as _;
@@ -207,24 +207,65 @@ pub struct AccessLog {
     dropped: Arc<AtomicU64>,
 }
 
-/// The access log in force (`None`: off), and whether there is one, read first by every request
-/// so an access log that is off costs one load.
-static LOG: RwLock<Option<Arc<AccessLog>>> = RwLock::new(None);
-static ON: AtomicBool = AtomicBool::new(false);
 /// Lines dropped since the start, by every access log this launcher has had.
 static DROPPED: LazyLock<Arc<AtomicU64>> = LazyLock::new(|| Arc::new(AtomicU64::new(0)));
 
-/// The access log, when it is on.
-pub fn get() -> Option<Arc<AccessLog>> {
-    if !ON.load(Ordering::Acquire) {
-        return None;
-    }
-    LOG.read().unwrap_or_else(|e| e.into_inner()).clone()
+/// The access log in force (`None`: off), and whether there is one, read first by every request
+/// so an access log that is off costs one load. Held by the front door (`Front`) and handed to
+/// what writes lines, not a process-wide static; a reload puts a new one in (`put`), which the
+/// requests answered from then on take, on every connection, kept-alive ones too.
+#[derive(Default)]
+pub struct InForce {
+    on: AtomicBool,
+    log: RwLock<Option<Arc<AccessLog>>>,
 }
 
-/// Whether it is on.
-pub fn is_on() -> bool {
-    ON.load(Ordering::Acquire)
+impl InForce {
+    /// The access log, when it is on.
+    pub fn get(&self) -> Option<Arc<AccessLog>> {
+        if !self.on.load(Ordering::Acquire) {
+            return None;
+        }
+        self.log.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether it is on.
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Puts `log` in force (`None`: off). The old one goes when the last request holding it is
+    /// done with it: its writer then writes what it was given and ends.
+    pub fn put(&self, log: Option<Arc<AccessLog>>) {
+        let on = log.is_some();
+        let old = std::mem::replace(
+            &mut *self.log.write().unwrap_or_else(|e| e.into_inner()),
+            log,
+        );
+        self.on.store(on, Ordering::Release);
+        drop(old);
+    }
+
+    /// Puts `wanted` in force (a reload). A file that can't be opened is an error and the
+    /// access log in force is kept.
+    pub fn set(&self, wanted: &Wanted, journal: Journal) -> anyhow::Result<()> {
+        self.put(start(wanted, journal)?);
+        Ok(())
+    }
+
+    /// `SIGUSR1`: the file is reopened (after logrotate renamed it); the path, or None when
+    /// the access log has no file.
+    pub fn reopen(&self) -> Option<PathBuf> {
+        match &self.get()?.sink {
+            Sink::File { tx, reopen, path } => {
+                reopen.store(true, Ordering::Release);
+                // Wakes the writer (an empty line is no line); if the queue is full it is awake.
+                let _ = tx.try_send(Vec::new());
+                Some(path.clone())
+            }
+            Sink::Stderr { .. } => None,
+        }
+    }
 }
 
 /// Lines dropped so far (0 when off).
@@ -256,10 +297,11 @@ impl From<&Settings> for Wanted {
     }
 }
 
-/// Turns the access log on as the settings say, before anything is served: a file that can't
-/// be opened stops the start, naming the setting.
-pub fn init(settings: &Settings, journal: Journal) -> anyhow::Result<()> {
-    set(&Wanted::from(settings), journal).with_context(|| {
+/// The access log the settings ask for, started before anything is served (to be put in
+/// force on the front door: `InForce::put`): a file that can't be opened stops the start,
+/// naming the setting.
+pub fn init(settings: &Settings, journal: Journal) -> anyhow::Result<Option<Arc<AccessLog>>> {
+    start(&Wanted::from(settings), journal).with_context(|| {
         format!(
             "server.cluster.accessLogPath {:?}",
             settings.cluster.access_log_path
@@ -267,40 +309,18 @@ pub fn init(settings: &Settings, journal: Journal) -> anyhow::Result<()> {
     })
 }
 
-/// Puts `wanted` in force (a reload): the requests answered from now on take it. A file that
-/// can't be opened is an error and the access log in force is kept.
-pub fn set(wanted: &Wanted, journal: Journal) -> anyhow::Result<()> {
-    let log = match wanted.format {
-        None => None,
-        Some(format) => Some(Arc::new(AccessLog::start(
-            format,
-            wanted.query,
-            wanted.path.clone(),
-            journal.stderr,
-            DROPPED.clone(),
-        )?)),
+/// The access log `wanted` asks for (`None`: off), its file opened and its writer started.
+pub fn start(wanted: &Wanted, journal: Journal) -> anyhow::Result<Option<Arc<AccessLog>>> {
+    let Some(format) = wanted.format else {
+        return Ok(None);
     };
-    let on = log.is_some();
-    // The old one goes when the last request holding it is done with it: its writer then
-    // writes what it was given and ends.
-    let old = std::mem::replace(&mut *LOG.write().unwrap_or_else(|e| e.into_inner()), log);
-    ON.store(on, Ordering::Release);
-    drop(old);
-    Ok(())
-}
-
-/// `SIGUSR1`: the file is reopened (after logrotate renamed it); the path, or None when the
-/// access log has no file.
-pub fn reopen() -> Option<PathBuf> {
-    match &get()?.sink {
-        Sink::File { tx, reopen, path } => {
-            reopen.store(true, Ordering::Release);
-            // Wakes the writer (an empty line is no line); if the queue is full it is awake.
-            let _ = tx.try_send(Vec::new());
-            Some(path.clone())
-        }
-        Sink::Stderr { .. } => None,
-    }
+    Ok(Some(Arc::new(AccessLog::start(
+        format,
+        wanted.query,
+        wanted.path.clone(),
+        journal.stderr,
+        DROPPED.clone(),
+    )?)))
 }
 
 pub(super) fn open(path: &Path) -> std::io::Result<File> {
@@ -503,5 +523,59 @@ mod tests {
             "{dropped} of {lines} dropped"
         );
         assert!(took < Duration::from_secs(5), "{lines} lines took {took:?}");
+    }
+
+    #[test]
+    fn each_front_door_has_its_own_access_log_which_a_reload_replaces_and_usr1_reopens() {
+        // spec: DEC-44 (accessLog applied on reload)
+        let dir = tempfile::tempdir().expect("temp dir");
+        let journal = Journal {
+            stdout: false,
+            stderr: false,
+        };
+        let file = |name: &str| Wanted {
+            format: Some(Format::Text),
+            path: Some(dir.path().join(name)),
+            query: false,
+        };
+        let (a, b) = (InForce::default(), InForce::default());
+        assert!(
+            !a.is_on() && a.get().is_none() && a.reopen().is_none(),
+            "off at first"
+        );
+        a.set(&file("a.log"), journal).expect("a's file");
+        assert!(a.is_on() && !b.is_on(), "one door's log is not another's");
+        assert_eq!(a.reopen(), Some(dir.path().join("a.log")));
+        let held = a.get().expect("on");
+        a.set(&file("b.log"), journal).expect("b's file");
+        assert_eq!(
+            a.reopen(),
+            Some(dir.path().join("b.log")),
+            "the new one in force"
+        );
+        assert!(
+            held.query == a.get().is_some_and(|l| l.query),
+            "a request keeps its own"
+        );
+        let bad = Wanted {
+            path: Some(dir.path().join("no/such/dir/c.log")),
+            ..file("c.log")
+        };
+        assert!(a.set(&bad, journal).is_err());
+        assert_eq!(
+            a.reopen(),
+            Some(dir.path().join("b.log")),
+            "kept when the file can't open"
+        );
+        a.set(
+            &Wanted {
+                format: None,
+                path: None,
+                query: false,
+            },
+            journal,
+        )
+        .expect("off");
+        assert!(!a.is_on() && a.get().is_none());
     }
 }

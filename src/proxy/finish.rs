@@ -19,7 +19,7 @@ use super::observed::{Observed, OutcomeClass, RouteClass};
 use super::roster::Roster;
 use super::route::{Target, TxDemand};
 use super::served::{mark, Served};
-use crate::logs::access_log::{self, AccessLog, Record};
+use crate::logs::access_log::{AccessLog, InForce, Record};
 use crate::process::ProcessId;
 
 /// Marks `resp` as the answer of `process`, which began `first_byte` after it was sent, the
@@ -27,12 +27,13 @@ use crate::process::ProcessId;
 /// (the mark is an allocation, which a forwarded answer otherwise does without).
 pub fn answered(
     cfg: &ListenerSettings,
+    access_log: &InForce,
     resp: Response<ProxyBody>,
     process: ProcessId,
     queued: Option<Duration>,
     first_byte: Duration,
 ) -> Response<ProxyBody> {
-    if cfg.served_by.is_none() && !access_log::is_on() {
+    if cfg.served_by.is_none() && !access_log.is_on() {
         return resp;
     }
     mark(resp, |s| {
@@ -51,9 +52,9 @@ pub struct Pending {
     target: String,
 }
 
-/// The head's part of the request's access log line, if there is an access log.
-pub fn access(parts: &http::request::Parts, peer: &Peer) -> Option<Pending> {
-    let log = access_log::get()?;
+/// The head's part of the request's access log line, if there is an access log (`in_force`).
+pub fn access(in_force: &InForce, parts: &http::request::Parts, peer: &Peer) -> Option<Pending> {
+    let log = in_force.get()?;
     let target = if log.query {
         parts.uri.path_and_query().map_or("/", |p| p.as_str())
     } else {

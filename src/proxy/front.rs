@@ -40,6 +40,8 @@ pub struct Front {
     pub master_paths_in_flight: AtomicU32,
     /// What `/metrics`' counters had reached in the program before an in-place upgrade.
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
+    /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
+    pub access_log: crate::logs::access_log::InForce,
 }
 
 impl Front {
@@ -71,6 +73,7 @@ impl Front {
             upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
             master_paths_in_flight: AtomicU32::new(0),
             carried: std::sync::OnceLock::new(),
+            access_log: Default::default(),
         })
     }
 

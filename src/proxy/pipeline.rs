@@ -67,7 +67,7 @@ pub(super) fn handle<B>(
 ) -> impl Future<Output = Result<Response<B>, Infallible>> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let access = finish::access(&parts, &peer);
+    let access = finish::access(&front.access_log, &parts, &peer);
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route(&front, &peer, parts, body, early);
     let class = routed.class();
@@ -313,7 +313,7 @@ async fn to_master(
                 }
                 drop(in_flight)
             });
-            finish::answered(cfg, resp, master, None, first_byte)
+            finish::answered(cfg, &front.access_log, resp, master, None, first_byte)
         }
         Err(failure) => fail_respond(
             front,
@@ -429,7 +429,14 @@ async fn to_tx(
                             fail_respond(front, failure)
                         }
                     };
-                    return finish::answered(cfg, resp, process, Some(queued), first_byte);
+                    return finish::answered(
+                        cfg,
+                        &front.access_log,
+                        resp,
+                        process,
+                        Some(queued),
+                        first_byte,
+                    );
                 }
                 // A request its cache-id's issuer closed on unanswered goes nowhere else: the
                 // issuer's fate decides, as for any failure (ROUTE-3b, DEC-33).

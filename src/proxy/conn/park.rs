@@ -53,6 +53,9 @@ pub struct Activity {
     /// be woken as a request ends, so that hyper is told of the end and closes at once.
     half_closed: AtomicBool,
     half_close_reader: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Bytes written to the client since the accept: bounds its send queue without a system
+    /// call (`unread::Seen`).
+    written: AtomicU64,
 }
 
 /// Connections served by hyper at once above which idle ones are parked sooner: a crowd of
@@ -118,6 +121,7 @@ impl Activity {
             pipelined: AtomicBool::new(false),
             half_closed: AtomicBool::new(false),
             half_close_reader: std::sync::Mutex::new(None),
+            written: AtomicU64::new(0),
         }
     }
 
@@ -150,6 +154,16 @@ impl Activity {
 
     pub(super) fn wrote(&self, stalled: bool) {
         self.write_stalled.store(stalled, Ordering::Relaxed);
+    }
+
+    /// `n` bytes were written to the client.
+    pub(super) fn wrote_bytes(&self, n: usize) {
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes written to the client since the accept.
+    pub(super) fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// The stream kept back a head hyper would refuse.

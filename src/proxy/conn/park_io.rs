@@ -80,6 +80,14 @@ impl<T> ParkIo<T> {
         polled
     }
 
+    /// As `wrote`, for a write that reports its bytes.
+    fn wrote_bytes(&self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = polled {
+            self.activity.wrote_bytes(n);
+        }
+        self.wrote(polled)
+    }
+
     fn refuse(&mut self) -> Poll<io::Result<()>> {
         self.refused = true;
         self.activity.refuse();
@@ -201,7 +209,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ParkIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(polled)
+        this.wrote_bytes(polled)
     }
 
     fn poll_write_vectored(
@@ -211,7 +219,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ParkIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(polled)
+        this.wrote_bytes(polled)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -142,14 +142,14 @@ pub async fn serve_client(
                     }
                     Leave::Refused { why, head } => {
                         let answer = fail(&ctx.front, Failure::BadHead(why));
-                        refused::log(&head, &ctx.peer, &answer, entered);
+                        refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
                         drop(head);
                         Box::pin(answer_and_close(&mut io, answer)).await;
                         Phase::Closed
                     }
                     Leave::HeadTooLarge { head } => {
                         let answer = fail(&ctx.front, Failure::HeadTooLarge { max_head });
-                        refused::log(&head, &ctx.peer, &answer, entered);
+                        refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
                         drop(head);
                         // Boxed: its read buffer would otherwise be room in every connection's
                         // task.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tokio::time::Instant;
 
-use crate::logs::access_log::{self, Record};
+use crate::logs::access_log::{InForce, Record};
 use crate::proxy::answer::Answer;
 use crate::proxy::forward::Peer;
 
@@ -14,9 +14,9 @@ use crate::proxy::forward::Peer;
 const AT_MOST: usize = 2048;
 
 /// Writes the line of `answer`, given to the head at the start of `head` from `peer`, whose
-/// reading began at `started`; nothing while the access log is off.
-pub fn log(head: &[u8], peer: &Peer, answer: &Answer, started: Instant) {
-    let Some(log) = access_log::get() else {
+/// reading began at `started`; nothing while the access log (`in_force`) is off.
+pub fn log(in_force: &InForce, head: &[u8], peer: &Peer, answer: &Answer, started: Instant) {
+    let Some(log) = in_force.get() else {
         return;
     };
     let line = head

@@ -14,7 +14,13 @@
 //! write waits that long (STREAM-4). A client that reads its answers, pipelining or not, never
 //! waits: its send queue is empty by the time its next request is read, or drains as it reads.
 //!
-//! `Unread` is the rule, a function of the queue's length and `now`; `wait` is its shell.
+//! Asking the kernel is a system call (an `ioctl`) per request, one in seven of a forwarded
+//! request's: so it is asked only when the queue could be over the bound. The queue holds at
+//! most what it held at the last look plus what has been written since (`Seen`), so a client
+//! that reads as it goes is looked at about once per [`UNREAD_AT_MOST`] bytes of answers.
+//!
+//! `Unread` is the rule, a function of the queue's length and `now`; `Seen` says when to look;
+//! `wait` is their shell.
 
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -77,6 +83,26 @@ impl Unread {
     }
 }
 
+/// What the last look at a connection's send queue found: `unread` bytes, when `written` bytes
+/// had been written to it in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub written: u64,
+    pub unread: usize,
+}
+
+impl Seen {
+    /// Whether the queue may hold more than [`UNREAD_AT_MOST`] now that `written` bytes have
+    /// been written in all: `None` (no look yet on this connection's turn in hyper) may.
+    pub fn may_be_over(last: Option<Seen>, written: u64) -> bool {
+        let Some(s) = last else {
+            return true;
+        };
+        let since = written.saturating_sub(s.written);
+        (s.unread as u64).saturating_add(since) > UNREAD_AT_MOST as u64
+    }
+}
+
 /// Bytes written to the socket and not yet taken by the client (`TIOCOUTQ`); 0 if unknown.
 pub fn unread_bytes(fd: RawFd) -> usize {
     // `fd` is the connection's open socket for as long as its requests are served.
@@ -98,6 +124,31 @@ pub async fn wait(fd: RawFd, timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_queue_is_looked_at_only_when_what_was_written_since_could_put_it_over() {
+        // spec: STREAM-4
+        assert!(Seen::may_be_over(None, 0), "no look yet: look");
+        let seen = Seen {
+            written: 1_000,
+            unread: 0,
+        };
+        assert!(!Seen::may_be_over(Some(seen), 1_000));
+        assert!(!Seen::may_be_over(
+            Some(seen),
+            1_000 + UNREAD_AT_MOST as u64
+        ));
+        assert!(Seen::may_be_over(Some(seen), 1_001 + UNREAD_AT_MOST as u64));
+        let full = Seen {
+            written: 5_000,
+            unread: UNREAD_AT_MOST,
+        };
+        assert!(!Seen::may_be_over(Some(full), 5_000));
+        assert!(
+            Seen::may_be_over(Some(full), 5_001),
+            "a byte more may be over"
+        );
+    }
 
     const SEC: Duration = Duration::from_secs(1);
 

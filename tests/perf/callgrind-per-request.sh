@@ -1,0 +1,102 @@
+#!/bin/bash
+# Callgrind instructions per forwarded request through fhircluster (the method in README.md,
+# "Where the front door's own cost stands"): a release launcher with `--workers 0` whose only
+# process is a static nginx answering 628 bytes (as `fhircluster-load compare --only fast`
+# sets it up), run under `valgrind --tool=callgrind`; 3 s of `wrk -t1 -c8` to warm up, the
+# counters zeroed, `wrk -t1 -c8 -d10s`, a dump; total instructions ÷ requests. Instruction
+# counts hold on a shared, noisy machine where throughput does not. Loopback only; the
+# launcher is stopped by its own pid. Prints the figure and keeps the profile for
+# `callgrind_annotate --inclusive=yes OUT_DIR/callgrind.out.*`.
+# FHIRCLUSTER=path runs another build (an A/B against a copy of the binary before a change);
+# EXTRA_CLUSTER_JSON='{"accessLog": "text"}' adds settings to server.cluster.
+#   cargo build --release --bins && tests/perf/callgrind-per-request.sh [OUT_DIR] [SECONDS]
+set -eu
+out=${1:-$(mktemp -d /tmp/callgrind-per-request.XXXX)}
+seconds=${2:-10}
+bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+base=$(python3 - <<'PY'
+import random, socket
+while True:
+    p = random.randint(20000, 30000)
+    socks = []
+    try:
+        for q in range(p, p + 3):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
+        print(p); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+PY
+)
+
+# The fast upstream: `fhircluster-load`'s compare/upstream.rs, the same 628 bytes.
+body=$(python3 - <<'PY'
+print(''.join([
+ '{"resourceType":"Parameters","parameter":[{"name":"name","valueString":"LOINC"},',
+ '{"name":"version","valueString":"2.8"},',
+ '{"name":"display","valueString":"Systolic blood pressure"},',
+ '{"name":"designation","part":[{"name":"language","valueCode":"en-US"},',
+ '{"name":"use","valueCoding":{"system":"http://loinc.org","code":"LONG_COMMON_NAME"}},',
+ '{"name":"value","valueString":"Systolic blood pressure"}]},',
+ '{"name":"property","part":[{"name":"code","valueCode":"COMPONENT"},',
+ '{"name":"value","valueString":"Pressure.systolic"}]},',
+ '{"name":"property","part":[{"name":"code","valueCode":"CLASS"},',
+ '{"name":"value","valueCoding":{"code":"BP.ATOM"}}]}]}']))
+PY
+)
+cat > "$out/upstream.conf.in" <<CONF
+daemon off;
+worker_processes 1;
+pid $out/upstream.pid;
+error_log $out/upstream-error.log warn;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $out/client_body;
+    proxy_temp_path $out/proxy;
+    fastcgi_temp_path $out/fastcgi;
+    uwsgi_temp_path $out/uwsgi;
+    scgi_temp_path $out/scgi;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:@PORT@ backlog=16384;
+        default_type application/fhir+json;
+        location / { return 200 '$body'; }
+    }
+}
+CONF
+script="sed \"s/@PORT@/\$PORT/g\" '$out'/upstream.conf.in > '$out'/upstream-\"\$PORT\".conf && exec nginx -p '$out' -e '$out'/upstream-error.log -c '$out'/upstream-\"\$PORT\".conf"
+python3 - "$out/config.json" "$base" "$script" "${EXTRA_CLUSTER_JSON:-{\}}" <<'PY'
+import json, sys
+path, base, script, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+cluster = {"workers": 0, "internalPort": base + 1, "command": ["sh", "-c", script],
+           "killSeconds": 5, "proxyThreads": 1}
+cluster.update(extra)
+json.dump({"server": {"port": base, "cluster": cluster},
+           "modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}, open(path, "w"), indent=1)
+PY
+
+RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
+    "${FHIRCLUSTER:-$bin/fhircluster}" --data-dir "$out" --workers 0 > "$out/log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
+url="http://127.0.0.1:$base/r4/metadata"
+for _ in $(seq 1 300); do
+    if curl -fs -o /dev/null "$url"; then break; fi
+    sleep 0.2
+done
+curl -fs -o /dev/null "$url" || { echo "the launcher did not answer (see $out/log)" >&2; exit 1; }
+
+wrk -t1 -c8 -d3s "$url" > "$out/warm.txt"
+callgrind_control -z "$pid" > /dev/null
+wrk -t1 -c8 -d"${seconds}s" "$url" > "$out/wrk.txt"
+callgrind_control -d "$pid" > /dev/null
+sleep 1
+requests=$(awk '/requests in/ {print $1}' "$out/wrk.txt")
+file=$(ls -t "$out"/callgrind.out.* | head -1)
+total=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+echo "requests $requests instructions $total per-request $((total / requests)) profile $file"
