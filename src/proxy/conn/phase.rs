@@ -50,6 +50,8 @@ pub struct ConnContext {
     pub pipelined: Arc<tokio::sync::Semaphore>,
     /// Where idle connections go when the drain is an upgrade's (`handed`).
     pub handover: Arc<Collector>,
+    /// Counts the connection open while its task lives.
+    pub _open: crate::proxy::observed::OpenConnection,
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:
@@ -123,7 +125,9 @@ pub async fn serve_client(
                 let header = ctx.cfg.header_read_timeout;
                 let deadline = (!header.is_zero()).then(|| idle_since.later(header));
                 let max_head = ctx.cfg.max_head;
-                let bytes = std::mem::take(&mut unread);
+                // A `Vec` made here: taken as `Bytes`, the lobby's future would keep room for
+                // both.
+                let bytes = Vec::from(std::mem::take(&mut unread));
                 let entered = Instant::now();
                 match lobby::enter(
                     io.get_ref(),
