@@ -209,8 +209,9 @@ fn route(
 }
 
 /// Step 1's route table, for a request the lobby did not route: its demand if it is a tx
-/// request, `None` for the master's own paths.
-fn routed(
+/// request, `None` for the master's own paths. (The lobby's differential test holds the
+/// lobby's routing to this.)
+pub(crate) fn routed(
     front: &Arc<Front>,
     parts: &http::request::Parts,
     cache_id: Option<&HeaderValue>,
