@@ -64,7 +64,8 @@ pub struct ConnContext {
 ///                  │                                                                  │
 ///                  │     (the client done or failed, the drain)──────────► Closed ◄──┤
 ///                  │                                                                  │
-///                  └─── Parked ◄──(idle about a second, or at once while requests wait)─┘
+///                  └─── Parked ◄──(idle about a second; at once: its first answer, or ─┘
+///                                       requests wait in a crowd; see `park`)
 /// ```
 ///
 /// * **Lobby**: hyper does not hold the connection. The next request's head is read, and a tx
