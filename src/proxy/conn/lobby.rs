@@ -108,9 +108,11 @@ pub async fn enter(
             Err(_) => return Leave::Gone,
         }
         // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
-        let parsed = request_head::check(&buf);
-        if parsed != Check::Partial || buf.len() >= max_head {
-            break parsed;
+        // (In a `match` of its own: a reading kept in the loop's scope would have room in the
+        // task while it waits below.)
+        match request_head::check(&buf) {
+            Check::Partial if buf.len() < max_head => {}
+            parsed => break parsed,
         }
         if *drain.borrow() {
             return Leave::Drained {
@@ -133,24 +135,28 @@ pub async fn enter(
             _ = drain.changed() => return Leave::Drained { unread: Bytes::from(buf) },
         }
     };
-    let taken = match parsed {
-        // Not whole, and no more is waited for: over `max_head`.
-        Check::Partial => return Leave::HeadTooLarge { head: buf },
-        Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
-        Check::Refused(why) => return Leave::Refused { why, head: buf },
-        Check::Taken(t) => t,
-    };
-    let Some(head) = whole_request(&buf, &taken) else {
-        return serve(buf, None);
-    };
-    if buf.len() > head.len {
-        // Pipelined (more was sent without waiting for this answer): hyper's service admits it,
-        // as one of the few pipelined requests routed at once (`hyper_phase`).
-        return serve(buf, None);
-    }
-    let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
-    let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
-        return serve(buf, None);
+    // In a block: the reading and the head are not kept (nor room for them) while it waits.
+    let (demand, watch_up_to) = {
+        let taken = match parsed {
+            // Not whole, and no more is waited for: over `max_head`.
+            Check::Partial => return Leave::HeadTooLarge { head: buf },
+            Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
+            Check::Refused(why) => return Leave::Refused { why, head: buf },
+            Check::Taken(t) => t,
+        };
+        let Some(head) = whole_request(&buf, &taken) else {
+            return serve(buf, None);
+        };
+        if buf.len() > head.len {
+            // Pipelined (more was sent without waiting for this answer): hyper's service admits
+            // it, as one of the few pipelined requests routed at once (`hyper_phase`).
+            return serve(buf, None);
+        }
+        let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
+        let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
+            return serve(buf, None);
+        };
+        (demand, watch_up_to)
     };
     let (ticket, mut decision) = front.admit(&demand);
     if !decision.is_empty() {
