@@ -147,6 +147,36 @@ fn a_parked_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
 }
 
 #[test]
+fn a_new_connection_is_parked_as_its_first_answer_ends() {
+    // spec: EDGE-6
+    // A client that sends one request and stays open (a health checker, a proxy's idle pool)
+    // is given back by hyper at once, not after the second idle (`park::park_after`, 1 s below a
+    // crowd) it held hyper's 16 KB for. 200 of them, well below the crowd.
+    const N: usize = 200;
+    let admin = free_port();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "queueSeconds": 60,
+            "adminAddress": format!("127.0.0.1:{admin}")
+        } } }))
+        .start();
+    let _conns: Vec<Conn> = (0..N).map(|_| used_once(&c)).collect();
+    let answered = Instant::now();
+    let served = || scrape(admin).value("fhircluster_connections", &[("state", "served")]);
+    wait_until("every connection parked", Duration::from_secs(10), || {
+        served() == 0.0
+    });
+    let took = answered.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the last connection was parked {took:?} after its answer: it waited for park_after"
+    );
+    let parked = scrape(admin).value("fhircluster_connections", &[("state", "parked")]);
+    assert!(parked >= N as f64, "{parked} parked of {N}");
+}
+
+#[test]
 fn idle_keep_alive_clients_cost_the_launcher_a_few_kb_each() {
     // hyper holds about 13 KB per connection (measured on a fresh launcher, 12.8 KB); parked,
     // one costs about 1.5 KB. Opened at a pace where some are still in hyper while others are

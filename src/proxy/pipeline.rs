@@ -1,7 +1,7 @@
 //! One request's way through the front door, in the same named steps for every request:
 //!
 //! 1. **route**: refuse what is never proxied (and a `Host` RFC 9112 refuses), and find where the
-//!    request goes by the route table;
+//!    request goes by the route table, or take the lobby's route of it (it is routed once);
 //! 2. **rewrite** its headers for the process;
 //! 3. **admit** a tx request to the scheduler (its small body read ahead first), or take up the
 //!    lobby's admission of it; the master's own paths go straight on;
@@ -156,8 +156,11 @@ struct Unread {
     cache_id: String,
 }
 
-/// Steps 1 to 3: route, rewrite the headers, admit. `early`: the request's admission if the
-/// lobby made it (see `lobby`); one that does not match the route is dropped, which cancels it.
+/// Steps 1 to 3: route, rewrite the headers, admit. `early`: the request's route and admission
+/// if the lobby made them (see `lobby`): taken as they are, the request not routed again. The
+/// lobby's reading of the head is hyper's by construction (both are the codec's rules, and
+/// `conn::lobby_differential_tests` holds what routing reads, method, target, `x-cache-id` and
+/// `Content-Length`, to hyper's parts), so the lobby's route is the one this would find.
 fn route(
     front: &Arc<Front>,
     peer: &Peer,
@@ -168,9 +171,52 @@ fn route(
     if is_unsupported(&parts) {
         return Routed::Answer(fail(front, Failure::Unsupported));
     }
+    // The lobby admits one `Host` only, but not its value: a bad one is refused here (dropping
+    // the admission cancels it).
     if let Err(why) = check_host(&parts) {
         return Routed::Answer(fail(front, Failure::BadHost { why, from: peer }));
     }
+    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
+    let (demand, early) = match early {
+        // The lobby read the whole request, routed it and admitted it.
+        Some(e) => (e.demand, Some((e.ticket, e.decision))),
+        None => match routed(front, &parts, cache_id.as_ref()) {
+            Ok(Some(demand)) => (demand, None),
+            Ok(None) => {
+                prepare_request(&mut parts, peer);
+                return Routed::Master(Request::from_parts(parts, body));
+            }
+            Err(answer) => return Routed::Answer(answer),
+        },
+    };
+    prepare_request(&mut parts, peer);
+    let req = Request::from_parts(parts, body);
+    let cache_id = cache_id
+        .as_ref()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let (ticket, decision) = match early {
+        Some(admission) => admission,
+        None if !http_body::Body::is_end_stream(req.body()) => {
+            return Routed::ReadFirst(Box::new(Unread {
+                demand,
+                req,
+                cache_id,
+            }))
+        }
+        None => front.admit(&demand),
+    };
+    Routed::Tx(admitted(demand, Box::new(req), cache_id, ticket, decision))
+}
+
+/// Step 1's route table, for a request the lobby did not route: its demand if it is a tx
+/// request, `None` for the master's own paths. (The lobby's differential test holds the
+/// lobby's routing to this.)
+pub(crate) fn routed(
+    front: &Arc<Front>,
+    parts: &http::request::Parts,
+    cache_id: Option<&HeaderValue>,
+) -> Result<Option<TxDemand>, Answer> {
     let target = match (parts.uri.scheme(), parts.uri.authority()) {
         // Absolute-form (RFC 9112 §3.2.2): routed by its path; its authority becomes `Host`.
         (Some(_), Some(_)) => Cow::Borrowed(parts.uri.path_and_query().map_or("/", |p| p.as_str())),
@@ -187,40 +233,17 @@ fn route(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
     let head = RequestHead {
         method: &parts.method,
         target: &target,
-        cache_id: cache_id.as_ref().map(|v| v.as_bytes()),
+        cache_id: cache_id.map(HeaderValue::as_bytes),
         content_length,
     };
-    let route = match front.route(&head) {
-        Ok(r) => r,
-        Err(bad) => return Routed::Answer(fail(front, Failure::BadTarget(bad))),
-    };
-    drop(target); // its borrow of the target ends before the head is rewritten
-    prepare_request(&mut parts, peer);
-    let req = Request::from_parts(parts, body);
-    let Route::Tx(demand) = route else {
-        return Routed::Master(req);
-    };
-    let cache_id = cache_id
-        .as_ref()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default();
-    let (ticket, decision) = match early {
-        // The lobby read the whole request, and admitted it.
-        Some(e) if e.demand == demand => (e.ticket, e.decision),
-        _ if !http_body::Body::is_end_stream(req.body()) => {
-            return Routed::ReadFirst(Box::new(Unread {
-                demand,
-                req,
-                cache_id,
-            }))
-        }
-        _ => front.admit(&demand),
-    };
-    Routed::Tx(admitted(demand, Box::new(req), cache_id, ticket, decision))
+    match front.route(&head) {
+        Ok(Route::Tx(demand)) => Ok(Some(demand)),
+        Ok(Route::Master) => Ok(None),
+        Err(bad) => Err(fail(front, Failure::BadTarget(bad))),
+    }
 }
 
 fn admitted(

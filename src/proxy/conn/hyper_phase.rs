@@ -152,6 +152,9 @@ pub(super) async fn serve_until_idle(
         })
     });
     let builder = server_builder(ctx.cfg.max_head);
+    // A new connection (none of its requests served yet) is given back as its first response
+    // ends: see `park`'s notes.
+    let first = activity.snapshot().started == 0;
     quiet.served_anew(activity.snapshot());
     // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
     activity.take_refused();
@@ -180,6 +183,7 @@ pub(super) async fn serve_until_idle(
                 // its earlier answers written, for the launcher's own answer.
                 Poll::Pending
                     if (handing
+                        || first
                         || activity.refused()
                         || park_at_once(
                             ctx.served.load(Ordering::Relaxed),
@@ -194,7 +198,10 @@ pub(super) async fn serve_until_idle(
                 let Some(r) = r else {
                     // In a crowd, requests wait for a process: this connection's next one would
                     // likely wait too (see `park_at_once`).
-                    at_once = true;
+                    at_once = park_at_once(
+                        ctx.served.load(Ordering::Relaxed),
+                        ctx.front.admission.has_waiters(),
+                    );
                     break;
                 };
                 if let Err(e) = r {

@@ -4,9 +4,9 @@
 //! head is refused and with which status (`400`, `414`, `431`), and, for a head both take, on
 //! the method, the target, the version, the `Host` and `Content-Length` lines, the transfer
 //! coding, the `x-cache-id` value, the body's framing and whether hyper reads on after it; for
-//! a request the lobby admits, on what routing reads (`RequestHead`), which the service's
-//! routing takes from hyper's parts (`pipeline::route`). That agreement is what lets the
-//! service take the lobby's admission instead of asking again.
+//! a request the lobby admits, on what routing reads (`RequestHead`) and on the route found
+//! (the service's own routing, `pipeline::routed`, on hyper's parts). That agreement is what
+//! lets the service take the lobby's route and admission instead of routing again.
 //!
 //! The deliberate differences, with their reason:
 //!
@@ -40,6 +40,8 @@ use super::lobby::whole_request;
 use crate::proxy::forward::differential_tests::run;
 use crate::proxy::forward::X_CACHE_ID;
 use crate::proxy::http1::request_head::{check, Body, Check, Refused};
+use crate::proxy::pipeline::routed;
+use crate::proxy::route::{Route, TxDemand};
 
 /// `headerMaxKB`'s default, in bytes.
 pub(crate) const MAX_HEAD: usize = 32 * 1024;
@@ -137,6 +139,12 @@ pub(crate) fn lobby(c: &Case) -> (Outcome, Option<Admitted>, Option<bool>) {
             target: h.target.to_string(),
             cache_id: h.cache_id.map(<[u8]>::to_vec),
             content_length: h.content_length,
+            // As `lobby::enter` routes it.
+            route: match front().route(&h.as_route()) {
+                Ok(Route::Tx(demand)) => Some(Some(demand)),
+                Ok(Route::Master) => Some(None),
+                Err(_) => None,
+            },
         });
         // Whether hyper reads on is compared only for a request whose bytes end with it.
         let body_len = match t.body {
@@ -159,6 +167,15 @@ pub(crate) struct Admitted {
     target: String,
     cache_id: Option<Vec<u8>>,
     content_length: Option<u64>,
+    /// The route found: a tx request's demand (its target, lane, whether it counts), `None` for
+    /// the master's paths; `None` outside for a target refused. The service takes the lobby's
+    /// (`pipeline::route`), so it must be the one its own routing would find.
+    route: Option<Option<TxDemand>>,
+}
+
+/// A front to route by: a master and two tx-workers (`tx1`, `tx2`, the cache-ids' prefixes).
+fn front() -> Arc<crate::proxy::front::Front> {
+    crate::proxy::front::test_front(2)
 }
 
 /// What hyper's service was given.
@@ -196,6 +213,7 @@ fn called(parts: &http::request::Parts) -> Called {
         routed: Admitted {
             method: parts.method.to_string(),
             target,
+            route: routed(&front(), parts, h.get(X_CACHE_ID)).ok(),
             cache_id,
             content_length,
         },

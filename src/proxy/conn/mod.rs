@@ -12,6 +12,8 @@ mod park;
 mod park_io;
 mod phase;
 mod refused;
+#[cfg(test)]
+mod size_tests;
 mod unread;
 
 pub(crate) use crate::proxy::http1::request_head::Refused;

@@ -15,8 +15,17 @@
 //! it without writing, and `into_parts` gives back the socket and any bytes of a next request
 //! read but not parsed yet.
 //!
-//! When: after about a second idle (`park_after`), or, in a crowd, at once as its response ends
-//! while requests wait in the queue (`park_at_once`).
+//! When: after about a second idle (`park_after`); at once as the first response on a new
+//! connection ends; or, in a crowd, at once as its response ends while requests wait in the
+//! queue (`park_at_once`).
+//!
+//! The first response: most keep-alive clients that send one request and stay open (health
+//! checkers, a proxy's idle pool, a browser's spare connection) would otherwise hold hyper's
+//! 16 KB for a second, and 10,000 of them arriving together cost the launcher 36 MB after the
+//! parks (the freed buffers pin the pages the parked connections' own few KB share), against
+//! about 2 KB each given back at once. A client that goes on sending costs one more hyper
+//! connection made, once per connection (its next hyper phase parks by the other rules), not
+//! per request.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -85,10 +94,13 @@ pub fn park_after(served: usize, header: Duration) -> Duration {
 /// Whether a connection whose response has just ended is parked at once (not after
 /// `park_after`): when requests wait in the queue, its next request is likely to wait too, and
 /// it waits in the lobby for about 2.5 KB instead of in hyper for 13. Only in a crowd (more than
-/// `CROWD` connections served by hyper): taking each request through the lobby costs about 8%
-/// more CPU a request (measured with `fhircluster-load compare --only fast`, 32 and 256
-/// connections, each request queued), while below the crowd what waits in hyper is at most
-/// `CROWD` × 13 KB.
+/// `CROWD` connections served by hyper): taking each request through the lobby (a hyper
+/// connection given back and made again per request, the head read twice) costs 39.3k → 49.8k
+/// instructions a request with every request queued (callgrind, `wrk -t1 -c8`,
+/// `maxOutstanding` 2), 7-10% more CPU a request (`fhircluster-load compare --only fast
+/// --set maxOutstanding=8`, 32 and 256 connections, 3 interleaved rounds), and parking after
+/// every response 34.1k → 47.9k with nothing queued; while below the crowd what waits in hyper
+/// is at most `CROWD` × 13 KB.
 pub fn park_at_once(served: usize, requests_wait: bool) -> bool {
     requests_wait && served > CROWD
 }

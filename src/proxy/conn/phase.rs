@@ -50,6 +50,8 @@ pub struct ConnContext {
     pub pipelined: Arc<tokio::sync::Semaphore>,
     /// Where idle connections go when the drain is an upgrade's (`handed`).
     pub handover: Arc<Collector>,
+    /// Counts the connection open while its task lives.
+    pub _open: crate::proxy::observed::OpenConnection,
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:
@@ -62,7 +64,8 @@ pub struct ConnContext {
 ///                  │                                                                  │
 ///                  │     (the client done or failed, the drain)──────────► Closed ◄──┤
 ///                  │                                                                  │
-///                  └─── Parked ◄──(idle about a second, or at once while requests wait)─┘
+///                  └─── Parked ◄──(idle about a second; at once: its first answer, or ─┘
+///                                       requests wait in a crowd; see `park`)
 /// ```
 ///
 /// * **Lobby**: hyper does not hold the connection. The next request's head is read, and a tx
@@ -120,21 +123,21 @@ pub async fn serve_client(
                 // The header timeout runs from the accept or the last response (`Activity`
                 // counts from the accept).
                 let idle_since = activity.instant(activity.snapshot().last_end_ms);
-                let header = ctx.cfg.header_read_timeout;
-                let deadline = (!header.is_zero()).then(|| idle_since.later(header));
                 let max_head = ctx.cfg.max_head;
-                let bytes = std::mem::take(&mut unread);
                 let entered = Instant::now();
-                match lobby::enter(
+                // Its arguments made in the call, and the call its own statement: what is made
+                // for it is then not kept (nor room for it) beside the lobby's future.
+                let leave = lobby::enter(
                     io.get_ref(),
-                    bytes,
+                    // A `Vec`: taken as `Bytes`, the lobby's future would keep room for both.
+                    Vec::from(std::mem::take(&mut unread)),
                     &ctx.front,
-                    deadline,
+                    header_deadline(idle_since, ctx.cfg.header_read_timeout),
                     &mut drain,
                     max_head,
                 )
-                .await
-                {
+                .await;
+                match leave {
                     Leave::Gone => Phase::Closed,
                     Leave::Close => {
                         let _ = io.shutdown().await;
@@ -220,6 +223,12 @@ pub async fn serve_client(
             Phase::Closed => return,
         };
     }
+}
+
+/// When a connection idle since `idle_since` is closed if no whole head has come, with the
+/// header timeout `header` (zero: never).
+fn header_deadline(idle_since: Instant, header: std::time::Duration) -> Option<Instant> {
+    (!header.is_zero()).then(|| idle_since.later(header))
 }
 
 /// An idle connection that heard the drain: handed over with `unread` (the bytes read of its
