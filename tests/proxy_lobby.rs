@@ -206,7 +206,7 @@ fn kept_alive_then_waiting(c: &Cluster, n: usize) -> Vec<Conn> {
 
 #[test]
 fn in_a_crowd_a_kept_alive_connections_next_request_waits_in_the_lobby() {
-    // spec: EDGE-6
+    // spec: EDGE-6, DEC-57
     // Up to a crowd of connections served by hyper (`proxy::conn::park::CROWD`, 1000), a
     // kept-alive connection's next request waits in hyper (13 KB); beyond it, while requests
     // wait, hyper gives each connection back as its response ends, so its next request (sent as

@@ -148,7 +148,7 @@ fn a_parked_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
 
 #[test]
 fn a_new_connection_is_parked_as_its_first_answer_ends() {
-    // spec: EDGE-6
+    // spec: EDGE-6, DEC-56
     // A client that sends one request and stays open (a health checker, a proxy's idle pool)
     // is given back by hyper at once, not after the second idle (`park::park_after`, 1 s below a
     // crowd) it held hyper's 16 KB for. 200 of them, well below the crowd.

@@ -24,6 +24,7 @@ fn an_inherited_fd_is_taken_over_once_and_a_closed_one_not_at_all() {
 
 #[test]
 fn an_fd_opened_after_the_program_began_is_not_taken_as_inherited() {
+    // spec: DEC-59
     // What was open at entry, then a file this program opens itself: named (wrongly) as
     // inherited, it is refused and stays open for its owner.
     let (read, write) = nix::unistd::pipe().expect("a pipe");

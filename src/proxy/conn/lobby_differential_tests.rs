@@ -493,6 +493,7 @@ proptest! {
 
     #[test]
     fn the_lobby_reads_heads_as_hyper_does(c in case()) {
+        // spec: DEC-55: the route the service takes from the lobby is the one it would find.
         compare(&c);
     }
 }

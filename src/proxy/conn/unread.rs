@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn the_queue_is_looked_at_only_when_what_was_written_since_could_put_it_over() {
-        // spec: STREAM-4
+        // spec: STREAM-4, DEC-58
         assert!(Seen::may_be_over(None, 0), "no look yet: look");
         let seen = Seen {
             written: 1_000,

@@ -80,6 +80,7 @@ async fn body_of(up: &Up, path: &str) -> Bytes {
 /// the stray for its answer. The real look at checkout sees it.
 #[test]
 fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
+    // spec: DEC-58: the one look, at checkout, sees a stray written after the check-in.
     let (wrote_tx, wrote_rx) = mpsc::channel::<()>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let go_rx = std::sync::Mutex::new(Some(go_rx));
