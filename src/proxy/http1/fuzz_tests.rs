@@ -7,7 +7,7 @@
 //! In the suite it runs for 2 seconds; for a longer run:
 //!
 //! ```text
-//! FUZZ_SECONDS=600 cargo nextest run --lib -E 'test(/http1::fuzz_tests/)' --no-capture
+//! FUZZ_SECONDS=600 cargo test --lib http1::fuzz_tests -- --nocapture
 //! ```
 //!
 //! It prints one `FUZZ {json}` line: the inputs run of each kind, and the seed (`FUZZ_SEED` runs
