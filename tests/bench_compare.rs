@@ -204,14 +204,18 @@ fn the_fast_upstream_through_every_door_with_cpu_per_request() {
         for door in 2..=5 {
             assert!(number(&rps[door]) > 0.0, "door {door}: {rps:?}");
         }
-        assert!(rps[9].contains("≥ 0.6× direct"), "{rps:?}");
+        // At 8 connections (32 or fewer) within 5% of nginx is the target.
+        assert!(
+            rps[9].contains("≥ HAProxy") && rps[9].contains("≥ 0.95× nginx"),
+            "{rps:?}"
+        );
         assert!(rps[10] == "met" || rps[10] == "MISSED", "{rps:?}");
         let cpu = row(&stdout, &format!("{label} CPU per request"));
         for door in 2..=5 {
             assert!(number(&cpu[door]) > 0.0, "door {door}: {cpu:?}");
         }
         assert!(
-            cpu[9].contains("≤ nginx") && cpu[9].contains("≤ HAProxy"),
+            cpu[9].contains("≤ HAProxy") && !cpu[9].contains("nginx"),
             "{cpu:?}"
         );
         let errors = row(&stdout, &format!("{label} non-2xx"));
