@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::common::{is_test_path, rust_files};
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -58,27 +60,6 @@ fn layers(lib: &str) -> Vec<Vec<String>> {
         }
     }
     out
-}
-
-fn is_test_path(rel: &Path) -> bool {
-    rel.with_extension("").components().any(|c| {
-        let c = c.as_os_str().to_string_lossy();
-        c == "tests" || c.ends_with("_tests") || c == "proptests" || c == "test_support"
-    })
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries {
-        let p = e.expect("an entry of src/").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// The code of a file that counts: before its first `#[cfg(test)]`, without `//` comments.

@@ -10,6 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::common::{is_test_path, rust_files};
+
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -80,27 +82,6 @@ fn literals(code: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn is_test_path(rel: &Path) -> bool {
-    rel.with_extension("").components().any(|c| {
-        let c = c.as_os_str().to_string_lossy();
-        c == "tests" || c.ends_with("_tests") || c == "proptests" || c == "test_support"
-    })
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries {
-        let p = e.expect("an entry of src/").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// Each product file (its path under `src/`) with the string literals of its product code.
