@@ -17,21 +17,7 @@ bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-base=$(python3 - <<'PY'
-import random, socket
-while True:
-    p = random.randint(20000, 30000)
-    socks = []
-    try:
-        for q in range(p, p + 3):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-PY
-)
+base=$(python3 "$(dirname "$0")/free-ports.py" 3)
 
 # The fast upstream: `fhircluster-load`'s compare/upstream.rs, the same 628 bytes.
 body=$(python3 - <<'PY'

@@ -12,20 +12,7 @@ bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
 mkdir -p "$out"
 
 free_base() {
-    python3 - <<'PY'
-import random, socket
-while True:
-    p = random.randint(20000, 30000)
-    socks = []
-    try:
-        for q in range(p, p + 4):
-            s = socket.socket(); s.bind(("127.0.0.1", q)); socks.append(s)
-        print(p); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-PY
+    python3 "$(dirname "$0")/free-ports.py" 4
 }
 
 round() { # on|off, output file
