@@ -380,12 +380,13 @@ async fn to_tx(
                 return fail_respond(front, failure);
             }
         };
-        let (queued, first) = ticket.dispatched();
+        // One clock read for the wait's end and the send's start.
+        let sent = Instant::now();
+        let (queued, first) = ticket.dispatched_at(sent);
         if first {
             front.counters.queue_wait.record(queued);
         }
         let bytes_in = http_body::Body::size_hint(req.body()).lower();
-        let sent = Instant::now();
         let upstream = &front.upstreams[process.index()];
         let downs = front.roster.downs(process);
         // Forward. Boxed, as the reading of the response: what a request holds while it waits
@@ -399,10 +400,11 @@ async fn to_tx(
                     let counters = front.counters.processes.get(process.index());
                     let resp = match Box::pin(buffered(resp, &front.budget)).await {
                         Ok(Buffered::Whole(resp)) => {
-                            ticket.finish(Finish::Responded { status });
+                            let done = Instant::now();
+                            ticket.finish_at(Finish::Responded { status }, done);
                             if let Some(c) = counters {
                                 let out = http_body::Body::size_hint(resp.body()).lower();
-                                c.answered(status, sent.elapsed(), bytes_in);
+                                c.answered(status, done.saturating_duration_since(sent), bytes_in);
                                 c.sent_out(out);
                             }
                             resp
