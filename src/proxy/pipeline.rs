@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{HeaderValue, CONNECTION};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -34,8 +34,8 @@ use super::answer::Answer;
 use super::failure::{fail, fail_respond, Failure};
 use super::finish;
 use super::forward::{
-    buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
-    Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
+    buffered, check_looked_host, compact_head, is_unsupported, prepare_request, streamed,
+    AheadError, Arrival, Buffered, ClientBody, ForwardError, Looked, Peer, ProxyBody, SendFailure,
 };
 use super::front::Front;
 use super::listener_settings::ListenerSettings;
@@ -168,7 +168,8 @@ fn route(
     if is_unsupported(&parts) {
         return Routed::Answer(fail(front, Failure::Unsupported));
     }
-    if let Err(why) = check_host(&parts) {
+    let looked = Looked::of(&parts.headers);
+    if let Err(why) = check_looked_host(&parts, &looked) {
         return Routed::Answer(fail(front, Failure::BadHost { why, from: peer }));
     }
     let target = match (parts.uri.scheme(), parts.uri.authority()) {
@@ -178,16 +179,15 @@ fn route(
         (_, Some(_)) => Cow::Owned(parts.uri.to_string()),
         _ => Cow::Borrowed(parts.uri.path_and_query().map_or("", |p| p.as_str())),
     };
-    let content_length = if parts.headers.contains_key(TRANSFER_ENCODING) {
+    let content_length = if looked.transfer_encoding {
         None
     } else {
-        parts
-            .headers
-            .get(CONTENT_LENGTH)
+        looked
+            .content_length
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
-    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
+    let cache_id = looked.cache_id.cloned();
     let head = RequestHead {
         method: &parts.method,
         target: &target,

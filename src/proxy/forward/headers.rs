@@ -232,16 +232,24 @@ fn remove_connection_options(headers: &mut HeaderMap, named_close: bool) {
 /// without one (it goes on with the process's address, as the upstream leg is HTTP/1.1). With an
 /// absolute-form target the `Host` value is ignored (the target's authority replaces it, §3.2.2),
 /// but still counted.
+#[cfg(test)]
 pub fn check_host(parts: &http::request::Parts) -> Result<(), &'static str> {
-    let mut hosts = parts.headers.get_all(HOST).iter();
-    let Some(host) = hosts.next() else {
+    check_looked_host(parts, &Looked::of(&parts.headers))
+}
+
+/// As [`check_host`], by what `looked` found of the head's `Host` lines.
+pub fn check_looked_host(
+    parts: &http::request::Parts,
+    looked: &Looked<'_>,
+) -> Result<(), &'static str> {
+    let Some(host) = looked.host else {
         return if parts.version == http::Version::HTTP_10 {
             Ok(())
         } else {
             Err("no Host header (required since HTTP/1.1)")
         };
     };
-    if hosts.next().is_some() {
+    if looked.more_hosts {
         return Err("more than one Host header");
     }
     if parts.uri.authority().is_some() || host.is_empty() || is_plain_host(host.as_bytes()) {
@@ -251,6 +259,42 @@ pub fn check_host(parts: &http::request::Parts) -> Result<(), &'static str> {
     match http::uri::Authority::try_from(host.as_bytes()) {
         Ok(a) if !a.as_str().contains('@') => Ok(()),
         _ => Err("the Host header is not a host[:port]"),
+    }
+}
+
+/// What routing reads of a request's head, from one pass over its headers: a lookup each
+/// (`Host`, `Content-Length`, `Transfer-Encoding`, `x-cache-id`) hashed its name, about 450
+/// instructions a request. The first value of a name is the one `HeaderMap::get` gives.
+pub struct Looked<'a> {
+    host: Option<&'a HeaderValue>,
+    more_hosts: bool,
+    pub content_length: Option<&'a HeaderValue>,
+    pub transfer_encoding: bool,
+    pub cache_id: Option<&'a HeaderValue>,
+}
+
+impl<'a> Looked<'a> {
+    pub fn of(headers: &'a HeaderMap) -> Looked<'a> {
+        let mut looked = Looked {
+            host: None,
+            more_hosts: false,
+            content_length: None,
+            transfer_encoding: false,
+            cache_id: None,
+        };
+        for (name, value) in headers {
+            if name == HOST {
+                looked.more_hosts |= looked.host.is_some();
+                looked.host.get_or_insert(value);
+            } else if name == CONTENT_LENGTH {
+                looked.content_length.get_or_insert(value);
+            } else if name == TRANSFER_ENCODING {
+                looked.transfer_encoding = true;
+            } else if name == X_CACHE_ID {
+                looked.cache_id.get_or_insert(value);
+            }
+        }
+        looked
     }
 }
 
@@ -653,6 +697,30 @@ mod tests {
             };
             proptest::prop_assert!(is_plain_host(host.as_bytes()));
             proptest::prop_assert!(http::uri::Authority::try_from(host.as_bytes()).is_ok());
+        }
+    }
+
+    proptest::proptest! {
+        /// The one pass finds what a lookup of each name finds.
+        #[test]
+        fn the_look_finds_what_the_lookups_find(
+            lines in proptest::collection::vec((0usize..6, 0u8..3), 0..8)
+        ) {
+            const NAMES: [&str; 6] =
+                ["host", "content-length", "transfer-encoding", "x-cache-id", "accept", "te"];
+            let mut headers = HeaderMap::new();
+            for (n, v) in lines {
+                headers.append(NAMES[n], HeaderValue::from(u16::from(v)));
+            }
+            let looked = Looked::of(&headers);
+            proptest::prop_assert_eq!(looked.host, headers.get(HOST));
+            proptest::prop_assert_eq!(looked.more_hosts, headers.get_all(HOST).iter().count() > 1);
+            proptest::prop_assert_eq!(looked.content_length, headers.get(CONTENT_LENGTH));
+            proptest::prop_assert_eq!(
+                looked.transfer_encoding,
+                headers.contains_key(TRANSFER_ENCODING)
+            );
+            proptest::prop_assert_eq!(looked.cache_id, headers.get(X_CACHE_ID));
         }
     }
 
