@@ -84,9 +84,11 @@ impl Admission {
     /// Submits a tx request: its decision, made now or to come.
     pub fn admit(self: &Arc<Self>, demand: &TxDemand) -> (Ticket, Verdict) {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        // One clock read for both (each is about 60 instructions a request).
+        let now = crate::clock::now();
         let verdict = {
             let mut inner = self.lock();
-            inner.sched.submit(id, demand, crate::clock::now_std());
+            inner.sched.submit(id, demand, now.into_std());
             let made = self.pump(&mut inner, Some(id));
             self.verdict(&mut inner, id, made)
         };
@@ -94,7 +96,7 @@ impl Admission {
             admission: self.clone(),
             id,
             ended: false,
-            admitted: Instant::now(),
+            admitted: now,
             waited: None,
         };
         (ticket, verdict)
@@ -304,11 +306,17 @@ pub struct Ticket {
 impl Ticket {
     /// The request is about to be sent: how long it waited in the queue, and whether this is
     /// its first dispatch (a retry elsewhere is the same wait, counted once).
+    #[cfg(test)]
     pub fn dispatched(&mut self) -> (Duration, bool) {
+        self.dispatched_at(crate::clock::now())
+    }
+
+    /// As [`Ticket::dispatched`], at `now` (the caller's one clock read).
+    pub fn dispatched_at(&mut self, now: Instant) -> (Duration, bool) {
         match self.waited {
             Some(waited) => (waited, false),
             None => {
-                let waited = self.admitted.elapsed();
+                let waited = now.saturating_duration_since(self.admitted);
                 self.waited = Some(waited);
                 (waited, true)
             }
@@ -316,10 +324,16 @@ impl Ticket {
     }
 
     /// The request ended with this outcome; its slot is freed.
-    pub fn finish(mut self, how: Finish) {
+    pub fn finish(self, how: Finish) {
+        self.finish_at(how, crate::clock::now());
+    }
+
+    /// As [`Ticket::finish`], at `now` (the caller's one clock read).
+    pub fn finish_at(mut self, how: Finish, now: Instant) {
         self.ended = true;
-        self.admission
-            .with_sched(|s, now| s.finish(self.id, how, now));
+        let mut inner = self.admission.lock();
+        inner.sched.finish(self.id, how, now.into_std());
+        self.admission.pump(&mut inner, None);
     }
 
     /// Nothing was sent to the process: offer the request to another (the scheduler decides).

@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{HeaderValue, CONNECTION};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -34,8 +34,8 @@ use super::answer::Answer;
 use super::failure::{fail, fail_respond, Failure};
 use super::finish;
 use super::forward::{
-    buffered, check_host, compact_head, is_unsupported, prepare_request, streamed, AheadError,
-    Arrival, Buffered, ClientBody, ForwardError, Peer, ProxyBody, SendFailure, X_CACHE_ID,
+    buffered, check_looked_host, compact_head, is_unsupported, prepare_request, streamed,
+    AheadError, Arrival, Buffered, ClientBody, ForwardError, Looked, Peer, ProxyBody, SendFailure,
 };
 use super::front::Front;
 use super::listener_settings::ListenerSettings;
@@ -173,14 +173,15 @@ fn route(
     }
     // The lobby admits one `Host` only, but not its value: a bad one is refused here (dropping
     // the admission cancels it).
-    if let Err(why) = check_host(&parts) {
+    let looked = Looked::of(&parts.headers);
+    if let Err(why) = check_looked_host(&parts, &looked) {
         return Routed::Answer(fail(front, Failure::BadHost { why, from: peer }));
     }
-    let cache_id = parts.headers.get(X_CACHE_ID).cloned();
+    let cache_id = looked.cache_id.cloned();
     let (demand, early) = match early {
         // The lobby read the whole request, routed it and admitted it.
         Some(e) => (e.demand, Some((e.ticket, e.decision))),
-        None => match routed(front, &parts, cache_id.as_ref()) {
+        None => match routed(front, &parts, &looked) {
             Ok(Some(demand)) => (demand, None),
             Ok(None) => {
                 prepare_request(&mut parts, peer);
@@ -210,12 +211,12 @@ fn route(
 }
 
 /// Step 1's route table, for a request the lobby did not route: its demand if it is a tx
-/// request, `None` for the master's own paths. (The lobby's differential test holds the
-/// lobby's routing to this.)
+/// request, `None` for the master's own paths; `looked`: what routing reads of `parts`'
+/// headers, in one pass. (The lobby's differential test holds the lobby's routing to this.)
 pub(crate) fn routed(
     front: &Arc<Front>,
     parts: &http::request::Parts,
-    cache_id: Option<&HeaderValue>,
+    looked: &Looked<'_>,
 ) -> Result<Option<TxDemand>, Answer> {
     let target = match (parts.uri.scheme(), parts.uri.authority()) {
         // Absolute-form (RFC 9112 §3.2.2): routed by its path; its authority becomes `Host`.
@@ -224,19 +225,18 @@ pub(crate) fn routed(
         (_, Some(_)) => Cow::Owned(parts.uri.to_string()),
         _ => Cow::Borrowed(parts.uri.path_and_query().map_or("", |p| p.as_str())),
     };
-    let content_length = if parts.headers.contains_key(TRANSFER_ENCODING) {
+    let content_length = if looked.transfer_encoding {
         None
     } else {
-        parts
-            .headers
-            .get(CONTENT_LENGTH)
+        looked
+            .content_length
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
     };
     let head = RequestHead {
         method: &parts.method,
         target: &target,
-        cache_id: cache_id.map(HeaderValue::as_bytes),
+        cache_id: looked.cache_id.map(HeaderValue::as_bytes),
         content_length,
     };
     match front.route(&head) {
@@ -403,12 +403,13 @@ async fn to_tx(
                 return fail_respond(front, failure);
             }
         };
-        let (queued, first) = ticket.dispatched();
+        // One clock read for the wait's end and the send's start.
+        let sent = Instant::now();
+        let (queued, first) = ticket.dispatched_at(sent);
         if first {
             front.counters.queue_wait.record(queued);
         }
         let bytes_in = http_body::Body::size_hint(req.body()).lower();
-        let sent = Instant::now();
         let upstream = &front.upstreams[process.index()];
         let downs = front.roster.downs(process);
         // Forward. Boxed, as the reading of the response: what a request holds while it waits
@@ -422,10 +423,11 @@ async fn to_tx(
                     let counters = front.counters.processes.get(process.index());
                     let resp = match Box::pin(buffered(resp, &front.budget)).await {
                         Ok(Buffered::Whole(resp)) => {
-                            ticket.finish(Finish::Responded { status });
+                            let done = Instant::now();
+                            ticket.finish_at(Finish::Responded { status }, done);
                             if let Some(c) = counters {
                                 let out = http_body::Body::size_hint(resp.body()).lower();
-                                c.answered(status, sent.elapsed(), bytes_in);
+                                c.answered(status, done.saturating_duration_since(sent), bytes_in);
                                 c.sent_out(out);
                             }
                             resp

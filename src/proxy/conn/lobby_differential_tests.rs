@@ -38,7 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::hyper_phase::server_builder;
 use super::lobby::whole_request;
 use crate::proxy::forward::differential_tests::run;
-use crate::proxy::forward::X_CACHE_ID;
+use crate::proxy::forward::{Looked, X_CACHE_ID};
 use crate::proxy::http1::request_head::{check, Body, Check, Refused};
 use crate::proxy::pipeline::routed;
 use crate::proxy::route::{Route, TxDemand};
@@ -213,7 +213,7 @@ fn called(parts: &http::request::Parts) -> Called {
         routed: Admitted {
             method: parts.method.to_string(),
             target,
-            route: routed(&front(), parts, h.get(X_CACHE_ID)).ok(),
+            route: routed(&front(), parts, &Looked::of(h)).ok(),
             cache_id,
             content_length,
         },

@@ -81,6 +81,23 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     UPGRADE,
 ];
 
+/// Where `Connection` and `Transfer-Encoding` are in `HOP_BY_HOP`.
+const CONNECTION_AT: usize = 0;
+const TRANSFER_ENCODING_AT: usize = 5;
+
+/// `HOP_BY_HOP[i]`, made alone.
+fn hop_by_hop(i: usize) -> HeaderName {
+    match i {
+        CONNECTION_AT => CONNECTION,
+        1 => KEEP_ALIVE,
+        2 => PROXY_CONNECTION,
+        3 => TE,
+        4 => TRAILER,
+        TRANSFER_ENCODING_AT => TRANSFER_ENCODING,
+        _ => UPGRADE,
+    }
+}
+
 /// Rewrites a process's response head for the client: hop-by-hop headers removed.
 pub fn prepare_response(parts: &mut http::response::Parts) {
     strip_hop_by_hop(&mut parts.headers);
@@ -102,19 +119,32 @@ fn strip_found(headers: &mut HeaderMap, found: &Found) {
     if found.none() {
         return;
     }
-    if found.has(&CONNECTION) {
+    // Almost no `Connection` value names a header (nginx's `keep-alive`, a client's `close`):
+    // one look at the values says so, where reading them for names cost about 700
+    // instructions a response.
+    let names_some = |headers: &HeaderMap| {
+        found.named_close
+            || !headers
+                .get_all(CONNECTION)
+                .iter()
+                .all(only_keep_alive_or_close)
+    };
+    if found.has(CONNECTION_AT) && names_some(headers) {
         remove_connection_options(headers, found.named_close);
     }
     // RFC 9112 §6.3: with Transfer-Encoding, a Content-Length is wrong and must go, or the next
     // hop would frame the body by it. (Asked of the map, not of `found`: `Connection` may have
     // named it, and then it went as an option, leaving the Content-Length.)
-    if found.has(&TRANSFER_ENCODING) && headers.remove(TRANSFER_ENCODING).is_some() {
+    if found.has(TRANSFER_ENCODING_AT) && headers.remove(TRANSFER_ENCODING).is_some() {
         headers.remove(CONTENT_LENGTH);
     }
-    for (i, name) in HOP_BY_HOP.into_iter().enumerate() {
-        if found.hop & (1 << i) != 0 && name != TRANSFER_ENCODING {
-            headers.remove(name);
-        }
+    // Only the names that are there, each made by `hop_by_hop` (a loop over the const array
+    // made and dropped all seven names, and `has` the array again: about 200 instructions).
+    let mut hop = found.hop & !(1 << TRANSFER_ENCODING_AT);
+    while hop != 0 {
+        let i = hop.trailing_zeros() as usize;
+        hop &= hop - 1;
+        headers.remove(hop_by_hop(i));
     }
 }
 
@@ -151,12 +181,21 @@ impl Found {
         self.hop == 0
     }
 
-    fn has(&self, name: &HeaderName) -> bool {
-        HOP_BY_HOP
-            .iter()
-            .position(|h| h == name)
-            .is_some_and(|i| self.hop & (1 << i) != 0)
+    /// `HOP_BY_HOP[i]` is there.
+    fn has(&self, i: usize) -> bool {
+        self.hop & (1 << i) != 0
     }
+}
+
+/// A `Connection` value whose every token is `keep-alive` or `close`, as
+/// `remove_connection_options` reads it (text, split on commas, trimmed).
+fn only_keep_alive_or_close(value: &HeaderValue) -> bool {
+    value.to_str().is_ok_and(|v| {
+        v.as_bytes().split(|&b| b == b',').all(|t| {
+            let t = t.trim_ascii();
+            t.eq_ignore_ascii_case(b"keep-alive") || t.eq_ignore_ascii_case(b"close")
+        })
+    })
 }
 
 /// Removes each header a `Connection` value names (RFC 9110 §7.6.1), except `Host` and
@@ -193,25 +232,85 @@ fn remove_connection_options(headers: &mut HeaderMap, named_close: bool) {
 /// without one (it goes on with the process's address, as the upstream leg is HTTP/1.1). With an
 /// absolute-form target the `Host` value is ignored (the target's authority replaces it, §3.2.2),
 /// but still counted.
+#[cfg(test)]
 pub fn check_host(parts: &http::request::Parts) -> Result<(), &'static str> {
-    let mut hosts = parts.headers.get_all(HOST).iter();
-    let Some(host) = hosts.next() else {
+    check_looked_host(parts, &Looked::of(&parts.headers))
+}
+
+/// As [`check_host`], by what `looked` found of the head's `Host` lines.
+pub fn check_looked_host(
+    parts: &http::request::Parts,
+    looked: &Looked<'_>,
+) -> Result<(), &'static str> {
+    let Some(host) = looked.host else {
         return if parts.version == http::Version::HTTP_10 {
             Ok(())
         } else {
             Err("no Host header (required since HTTP/1.1)")
         };
     };
-    if hosts.next().is_some() {
+    if looked.more_hosts {
         return Err("more than one Host header");
     }
-    if parts.uri.authority().is_some() || host.is_empty() {
+    if parts.uri.authority().is_some() || host.is_empty() || is_plain_host(host.as_bytes()) {
         return Ok(());
     }
+    // Anything else is judged by `http`'s parser, which copies the value (an allocation).
     match http::uri::Authority::try_from(host.as_bytes()) {
         Ok(a) if !a.as_str().contains('@') => Ok(()),
         _ => Err("the Host header is not a host[:port]"),
     }
+}
+
+/// What routing reads of a request's head, from one pass over its headers: a lookup each
+/// (`Host`, `Content-Length`, `Transfer-Encoding`, `x-cache-id`) hashed its name, about 450
+/// instructions a request. The first value of a name is the one `HeaderMap::get` gives.
+pub struct Looked<'a> {
+    host: Option<&'a HeaderValue>,
+    more_hosts: bool,
+    pub content_length: Option<&'a HeaderValue>,
+    pub transfer_encoding: bool,
+    pub cache_id: Option<&'a HeaderValue>,
+}
+
+impl<'a> Looked<'a> {
+    pub fn of(headers: &'a HeaderMap) -> Looked<'a> {
+        let mut looked = Looked {
+            host: None,
+            more_hosts: false,
+            content_length: None,
+            transfer_encoding: false,
+            cache_id: None,
+        };
+        for (name, value) in headers {
+            if name == HOST {
+                looked.more_hosts |= looked.host.is_some();
+                looked.host.get_or_insert(value);
+            } else if name == CONTENT_LENGTH {
+                looked.content_length.get_or_insert(value);
+            } else if name == TRANSFER_ENCODING {
+                looked.transfer_encoding = true;
+            } else if name == X_CACHE_ID {
+                looked.cache_id.get_or_insert(value);
+            }
+        }
+        looked
+    }
+}
+
+/// A `Host` of letters, digits, dots and hyphens, then at most one `:` and digits: the usual
+/// name or IPv4 address, seen without a copy. Every such value is one `Authority::try_from`
+/// accepts (held by `plain_hosts_are_authorities`); the rest go to it.
+fn is_plain_host(host: &[u8]) -> bool {
+    let (name, port) = match host.iter().position(|&b| b == b':') {
+        Some(i) => (&host[..i], &host[i + 1..]),
+        None => (host, &b""[..]),
+    };
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && port.iter().all(u8::is_ascii_digit)
 }
 
 /// Loopback, including an IPv4 loopback address seen through an IPv6 socket (`::ffff:127.0.0.1`).
@@ -575,6 +674,67 @@ mod tests {
             .header("host", "a")
             .header("host", "b");
         assert!(check(abs_two).is_err());
+    }
+
+    proptest::proptest! {
+        /// The shortcut is only a shortcut: whatever it passes, `http`'s parser passes.
+        #[test]
+        fn plain_hosts_are_authorities(host in proptest::prop_oneof![
+            "[a-zA-Z0-9.:@\\[\\]%/?#_~ -]{0,12}",
+            // Mostly plain: the near misses (`@`, a second `:`) come often.
+            "[a-z0-9.@:-]{1,10}",
+        ]) {
+            if is_plain_host(host.as_bytes()) {
+                let parsed = http::uri::Authority::try_from(host.as_bytes());
+                proptest::prop_assert!(parsed.is_ok_and(|a| !a.as_str().contains('@')), "{host}");
+            }
+        }
+
+        #[test]
+        fn plain_host_shapes_pass_the_shortcut(
+            name in "[a-z0-9.-]{1,20}",
+            port in proptest::option::of("[0-9]{0,6}"),
+        ) {
+            let host = match port {
+                Some(p) => format!("{name}:{p}"),
+                None => name,
+            };
+            proptest::prop_assert!(is_plain_host(host.as_bytes()));
+            proptest::prop_assert!(http::uri::Authority::try_from(host.as_bytes()).is_ok());
+        }
+    }
+
+    proptest::proptest! {
+        /// The one pass finds what a lookup of each name finds.
+        #[test]
+        fn the_look_finds_what_the_lookups_find(
+            lines in proptest::collection::vec((0usize..6, 0u8..3), 0..8)
+        ) {
+            const NAMES: [&str; 6] =
+                ["host", "content-length", "transfer-encoding", "x-cache-id", "accept", "te"];
+            let mut headers = HeaderMap::new();
+            for (n, v) in lines {
+                headers.append(NAMES[n], HeaderValue::from(u16::from(v)));
+            }
+            let looked = Looked::of(&headers);
+            proptest::prop_assert_eq!(looked.host, headers.get(HOST));
+            proptest::prop_assert_eq!(looked.more_hosts, headers.get_all(HOST).iter().count() > 1);
+            proptest::prop_assert_eq!(looked.content_length, headers.get(CONTENT_LENGTH));
+            proptest::prop_assert_eq!(
+                looked.transfer_encoding,
+                headers.contains_key(TRANSFER_ENCODING)
+            );
+            proptest::prop_assert_eq!(looked.cache_id, headers.get(X_CACHE_ID));
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_names_by_their_place() {
+        for (i, name) in HOP_BY_HOP.into_iter().enumerate() {
+            assert_eq!(hop_by_hop(i), name);
+        }
+        assert_eq!(HOP_BY_HOP[CONNECTION_AT], CONNECTION);
+        assert_eq!(HOP_BY_HOP[TRANSFER_ENCODING_AT], TRANSFER_ENCODING);
     }
 
     #[test]

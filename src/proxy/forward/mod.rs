@@ -31,7 +31,9 @@ pub use body::{buffered, full, streamed, Buffered, ProxyBody};
 pub use client_body::{AheadError, Arrival, ClientBody};
 pub use compact::compact_head;
 pub use error::{ForwardError, SendFailure};
-pub use headers::{check_host, prepare_request, Peer, X_CACHE_ID};
+#[cfg(test)]
+pub use headers::X_CACHE_ID;
+pub use headers::{check_looked_host, prepare_request, Looked, Peer};
 pub use pool::Upstream;
 pub use refuse::is_unsupported;
 pub use write_timeout::WriteTimeoutIo;

@@ -19,10 +19,13 @@
 //! (DEC-33; what Go's `net/http` transport does on a reused connection), and on a fresh one it is
 //! handed back for another process.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::{HeaderValue, HOST};
@@ -51,6 +54,48 @@ type Conn = Box<UpstreamConn<TcpStream>>;
 pub struct Upstream<B = Incoming> {
     inner: Arc<Inner>,
     _body: PhantomData<fn(B)>,
+}
+
+pin_project_lite::pin_project! {
+    /// A send given up with [`ForwardError::Timeout`] when its response head has not begun
+    /// within `timeout` (zero: never), timed from its first poll, as `tokio::time::timeout`
+    /// inside the `async fn` it replaces was.
+    pub struct Timed<F> {
+        #[pin]
+        send: F,
+        timeout: Duration,
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+    }
+}
+
+impl<F, B> Future for Timed<F>
+where
+    F: Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        if this.sleep.is_none() && !this.timeout.is_zero() {
+            this.sleep.set(Some(tokio::time::sleep(*this.timeout)));
+        }
+        // The send first, as `tokio::time::timeout` polls it: a head that came in time wins.
+        if let Poll::Ready(done) = this.send.poll(cx) {
+            return Poll::Ready(done);
+        }
+        let timed_out = this
+            .sleep
+            .as_pin_mut()
+            .is_some_and(|sleep| sleep.poll(cx).is_ready());
+        if !timed_out {
+            return Poll::Pending;
+        }
+        Poll::Ready(Err(SendFailure {
+            error: ForwardError::Timeout(*this.timeout),
+            request: None,
+        }))
+    }
 }
 
 impl<B> Clone for Upstream<B> {
@@ -293,20 +338,18 @@ impl<B: OutgoingBody> Upstream<B> {
     /// queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
     /// timeout the upstream connection is closed (dropped with the send), which aborts the
     /// request on the process (TIMEOUT-3). A timeout never hands the request back.
-    pub async fn try_send_with_timeout(
+    ///
+    /// Not an `async fn`, nor is `try_send`: each async layer kept its own copy of the request
+    /// in a future that is boxed and moved per request (callgrind: memcpy).
+    pub fn try_send_with_timeout(
         &self,
         req: Request<B>,
         timeout: Duration,
-    ) -> Result<Response<UpstreamBody>, SendFailure<B>> {
-        if timeout.is_zero() {
-            return self.try_send(req).await;
-        }
-        match tokio::time::timeout(timeout, self.try_send(req)).await {
-            Ok(result) => result,
-            Err(_) => Err(SendFailure {
-                error: ForwardError::Timeout(timeout),
-                request: None,
-            }),
+    ) -> Timed<impl Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>> + '_> {
+        Timed {
+            send: self.send_from(None, req),
+            timeout,
+            sleep: None,
         }
     }
 
@@ -314,11 +357,12 @@ impl<B: OutgoingBody> Upstream<B> {
     /// with its body unread; no timeout. Hands the request back when nothing of it was sent
     /// (connect refused, connection closed before anything was written), so the caller can offer
     /// it to another process.
-    pub async fn try_send(
+    #[cfg(test)]
+    pub fn try_send(
         &self,
         req: Request<B>,
-    ) -> Result<Response<UpstreamBody>, SendFailure<B>> {
-        self.send_from(None, req).await
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>> + '_ {
+        self.send_from(None, req)
     }
 
     /// As [`Upstream::try_send`], on `preset` if given (the tests' way to race a close).
