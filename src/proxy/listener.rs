@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
@@ -63,8 +63,6 @@ pub async fn serve_live(
 ) -> Option<Kept> {
     // Turned true when the drain begins: every connection, served or parked, hears it.
     let (drain_tx, drain_rx) = watch::channel(false);
-    // Connections served by hyper (not parked): a crowd of them is parked sooner.
-    let served = front.counters.observed.connections_served.clone();
     let trimmer = Arc::new(super::trim::Trimmer::default());
     let trimming = tokio::spawn(trimmer.clone().run());
     // Pipelined requests routed at once, of all the listener's connections (`conn::hyper_phase`).
@@ -72,13 +70,19 @@ pub async fn serve_live(
     // Every connection's task, so those still running when the drain is over can be ended.
     let mut conns = JoinSet::new();
     let handover = Arc::new(Collector::new(HAND_OVER_AT_MOST));
-    let spawn = |conns: &mut JoinSet<()>, stream: tokio::net::TcpStream, peer, unread, since| {
+    // The last client's, whose `X-Forwarded-For` entry the next from its address shares.
+    let mut last: Option<Peer> = None;
+    let mut spawn = |conns: &mut JoinSet<()>, stream: TcpStream, peer, unread, since| {
         let _ = stream.set_nodelay(true);
+        let peer = match &last {
+            Some(p) => p.next(peer),
+            None => Peer::new(peer),
+        };
+        last = Some(peer.clone());
         let ctx = ConnContext {
             front: front.clone(),
             cfg: live.shared(),
-            peer: Peer::new(peer),
-            served: served.clone(),
+            peer,
             trimmer: trimmer.clone(),
             pipelined: pipelined.clone(),
             handover: handover.clone(),

@@ -161,9 +161,9 @@ pub(super) async fn serve_until_idle(
     let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone(), ctx.cfg.max_head));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
-    let _served = ServedGauge::new(&ctx.served);
+    let _served = ServedGauge::new(ctx.served());
     let header = ctx.cfg.header_read_timeout;
-    let look = tokio::time::sleep(park_after(ctx.served.load(Ordering::Relaxed), header));
+    let look = tokio::time::sleep(park_after(ctx.served().load(Ordering::Relaxed), header));
     tokio::pin!(look);
     let mut at_once = false;
     // An upgrade's drain: parked (then handed over by the lobby) as soon as it is idle, its
@@ -186,7 +186,7 @@ pub(super) async fn serve_until_idle(
                         || first
                         || activity.refused()
                         || park_at_once(
-                            ctx.served.load(Ordering::Relaxed),
+                            ctx.served().load(Ordering::Relaxed),
                             ctx.front.admission.has_waiters(),
                         ))
                         && quiet.look(activity.snapshot(), 0, Duration::ZERO) == Look::Park =>
@@ -199,7 +199,7 @@ pub(super) async fn serve_until_idle(
                     // In a crowd, requests wait for a process: this connection's next one would
                     // likely wait too (see `park_at_once`).
                     at_once = park_at_once(
-                        ctx.served.load(Ordering::Relaxed),
+                        ctx.served().load(Ordering::Relaxed),
                         ctx.front.admission.has_waiters(),
                     );
                     break;
@@ -225,7 +225,7 @@ pub(super) async fn serve_until_idle(
             }
             () = &mut look => {
                 let now = Instant::now();
-                let after = park_after(ctx.served.load(Ordering::Relaxed), header);
+                let after = park_after(ctx.served().load(Ordering::Relaxed), header);
                 match quiet.look(activity.snapshot(), activity.ms(now), after) {
                     Look::Park => break,
                     Look::Again(wait) => look.as_mut().reset(now + wait),

@@ -77,127 +77,133 @@ pub enum Leave {
 /// went idle) closes the connection, as hyper's header timeout would; the drain ends it too
 /// (`Leave::Drained`, with what was read). While
 /// nothing has arrived the connection holds no buffer.
-pub async fn enter(
-    stream: &TcpStream,
+///
+/// Not an `async fn`, whose future keeps each argument twice (rust-lang/rust#62958): the block
+/// uses what it captures in place.
+#[allow(clippy::manual_async_fn)] // On purpose: see above.
+pub fn enter<'a>(
+    stream: &'a TcpStream,
     mut buf: Vec<u8>,
-    front: &Arc<Front>,
+    front: &'a Arc<Front>,
     deadline: Option<Instant>,
-    drain: &mut watch::Receiver<bool>,
+    drain: &'a mut watch::Receiver<bool>,
     max_head: usize,
-) -> Leave {
-    let parsed = loop {
-        // With the budget full, a chunk at a time until the head is whole: little of a body is
-        // read ahead, and the rest waits in the socket.
-        let read_up_to = if front.budget.has_room(KEEP_AT_MOST as u64) {
-            KEEP_AT_MOST
-        } else {
-            (buf.len() + CHUNK).min(max_head)
+) -> impl std::future::Future<Output = Leave> + Send + 'a {
+    async move {
+        let parsed = loop {
+            // With the budget full, a chunk at a time until the head is whole: little of a body is
+            // read ahead, and the rest waits in the socket.
+            let read_up_to = if front.budget.has_room(KEEP_AT_MOST as u64) {
+                KEEP_AT_MOST
+            } else {
+                (buf.len() + CHUNK).min(max_head)
+            };
+            match read_available(stream, &mut buf, read_up_to) {
+                Ok(true) if buf.is_empty() => return Leave::Gone,
+                // Done sending (a half-close, or a hang-up: they look alike): hyper answers what it
+                // can, the end told to it once the answers are written (`park_io`); what it would
+                // refuse, the launcher answers.
+                Ok(true) => {
+                    return match request_head::check(&buf) {
+                        Check::Refused(why) => Leave::Refused { why, head: buf },
+                        _ => serve(buf, None),
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => return Leave::Gone,
+            }
+            // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
+            // (In a `match` of its own: a reading kept in the loop's scope would have room in the
+            // task while it waits below.)
+            match request_head::check(&buf) {
+                Check::Partial if buf.len() < max_head => {}
+                parsed => break parsed,
+            }
+            if *drain.borrow() {
+                return Leave::Drained {
+                    unread: Bytes::from(buf),
+                };
+            }
+            tokio::select! {
+                ready = readable(stream) => if ready.is_err() {
+                    return Leave::Gone;
+                },
+                () = sleep_until(deadline) => {
+                    front.counters.observed.header_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    debug!(
+                        "a client sent no whole request head within headerTimeoutSeconds \
+                         ({} bytes): closed",
+                        buf.len()
+                    );
+                    return Leave::Close;
+                }
+                _ = drain.changed() => return Leave::Drained { unread: Bytes::from(buf) },
+            }
         };
-        match read_available(stream, &mut buf, read_up_to) {
-            Ok(true) if buf.is_empty() => return Leave::Gone,
-            // Done sending (a half-close, or a hang-up: they look alike): hyper answers what it
-            // can, the end told to it once the answers are written (`park_io`); what it would
-            // refuse, the launcher answers.
-            Ok(true) => {
-                return match request_head::check(&buf) {
-                    Check::Refused(why) => Leave::Refused { why, head: buf },
-                    _ => serve(buf, None),
+        // In a block: the reading and the head are not kept (nor room for them) while it waits.
+        let (demand, watch_up_to) = {
+            let taken = match parsed {
+                // Not whole, and no more is waited for: over `max_head`.
+                Check::Partial => return Leave::HeadTooLarge { head: buf },
+                Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
+                Check::Refused(why) => return Leave::Refused { why, head: buf },
+                Check::Taken(t) => t,
+            };
+            let Some(head) = whole_request(&buf, &taken) else {
+                return serve(buf, None);
+            };
+            if buf.len() > head.len {
+                // Pipelined (more was sent without waiting for this answer): hyper's service admits
+                // it, as one of the few pipelined requests routed at once (`hyper_phase`).
+                return serve(buf, None);
+            }
+            let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
+            let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
+                return serve(buf, None);
+            };
+            (demand, watch_up_to)
+        };
+        let (ticket, mut decision) = front.admit(&demand);
+        if !decision.is_empty() {
+            return serve(
+                buf,
+                Some(Early {
+                    demand,
+                    ticket,
+                    decision,
+                }),
+            );
+        }
+        // Held while it waits: counted, so that a crowd of them stops the reading ahead of more.
+        let held = front.budget.take_anyway(buf.len() as u64);
+        let waiting = front.counters.observed.waiting();
+        let decided = loop {
+            let watch = buf.len() < watch_up_to;
+            tokio::select! {
+                d = &mut decision => break d,
+                ready = readable(stream), if watch => {
+                    let hung_up = ready.is_err()
+                        || !matches!(read_available(stream, &mut buf, watch_up_to), Ok(false));
+                    if hung_up {
+                        // Dropping the ticket cancels the request, as hyper's noticing would.
+                        return Leave::Gone;
+                    }
                 }
             }
-            Ok(false) => {}
-            Err(_) => return Leave::Gone,
-        }
-        // A whole head, bytes that are no head, or a head over `max_head`: for what follows.
-        // (In a `match` of its own: a reading kept in the loop's scope would have room in the
-        // task while it waits below.)
-        match request_head::check(&buf) {
-            Check::Partial if buf.len() < max_head => {}
-            parsed => break parsed,
-        }
-        if *drain.borrow() {
-            return Leave::Drained {
-                unread: Bytes::from(buf),
-            };
-        }
-        tokio::select! {
-            ready = readable(stream) => if ready.is_err() {
-                return Leave::Gone;
-            },
-            () = sleep_until(deadline) => {
-                front.counters.observed.header_timeouts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                debug!(
-                    "a client sent no whole request head within headerTimeoutSeconds \
-                     ({} bytes): closed",
-                    buf.len()
-                );
-                return Leave::Close;
-            }
-            _ = drain.changed() => return Leave::Drained { unread: Bytes::from(buf) },
-        }
-    };
-    // In a block: the reading and the head are not kept (nor room for them) while it waits.
-    let (demand, watch_up_to) = {
-        let taken = match parsed {
-            // Not whole, and no more is waited for: over `max_head`.
-            Check::Partial => return Leave::HeadTooLarge { head: buf },
-            Check::Taken(t) if t.len > max_head => return Leave::HeadTooLarge { head: buf },
-            Check::Refused(why) => return Leave::Refused { why, head: buf },
-            Check::Taken(t) => t,
         };
-        let Some(head) = whole_request(&buf, &taken) else {
-            return serve(buf, None);
-        };
-        if buf.len() > head.len {
-            // Pipelined (more was sent without waiting for this answer): hyper's service admits
-            // it, as one of the few pipelined requests routed at once (`hyper_phase`).
-            return serve(buf, None);
-        }
-        let watch_up_to = (head.len + PIPELINED_AT_MOST).min(KEEP_AT_MOST);
-        let Ok(Route::Tx(demand)) = front.route(&head.as_route()) else {
-            return serve(buf, None);
-        };
-        (demand, watch_up_to)
-    };
-    let (ticket, mut decision) = front.admit(&demand);
-    if !decision.is_empty() {
-        return serve(
+        drop((held, waiting));
+        // The decision was received here; the service takes it as made (none: the scheduler's
+        // "stopping", as before).
+        let decision = Verdict::made(decided);
+        serve(
             buf,
             Some(Early {
                 demand,
                 ticket,
                 decision,
             }),
-        );
+        )
     }
-    // Held while it waits: counted, so that a crowd of them stops the reading ahead of more.
-    let held = front.budget.take_anyway(buf.len() as u64);
-    let waiting = front.counters.observed.waiting();
-    let decided = loop {
-        let watch = buf.len() < watch_up_to;
-        tokio::select! {
-            d = &mut decision => break d,
-            ready = readable(stream), if watch => {
-                let hung_up = ready.is_err()
-                    || !matches!(read_available(stream, &mut buf, watch_up_to), Ok(false));
-                if hung_up {
-                    // Dropping the ticket cancels the request, as hyper's noticing would.
-                    return Leave::Gone;
-                }
-            }
-        }
-    };
-    drop((held, waiting));
-    // The decision was received here; the service takes it as made (none: the scheduler's
-    // "stopping", as before).
-    let decision = Verdict::made(decided);
-    serve(
-        buf,
-        Some(Early {
-            demand,
-            ticket,
-            decision,
-        }),
-    )
 }
 
 /// Waits until `stream` may be read. Through the socket's one reader waker, not `readable()`,

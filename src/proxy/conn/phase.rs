@@ -42,8 +42,6 @@ pub struct ConnContext {
     pub front: Arc<Front>,
     pub cfg: Arc<ListenerSettings>,
     pub peer: Peer,
-    /// Connections being served by hyper now (not parked), all the listener's.
-    pub served: Arc<AtomicUsize>,
     /// Told of each park, to hand the memory back after a crowd.
     pub trimmer: Arc<Trimmer>,
     /// Permits for pipelined requests, shared by the listener's connections (`hyper_phase`).
@@ -52,6 +50,14 @@ pub struct ConnContext {
     pub handover: Arc<Collector>,
     /// Counts the connection open while its task lives.
     pub _open: crate::proxy::observed::OpenConnection,
+}
+
+impl ConnContext {
+    /// Connections being served by hyper now (not parked), all the listener's. Reached through
+    /// `front`, not kept: a field is 8 bytes in every connection's task.
+    pub fn served(&self) -> &Arc<AtomicUsize> {
+        &self.front.counters.observed.connections_served
+    }
 }
 
 /// A client connection's phase. These are the transitions, and the only ones:
@@ -98,130 +104,134 @@ enum Phase {
 /// Serves the client on `stream` until it closes, fails or the drain closes it (or, in an
 /// upgrade, hands it over); `unread`: bytes already read from it, and `since`: when it was
 /// accepted or, handed over, went idle (the header timeout counts from then).
-pub async fn serve_client(
+///
+/// Not an `async fn`: one keeps each argument twice in its future, as it was passed and as the
+/// body's own copy (rust-lang/rust#62958), some 200 bytes in every connection's task. The
+/// block below uses what it captures in place, and what it needs made is made before it.
+pub fn serve_client(
     stream: TcpStream,
-    unread: Bytes,
+    mut unread: Bytes,
     since: Instant,
     ctx: ConnContext,
     mut drain: watch::Receiver<bool>,
-) {
-    let c = &ctx.front.counters;
+) -> impl std::future::Future<Output = ()> + Send {
     let mut io = WriteTimeoutIo::new(
         stream,
         ctx.cfg.write_timeout,
-        c.write_timeout_closes.clone(),
+        ctx.front.counters.write_timeout_closes.clone(),
     );
-    let mut unread = unread;
     let activity = Arc::new(Activity::new(since));
-    let mut quiet = Quiet::default();
-    let mut phase = Phase::Lobby;
-    loop {
-        phase = match phase {
-            // The lobby's code is here, not in a function of its own: that function's future
-            // would add its arguments to every connection's task.
-            Phase::Lobby => {
-                // The header timeout runs from the accept or the last response (`Activity`
-                // counts from the accept).
-                let idle_since = activity.instant(activity.snapshot().last_end_ms);
-                let max_head = ctx.cfg.max_head;
-                let entered = Instant::now();
-                // Its arguments made in the call, and the call its own statement: what is made
-                // for it is then not kept (nor room for it) beside the lobby's future.
-                let leave = lobby::enter(
-                    io.get_ref(),
-                    // A `Vec`: taken as `Bytes`, the lobby's future would keep room for both.
-                    Vec::from(std::mem::take(&mut unread)),
-                    &ctx.front,
-                    header_deadline(idle_since, ctx.cfg.header_read_timeout),
-                    &mut drain,
-                    max_head,
-                )
-                .await;
-                match leave {
-                    Leave::Gone => Phase::Closed,
-                    Leave::Close => {
-                        let _ = io.shutdown().await;
-                        Phase::Closed
-                    }
-                    Leave::Refused { why, head } => {
-                        let answer = fail(&ctx.front, Failure::BadHead(why));
-                        refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
-                        drop(head);
-                        Box::pin(answer_and_close(&mut io, answer)).await;
-                        Phase::Closed
-                    }
-                    Leave::HeadTooLarge { head } => {
-                        let answer = fail(&ctx.front, Failure::HeadTooLarge { max_head });
-                        refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
-                        drop(head);
-                        // Boxed: its read buffer would otherwise be room in every connection's
-                        // task.
-                        Box::pin(answer_and_close(&mut io, answer)).await;
-                        Phase::Closed
-                    }
-                    Leave::Drained { unread: bytes } => {
-                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
-                        return;
-                    }
-                    Leave::Serve {
-                        unread: bytes,
-                        early: None,
-                    } if *drain.borrow() => {
-                        // Not yet a request of hyper's: closed as hyper closes an idle
-                        // connection, or handed over with its bytes (an upgrade). One admitted
-                        // here is answered (in the queue, a drain refuses it).
-                        Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
-                        return;
-                    }
-                    Leave::Serve {
-                        unread: bytes,
-                        early,
-                    } => {
-                        unread = bytes;
-                        Phase::Hyper(ManuallyDrop::new(early))
+    async move {
+        let mut quiet = Quiet::default();
+        let mut phase = Phase::Lobby;
+        loop {
+            phase = match phase {
+                // The lobby's code is here, not in a function of its own: that function's future
+                // would add its arguments to every connection's task.
+                Phase::Lobby => {
+                    // The header timeout runs from the accept or the last response (`Activity`
+                    // counts from the accept).
+                    let idle_since = activity.instant(activity.snapshot().last_end_ms);
+                    let max_head = ctx.cfg.max_head;
+                    let entered = Instant::now();
+                    // Its arguments made in the call, and the call its own statement: what is made
+                    // for it is then not kept (nor room for it) beside the lobby's future.
+                    let leave = lobby::enter(
+                        io.get_ref(),
+                        // A `Vec`: taken as `Bytes`, the lobby's future would keep room for both.
+                        Vec::from(std::mem::take(&mut unread)),
+                        &ctx.front,
+                        header_deadline(idle_since, ctx.cfg.header_read_timeout),
+                        &mut drain,
+                        max_head,
+                    )
+                    .await;
+                    match leave {
+                        Leave::Gone => Phase::Closed,
+                        Leave::Close => {
+                            let _ = io.shutdown().await;
+                            Phase::Closed
+                        }
+                        Leave::Refused { why, head } => {
+                            let answer = fail(&ctx.front, Failure::BadHead(why));
+                            refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
+                            drop(head);
+                            Box::pin(answer_and_close(&mut io, answer)).await;
+                            Phase::Closed
+                        }
+                        Leave::HeadTooLarge { head } => {
+                            let answer = fail(&ctx.front, Failure::HeadTooLarge { max_head });
+                            refused::log(&ctx.front.access_log, &head, &ctx.peer, &answer, entered);
+                            drop(head);
+                            // Boxed: its read buffer would otherwise be room in every connection's
+                            // task.
+                            Box::pin(answer_and_close(&mut io, answer)).await;
+                            Phase::Closed
+                        }
+                        Leave::Drained { unread: bytes } => {
+                            Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
+                            return;
+                        }
+                        Leave::Serve {
+                            unread: bytes,
+                            early: None,
+                        } if *drain.borrow() => {
+                            // Not yet a request of hyper's: closed as hyper closes an idle
+                            // connection, or handed over with its bytes (an upgrade). One admitted
+                            // here is answered (in the queue, a drain refuses it).
+                            Box::pin(hand_over_or_close(io, bytes, idle_since, &ctx)).await;
+                            return;
+                        }
+                        Leave::Serve {
+                            unread: bytes,
+                            early,
+                        } => {
+                            unread = bytes;
+                            Phase::Hyper(ManuallyDrop::new(early))
+                        }
                     }
                 }
-            }
-            Phase::Hyper(early) => {
-                // Boxed: the serving state is large, and the task must be small while parked.
-                let serving = Box::pin(serve_until_idle(
-                    io,
-                    std::mem::take(&mut unread),
-                    ManuallyDrop::into_inner(early),
-                    &ctx,
-                    &activity,
-                    &mut drain,
-                    &mut quiet,
-                ));
-                let Some(idle) = serving.await else {
-                    // Closed: hyper had the socket, and has dropped it.
-                    return;
-                };
-                (io, unread) = (idle.io, idle.unread);
-                Phase::Parked {
-                    at_once: idle.at_once,
-                }
-            }
-            Phase::Parked { at_once } => {
-                if unread.is_empty() {
-                    debug!("connection from {}: idle, parked", ctx.peer);
-                    // Parked at once while requests wait is not a crowd going quiet: hyper's
-                    // memory is taken again at the next request.
-                    if !at_once {
-                        ctx.trimmer.parked();
+                Phase::Hyper(early) => {
+                    // Boxed: the serving state is large, and the task must be small while parked.
+                    let serving = Box::pin(serve_until_idle(
+                        io,
+                        std::mem::take(&mut unread),
+                        ManuallyDrop::into_inner(early),
+                        &ctx,
+                        &activity,
+                        &mut drain,
+                        &mut quiet,
+                    ));
+                    let Some(idle) = serving.await else {
+                        // Closed: hyper had the socket, and has dropped it.
+                        return;
+                    };
+                    (io, unread) = (idle.io, idle.unread);
+                    Phase::Parked {
+                        at_once: idle.at_once,
                     }
-                } else {
-                    // A next request had begun to arrive: read on at once, bytes in front.
-                    debug!(
+                }
+                Phase::Parked { at_once } => {
+                    if unread.is_empty() {
+                        debug!("connection from {}: idle, parked", ctx.peer);
+                        // Parked at once while requests wait is not a crowd going quiet: hyper's
+                        // memory is taken again at the next request.
+                        if !at_once {
+                            ctx.trimmer.parked();
+                        }
+                    } else {
+                        // A next request had begun to arrive: read on at once, bytes in front.
+                        debug!(
                         "connection from {}: idle with {} bytes of a next request; served again",
                         ctx.peer,
                         unread.len()
                     );
+                    }
+                    Phase::Lobby
                 }
-                Phase::Lobby
-            }
-            Phase::Closed => return,
-        };
+                Phase::Closed => return,
+            };
+        }
     }
 }
 

@@ -62,6 +62,18 @@ impl Peer {
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
         }
     }
+
+    /// A client at `addr`: this one's entry shared when the address is the same (a crowd from
+    /// one address, or behind one proxy, keeps one, not one per connection).
+    pub fn next(&self, addr: SocketAddr) -> Peer {
+        if addr.ip() != self.addr.ip() {
+            return Peer::new(addr);
+        }
+        Peer {
+            addr,
+            forwarded_for: self.forwarded_for.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for Peer {
@@ -594,6 +606,22 @@ mod tests {
         let mut p = parts(Request::get("/"));
         prepare_request(&mut p, &addr("[::ffff:192.0.2.9]:40000"));
         assert_eq!(values(&p.headers, &X_FORWARDED_FOR), ["192.0.2.9"]);
+    }
+
+    #[test]
+    fn the_next_client_shares_the_entry_only_from_the_same_address() {
+        // spec: EDGE-1
+        let first = addr("203.0.113.7:40000");
+        for (next, entry) in [
+            ("203.0.113.7:40001", "203.0.113.7"),
+            ("198.51.100.2:40000", "198.51.100.2"),
+        ] {
+            let mut p = parts(Request::get("/"));
+            let peer = first.next(next.parse().unwrap_or_else(|_| panic!("{next}")));
+            prepare_request(&mut p, &peer);
+            assert_eq!(values(&p.headers, &X_FORWARDED_FOR), [entry]);
+            assert_eq!(peer.addr.to_string(), next);
+        }
     }
 
     #[test]
