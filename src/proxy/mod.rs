@@ -6,7 +6,7 @@ pub(crate) mod answer;
 pub(crate) mod budget;
 pub(crate) mod carried_counters;
 pub(crate) mod conn;
-pub(crate) mod conn_limit;
+pub mod conn_limit;
 pub(crate) mod counters;
 pub(crate) mod failure;
 pub(crate) mod finish;

@@ -30,11 +30,17 @@ pub struct MemoryPoint {
 /// listeners, channels and upstream connections.
 pub const FD_MARGIN: u64 = 300;
 
+/// Process places the launcher keeps descriptors for at most in these runs (a master and up to
+/// 16 workers): its share of the limit, beside the clients' (DEC-54), is reckoned with this.
+const PLACES: usize = 17;
+
 /// The counts a run can reach under an open-file limit of `fd_limit`, ascending, without 0s or
-/// repeats: a count above `fd_limit - FD_MARGIN` is lowered to that, in whole 500s. Also a note
-/// saying what was lowered, if anything.
+/// repeats: a count above what the launcher accepts at that limit (its client connections,
+/// DEC-54) or above `fd_limit - FD_MARGIN` is lowered to that, in whole 500s. Also a note saying
+/// what was lowered, if anything.
 pub fn fit_counts(counts: &[usize], fd_limit: u64) -> (Vec<usize>, Option<String>) {
-    let most = (fd_limit.saturating_sub(FD_MARGIN) / 500 * 500) as usize;
+    let clients = fhircluster::proxy::conn_limit::client_connections(fd_limit, PLACES) as u64;
+    let most = (fd_limit.saturating_sub(FD_MARGIN).min(clients) / 500 * 500) as usize;
     let mut fitted: Vec<usize> = counts
         .iter()
         .filter(|&&c| c > 0)
@@ -50,8 +56,8 @@ pub fn fit_counts(counts: &[usize], fd_limit: u64) -> (Vec<usize>, Option<String
         .collect();
     let note = (!lowered.is_empty()).then(|| {
         format!(
-            "{} lowered to {}: the open-file limit is {} (raise the hard limit, e.g. LimitNOFILE or \
-             `ulimit -Hn` as root, to measure more)",
+            "{} lowered to {}: the open-file limit is {}, less the launcher's own share (raise the \
+             hard limit, e.g. LimitNOFILE or `ulimit -Hn` as root, to measure more)",
             lowered.join(", "),
             group(most as f64, 0),
             group(fd_limit as f64, 0)
@@ -119,15 +125,17 @@ mod tests {
         let (fit, note) = fit_counts(&asked, 1_048_576);
         assert_eq!(fit, [1_000, 2_000, 5_000, 10_000, 20_000]);
         assert_eq!(note, None);
+        // spec: DEC-54: at 20,000 descriptors the launcher takes 20,000 - 256 - 32 × 17 - 2,500
+        // = 16,700 clients; more would wait in its backlog, and the run's connects time out.
         let (fit, note) = fit_counts(&asked, 20_000);
-        assert_eq!(fit, [1_000, 2_000, 5_000, 10_000, 19_500]);
+        assert_eq!(fit, [1_000, 2_000, 5_000, 10_000, 16_500]);
         let note = note.unwrap_or_default();
         assert!(
-            note.starts_with("20,000 lowered to 19,500: the open-file limit is 20,000"),
+            note.starts_with("20,000 lowered to 16,500: the open-file limit is 20,000"),
             "{note}"
         );
         let (fit, _) = fit_counts(&[30_000, 25_000], 20_000);
-        assert_eq!(fit, [19_500], "two lowered to the same count are one step");
+        assert_eq!(fit, [16_500], "two lowered to the same count are one step");
         assert_eq!(fit_counts(&[100], 200).0, Vec::<usize>::new());
     }
 }
