@@ -103,6 +103,7 @@ fn with_prediction_a_flood_behind_long_work_is_refused_at_once_told_when_a_slot_
         }
         assert!(took < QUEUE / 3, "refused after {took:?}");
         told.push((started.elapsed(), retry_after(&r)));
+        // The scenario: the client's own pace, 10 a second, not a wait for a state.
         std::thread::sleep(Duration::from_millis(100));
     };
     let values: Vec<u64> = told.iter().map(|&(_, ra)| ra).collect();
