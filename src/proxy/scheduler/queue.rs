@@ -37,6 +37,7 @@ impl WaitQueue {
     /// One of the live entries has left (dispatched, refused, cancelled, moved).
     pub fn forget_one(&mut self) {
         self.live = self.live.saturating_sub(1);
+        self.drop_dead_if_none_live();
     }
 
     /// The oldest live entry, dropping dead ones at the head. `alive` says whether an entry is
@@ -55,6 +56,15 @@ impl WaitQueue {
     pub fn pop_head(&mut self) {
         if self.entries.pop_front().is_some() {
             self.live = self.live.saturating_sub(1);
+            self.drop_dead_if_none_live();
+        }
+    }
+
+    /// With no live entry left, every one still here is dead: dropped now, so an idle queue
+    /// holds nothing (and a look at it by its live count alone misses nothing).
+    fn drop_dead_if_none_live(&mut self) {
+        if self.live == 0 {
+            self.entries.clear();
         }
     }
 
