@@ -79,3 +79,31 @@ impl WaitQueue {
         self.entries.drain(..)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_whose_last_live_entry_goes_holds_no_dead_ones() {
+        // What lets `pump` skip a process by the live counts alone (nothing to clean).
+        let mut q = WaitQueue::default();
+        for seq in 0..3 {
+            q.push(seq, RequestId(seq));
+        }
+        // Cancelled or timed out while waiting: forgotten, their entries dead.
+        q.forget_one();
+        q.forget_one();
+        assert_eq!(q.iter().count(), 3, "dead entries stay while one is live");
+        q.forget_one();
+        assert_eq!(q.live(), 0);
+        assert_eq!(q.iter().count(), 0);
+        // The same when the last one is taken from the head.
+        q.push(7, RequestId(7));
+        q.push(8, RequestId(8));
+        q.forget_one();
+        assert_eq!(q.head(|s, _| s == 8), Some((8, RequestId(8))));
+        q.pop_head();
+        assert_eq!(q.iter().count(), 0);
+    }
+}
