@@ -15,6 +15,7 @@ mod outgoing;
 pub mod pool;
 pub mod refuse;
 mod replay;
+mod timed;
 mod upstream_body;
 mod upstream_conn;
 mod upstream_error;

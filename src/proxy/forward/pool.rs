@@ -22,10 +22,8 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::{HeaderValue, HOST};
@@ -39,6 +37,7 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{look, Idle as Look, Trust};
 use super::outgoing::OutgoingBody;
 use super::replay::{self, Next};
+use super::timed::Timed;
 use super::upstream_conn::{Home, UpstreamBody, UpstreamConn, WriteError};
 use super::upstream_error::UpstreamError;
 
@@ -54,48 +53,6 @@ type Conn = Box<UpstreamConn<TcpStream>>;
 pub struct Upstream<B = Incoming> {
     inner: Arc<Inner>,
     _body: PhantomData<fn(B)>,
-}
-
-pin_project_lite::pin_project! {
-    /// A send given up with [`ForwardError::Timeout`] when its response head has not begun
-    /// within `timeout` (zero: never), timed from its first poll, as `tokio::time::timeout`
-    /// inside the `async fn` it replaces was.
-    pub struct Timed<F> {
-        #[pin]
-        send: F,
-        timeout: Duration,
-        #[pin]
-        sleep: Option<tokio::time::Sleep>,
-    }
-}
-
-impl<F, B> Future for Timed<F>
-where
-    F: Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>>,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let mut this = self.project();
-        if this.sleep.is_none() && !this.timeout.is_zero() {
-            this.sleep.set(Some(tokio::time::sleep(*this.timeout)));
-        }
-        // The send first, as `tokio::time::timeout` polls it: a head that came in time wins.
-        if let Poll::Ready(done) = this.send.poll(cx) {
-            return Poll::Ready(done);
-        }
-        let timed_out = this
-            .sleep
-            .as_pin_mut()
-            .is_some_and(|sleep| sleep.poll(cx).is_ready());
-        if !timed_out {
-            return Poll::Pending;
-        }
-        Poll::Ready(Err(SendFailure {
-            error: ForwardError::Timeout(*this.timeout),
-            request: None,
-        }))
-    }
 }
 
 impl<B> Clone for Upstream<B> {
@@ -334,8 +291,8 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     /// As [`Upstream::try_send`], failing with [`ForwardError::Timeout`] when the response head
-    /// has not begun within `timeout` (zero: no timeout). The clock starts here, after any
-    /// queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
+    /// has not begun within `timeout` (zero: no timeout). The clock starts when the send first
+    /// waits, after any queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
     /// timeout the upstream connection is closed (dropped with the send), which aborts the
     /// request on the process (TIMEOUT-3). A timeout never hands the request back.
     ///
@@ -346,11 +303,7 @@ impl<B: OutgoingBody> Upstream<B> {
         req: Request<B>,
         timeout: Duration,
     ) -> Timed<impl Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>> + '_> {
-        Timed {
-            send: self.send_from(None, req),
-            timeout,
-            sleep: None,
-        }
+        Timed::new(self.send_from(None, req), timeout)
     }
 
     /// Sends `req` (origin-form target, headers already prepared) and returns the response head

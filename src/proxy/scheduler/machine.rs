@@ -333,19 +333,24 @@ impl Scheduler {
     /// A dispatched request ended (see `Finish`).
     pub fn finish(&mut self, id: RequestId, outcome: Finish, now: Instant) {
         self.advance(now);
-        let Some(Req::InFlight {
-            process,
-            lane,
-            counted,
-            flexible,
-            retried,
-        }) = self.requests.get(&id).copied()
-        else {
-            // Finishing a waiting request is a cancel; an unknown one is ignored.
-            self.cancel(id, now);
-            return;
+        // One look-up: taken out, and put back only if it was not in flight (rare).
+        let (process, lane, counted, flexible, retried) = match self.requests.remove(&id) {
+            Some(Req::InFlight {
+                process,
+                lane,
+                counted,
+                flexible,
+                retried,
+            }) => (process, lane, counted, flexible, retried),
+            other => {
+                if let Some(waiting) = other {
+                    self.requests.insert(id, waiting);
+                }
+                // Finishing a waiting request is a cancel; an unknown one is ignored.
+                self.cancel(id, now);
+                return;
+            }
         };
-        self.requests.remove(&id);
         let since = self.free(process, id, lane, counted);
         if let (Finish::Responded { .. }, Some(since)) = (outcome, since) {
             // Only a response says how long the work took (a timeout, a failure or a client

@@ -37,6 +37,7 @@ impl WaitQueue {
     /// One of the live entries has left (dispatched, refused, cancelled, moved).
     pub fn forget_one(&mut self) {
         self.live = self.live.saturating_sub(1);
+        self.drop_dead_if_none_live();
     }
 
     /// The oldest live entry, dropping dead ones at the head. `alive` says whether an entry is
@@ -55,6 +56,15 @@ impl WaitQueue {
     pub fn pop_head(&mut self) {
         if self.entries.pop_front().is_some() {
             self.live = self.live.saturating_sub(1);
+            self.drop_dead_if_none_live();
+        }
+    }
+
+    /// With no live entry left, every one still here is dead: dropped now, so an idle queue
+    /// holds nothing (and a look at it by its live count alone misses nothing).
+    fn drop_dead_if_none_live(&mut self) {
+        if self.live == 0 {
+            self.entries.clear();
         }
     }
 
@@ -67,5 +77,33 @@ impl WaitQueue {
     pub fn drain(&mut self) -> impl Iterator<Item = (u64, RequestId)> + '_ {
         self.live = 0;
         self.entries.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_whose_last_live_entry_goes_holds_no_dead_ones() {
+        // What lets `pump` skip a process by the live counts alone (nothing to clean).
+        let mut q = WaitQueue::default();
+        for seq in 0..3 {
+            q.push(seq, RequestId(seq));
+        }
+        // Cancelled or timed out while waiting: forgotten, their entries dead.
+        q.forget_one();
+        q.forget_one();
+        assert_eq!(q.iter().count(), 3, "dead entries stay while one is live");
+        q.forget_one();
+        assert_eq!(q.live(), 0);
+        assert_eq!(q.iter().count(), 0);
+        // The same when the last one is taken from the head.
+        q.push(7, RequestId(7));
+        q.push(8, RequestId(8));
+        q.forget_one();
+        assert_eq!(q.head(|s, _| s == 8), Some((8, RequestId(8))));
+        q.pop_head();
+        assert_eq!(q.iter().count(), 0);
     }
 }

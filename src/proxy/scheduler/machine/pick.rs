@@ -202,7 +202,7 @@ impl Scheduler {
     /// Gives process `i` the oldest waiting requests it may take: fast first (LANE-3), oldest
     /// first within a lane (QUEUE-3).
     pub(super) fn pump(&mut self, i: usize) {
-        if !self.is_ready(i) {
+        if !self.is_ready(i) || !self.any_waiting_for(i) {
             return;
         }
         loop {
@@ -234,6 +234,17 @@ impl Scheduler {
                 return;
             }
         }
+    }
+
+    /// Whether any request waits that process `i` might take: nearly always none (a slot frees
+    /// as each answer ends, with nobody queued), and then `pump` has nothing to look at. (A
+    /// queue with no live entry holds no dead ones either: `WaitQueue` drops them as the last
+    /// live one goes.)
+    fn any_waiting_for(&self, i: usize) -> bool {
+        let own = &self.procs[i].owned;
+        own[0].live() > 0
+            || own[1].live() > 0
+            || (self.procs[i].serves_tx && (self.shared[0].live() > 0 || self.shared[1].live() > 0))
     }
 
     /// Which queue holds the oldest request of `lane` that process `i` may take, cleaning
