@@ -277,20 +277,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         watch: Option<&Method>,
     ) -> Result<Wrote, WriteError> {
         let head = std::mem::take(&mut self.head);
-        let mut all = [
-            IoSlice::new(&head),
-            IoSlice::new(rest[0]),
-            IoSlice::new(rest[1]),
-        ];
+        // Only the parts with bytes: a request without a body (or a chunk's data alone) is then
+        // one slice, written with `send` rather than a `writev` carrying empty entries.
+        let mut all = [IoSlice::new(&[]); 3];
+        let mut parts = 0;
+        for part in [&head[..], rest[0], rest[1]] {
+            if !part.is_empty() {
+                all[parts] = IoSlice::new(part);
+                parts += 1;
+            }
+        }
         let mut left = head.len() + rest[0].len() + rest[1].len();
-        let mut bufs: &mut [IoSlice<'_>] = &mut all;
+        let mut bufs: &mut [IoSlice<'_>] = &mut all[..parts];
         let mut wrote_any = false;
         let result = loop {
             if left == 0 {
                 break Ok(Wrote::All);
             }
             let wrote = poll_fn(|cx| {
-                if let Poll::Ready(r) = Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
+                if let Poll::Ready(r) = poll_write_slices(Pin::new(&mut self.io), cx, bufs) {
                     return Poll::Ready(Some(r));
                 }
                 match watch {
@@ -381,6 +386,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             keep_alive: head.keep_alive && self.writing != Writing::CutShort,
         };
         http::Response::from_parts(head.parts, UpstreamBody::new(self, home, at_end))
+    }
+}
+
+/// Writes `bufs` (none empty): one slice with `poll_write` (`send`), more with one vectored
+/// write. `writev` costs the kernel more than `send` for the same bytes (the vector copied in,
+/// the file layer's checks), and a request without a body is most of what goes upstream.
+fn poll_write_slices<W: AsyncWrite + ?Sized>(
+    io: Pin<&mut W>,
+    cx: &mut Context<'_>,
+    bufs: &[IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    match bufs {
+        [one] => io.poll_write(cx, one),
+        _ => io.poll_write_vectored(cx, bufs),
     }
 }
 
