@@ -20,12 +20,10 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use http::header::{HeaderValue, CONNECTION};
+use http::header::HeaderValue;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -40,6 +38,7 @@ use super::forward::{
     AheadError, Arrival, Buffered, ClientBody, ForwardError, Looked, Peer, ProxyBody, SendFailure,
 };
 use super::front::Front;
+use super::handled::{Answering, Handled, Rest};
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
@@ -105,9 +104,9 @@ where
             )),
         },
     };
-    Handled {
+    Handled::new(
         answering,
-        rest: Some(Rest {
+        Rest {
             front,
             cfg,
             started,
@@ -115,99 +114,8 @@ where
             arrival,
             class,
             wrap,
-        }),
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// Steps 5 and 6 by the way the request was routed: a future of each, or the launcher's
-    /// own answer.
-    #[project = AnsweringProj]
-    enum Answering<M, T, R> {
-        Now { resp: Option<Response<ProxyBody>> },
-        Master { #[pin] fut: M },
-        Tx { #[pin] fut: T },
-        ReadFirst { fut: Pin<Box<R>> },
-    }
-}
-
-impl<M, T, R> Future for Answering<M, T, R>
-where
-    M: Future<Output = Response<ProxyBody>>,
-    T: Future<Output = Response<ProxyBody>>,
-    R: Future<Output = Response<ProxyBody>>,
-{
-    type Output = Response<ProxyBody>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
-        match self.project() {
-            // Polled once: the future ends with its first answer.
-            AnsweringProj::Now { resp } => match resp.take() {
-                Some(resp) => Poll::Ready(resp),
-                None => Poll::Pending,
-            },
-            AnsweringProj::Master { fut } => fut.poll(cx),
-            AnsweringProj::Tx { fut } => fut.poll(cx),
-            AnsweringProj::ReadFirst { fut } => fut.as_mut().poll(cx),
-        }
-    }
-}
-
-/// What the answer's end needs (step 7's counting, the access log, the last rule).
-struct Rest<W> {
-    front: Arc<Front>,
-    cfg: Arc<ListenerSettings>,
-    started: Instant,
-    access: Option<finish::Pending>,
-    arrival: Option<Arrival>,
-    class: RouteClass,
-    wrap: W,
-}
-
-pin_project_lite::pin_project! {
-    /// A request's future: its answer, then its end.
-    struct Handled<A, W> {
-        #[pin]
-        answering: A,
-        rest: Option<Rest<W>>,
-    }
-}
-
-impl<A, W, B> Future for Handled<A, W>
-where
-    A: Future<Output = Response<ProxyBody>>,
-    W: FnOnce(ProxyBody, bool) -> B,
-{
-    type Output = Result<Response<B>, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let resp = std::task::ready!(this.answering.poll(cx));
-        let Some(rest) = this.rest.take() else {
-            // Polled after its end: hyper does not.
-            return Poll::Pending;
-        };
-        let Rest {
-            front,
-            cfg,
-            started,
-            access,
-            arrival,
-            class,
-            wrap,
-        } = rest;
-        let resp = finish::finish(
-            &front.roster,
-            &front.counters.observed,
-            &cfg,
-            class,
-            started,
-            access,
-            resp,
-        );
-        let read_whole = arrival.as_ref().is_none_or(Arrival::is_complete);
-        Poll::Ready(Ok(respond(resp, &arrival).map(|b| wrap(b, read_whole))))
-    }
+        },
+    )
 }
 
 /// A tx request whose body is read first: read, admitted, then steps 4 to 7.
@@ -701,15 +609,6 @@ fn forward_failed<'a>(
     } else {
         Failure::Upstream { process, error }
     }
-}
-
-/// Step 6's last rule: `Connection: close` when the client's body was not read to the end.
-fn respond(mut resp: Response<ProxyBody>, arrival: &Option<Arrival>) -> Response<ProxyBody> {
-    if arrival.as_ref().is_some_and(|a| !a.is_complete()) {
-        resp.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
 }
 
 /// Step 7: the answer counted by route and status class.
