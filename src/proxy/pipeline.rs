@@ -321,6 +321,8 @@ async fn read_first(
 /// request waits for a slot, then gets the 503 (DEC-34); while the launcher stops nothing
 /// waits. Each is counted in flight on the master until its response has ended, so the
 /// master's drain lets it finish before the SIGTERM.
+// Not an `async fn`: one keeps its arguments twice (rust-lang/rust#62958; see `handle`).
+#[allow(clippy::manual_async_fn)]
 fn to_master(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
