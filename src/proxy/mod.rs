@@ -12,6 +12,7 @@ pub(crate) mod failure;
 pub(crate) mod finish;
 pub(crate) mod forward;
 pub(crate) mod front;
+mod handled;
 pub(crate) mod http1;
 pub(crate) mod interval_histogram;
 pub(crate) mod lane;

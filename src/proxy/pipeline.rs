@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use http::header::{HeaderValue, CONNECTION};
+use http::header::HeaderValue;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -38,6 +38,7 @@ use super::forward::{
     AheadError, Arrival, Buffered, ClientBody, ForwardError, Looked, Peer, ProxyBody, SendFailure,
 };
 use super::front::Front;
+use super::handled::{Answering, Handled, Rest};
 use super::listener_settings::ListenerSettings;
 use super::route::{RequestHead, Route, Target, TxDemand};
 use super::scheduler::{Finish, Refusal};
@@ -52,66 +53,82 @@ use crate::settings::{key, paths};
 const OWNER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One request, from its head to the answer, its body given to `wrap` (the connection's
-/// bookkeeping) with whether the client's body had all been read by then. Routed and admitted here, when hyper hands the request over, before the future
-/// exists: what the future keeps is only what the forwarding needs (a queued request holds it
-/// while it waits), and a request that must wait has let go of hyper's read buffer before hyper
-/// reads on to watch for the client hanging up (see `compact`). A tx request whose body is still
-/// to be read is admitted once it has been (see `ClientBody::read_ahead`).
-pub(super) fn handle<B>(
+/// bookkeeping) with whether the client's body had all been read by then. Routed and admitted
+/// here, when hyper hands the request over, before the future exists: what the future keeps is
+/// only what the forwarding needs (a queued request holds it while it waits), and a request that
+/// must wait has let go of hyper's read buffer before hyper reads on to watch for the client
+/// hanging up (see `compact`). A tx request whose body is still to be read is admitted once it
+/// has been (see `ClientBody::read_ahead`).
+///
+/// The future is built of parts that each hold their state once (`Handled`, `Answering`, and
+/// the steps as blocks that use what they capture in place): an `async` block or `fn` that
+/// moves what it holds into an awaited future keeps both (rust-lang/rust#62958). It is boxed
+/// per request (see `conn::hyper_phase`), and its size is that allocation's: 1,696 bytes as one
+/// `async` block, over glibc's 1,032-byte thread cache (`malloc` 375 instructions a request
+/// against 64 below it, callgrind); 864 so.
+pub(super) fn handle<B, W>(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,
     peer: Peer,
     req: Request<Incoming>,
     early: Option<Early>,
-    wrap: impl FnOnce(ProxyBody, bool) -> B,
-) -> impl Future<Output = Result<Response<B>, Infallible>> {
+    wrap: W,
+) -> impl Future<Output = Result<Response<B>, Infallible>>
+where
+    W: FnOnce(ProxyBody, bool) -> B,
+{
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let access = finish::access(&front.access_log, &parts, &peer);
     let (body, arrival) = ClientBody::arriving(body);
     let routed = route(&front, &peer, parts, body, early);
     let class = routed.class();
-    async move {
-        let resp = match routed {
-            Routed::Answer(answer) => answer.respond(),
-            Routed::Master(req) => {
-                let resp = to_master(&front, &cfg, req, arrival.as_ref()).await;
-                record(&front, RouteClass::Master, &resp);
-                resp
-            }
-            Routed::Tx(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
-            // Boxed: the reading exists only until the request is admitted, and a queued
-            // request's future would otherwise keep room for it.
-            Routed::ReadFirst(r) => match Box::pin(read_first(&front, &cfg, *r)).await {
-                Ok(tx) => tx_answer(&front, &cfg, tx, arrival.as_ref()).await,
-                Err(answer) => answer.respond(),
-            },
-        };
-        let resp = finish::finish(
-            &front.roster,
-            &front.counters.observed,
-            &cfg,
-            class,
+    let answering = match routed {
+        Routed::Answer(answer) => Answering::Now {
+            resp: Some(answer.respond()),
+        },
+        Routed::Master(req) => Answering::Master {
+            fut: to_master(front.clone(), cfg.clone(), req, arrival.clone()),
+        },
+        Routed::Tx(tx) => Answering::Tx {
+            fut: to_tx(front.clone(), cfg.clone(), tx, arrival.clone()),
+        },
+        // Boxed: the reading exists only until the request is admitted, and a queued
+        // request's future would otherwise keep room for it.
+        Routed::ReadFirst(r) => Answering::ReadFirst {
+            fut: Box::pin(read_then_answer(
+                front.clone(),
+                cfg.clone(),
+                *r,
+                arrival.clone(),
+            )),
+        },
+    };
+    Handled::new(
+        answering,
+        Rest {
+            front,
+            cfg,
             started,
             access,
-            resp,
-        );
-        let read_whole = arrival.as_ref().is_none_or(Arrival::is_complete);
-        Ok(respond(resp, &arrival).map(|b| wrap(b, read_whole)))
-    }
+            arrival,
+            class,
+            wrap,
+        },
+    )
 }
 
-/// Steps 4 to 7 for a tx request.
-async fn tx_answer(
-    front: &Arc<Front>,
-    cfg: &ListenerSettings,
-    tx: Admitted,
-    arrival: Option<&Arrival>,
+/// A tx request whose body is read first: read, admitted, then steps 4 to 7.
+async fn read_then_answer(
+    front: Arc<Front>,
+    cfg: Arc<ListenerSettings>,
+    unread: Unread,
+    arrival: Option<Arrival>,
 ) -> Response<ProxyBody> {
-    let class = finish::tx_class(&tx.demand);
-    let resp = to_tx(front, cfg, tx, arrival).await;
-    record(front, class, &resp);
-    resp
+    match read_first(&front, &cfg, unread).await {
+        Ok(tx) => to_tx(front, cfg, tx, arrival).await,
+        Err(answer) => answer.respond(),
+    }
 }
 
 /// Where a request goes, decided from its head alone. (Not boxed: it lives only until the
@@ -304,44 +321,53 @@ async fn read_first(
 /// request waits for a slot, then gets the 503 (DEC-34); while the launcher stops nothing
 /// waits. Each is counted in flight on the master until its response has ended, so the
 /// master's drain lets it finish before the SIGTERM.
-async fn to_master(
-    front: &Arc<Front>,
-    cfg: &ListenerSettings,
+// Not an `async fn`: one keeps its arguments twice (rust-lang/rust#62958; see `handle`).
+#[allow(clippy::manual_async_fn)]
+fn to_master(
+    front: Arc<Front>,
+    cfg: Arc<ListenerSettings>,
     req: Request<ClientBody>,
-    arrival: Option<&Arrival>,
-) -> Response<ProxyBody> {
-    front.counters.master_paths.observe(req.uri().path());
-    if !front.roster.master_ready() && !master_in_time(front).await {
-        return fail(front, Failure::MasterNotReady).respond();
-    }
-    let master = ProcessId::MASTER;
-    let in_flight = MasterInFlight::new(front);
-    let bytes_in = http_body::Body::size_hint(req.body()).lower();
-    let sent = Instant::now();
-    // Boxed: see `to_tx`.
-    match Box::pin(
-        front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
-    )
-    .await
-    {
-        Ok(resp) => {
-            let first_byte = sent.elapsed();
-            if let Some(c) = front.counters.processes.get(master.index()) {
-                c.answered(resp.status().as_u16(), first_byte, bytes_in);
-            }
-            // The bytes passed on are counted as the body ends (the guard holds the front).
-            let resp = streamed(resp, move |end| {
-                if let Some(c) = in_flight.0.counters.processes.get(master.index()) {
-                    c.sent_out(end.bytes);
-                }
-                drop(in_flight)
-            });
-            finish::answered(cfg, &front.access_log, resp, master, None, first_byte)
+    arrival: Option<Arrival>,
+) -> impl Future<Output = Response<ProxyBody>> {
+    // What it captures is used in place (see `handle`).
+    async move {
+        front.counters.master_paths.observe(req.uri().path());
+        if !front.roster.master_ready() && !master_in_time(&front).await {
+            let resp = fail(&front, Failure::MasterNotReady).respond();
+            record(&front, RouteClass::Master, &resp);
+            return resp;
         }
-        Err(failure) => fail_respond(
-            front,
-            forward_failed(front, master, &failure.error, arrival),
-        ),
+        let master = ProcessId::MASTER;
+        let in_flight = MasterInFlight::new(&front);
+        let bytes_in = http_body::Body::size_hint(req.body()).lower();
+        let sent = Instant::now();
+        // Boxed: see `to_tx`.
+        let resp = match Box::pin(
+            front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
+        )
+        .await
+        {
+            Ok(resp) => {
+                let first_byte = sent.elapsed();
+                if let Some(c) = front.counters.processes.get(master.index()) {
+                    c.answered(resp.status().as_u16(), first_byte, bytes_in);
+                }
+                // The bytes passed on are counted as the body ends (the guard holds the front).
+                let resp = streamed(resp, move |end| {
+                    if let Some(c) = in_flight.0.counters.processes.get(master.index()) {
+                        c.sent_out(end.bytes);
+                    }
+                    drop(in_flight)
+                });
+                finish::answered(&cfg, &front.access_log, resp, master, None, first_byte)
+            }
+            Err(failure) => fail_respond(
+                &front,
+                forward_failed(&front, master, &failure.error, arrival.as_ref()),
+            ),
+        };
+        record(&front, RouteClass::Master, &resp);
+        resp
     }
 }
 
@@ -380,12 +406,14 @@ impl Drop for MasterInFlight {
 // The request is moved out of its box by each send, so one handed back needs a new box (the
 // lint's `*req = back` would write into a box that is gone).
 #[allow(clippy::replace_box)]
-async fn to_tx(
-    front: &Arc<Front>,
-    cfg: &ListenerSettings,
+fn to_tx(
+    front: Arc<Front>,
+    cfg: Arc<ListenerSettings>,
     tx: Admitted,
-    arrival: Option<&Arrival>,
-) -> Response<ProxyBody> {
+    arrival: Option<Arrival>,
+) -> impl Future<Output = Response<ProxyBody>> {
+    let class = finish::tx_class(&tx.demand);
+    // Taken apart here, not in the block: what it captures is used in place (see `handle`).
     let Admitted {
         demand,
         mut req,
@@ -393,29 +421,33 @@ async fn to_tx(
         mut ticket,
         mut decision,
     } = tx;
-    loop {
-        // Pick.
-        let process = match picked(decision.await, &demand, &cache_id) {
-            Ok(p) => p,
-            Err(failure) => {
-                // The scheduler ended it already: nothing to report.
-                ticket.settled();
-                return fail_respond(front, failure);
+    async move {
+        let resp = loop {
+            // Pick.
+            let process = match picked((&mut decision).await, &demand, &cache_id) {
+                Ok(p) => p,
+                Err(failure) => {
+                    // The scheduler ended it already: nothing to report.
+                    ticket.settled();
+                    break fail_respond(&front, failure);
+                }
+            };
+            // One clock read for the wait's end and the send's start.
+            let sent = Instant::now();
+            let (queued, first) = ticket.dispatched_at(sent);
+            if first {
+                front.counters.queue_wait.record(queued);
             }
-        };
-        // One clock read for the wait's end and the send's start.
-        let sent = Instant::now();
-        let (queued, first) = ticket.dispatched_at(sent);
-        if first {
-            front.counters.queue_wait.record(queued);
-        }
-        let bytes_in = http_body::Body::size_hint(req.body()).lower();
-        let upstream = &front.upstreams[process.index()];
-        let downs = front.roster.downs(process);
-        // Forward. Boxed, as the reading of the response: what a request holds while it waits
-        // in the queue is the size of this future, and sending is by far its largest state.
-        let error =
-            match Box::pin(upstream.try_send_with_timeout(*req, front.upstream_timeout())).await {
+            let bytes_in = http_body::Body::size_hint(req.body()).lower();
+            let upstream = &front.upstreams[process.index()];
+            let downs = front.roster.downs(process);
+            // Forward. Boxed, as the reading of the response: what a request holds while it waits
+            // in the queue is the size of this future, and sending is by far its largest state.
+            let error = match Box::pin(
+                upstream.try_send_with_timeout(*req, front.upstream_timeout()),
+            )
+            .await
+            {
                 // Respond, record.
                 Ok(resp) => {
                     let first_byte = sent.elapsed();
@@ -451,11 +483,11 @@ async fn to_tx(
                                 process,
                                 error: &error,
                             };
-                            fail_respond(front, failure)
+                            fail_respond(&front, failure)
                         }
                     };
-                    return finish::answered(
-                        cfg,
+                    break finish::answered(
+                        &cfg,
                         &front.access_log,
                         resp,
                         process,
@@ -497,37 +529,44 @@ async fn to_tx(
                 }
                 Err(SendFailure { error, .. }) => error,
             };
-        // Record: a timeout is the process's, for its cooldown; the client's late body is not.
-        // (In a block: what it finds is not kept across the wait below.)
-        let (timed_out, on_issuer) = {
-            let whose = forward_failed(front, process, &error, arrival);
-            let timed_out = matches!(whose, Failure::Upstream { error, .. } if error.is_timeout());
-            let theirs = matches!(whose, Failure::Upstream { .. });
-            let on_issuer = theirs && !timed_out && demand.target == Target::Owner(process);
-            (timed_out, on_issuer)
-        };
-        ticket.finish(if timed_out {
-            Finish::TimedOut
-        } else {
-            Finish::Failed
-        });
-        if on_issuer
-            && Box::pin(
-                front
-                    .roster
-                    .went_down_since(process, downs, OWNER_EXIT_GRACE),
-            )
-            .await
-        {
-            // The issuer died under the request (killed a moment before, its socket reset
-            // before the supervisor heard): its caches are gone (ROUTE-3b).
-            let gone = Failure::IssuerGone {
-                owner: process,
-                cache_id: &cache_id,
+            // Record: a timeout is the process's, for its cooldown; the client's late body is not.
+            // (In a block: what it finds is not kept across the wait below.)
+            let (timed_out, on_issuer) = {
+                let whose = forward_failed(&front, process, &error, arrival.as_ref());
+                let timed_out =
+                    matches!(whose, Failure::Upstream { error, .. } if error.is_timeout());
+                let theirs = matches!(whose, Failure::Upstream { .. });
+                let on_issuer = theirs && !timed_out && demand.target == Target::Owner(process);
+                (timed_out, on_issuer)
             };
-            return fail_respond(front, gone);
-        }
-        return fail_respond(front, forward_failed(front, process, &error, arrival));
+            ticket.finish(if timed_out {
+                Finish::TimedOut
+            } else {
+                Finish::Failed
+            });
+            if on_issuer
+                && Box::pin(
+                    front
+                        .roster
+                        .went_down_since(process, downs, OWNER_EXIT_GRACE),
+                )
+                .await
+            {
+                // The issuer died under the request (killed a moment before, its socket reset
+                // before the supervisor heard): its caches are gone (ROUTE-3b).
+                let gone = Failure::IssuerGone {
+                    owner: process,
+                    cache_id: &cache_id,
+                };
+                break fail_respond(&front, gone);
+            }
+            break fail_respond(
+                &front,
+                forward_failed(&front, process, &error, arrival.as_ref()),
+            );
+        };
+        record(&front, class, &resp);
+        resp
     }
 }
 
@@ -572,15 +611,6 @@ fn forward_failed<'a>(
     } else {
         Failure::Upstream { process, error }
     }
-}
-
-/// Step 6's last rule: `Connection: close` when the client's body was not read to the end.
-fn respond(mut resp: Response<ProxyBody>, arrival: &Option<Arrival>) -> Response<ProxyBody> {
-    if arrival.as_ref().is_some_and(|a| !a.is_complete()) {
-        resp.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
 }
 
 /// Step 7: the answer counted by route and status class.
