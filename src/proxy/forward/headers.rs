@@ -36,7 +36,7 @@ pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
         parts.headers.remove(EXPECT);
     }
     append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
-    if !is_loopback(peer.addr.ip()) {
+    if !peer.loopback {
         parts
             .headers
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
@@ -50,6 +50,8 @@ pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
 pub struct Peer {
     pub addr: SocketAddr,
     forwarded_for: HeaderValue,
+    /// `is_loopback(addr.ip())`, asked once per connection, not per request.
+    loopback: bool,
 }
 
 impl Peer {
@@ -60,6 +62,7 @@ impl Peer {
             // An address is ASCII digits, dots, colons and hex: always a valid value.
             forwarded_for: HeaderValue::from_str(&ip)
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            loopback: is_loopback(addr.ip()),
         }
     }
 
@@ -72,6 +75,7 @@ impl Peer {
         Peer {
             addr,
             forwarded_for: self.forwarded_for.clone(),
+            loopback: self.loopback,
         }
     }
 }
@@ -314,16 +318,40 @@ impl<'a> Looked<'a> {
 /// name or IPv4 address, seen without a copy. Every such value is one `Authority::try_from`
 /// accepts (held by `plain_hosts_are_authorities`); the rest go to it.
 fn is_plain_host(host: &[u8]) -> bool {
-    let (name, port) = match host.iter().position(|&b| b == b':') {
-        Some(i) => (&host[..i], &host[i + 1..]),
-        None => (host, &b""[..]),
-    };
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-        && port.iter().all(u8::is_ascii_digit)
+    // One pass, a table look a byte: a search for the `:`, then the name's three tests a byte
+    // and the port's, cost about 140 instructions a request (`127.0.0.1:8080`).
+    let mut in_port = false;
+    for &b in host {
+        match HOST_BYTE[b as usize] {
+            DIGIT => {}
+            NAME if !in_port => {}
+            COLON if !in_port => in_port = true,
+            _ => return false,
+        }
+    }
+    host.first().is_some_and(|&b| b != b':')
 }
+
+/// What each byte is to `is_plain_host`.
+const HOST_BYTE: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_digit() {
+            t[b] = DIGIT;
+        } else if c.is_ascii_alphabetic() || c == b'.' || c == b'-' {
+            t[b] = NAME;
+        }
+        b += 1;
+    }
+    t[b':' as usize] = COLON;
+    t
+};
+const OTHER: u8 = 0;
+const DIGIT: u8 = 1;
+const NAME: u8 = 2;
+const COLON: u8 = 3;
 
 /// Loopback, including an IPv4 loopback address seen through an IPv6 socket (`::ffff:127.0.0.1`).
 pub fn is_loopback(ip: IpAddr) -> bool {
@@ -716,6 +744,21 @@ mod tests {
                 let parsed = http::uri::Authority::try_from(host.as_bytes());
                 proptest::prop_assert!(parsed.is_ok_and(|a| !a.as_str().contains('@')), "{host}");
             }
+        }
+
+        /// The one pass takes exactly what the split at the `:` and the tests on each side took.
+        #[test]
+        fn the_one_pass_host_check_is_the_split_one(host in "[a-zA-Z0-9.:@_\\[\\]-]{0,10}") {
+            let split = |host: &[u8]| {
+                let (name, port) = match host.iter().position(|&b| b == b':') {
+                    Some(i) => (&host[..i], &host[i + 1..]),
+                    None => (host, &b""[..]),
+                };
+                !name.is_empty()
+                    && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                    && port.iter().all(u8::is_ascii_digit)
+            };
+            proptest::prop_assert_eq!(is_plain_host(host.as_bytes()), split(host.as_bytes()), "{}", host);
         }
 
         #[test]
