@@ -233,17 +233,12 @@ impl Shape {
     fn of(path: &[u8], rest_at: Option<usize>) -> Shape {
         let mut shape = Shape::default();
         let mut named_seen = false;
-        // Past the endpoint: the segments that start after the `/` it ends at.
-        let rest_from = rest_at.map_or(usize::MAX, |r| r + 1);
         let mut start = 0;
-        loop {
-            let end = path[start..]
-                .iter()
-                .position(|&b| b == b'/')
-                .map_or(path.len(), |i| start + i);
+        for end in (0..=path.len()).filter(|&i| i == path.len() || path[i] == b'/') {
             let segment = &path[start..end];
             shape.dot_dot |= segment == b"..";
-            if start >= rest_from {
+            // After the endpoint: the segments that start past the `/` it ends at.
+            if rest_at.is_some_and(|r| start > r) {
                 shape.closure |= segment.eq_ignore_ascii_case(b"$closure");
                 if !named_seen && !segment.is_empty() {
                     named_seen = true;
@@ -251,9 +246,6 @@ impl Shape {
                         || (segment.len() >= 11
                             && segment[..11].eq_ignore_ascii_case(b"syndication"));
                 }
-            }
-            if end == path.len() {
-                break;
             }
             start = end + 1;
         }
