@@ -383,6 +383,16 @@ fn an_answers_own_headers_reach_the_client_as_they_came_and_its_hop_by_hop_ones_
         matches!(c.child.try_wait(), Ok(None)),
         "the launcher exited: {failures:?}"
     );
+    report_figures(
+        "an_answers_own_headers_reach_the_client_as_they_came_and_its_hop_by_hop_ones_do_not",
+        "a process answering two Set-Cookie lines, a Vary list, an odd name, a header its \
+         Connection names and Keep-Alive (tx and master routes), then a folded header line",
+        1,
+        requests,
+        lost,
+        "each header passed on as it came, the hop-by-hop ones dropped, the fold the \
+         launcher's own 502, the launcher up",
+    );
     assert!(
         failures.is_empty(),
         "{failures:#?}\n{}",
