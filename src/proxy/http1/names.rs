@@ -96,16 +96,31 @@ fn known(name: &[u8]) -> Option<(HeaderName, Role)> {
     Some(found)
 }
 
-/// `name` is `lower` (lowercase ASCII) but for ASCII case. Without an early exit: the
-/// comparison of a whole name compiles to a few wide loads and compares.
+/// `name` is `lower` (lowercase ASCII letters and `-`) but for ASCII case: eight bytes at a
+/// time, each of `name`'s letters lowercased by setting its `0x20` bit, a `-` taken as it is (the
+/// mask has the bit only where `lower` has a letter, so nothing else can pass for one).
+/// (A byte at a time, about 70 instructions a name.)
 #[inline(always)]
 fn eq_lower(name: &[u8], lower: &[u8]) -> bool {
-    name.len() == lower.len()
-        && name
-            .iter()
-            .zip(lower)
-            .fold(0u8, |diff, (&a, &b)| diff | (a.to_ascii_lowercase() ^ b))
-            == 0
+    if name.len() != lower.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        let n = (s.len() - at).min(8);
+        w[..n].copy_from_slice(&s[at..at + n]);
+        u64::from_le_bytes(w)
+    };
+    let mut diff = 0;
+    let mut at = 0;
+    while at < name.len() {
+        let l = word(lower, at);
+        // A letter has the 0x40 bit, `-` and the padding do not: 0x20 where a letter is.
+        let case = (l & 0x4040_4040_4040_4040) >> 1;
+        diff |= (word(name, at) | case) ^ l;
+        at += 8;
+    }
+    diff == 0
 }
 
 #[cfg(test)]

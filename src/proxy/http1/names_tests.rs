@@ -149,3 +149,19 @@ proptest! {
         agrees(any_token.as_bytes())?;
     }
 }
+
+#[test]
+fn only_case_differs_in_what_passes() {
+    // Every byte against every letter and `-`: equal but for ASCII case, and nothing else.
+    for b in 0..=255u8 {
+        for l in b"abcdefghijklmnopqrstuvwxyz-".iter() {
+            let want = b.to_ascii_lowercase() == *l;
+            assert_eq!(eq_lower(&[b], &[*l]), want, "{b:#x} {l}");
+            let mut name = *b"content-lengt?";
+            name[13] = b;
+            let mut lower = *b"content-lengt?";
+            lower[13] = *l;
+            assert_eq!(eq_lower(&name, &lower), want, "{b:#x} {l}");
+        }
+    }
+}
