@@ -322,3 +322,81 @@ fn hostile_status_lines_and_lengths_never_bring_the_launcher_down() {
     );
     assert_eq!(lost, 0);
 }
+
+#[test]
+fn an_answers_own_headers_reach_the_client_as_they_came_and_its_hop_by_hop_ones_do_not() {
+    // spec: LAUNCH-9 (a malformed head is the launcher's 502, never the service down). RFC 9110
+    // §7.6.1 (hop-by-hop headers stop here), RFC 6265 §3 (each Set-Cookie line on its own).
+    let script = format!("exec python3 {RAW} \"$PORT\"");
+    let mut c = cluster().workers(1).command(&["sh", "-c", &script]).start();
+    for code in ["m0", "tx1"] {
+        c.wait_for(&format!("{code}: ready on port"), WAIT);
+    }
+    let (mut requests, mut lost) = (0u64, 0u64);
+    let mut failures = Vec::new();
+    for target in [
+        format!("{}&answer=headers", common::LOOKUP),
+        "/r4/metadata?answer=headers".to_string(),
+    ] {
+        requests += 1;
+        let Some(got) = exchange(c.addr(), "GET", &target, b"") else {
+            lost += 1;
+            failures.push(format!("{target}: no answer"));
+            continue;
+        };
+        let want: [(&str, &[&[u8]]); 6] = [
+            ("set-cookie", &[b"a=1; Path=/", b"b=2"]),
+            ("vary", &[b"Accept", b"Origin, Accept-Encoding"]),
+            ("x-odd_name.v2", &[b"kept"]),
+            ("content-length", &[b"2"]),
+            ("x-hop", &[]),
+            ("keep-alive", &[]),
+        ];
+        for (name, values) in want {
+            if got.all(name) != values {
+                failures.push(format!("{target}: {name}: {:?}", got.all(name)));
+            }
+        }
+        // The client's leg has its own `Connection` (hyper's), never the process's.
+        let theirs = |v: &&[u8]| {
+            String::from_utf8_lossy(v)
+                .to_ascii_lowercase()
+                .contains("x-hop")
+        };
+        if got.all("connection").iter().any(theirs) {
+            failures.push(format!("{target}: connection: {:?}", got.all("connection")));
+        }
+        if got.status() != 200 || got.body != b"ok" {
+            failures.push(format!(
+                "{target}: {:?}",
+                String::from_utf8_lossy(&got.status_line)
+            ));
+        }
+    }
+    requests += 1;
+    let target = format!("{}&answer=obsfold", common::LOOKUP);
+    match exchange(c.addr(), "GET", &target, b"") {
+        Some(got) if got.status() == 502 => {}
+        other => failures.push(format!("{target}: {other:?}")),
+    }
+    assert!(
+        matches!(c.child.try_wait(), Ok(None)),
+        "the launcher exited: {failures:?}"
+    );
+    report_figures(
+        "an_answers_own_headers_reach_the_client_as_they_came_and_its_hop_by_hop_ones_do_not",
+        "a process answering two Set-Cookie lines, a Vary list, an odd name, a header its \
+         Connection names and Keep-Alive (tx and master routes), then a folded header line",
+        1,
+        requests,
+        lost,
+        "each header passed on as it came, the hop-by-hop ones dropped, the fold the \
+         launcher's own 502, the launcher up",
+    );
+    assert!(
+        failures.is_empty(),
+        "{failures:#?}\n{}",
+        c.log_lines().join("\n")
+    );
+    assert_eq!((requests, lost), (3, 0));
+}

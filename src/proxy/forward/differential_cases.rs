@@ -86,6 +86,18 @@ pub const HEADERS: &[&str] = &[
     "Content-Length: {n},{n},{n}",
     "X-Name: N\u{e3}o",
     "X-Big: {big}",
+    // Hop-by-hop lines (RFC 9110 §7.6.1), which ours leaves out as it reads the head, and lines
+    // that go on as they came however many.
+    "Connection: keep-alive, X-Hop",
+    "X-Hop: 1",
+    "Close: x",
+    "connection: Transfer-Encoding",
+    "Upgrade: h2c",
+    "TE: trailers",
+    "Set-Cookie: a=1",
+    "Vary: Accept, Origin",
+    "x-powered-by: Express",
+    "Proxy-Connection: keep-alive",
 ];
 
 /// How a chunked body is written (some malformed).
@@ -190,7 +202,7 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 const KEEPABLE_STATUS: &[usize] = &[0, 4, 5, 6, 12, 13, 14, 16, 17, 18, 20, 21];
 
 /// Header lines that keep a framing by length (plain or a list) valid.
-const KEEPABLE_HEADERS: &[usize] = &[4, 12, 13, 14, 18, 19, 20];
+const KEEPABLE_HEADERS: &[usize] = &[4, 12, 13, 14, 18, 19, 20, 22, 23, 28, 29, 30];
 
 fn resp() -> impl Strategy<Value = Resp> {
     // Half hostile (anything), half a response a connection may be kept after, so that a second

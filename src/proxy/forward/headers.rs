@@ -36,7 +36,7 @@ pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
         parts.headers.remove(EXPECT);
     }
     append_forwarded_for(&mut parts.headers, &peer.forwarded_for);
-    if !is_loopback(peer.addr.ip()) {
+    if !peer.loopback {
         parts
             .headers
             .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
@@ -50,6 +50,8 @@ pub fn prepare_request(parts: &mut http::request::Parts, peer: &Peer) {
 pub struct Peer {
     pub addr: SocketAddr,
     forwarded_for: HeaderValue,
+    /// `is_loopback(addr.ip())`, asked once per connection, not per request.
+    loopback: bool,
 }
 
 impl Peer {
@@ -60,6 +62,7 @@ impl Peer {
             // An address is ASCII digits, dots, colons and hex: always a valid value.
             forwarded_for: HeaderValue::from_str(&ip)
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            loopback: is_loopback(addr.ip()),
         }
     }
 
@@ -72,6 +75,7 @@ impl Peer {
         Peer {
             addr,
             forwarded_for: self.forwarded_for.clone(),
+            loopback: self.loopback,
         }
     }
 }
@@ -319,11 +323,23 @@ fn is_plain_host(host: &[u8]) -> bool {
         None => (host, &b""[..]),
     };
     !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && name.iter().all(|&b| HOST_NAME_BYTE[b as usize])
         && port.iter().all(u8::is_ascii_digit)
 }
+
+/// The bytes of a plain host name: letters, digits, dots and hyphens. (A table: the three
+/// tests on every byte cost about 100 instructions a request; one pass with a table of byte
+/// classes, 20 more than this.)
+const HOST_NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'.' || c == b'-';
+        b += 1;
+    }
+    t
+};
 
 /// Loopback, including an IPv4 loopback address seen through an IPv6 socket (`::ffff:127.0.0.1`).
 pub fn is_loopback(ip: IpAddr) -> bool {
@@ -716,6 +732,21 @@ mod tests {
                 let parsed = http::uri::Authority::try_from(host.as_bytes());
                 proptest::prop_assert!(parsed.is_ok_and(|a| !a.as_str().contains('@')), "{host}");
             }
+        }
+
+        /// The table takes exactly what the tests on each byte took.
+        #[test]
+        fn the_host_table_takes_what_the_tests_took(host in "[a-zA-Z0-9.:@_\\[\\]-]{0,10}") {
+            let split = |host: &[u8]| {
+                let (name, port) = match host.iter().position(|&b| b == b':') {
+                    Some(i) => (&host[..i], &host[i + 1..]),
+                    None => (host, &b""[..]),
+                };
+                !name.is_empty()
+                    && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                    && port.iter().all(u8::is_ascii_digit)
+            };
+            proptest::prop_assert_eq!(is_plain_host(host.as_bytes()), split(host.as_bytes()), "{}", host);
         }
 
         #[test]

@@ -91,7 +91,7 @@ pub fn usual_framing(head: &Head) -> bool {
         let announces = headers
             .get(http::header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0")
-            || headers.contains_key(http::header::TRANSFER_ENCODING);
+            || head.transfer_encoding;
         return !announces;
     }
     true

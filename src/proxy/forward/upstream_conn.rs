@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::Method;
+use http::{HeaderMap, Method};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
@@ -30,7 +30,7 @@ pub use super::upstream_body::UpstreamBody;
 use super::upstream_error::UpstreamError;
 use crate::proxy::http1::decode::Decoder;
 use crate::proxy::http1::encode::{encode, frame_request, BodyFraming, Encoder};
-use crate::proxy::http1::response_head::{parse, Head, HeadError};
+use crate::proxy::http1::response_head::{parse_into, Head, HeadError};
 
 /// The first read buffer of a connection, and the size of its first read (hyper's).
 const FIRST_READ: usize = 8 * 1024;
@@ -76,7 +76,13 @@ pub struct UpstreamConn<IO> {
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+    /// A header map for the next response head, cleared: the last request's (`recycle`).
+    spare: HeaderMap,
 }
+
+/// The largest map kept for the next response (entries): more came from a request with many
+/// headers, and would be held by an idle connection for nothing.
+const SPARE_AT_MOST: usize = 24;
 
 /// Where the request being carried is in its sending (hyper's `Writing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +142,17 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             reused: false,
             generation,
             idle_since: Instant::now(),
+            spare: HeaderMap::new(),
+        }
+    }
+
+    /// Keeps `headers`, a request's once it is answered, cleared for this connection's next
+    /// response head (see `response_head::parse_into`): with hyper's server reusing each
+    /// response's map for the next request's head, no map is made or freed per request.
+    pub fn recycle(&mut self, mut headers: HeaderMap) {
+        if headers.capacity() <= SPARE_AT_MOST {
+            headers.clear();
+            self.spare = headers;
         }
     }
 
@@ -258,7 +275,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             }
             match ready!(self.poll_fill(cx)) {
                 Ok(0) | Err(_) => return Poll::Ready(()),
-                Ok(_) => match parse(&mut self.read, method) {
+                Ok(_) => match parse_into(&mut self.read, method, &mut self.spare) {
                     Ok(None) => {}
                     Ok(Some(head)) => self.reading = Reading::Early(Ok(head)),
                     Err(e) => self.reading = Reading::Early(Err(e)),
@@ -336,7 +353,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         }
         loop {
             if !self.read.is_empty() {
-                if let Some(head) = parse(&mut self.read, method).map_err(UpstreamError::Head)? {
+                if let Some(head) = parse_into(&mut self.read, method, &mut self.spare)
+                    .map_err(UpstreamError::Head)?
+                {
                     return Ok(head);
                 }
                 if self.read.len() >= UPSTREAM_READ_AT_MOST {

@@ -12,6 +12,14 @@
 //! `Content-Length` list or repeat goes on as one value (RFC 9110 §8.6); a head longer than
 //! the read cap is refused however it arrived.
 //!
+//! The head comes out as the proxy passes it on: the hop-by-hop headers (RFC 9110 §7.6.1:
+//! `Connection`, the headers it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`,
+//! `Upgrade`, and `Transfer-Encoding` with a `Content-Length` beside it) are read for the
+//! framing and keep-alive and never put in the map (`forward::headers::strip_hop_by_hop`'s
+//! rule, which the tests hold this to): adding them and taking them out again cost about 1k
+//! instructions an answer (nginx's `Connection: keep-alive` on every one; Node's `Keep-Alive`
+//! too). The names are told by their bytes (`names`).
+//!
 //! Nothing here takes a position from a pointer without checking it lies in the head
 //! (`span_in`): httparse hands back a static `""`, not a slice of the buffer, for a reason phrase
 //! that is missing or holds obs-text, and subtracting addresses from it took the launcher down.
@@ -19,11 +27,11 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
-use http::header::TRANSFER_ENCODING;
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{Method, StatusCode, Version};
 
 use super::limits::MAX_HEADERS;
+use super::names::{name_of, Role};
 use super::span_in;
 
 /// The longest response head: the read cap, as hyper's `max_buf_size` was. The connection's
@@ -54,6 +62,8 @@ pub struct Head {
     /// without `Connection: close`, HTTP/1.0 with `keep-alive`) and the head gave no reason
     /// to distrust the framing.
     pub keep_alive: bool,
+    /// The head had a `Transfer-Encoding` line (not in `parts`: it is hop-by-hop).
+    pub transfer_encoding: bool,
 }
 
 /// Why a response head was refused: the process's answer is a `502`.
@@ -93,7 +103,20 @@ impl std::fmt::Display for HeadError {
 /// skipped; a `101` is refused (the launcher never passes an `Upgrade` on, so a switch of
 /// protocols is unsolicited: RFC 9110 §15.2.2). The head's bytes are split off `buf`; the header
 /// values share them.
+// The launcher's client reads with `parse_into`; this is the tests' and the fuzz target's.
+#[allow(dead_code)]
 pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadError> {
+    parse_into(buf, method, &mut HeaderMap::new())
+}
+
+/// As [`parse`], the headers put in `spare` (taken when the head is whole), a map cleared for
+/// another head: the connection's last request's map, so that no map is made and none freed a
+/// response (two allocations each, with its slots set up: about 600 instructions a request).
+pub fn parse_into(
+    buf: &mut BytesMut,
+    method: &Method,
+    spare: &mut HeaderMap,
+) -> Result<Option<Head>, HeadError> {
     // On the stack, filled by `locate`: a `Vec` here was an allocation and about 1k
     // instructions per response (callgrind, tests/perf/callgrind-per-request.sh).
     let mut spans = [NO_SPAN; MAX_HEADERS];
@@ -117,13 +140,15 @@ pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadEr
         }
         let status =
             StatusCode::from_u16(status).map_err(|_| HeadError::Syntax(httparse::Error::Status))?;
-        return build(bytes, status, version, &spans[..count], method).map(Some);
+        let headers = std::mem::take(spare);
+        return build(bytes, status, version, &spans[..count], method, headers).map(Some);
     }
 }
 
 /// Where a name and value sit in the head's bytes: name start and end, value start and end
-/// (a head is at most `HEAD_AT_MOST` bytes, well within `u32`).
-type Span = [u32; 4];
+/// (a head is at most `HEAD_AT_MOST`, 64 KB, and ends in an empty line: every position is below
+/// `u16::MAX`; half the `u32`s' array to clear on the stack for every head).
+type Span = [u16; 4];
 
 const NO_SPAN: Span = [0; 4];
 
@@ -155,15 +180,15 @@ fn locate(buf: &[u8], spans: &mut [Span; MAX_HEADERS]) -> Result<Option<Located>
         Err(e) => return Err(HeadError::Syntax(e)),
     };
     let head = buf.get(..len).ok_or(HeadError::TooLarge)?;
-    let as_u32 = |(a, b): (usize, usize)| Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?));
+    // Below `u16::MAX` in a head no longer than `HEAD_AT_MOST` (see `Span`).
+    let at = |i: usize| u16::try_from(i).map_err(|_| HeadError::TooLarge);
     // httparse fills at most `MAX_HEADERS` lines, so the zip drops none.
     for (slot, h) in spans.iter_mut().zip(res.headers.iter()) {
         let (n0, n1) = span_in(head, h.name.as_bytes())
-            .and_then(as_u32)
             .ok_or(HeadError::Syntax(httparse::Error::HeaderName))?;
-        let (v0, v1) = span_in(head, h.value)
-            .and_then(as_u32)
-            .ok_or(HeadError::Syntax(httparse::Error::HeaderValue))?;
+        let (v0, v1) =
+            span_in(head, h.value).ok_or(HeadError::Syntax(httparse::Error::HeaderValue))?;
+        let [n0, n1, v0, v1] = [at(n0)?, at(n1)?, at(v0)?, at(v1)?];
         *slot = [n0, n1, v0, v1];
     }
     let version = if res.version == Some(1) {
@@ -204,32 +229,48 @@ fn build(
     version: Version,
     spans: &[Span],
     method: &Method,
+    mut headers: HeaderMap,
 ) -> Result<Head, HeadError> {
-    let mut headers = HeaderMap::with_capacity(spans.len());
+    // Room for every line at once (none when a recycled map has it).
+    headers.reserve(spans.len());
     let mut keep_alive = version == Version::HTTP_11;
     let mut saw_close = false;
-    // What the framing needs, gathered in this one pass (not looked up again in the map).
+    // What the framing and the hop-by-hop headers need, gathered in this one pass (not looked
+    // up again in the map).
     let mut seen = Seen::default();
     for &[n0, n1, v0, v1] in spans {
         let (n0, n1, v0, v1) = (n0 as usize, n1 as usize, v0 as usize, v1 as usize);
         // The spans were checked to lie inside the head (`span_in`), which `bytes` is.
-        let name = HeaderName::from_bytes(&bytes[n0..n1])
-            .map_err(|_| HeadError::Syntax(httparse::Error::HeaderName))?;
+        let (name, role) =
+            name_of(&bytes[n0..n1]).map_err(|_| HeadError::Syntax(httparse::Error::HeaderName))?;
+        match role {
+            Role::Plain => {}
+            Role::ContentLength => seen.content_length(&bytes[v0..v1]),
+            Role::Close => seen.header_named_close = true,
+            // Hop-by-hop (RFC 9110 §7.6.1): read, never passed on, so never made a value.
+            Role::HopByHop => continue,
+            Role::Connection => {
+                let says = Tokens::of(&bytes[v0..v1]);
+                // Once any `Connection` line says close, a later `keep-alive` does not undo it.
+                if saw_close || says.close {
+                    saw_close = true;
+                    keep_alive = false;
+                } else if !keep_alive {
+                    keep_alive = says.keep_alive;
+                }
+                seen.connection_names |= says.others;
+                seen.connection = true;
+                continue;
+            }
+            Role::TransferEncoding => {
+                let value = HeaderValue::from_maybe_shared(bytes.slice(v0..v1))
+                    .map_err(|_| HeadError::Syntax(httparse::Error::HeaderValue))?;
+                seen.transfer_encoding = Some(value);
+                continue;
+            }
+        }
         let value = HeaderValue::from_maybe_shared(bytes.slice(v0..v1))
             .map_err(|_| HeadError::Syntax(httparse::Error::HeaderValue))?;
-        if name == CONNECTION {
-            // Once any `Connection` line says close, a later `keep-alive` does not undo it.
-            if saw_close || has_token(&value, "close") {
-                saw_close = true;
-                keep_alive = false;
-            } else if !keep_alive {
-                keep_alive = has_token(&value, "keep-alive");
-            }
-        } else if name == TRANSFER_ENCODING {
-            seen.transfer_encoding = Some(value.clone());
-        } else if name == CONTENT_LENGTH {
-            seen.content_length(&value);
-        }
         headers.append(name, value);
     }
     let te = seen.transfer_encoding.as_ref();
@@ -244,6 +285,7 @@ fn build(
             headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
         }
     }
+    strip_connection_options(&mut headers, &bytes, spans, &seen);
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = status;
     parts.version = version;
@@ -261,7 +303,49 @@ fn build(
         parts,
         framing,
         keep_alive: keep_alive && trusted,
+        transfer_encoding: seen.transfer_encoding.is_some(),
     })
+}
+
+/// What is left of the hop-by-hop rule once their own lines were left out of the map: the
+/// headers a `Connection` value names go too (except `Host` and `Content-Length`, which say
+/// what the message is), and with `Transfer-Encoding` a `Content-Length` goes (RFC 9112 §6.3:
+/// the next hop would frame the body by it), unless `Connection` named the `Transfer-Encoding`
+/// (then it went as an option, and the length stays). The same as `forward::headers`'
+/// `strip_hop_by_hop` on the whole map, which the tests hold it to. Almost no `Connection`
+/// value names a header (nginx's `keep-alive`, a `close`): then its values are not read again.
+fn strip_connection_options(headers: &mut HeaderMap, bytes: &Bytes, spans: &[Span], seen: &Seen) {
+    let mut transfer_encoding_named = false;
+    if seen.connection && (seen.connection_names || seen.header_named_close) {
+        for &[n0, n1, v0, v1] in spans {
+            let name = &bytes[n0 as usize..n1 as usize];
+            if !matches!(name_of(name), Ok((_, Role::Connection))) {
+                continue;
+            }
+            let value = &bytes[v0 as usize..v1 as usize];
+            if !visible(value) {
+                continue;
+            }
+            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if token.eq_ignore_ascii_case(b"keep-alive")
+                    || (token.eq_ignore_ascii_case(b"close") && !seen.header_named_close)
+                {
+                    continue;
+                }
+                let Ok(named) = HeaderName::from_bytes(token) else {
+                    continue;
+                };
+                if named == TRANSFER_ENCODING {
+                    transfer_encoding_named = true;
+                } else if named != HOST && named != CONTENT_LENGTH {
+                    headers.remove(named);
+                }
+            }
+        }
+    }
+    if seen.transfer_encoding.is_some() && !transfer_encoding_named {
+        headers.remove(CONTENT_LENGTH);
+    }
 }
 
 /// The headers the framing depends on, as the head's lines go by.
@@ -275,22 +359,25 @@ struct Seen {
     length: Option<Option<u64>>,
     /// More than one `Content-Length` line, or a list in one: not passed on as it came.
     not_one_plain_value: bool,
+    /// A `Connection` line.
+    connection: bool,
+    /// A `Connection` value names more than `keep-alive` and `close` (or is not text).
+    connection_names: bool,
+    /// A header named `close`, which a `Connection: close` names.
+    header_named_close: bool,
 }
 
 impl Seen {
-    fn content_length(&mut self, value: &HeaderValue) {
-        self.not_one_plain_value |= self.length.is_some() || value.as_bytes().contains(&b',');
+    fn content_length(&mut self, value: &[u8]) {
+        self.not_one_plain_value |= self.length.is_some() || value.contains(&b',');
         if self.length == Some(None) {
             return;
         }
-        let Ok(s) = value.to_str() else {
-            self.length = Some(None);
-            return;
-        };
-        // Bytes, not `str::split`/`trim` (about 350 instructions a response): past `to_str`
-        // they are visible ASCII, space and tab, where ASCII trimming is `str::trim`.
-        for n in s.as_bytes().split(|&b| b == b',') {
-            let n = digits(n.trim_ascii());
+        // Bytes, not `str::split`/`trim` (about 350 instructions a response). hyper read the
+        // value with `to_str` and `str::trim`; here each part is only spaces and tabs around
+        // digits: any other byte, text or not (`to_str`'s failure), is no number either.
+        for n in value.split(|&b| b == b',') {
+            let n = digits(trim_ows(n));
             let agrees = match self.length {
                 Some(Some(f)) => n == Some(f),
                 _ => true,
@@ -340,6 +427,17 @@ fn framing(
     }
 }
 
+/// `b` without the spaces and tabs around it (RFC 9110's OWS).
+fn trim_ows(mut b: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = b {
+        b = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = b {
+        b = rest;
+    }
+    b
+}
+
 /// A decimal number without sign, overflow-checked.
 fn digits(b: &[u8]) -> Option<u64> {
     if b.is_empty() {
@@ -362,15 +460,42 @@ pub(super) fn ends_in_chunked(value: &HeaderValue) -> bool {
         .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
 }
 
-/// A comma-separated header value lists `token` (case-insensitively).
-/// As hyper's (`to_str`, split on commas, trimmed), on the bytes: once `to_str` has passed
-/// them they are visible ASCII, space and tab, so ASCII trimming is `str::trim`.
-fn has_token(value: &HeaderValue, token: &str) -> bool {
-    value.to_str().is_ok_and(|s| {
-        s.as_bytes()
-            .split(|&b| b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-    })
+/// A value `HeaderValue::to_str` takes: visible ASCII, space and tab (obs-text is not text).
+fn visible(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+}
+
+/// What a `Connection` value says, read as hyper reads it (`to_str`, split on commas, each
+/// trimmed, ASCII case-insensitively), in one pass over its bytes: once `visible` has passed
+/// them they are visible ASCII, space and tab, where ASCII trimming is `str::trim`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tokens {
+    close: bool,
+    keep_alive: bool,
+    /// A token other than those two, or the value is not text: it may name a header.
+    others: bool,
+}
+
+impl Tokens {
+    fn of(value: &[u8]) -> Tokens {
+        let mut says = Tokens::default();
+        if !visible(value) {
+            says.others = true;
+            return says;
+        }
+        for t in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            if t.eq_ignore_ascii_case(b"keep-alive") {
+                says.keep_alive = true;
+            } else if t.eq_ignore_ascii_case(b"close") {
+                says.close = true;
+            } else {
+                says.others = true;
+            }
+        }
+        says
+    }
 }
 
 #[cfg(test)]

@@ -261,3 +261,98 @@ fn a_head_longer_than_the_read_cap_is_refused_even_when_whole() {
     );
     assert!(head(&fits, Method::GET).unwrap().is_some());
 }
+
+/// The head as the proxy passed it on before the hop-by-hop headers were left out here: every
+/// line appended (the `Content-Length` lines made one, as `parse` does), then
+/// `forward::headers::strip_hop_by_hop`, the rule both legs share.
+fn appended_then_stripped(text: &str) -> HeaderMap {
+    let mut lines = [httparse::EMPTY_HEADER; 32];
+    let mut res = httparse::Response::new(&mut lines);
+    assert!(matches!(
+        res.parse(text.as_bytes()),
+        Ok(httparse::Status::Complete(_))
+    ));
+    let mut headers = HeaderMap::new();
+    for h in res.headers.iter() {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(h.name.as_bytes()),
+            HeaderValue::from_bytes(h.value),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    if headers.get_all(CONTENT_LENGTH).iter().count() > 1 {
+        headers.remove(CONTENT_LENGTH);
+        headers.insert(CONTENT_LENGTH, HeaderValue::from_static("5"));
+    }
+    crate::proxy::forward::headers::strip_hop_by_hop(&mut headers);
+    headers
+}
+
+proptest::proptest! {
+    /// RFC 9110 §7.6.1: what is left out is exactly what stripping every hop-by-hop header from
+    /// the whole map took, `Connection`'s named headers, `close` and `Transfer-Encoding` with
+    /// its `Content-Length` included, whatever the names' case.
+    #[test]
+    fn the_head_comes_out_as_stripping_every_hop_by_hop_header_left_it(
+        lines in proptest::collection::vec((0usize..18, 0usize..14, 0usize..14), 0..10)
+    ) {
+        const NAMES: [&str; 18] = [
+            "Connection", "connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+            "Transfer-Encoding", "UPGRADE", "Host", "Content-Length", "Close", "X-Internal",
+            "content-type", "Set-Cookie", "Vary", "X-Powered-By", "Server", "x-internal",
+        ];
+        const TOKENS: [&str; 14] = [
+            "keep-alive", "Keep-Alive", "close", "CLOSE", "x-internal", "transfer-encoding",
+            "host", "content-length", "te", "connection", " upgrade ", "bad token",
+            "Content-Type", "set-cookie",
+        ];
+        let mut text = String::from("HTTP/1.1 200 OK\r\n");
+        for (n, a, b) in lines {
+            let value = match NAMES[n].to_ascii_lowercase().as_str() {
+                "connection" => format!("{}, {}", TOKENS[a], TOKENS[b]),
+                "transfer-encoding" => "chunked".to_string(),
+                "content-length" => "5".to_string(),
+                _ => format!("v{a}"),
+            };
+            text.push_str(&format!("{}: {value}\r\n", NAMES[n]));
+        }
+        text.push_str("\r\n");
+        let ours = head(&text, Method::GET);
+        proptest::prop_assert!(matches!(ours, Ok(Some(_))), "{:?}: {:?}", text, ours);
+        if let Ok(Some(h)) = ours {
+            proptest::prop_assert_eq!(&h.parts.headers, &appended_then_stripped(&text), "{}", text);
+            // What the pool's framing check reads of a line left out.
+            let te = text.to_ascii_lowercase().contains("\ntransfer-encoding:");
+            proptest::prop_assert_eq!(h.transfer_encoding, te);
+        }
+    }
+}
+
+#[test]
+fn an_answers_own_headers_go_on_as_they_came_and_its_hop_by_hop_ones_do_not() {
+    // RFC 9110 §7.6.1; RFC 6265 §3 (each Set-Cookie its own line, never joined).
+    let h = get(
+        "HTTP/1.1 200 OK\r\nServer: nginx\r\nSet-Cookie: a=1; Path=/\r\nVary: Accept\r\n\
+         Set-Cookie: b=2\r\nVary: Origin, Accept-Encoding\r\nX-Odd_Name.v2: kept\r\n\
+         Connection: keep-alive, X-Hop\r\nX-Hop: gone\r\nKeep-Alive: timeout=5\r\n\
+         content-length: 2\r\n\r\nok",
+    );
+    let all = |name: &str| -> Vec<&[u8]> {
+        h.parts
+            .headers
+            .get_all(name)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect()
+    };
+    assert_eq!(all("set-cookie"), [&b"a=1; Path=/"[..], b"b=2"]);
+    assert_eq!(all("vary"), [&b"Accept"[..], b"Origin, Accept-Encoding"]);
+    assert_eq!(all("x-odd_name.v2"), [b"kept"]);
+    assert_eq!(all("server"), [b"nginx"]);
+    assert_eq!(all("content-length"), [b"2"]);
+    for gone in ["connection", "x-hop", "keep-alive"] {
+        assert!(!h.parts.headers.contains_key(gone), "{gone}");
+    }
+    assert_eq!((h.framing, h.keep_alive), (Framing::Length(2), true));
+}
