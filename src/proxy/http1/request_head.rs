@@ -11,7 +11,9 @@
 //! `http::Uri` (stricter than httparse: `"`, `<`, `>`, DEL and tab in a target pass httparse, not
 //! `Uri`; `{`, `|`, `\`, `^`, `` ` `` and non-ASCII pass both), header names through
 //! `http::HeaderName`; a target over 65,534 bytes (`414`); `Content-Length` only digits, and
-//! several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in `chunked`.
+//! several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in `chunked`; `Connection` and
+//! `Transfer-Encoding` read as `HeaderValue::to_str` gives them (obs-text, even UTF-8, is no
+//! text: no token, no coding).
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
@@ -221,18 +223,45 @@ fn digits(v: &[u8]) -> Option<u64> {
     (n <= u64::MAX - 2).then_some(n)
 }
 
+/// A header value as `HeaderValue::to_str` takes it, which hyper reads `Connection` and
+/// `Transfer-Encoding` through: tab and visible ASCII only (obs-text is no `str` to hyper, even
+/// when it is UTF-8).
+fn as_text(v: &[u8]) -> Option<&[u8]> {
+    v.iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+        .then_some(v)
+}
+
+/// `str::trim` on ASCII: the bytes `char::is_whitespace` names (tab to CR, space).
+fn trim(mut v: &[u8]) -> &[u8] {
+    let ws = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    while let [first, rest @ ..] = v {
+        if !ws(first) {
+            break;
+        }
+        v = rest;
+    }
+    while let [rest @ .., last] = v {
+        if !ws(last) {
+            break;
+        }
+        v = rest;
+    }
+    v
+}
+
+/// Whether the last coding is `chunked` (as hyper's `is_chunked_`).
 fn last_coding_is_chunked(v: &[u8]) -> bool {
-    std::str::from_utf8(v)
-        .ok()
-        .and_then(|s| s.rsplit(',').next())
-        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+    as_text(v)
+        .and_then(|v| v.rsplit(|&b| b == b',').next())
+        .is_some_and(|c| trim(c).eq_ignore_ascii_case(b"chunked"))
 }
 
 /// Whether the comma-separated header value holds `token` (as hyper's `connection_has`).
 fn has_token(v: &[u8], token: &[u8]) -> bool {
-    std::str::from_utf8(v).is_ok_and(|s| {
-        s.split(',')
-            .any(|t| t.trim().as_bytes().eq_ignore_ascii_case(token))
+    as_text(v).is_some_and(|v| {
+        v.split(|&b| b == b',')
+            .any(|t| trim(t).eq_ignore_ascii_case(token))
     })
 }
 
