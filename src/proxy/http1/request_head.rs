@@ -5,15 +5,19 @@
 //! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
 //! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
 //!
-//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`), applied with the same
-//! functions hyper applies: httparse with hyper's default parser settings and 100 headers
-//! (more: hyper's `TooLarge`, `431`); the method through `http::Method`, the target through
-//! `http::Uri` (stricter than httparse: `"`, `<`, `>`, DEL and tab in a target pass httparse, not
-//! `Uri`; `{`, `|`, `\`, `^`, `` ` `` and non-ASCII pass both), header names through
-//! `http::HeaderName`; a target over 65,534 bytes (`414`); `Content-Length` only digits, and
-//! several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in `chunked`; `Connection` and
-//! `Transfer-Encoding` read as `HeaderValue::to_str` gives them (obs-text, even UTF-8, is no
-//! text: no token, no coding).
+//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse with hyper's
+//! default parser settings and 100 headers (more: hyper's `TooLarge`, `431`); then what hyper
+//! refuses through the `http` crate's types, here read by the same byte classes without
+//! building the types (no copy, no allocation; `request_head_http_tests.rs` holds the two to the
+//! same answers on every byte in each place): the method as `http::Method` (nothing beyond
+//! httparse's token), the target as `http::Uri` (stricter than httparse: `"`, `<` and `>` in a
+//! query pass httparse, not `Uri`, and `<`, `>` and `` ` `` in a path; `{`, `|`, `\`, `^` and
+//! non-ASCII pass both), header names as `http::HeaderName` (nothing beyond
+//! httparse's token but a length); a target over 65,534 bytes (`414`); `Content-Length` only
+//! digits, and several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in
+//! `chunked`; `Connection` and `Transfer-Encoding` read as `HeaderValue::to_str` gives them
+//! (obs-text, even UTF-8, is no text: no token, no coding).
+//!
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
@@ -22,6 +26,8 @@
 //! The differential test (`lobby_differential_tests.rs`) holds the two to the same answers.
 //!
 //! Sans-I/O: a function of the bytes.
+
+use std::mem::MaybeUninit;
 
 pub use super::limits::MAX_HEADERS;
 use super::limits::MAX_TARGET;
@@ -91,9 +97,11 @@ pub enum Check {
 
 /// Checks the head at the start of `buf` by hyper's rules.
 pub fn check(buf: &[u8]) -> Check {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let len = match req.parse(buf) {
+    // Left uninitialised, as hyper leaves its own: httparse writes a slot before it reads it,
+    // and 100 empty headers written on every call were a quarter of this check's cost.
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut headers) {
         Ok(httparse::Status::Partial) => return Check::Partial,
         Ok(httparse::Status::Complete(n)) => n,
         Err(e) => return Check::Refused(parse_error(e, req.method.is_some())),
@@ -117,6 +125,30 @@ fn parse_error(e: httparse::Error, had_method: bool) -> Refused {
     })
 }
 
+/// The headers hyper's server reads, told by name (ASCII case-insensitive, as a `HeaderName`
+/// compares: its table lowercases letters and keeps every other byte httparse lets through).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Named {
+    TransferEncoding,
+    ContentLength,
+    Connection,
+    Host,
+    CacheId,
+    Other,
+}
+
+fn named(name: &[u8]) -> Named {
+    let is = |lower: &[u8]| name.eq_ignore_ascii_case(lower);
+    match name.len() {
+        4 if is(b"host") => Named::Host,
+        10 if is(b"connection") => Named::Connection,
+        10 if is(super::X_CACHE_ID.as_str().as_bytes()) => Named::CacheId,
+        14 if is(b"content-length") => Named::ContentLength,
+        17 if is(b"transfer-encoding") => Named::TransferEncoding,
+        _ => Named::Other,
+    }
+}
+
 fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Taken, Refused> {
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(Refused::Bad("the request line is malformed"));
@@ -124,10 +156,9 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     if target.len() > MAX_TARGET {
         return Err(Refused::TargetTooLong);
     }
-    let method_bytes = method.as_bytes();
-    http::Method::from_bytes(method_bytes)
-        .map_err(|_| Refused::Bad("the request line's method is malformed"))?;
-    if http::Uri::try_from(target).is_err() {
+    // The method needs no check of its own: httparse takes only a token of `tchar`s, the very
+    // bytes `http::Method::from_bytes` takes (held to it by `the_method_as_http_reads_it`).
+    if !target_ok(target.as_bytes()) {
         return Err(Refused::Bad(
             "the request target holds a character not allowed there \
              (percent-encode it: RFC 3986)",
@@ -136,7 +167,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     let head = &buf[..len.min(buf.len())];
     let malformed = Refused::Bad("the request line is malformed");
     let mut route = RouteParts {
-        method: span_in(head, method_bytes).ok_or(malformed)?,
+        method: span_in(head, method.as_bytes()).ok_or(malformed)?,
         target: span_in(head, target.as_bytes()).ok_or(malformed)?,
         cache_id: None,
         hosts: 0,
@@ -150,41 +181,49 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     let (mut length, mut has_length) = (None::<u64>, false);
     let (mut has_te, mut chunked) = (false, false);
     for h in req.headers.iter() {
-        let name = http::HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| Refused::Bad("a header name is malformed"))?;
-        if name == http::header::TRANSFER_ENCODING {
-            if !http_11 {
-                return Err(Refused::Bad(
-                    "Transfer-Encoding is not allowed in an HTTP/1.0 request",
-                ));
-            }
-            has_te = true;
-            route.transfer_encoding = true;
-            length = None;
-            chunked = last_coding_is_chunked(h.value);
-        } else if name == http::header::CONTENT_LENGTH {
-            has_length = true;
-            if has_te {
-                continue;
-            }
-            let n = digits(h.value).ok_or(Refused::Bad("the Content-Length is malformed"))?;
-            match length {
-                Some(prev) if prev != n => {
-                    return Err(Refused::Bad("the request has differing Content-Lengths"))
+        // httparse's header-name bytes are `tchar`s, as `http::HeaderName`'s; what it refuses
+        // beyond them is a name over its longest (hyper: `TooLarge` at the same length).
+        if h.name.len() > MAX_HEADER_NAME {
+            return Err(Refused::Bad("a header name is malformed"));
+        }
+        match named(h.name.as_bytes()) {
+            Named::TransferEncoding => {
+                if !http_11 {
+                    return Err(Refused::Bad(
+                        "Transfer-Encoding is not allowed in an HTTP/1.0 request",
+                    ));
                 }
-                _ => length = Some(n),
+                has_te = true;
+                route.transfer_encoding = true;
+                length = None;
+                chunked = last_coding_is_chunked(h.value);
             }
-        } else if name == http::header::CONNECTION {
-            if saw_close || has_token(h.value, b"close") {
-                saw_close = true;
-                keep_alive = false;
-            } else if !keep_alive {
-                keep_alive = has_token(h.value, b"keep-alive");
+            Named::ContentLength => {
+                has_length = true;
+                if has_te {
+                    continue;
+                }
+                let n = digits(h.value).ok_or(Refused::Bad("the Content-Length is malformed"))?;
+                match length {
+                    Some(prev) if prev != n => {
+                        return Err(Refused::Bad("the request has differing Content-Lengths"))
+                    }
+                    _ => length = Some(n),
+                }
             }
-        } else if name == http::header::HOST {
-            route.hosts = route.hosts.saturating_add(1);
-        } else if name == super::X_CACHE_ID && route.cache_id.is_none() {
-            route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
+            Named::Connection => {
+                if saw_close || has_token(h.value, b"close") {
+                    saw_close = true;
+                    keep_alive = false;
+                } else if !keep_alive {
+                    keep_alive = has_token(h.value, b"keep-alive");
+                }
+            }
+            Named::Host => route.hosts = route.hosts.saturating_add(1),
+            Named::CacheId if route.cache_id.is_none() => {
+                route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
+            }
+            Named::CacheId | Named::Other => {}
         }
     }
     route.lengths = u16::from(length.is_some());
@@ -205,6 +244,10 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
         route,
     })
 }
+
+/// The longest header name `http::HeaderName` takes (its `MAX_HEADER_NAME_LEN`); hyper refuses
+/// a longer one before it tries.
+const MAX_HEADER_NAME: usize = (1 << 16) - 1;
 
 /// A `Content-Length` as hyper reads it: digits only (no sign, no list), not overflowing, and
 /// below hyper's largest length.
@@ -265,6 +308,76 @@ fn has_token(v: &[u8], token: &[u8]) -> bool {
     })
 }
 
+/// Whether `http::Uri` takes the target httparse gave (valid UTF-8, no space or control byte):
+/// an origin form (`/...`) by `PathAndQuery`'s byte classes, read here without the copy and
+/// allocation a `Uri` is; `*`; any other form (absolute, authority) by `http::Uri` itself.
+/// Held to `http::Uri` over every byte in each place (`targets_as_http_reads_them`).
+fn target_ok(t: &[u8]) -> bool {
+    match t {
+        [b'/', ..] => origin_ok(t),
+        b"*" => true,
+        _ => std::str::from_utf8(t).is_ok_and(|s| http::Uri::try_from(s).is_ok()),
+    }
+}
+
+/// `PathAndQuery`'s scan (http 1.x `scan_path_and_query`) of a target that begins with `/`:
+/// path bytes, then after a `?` query bytes, then after a `#` anything (the fragment is cut,
+/// unread). Bytes over 0x7f are UTF-8's, which httparse checked.
+fn origin_ok(t: &[u8]) -> bool {
+    let mut i = 0;
+    while i < t.len() {
+        match PATH[usize::from(t[i])] {
+            VALID => {}
+            QUERY => break,
+            FRAGMENT => return true,
+            _ => return false,
+        }
+        i += 1;
+    }
+    while i < t.len() {
+        match QUERY_BYTES[usize::from(t[i])] {
+            VALID => {}
+            FRAGMENT => return true,
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
+const VALID: u8 = 0;
+const QUERY: u8 = 1;
+const FRAGMENT: u8 = 2;
+const INVALID: u8 = 3;
+
+/// A path byte's class: `PathAndQuery`'s (`"`, `{` and `}` taken as they are, for clients that
+/// send JSON unencoded).
+const PATH: [u8; 256] = classes(false);
+/// A query byte's class (`?` is a query byte there).
+const QUERY_BYTES: [u8; 256] = classes(true);
+
+const fn classes(query: bool) -> [u8; 256] {
+    let mut t = [INVALID; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match b {
+            b'#' => FRAGMENT,
+            b'?' if !query => QUERY,
+            0x21 | 0x24..=0x3B | 0x3D | 0x80..=0xFF => VALID,
+            b'"' | 0x40..=0x5F | 0x61..=0x7A | 0x7C | b'{' | b'}' | 0x7E if !query => VALID,
+            0x3F..=0x7E if query => VALID,
+            _ => INVALID,
+        };
+        i += 1;
+    }
+    t
+}
+
 #[cfg(test)]
 #[path = "request_head_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "request_head_http_tests.rs"]
+mod http_tests;
