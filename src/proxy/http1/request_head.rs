@@ -5,8 +5,9 @@
 //! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
 //! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
 //!
-//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse with hyper's
-//! default parser settings and 100 headers (more: hyper's `TooLarge`, `431`); then what hyper
+//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse's grammar with
+//! hyper's default parser settings and 100 headers (more: hyper's `TooLarge`, `431`), written
+//! out in `request_head_scan.rs` so that each header is read as it is found; then what hyper
 //! refuses through the `http` crate's types, here read by the same byte classes without
 //! building the types (no copy, no allocation; `request_head_http_tests.rs` holds the two to the
 //! same answers on every byte in each place): the method as `http::Method` (nothing beyond
@@ -21,8 +22,9 @@
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
-//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse gives
-//! (its surrounding whitespace already gone), which is what hyper makes its `HeaderValue` of.
+//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse
+//! gives (its surrounding whitespace already gone; the scan gives the same, held to httparse at
+//! every prefix), which is what hyper makes its `HeaderValue` of.
 //! The differential test (`lobby_differential_tests.rs`) holds the two to the same answers.
 //!
 //! Sans-I/O: a function of the bytes.
