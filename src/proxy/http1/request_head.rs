@@ -5,25 +5,36 @@
 //! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
 //! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
 //!
-//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`), applied with the same
-//! functions hyper applies: httparse with hyper's default parser settings and 100 headers
-//! (more: hyper's `TooLarge`, `431`); the method through `http::Method`, the target through
-//! `http::Uri` (stricter than httparse: `"`, `<`, `>`, DEL and tab in a target pass httparse, not
-//! `Uri`; `{`, `|`, `\`, `^`, `` ` `` and non-ASCII pass both), header names through
-//! `http::HeaderName`; a target over 65,534 bytes (`414`); `Content-Length` only digits, and
-//! several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in `chunked`.
+//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse's grammar with
+//! hyper's default parser settings and 100 headers (more: hyper's `TooLarge`, `431`), written
+//! out in `request_head_scan.rs` so that each header is read as it is found; then what hyper
+//! refuses through the `http` crate's types, here read by the same byte classes without
+//! building the types (no copy, no allocation; `request_head_http_tests.rs` holds the two to the
+//! same answers on every byte in each place): the method as `http::Method` (nothing beyond
+//! httparse's token), the target as `http::Uri` (stricter than httparse: `"`, `<` and `>` in a
+//! query pass httparse, not `Uri`, and `<`, `>` and `` ` `` in a path; `{`, `|`, `\`, `^` and
+//! non-ASCII pass both), header names as `http::HeaderName` (nothing beyond
+//! httparse's token but a length); a target over 65,534 bytes (`414`); `Content-Length` only
+//! digits, and several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in
+//! `chunked`; `Connection` and `Transfer-Encoding` read as `HeaderValue::to_str` gives them
+//! (obs-text, even UTF-8, is no text: no token, no coding).
+//!
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
-//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse gives
-//! (its surrounding whitespace already gone), which is what hyper makes its `HeaderValue` of.
+//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse
+//! gives (its surrounding whitespace already gone; the scan gives the same, held to httparse at
+//! every prefix), which is what hyper makes its `HeaderValue` of.
 //! The differential test (`lobby_differential_tests.rs`) holds the two to the same answers.
 //!
 //! Sans-I/O: a function of the bytes.
 
 pub use super::limits::MAX_HEADERS;
 use super::limits::MAX_TARGET;
-use super::span_in;
+use scan::{Line, Scanner, Stop};
+
+#[path = "request_head_scan.rs"]
+mod scan;
 
 /// Where a part of the head lies in the buffer it was read from.
 pub type Span = (usize, usize);
@@ -89,16 +100,34 @@ pub enum Check {
 
 /// Checks the head at the start of `buf` by hyper's rules.
 pub fn check(buf: &[u8]) -> Check {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let len = match req.parse(buf) {
-        Ok(httparse::Status::Partial) => return Check::Partial,
-        Ok(httparse::Status::Complete(n)) => n,
-        Err(e) => return Check::Refused(parse_error(e, req.method.is_some())),
+    let mut scan = Scanner::new(buf);
+    let line = match scan.request_line() {
+        Ok(line) => line,
+        Err(stop) => return stopped(stop),
     };
-    match taken(&req, len, buf) {
-        Ok(t) => Check::Taken(t),
-        Err(r) => Check::Refused(r),
+    // Each header read as it is found; what is refused is told only once the head is whole
+    // (httparse reads a head whole before hyper reads a header).
+    let mut fold = Fold::new(buf, line);
+    loop {
+        match scan.header() {
+            Ok(Some((name, value))) => {
+                if fold.refused.is_none() {
+                    if let Err(why) = fold.header(buf, name, value) {
+                        fold.refused = Some(why);
+                    }
+                }
+            }
+            Ok(None) => break,
+            Err(stop) => return stopped(stop),
+        }
+    }
+    fold.end(scan.at())
+}
+
+fn stopped(stop: Stop) -> Check {
+    match stop {
+        Stop::Partial => Check::Partial,
+        Stop::Bad(e, had_method) => Check::Refused(parse_error(e, had_method)),
     }
 }
 
@@ -115,94 +144,155 @@ fn parse_error(e: httparse::Error, had_method: bool) -> Refused {
     })
 }
 
-fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Taken, Refused> {
-    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
-        return Err(Refused::Bad("the request line is malformed"));
-    };
-    if target.len() > MAX_TARGET {
-        return Err(Refused::TargetTooLong);
+/// The headers hyper's server reads, told by name (ASCII case-insensitive, as a `HeaderName`
+/// compares: its table lowercases letters and keeps every other byte httparse lets through).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Named {
+    TransferEncoding,
+    ContentLength,
+    Connection,
+    Host,
+    CacheId,
+    Other,
+}
+
+fn named(name: &[u8]) -> Named {
+    let is = |lower: &[u8]| name.eq_ignore_ascii_case(lower);
+    match name.len() {
+        4 if is(b"host") => Named::Host,
+        10 if is(b"connection") => Named::Connection,
+        10 if is(super::X_CACHE_ID.as_str().as_bytes()) => Named::CacheId,
+        14 if is(b"content-length") => Named::ContentLength,
+        17 if is(b"transfer-encoding") => Named::TransferEncoding,
+        _ => Named::Other,
     }
-    let method_bytes = method.as_bytes();
-    http::Method::from_bytes(method_bytes)
-        .map_err(|_| Refused::Bad("the request line's method is malformed"))?;
-    if http::Uri::try_from(target).is_err() {
-        return Err(Refused::Bad(
-            "the request target holds a character not allowed there \
-             (percent-encode it: RFC 3986)",
-        ));
-    }
-    let head = &buf[..len.min(buf.len())];
-    let malformed = Refused::Bad("the request line is malformed");
-    let mut route = RouteParts {
-        method: span_in(head, method_bytes).ok_or(malformed)?,
-        target: span_in(head, target.as_bytes()).ok_or(malformed)?,
-        cache_id: None,
-        hosts: 0,
-        lengths: 0,
-        http_10: version == 0,
-        transfer_encoding: false,
-    };
-    let http_11 = version == 1;
-    let mut keep_alive = http_11;
-    let mut saw_close = false;
-    let (mut length, mut has_length) = (None::<u64>, false);
-    let (mut has_te, mut chunked) = (false, false);
-    for h in req.headers.iter() {
-        let name = http::HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| Refused::Bad("a header name is malformed"))?;
-        if name == http::header::TRANSFER_ENCODING {
-            if !http_11 {
-                return Err(Refused::Bad(
-                    "Transfer-Encoding is not allowed in an HTTP/1.0 request",
-                ));
-            }
-            has_te = true;
-            route.transfer_encoding = true;
-            length = None;
-            chunked = last_coding_is_chunked(h.value);
-        } else if name == http::header::CONTENT_LENGTH {
-            has_length = true;
-            if has_te {
-                continue;
-            }
-            let n = digits(h.value).ok_or(Refused::Bad("the Content-Length is malformed"))?;
-            match length {
-                Some(prev) if prev != n => {
-                    return Err(Refused::Bad("the request has differing Content-Lengths"))
-                }
-                _ => length = Some(n),
-            }
-        } else if name == http::header::CONNECTION {
-            if saw_close || has_token(h.value, b"close") {
-                saw_close = true;
-                keep_alive = false;
-            } else if !keep_alive {
-                keep_alive = has_token(h.value, b"keep-alive");
-            }
-        } else if name == http::header::HOST {
-            route.hosts = route.hosts.saturating_add(1);
-        } else if name == super::X_CACHE_ID && route.cache_id.is_none() {
-            route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
+}
+
+/// What the headers say so far, as hyper's `Server::parse` reads them in order.
+struct Fold {
+    route: RouteParts,
+    http_11: bool,
+    keep_alive: bool,
+    saw_close: bool,
+    length: Option<u64>,
+    has_length: bool,
+    has_te: bool,
+    chunked: bool,
+    /// The first refusal (of the request line, or of a header): the rest is not read.
+    refused: Option<Refused>,
+}
+
+impl Fold {
+    fn new(buf: &[u8], line: Line) -> Fold {
+        let target = &buf[line.target.0..line.target.1];
+        let refused = if target.len() > MAX_TARGET {
+            Some(Refused::TargetTooLong)
+        } else if !line.plain && !target_ok(target) {
+            // The method needs no check of its own: httparse takes only a token of `tchar`s,
+            // the very bytes `http::Method::from_bytes` takes.
+            Some(Refused::Bad(
+                "the request target holds a character not allowed there \
+                 (percent-encode it: RFC 3986)",
+            ))
+        } else {
+            None
+        };
+        let http_11 = line.version == 1;
+        Fold {
+            route: RouteParts {
+                method: line.method,
+                target: line.target,
+                cache_id: None,
+                hosts: 0,
+                lengths: 0,
+                http_10: line.version == 0,
+                transfer_encoding: false,
+            },
+            http_11,
+            keep_alive: http_11,
+            saw_close: false,
+            length: None,
+            has_length: false,
+            has_te: false,
+            chunked: false,
+            refused,
         }
     }
-    route.lengths = u16::from(length.is_some());
-    if has_te && !chunked {
-        return Err(Refused::Bad(
-            "the request's Transfer-Encoding does not end in chunked",
-        ));
+
+    fn header(&mut self, buf: &[u8], name: &[u8], value: Span) -> Result<(), Refused> {
+        // httparse's header-name bytes are `tchar`s, as `http::HeaderName`'s; what it refuses
+        // beyond them is a name over its longest (hyper: `TooLarge` at the same length).
+        if name.len() > MAX_HEADER_NAME {
+            return Err(Refused::Bad("a header name is malformed"));
+        }
+        let v = &buf[value.0..value.1];
+        match named(name) {
+            Named::TransferEncoding => {
+                if !self.http_11 {
+                    return Err(Refused::Bad(
+                        "Transfer-Encoding is not allowed in an HTTP/1.0 request",
+                    ));
+                }
+                self.has_te = true;
+                self.route.transfer_encoding = true;
+                self.length = None;
+                self.chunked = last_coding_is_chunked(v);
+            }
+            Named::ContentLength => {
+                self.has_length = true;
+                if self.has_te {
+                    return Ok(());
+                }
+                let n = digits(v).ok_or(Refused::Bad("the Content-Length is malformed"))?;
+                match self.length {
+                    Some(prev) if prev != n => {
+                        return Err(Refused::Bad("the request has differing Content-Lengths"))
+                    }
+                    _ => self.length = Some(n),
+                }
+            }
+            Named::Connection => {
+                if self.saw_close || has_token(v, b"close") {
+                    self.saw_close = true;
+                    self.keep_alive = false;
+                } else if !self.keep_alive {
+                    self.keep_alive = has_token(v, b"keep-alive");
+                }
+            }
+            Named::Host => self.route.hosts = self.route.hosts.saturating_add(1),
+            Named::CacheId if self.route.cache_id.is_none() => self.route.cache_id = Some(value),
+            Named::CacheId | Named::Other => {}
+        }
+        Ok(())
     }
-    let body = if chunked {
-        Body::Chunked
-    } else {
-        Body::Length(length.unwrap_or(0))
-    };
-    Ok(Taken {
-        len,
-        body,
-        last: !keep_alive || (has_te && has_length),
-        route,
-    })
+
+    fn end(mut self, len: usize) -> Check {
+        if let Some(why) = self.refused {
+            return Check::Refused(why);
+        }
+        self.route.lengths = u16::from(self.length.is_some());
+        if self.has_te && !self.chunked {
+            return Check::Refused(Refused::Bad(
+                "the request's Transfer-Encoding does not end in chunked",
+            ));
+        }
+        let body = if self.chunked {
+            Body::Chunked
+        } else {
+            Body::Length(self.length.unwrap_or(0))
+        };
+        Check::Taken(Taken {
+            len,
+            body,
+            last: !self.keep_alive || (self.has_te && self.has_length),
+            route: self.route,
+        })
+    }
 }
+
+/// The longest header name `http::HeaderName` takes (its `MAX_HEADER_NAME_LEN`); hyper refuses
+/// a longer one before it tries.
+const MAX_HEADER_NAME: usize = (1 << 16) - 1;
 
 /// A `Content-Length` as hyper reads it: digits only (no sign, no list), not overflowing, and
 /// below hyper's largest length.
@@ -221,21 +311,111 @@ fn digits(v: &[u8]) -> Option<u64> {
     (n <= u64::MAX - 2).then_some(n)
 }
 
+/// A header value as `HeaderValue::to_str` takes it, which hyper reads `Connection` and
+/// `Transfer-Encoding` through: tab and visible ASCII only (obs-text is no `str` to hyper, even
+/// when it is UTF-8).
+fn as_text(v: &[u8]) -> Option<&[u8]> {
+    v.iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+        .then_some(v)
+}
+
+/// `str::trim` on ASCII: the bytes `char::is_whitespace` names (tab to CR, space).
+fn trim(mut v: &[u8]) -> &[u8] {
+    let ws = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    while let [first, rest @ ..] = v {
+        if !ws(first) {
+            break;
+        }
+        v = rest;
+    }
+    while let [rest @ .., last] = v {
+        if !ws(last) {
+            break;
+        }
+        v = rest;
+    }
+    v
+}
+
+/// Whether the last coding is `chunked` (as hyper's `is_chunked_`).
 fn last_coding_is_chunked(v: &[u8]) -> bool {
-    std::str::from_utf8(v)
-        .ok()
-        .and_then(|s| s.rsplit(',').next())
-        .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
+    as_text(v)
+        .and_then(|v| v.rsplit(|&b| b == b',').next())
+        .is_some_and(|c| trim(c).eq_ignore_ascii_case(b"chunked"))
 }
 
 /// Whether the comma-separated header value holds `token` (as hyper's `connection_has`).
 fn has_token(v: &[u8], token: &[u8]) -> bool {
-    std::str::from_utf8(v).is_ok_and(|s| {
-        s.split(',')
-            .any(|t| t.trim().as_bytes().eq_ignore_ascii_case(token))
+    as_text(v).is_some_and(|v| {
+        v.split(|&b| b == b',')
+            .any(|t| trim(t).eq_ignore_ascii_case(token))
     })
+}
+
+/// Whether `http::Uri` takes the target httparse gave (valid UTF-8, no space or control byte):
+/// an origin form (`/...`) by `PathAndQuery`'s byte classes, read here without the copy and
+/// allocation a `Uri` is; `*`; any other form (absolute, authority) by `http::Uri` itself.
+/// Held to `http::Uri` over every byte in each place (`targets_as_http_reads_them`).
+fn target_ok(t: &[u8]) -> bool {
+    match t {
+        [b'/', ..] => origin_ok(t),
+        b"*" => true,
+        _ => std::str::from_utf8(t).is_ok_and(|s| http::Uri::try_from(s).is_ok()),
+    }
+}
+
+/// `PathAndQuery`'s scan (http 1.x `scan_path_and_query`) of a target that begins with `/`:
+/// path bytes, then after a `?` query bytes, then after a `#` anything (the fragment is cut,
+/// unread). Bytes over 0x7f are UTF-8's, which httparse checked.
+fn origin_ok(t: &[u8]) -> bool {
+    let Some(i) = t.iter().position(|&b| PATH[usize::from(b)] != VALID) else {
+        return true;
+    };
+    match PATH[usize::from(t[i])] {
+        QUERY => {}
+        FRAGMENT => return true,
+        _ => return false,
+    }
+    t[i..]
+        .iter()
+        .find(|&&b| QUERY_BYTES[usize::from(b)] != VALID)
+        .is_none_or(|&b| QUERY_BYTES[usize::from(b)] == FRAGMENT)
+}
+
+const VALID: u8 = 0;
+const QUERY: u8 = 1;
+const FRAGMENT: u8 = 2;
+const INVALID: u8 = 3;
+
+/// A path byte's class: `PathAndQuery`'s (`"`, `{` and `}` taken as they are, for clients that
+/// send JSON unencoded).
+const PATH: [u8; 256] = classes(false);
+/// A query byte's class (`?` is a query byte there).
+const QUERY_BYTES: [u8; 256] = classes(true);
+
+const fn classes(query: bool) -> [u8; 256] {
+    let mut t = [INVALID; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match b {
+            b'#' => FRAGMENT,
+            b'?' if !query => QUERY,
+            0x21 | 0x24..=0x3B | 0x3D | 0x80..=0xFF => VALID,
+            b'"' | 0x40..=0x5F | 0x61..=0x7A | 0x7C | b'{' | b'}' | 0x7E if !query => VALID,
+            0x3F..=0x7E if query => VALID,
+            _ => INVALID,
+        };
+        i += 1;
+    }
+    t
 }
 
 #[cfg(test)]
 #[path = "request_head_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "request_head_http_tests.rs"]
+mod http_tests;

@@ -1,6 +1,6 @@
 use super::*;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -8,11 +8,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// What hyper's own server does with `raw` (with hyper's settings, as `served` builds it):
 /// whether it calls the service.
 async fn hyper_takes(raw: &[u8]) -> bool {
+    hyper_calls(raw).await > 0
+}
+
+/// How many requests of `raw` hyper's own server calls the service with.
+async fn hyper_calls(raw: &[u8]) -> usize {
     let (mut client, server) = tokio::io::duplex(256 * 1024);
-    let called = Arc::new(AtomicBool::new(false));
+    let called = Arc::new(AtomicUsize::new(0));
     let seen = called.clone();
     let svc = hyper::service::service_fn(move |_req| {
-        seen.store(true, Ordering::Relaxed);
+        seen.fetch_add(1, Ordering::Relaxed);
         async { Ok::<_, std::convert::Infallible>(http::Response::new(String::new())) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -53,6 +58,8 @@ pub(crate) const REFUSED_BY_HYPER: &[&str] = &[
     "POST /r4/metadata HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
     "POST /r4/metadata HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
     "POST /r4/metadata HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    // Obs-text is no `str` to hyper, even as UTF-8: no last coding, so not chunked.
+    "POST /r4/metadata HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \u{e9}, chunked\r\n\r\n0\r\n\r\n",
     "\x16\x03\x01\x02\x00\x01\x00\x01\x7c\x03\x03",
     "GET\r\n\r\n",
 ];
@@ -178,4 +185,25 @@ fn a_partial_head_is_partial_and_the_framing_is_read() {
         check(old_kept),
         Check::Taken(Taken { last: false, .. })
     ));
+}
+
+#[tokio::test]
+async fn whether_hyper_reads_on_after_a_head_is_read_as_hyper_reads_it() {
+    // spec: DEC-38: `last` is hyper's own reading of `Connection` (through `HeaderValue::to_str`:
+    // obs-text, even as UTF-8, holds no token), or the framer stops checking the heads hyper
+    // still reads.
+    let next = "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n\r\n";
+    for first in [
+        "GET /r4/metadata HTTP/1.1\r\nHost: a\r\nConnection: close, \u{e9}\r\n\r\n",
+        "GET /r4/metadata HTTP/1.1\r\nHost: a\r\nConnection: \u{e9}\r\nConnection: close\r\n\r\n",
+        "GET /r4/metadata HTTP/1.1\r\nHost: a\r\nConnection: a, CLOSE \t\r\n\r\n",
+        "GET /r4/metadata HTTP/1.0\r\nConnection: keep-alive, \u{e9}\r\n\r\n",
+        "GET /r4/metadata HTTP/1.0\r\nConnection: x,Keep-Alive\r\n\r\n",
+    ] {
+        let Check::Taken(t) = check(first.as_bytes()) else {
+            panic!("not taken: {first:?}");
+        };
+        let calls = hyper_calls(format!("{first}{next}").as_bytes()).await;
+        assert_eq!(!t.last, calls == 2, "{first:?}: hyper called {calls}");
+    }
 }
