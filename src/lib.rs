@@ -82,6 +82,12 @@
 //!   `node_report`, `outcome`, `per_kind`, `signals`
 //! * `system` (the machine; its ffi.rs is the one home of the FFI)
 
+/// The lib's own tests run on the launcher's allocator (`main.rs`, DEC-60), so what they see of
+/// memory is what the launcher does.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 pub mod build_info;
 pub mod cli;
 mod clock;

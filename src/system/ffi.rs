@@ -123,6 +123,27 @@ pub fn malloc_trim() {
     }
 }
 
+/// Hands the launcher's free heap pages back to the system: jemalloc's (the launcher's
+/// allocator, `main.rs`), whose freed pages are otherwise returned only as its decay sees
+/// allocations go on (seconds after a crowd parked, or never while the launcher is quiet), and
+/// glibc's, which the C parts (SQLite) use.
+pub fn allocator_purge() {
+    // jemalloc's `MALLCTL_ARENAS_ALL`: every arena.
+    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
+    // SAFETY: a purge reads and writes no value: null old and new pointers, length 0; the name
+    // is a NUL-terminated string that outlives the call. An error (no such arena) is harmless.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            PURGE_ALL.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+    }
+    malloc_trim();
+}
+
 /// `IPV6_V6ONLY` set to `on` on the IPv6 socket `fd`.
 pub fn set_ipv6_only(fd: RawFd, on: bool) -> io::Result<()> {
     let value: libc::c_int = on.into();
