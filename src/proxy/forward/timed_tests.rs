@@ -98,7 +98,8 @@ async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
         assert_eq!(spares(), 1);
     }
     // Halfway to the spare's deadline: taken as it is, it fires early, and is set on to this
-    // send's own deadline then.
+    // send's own deadline then. (The clock is paused: the sleeps here are the scenario's time
+    // moved on, no real wait.)
     tokio::time::sleep(t / 2).await;
     let took = hang(t).await;
     assert!(
@@ -106,6 +107,7 @@ async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
         "{took:?}"
     );
     // Long after the spare's own deadline went by (it fired unused), and just before: both hang.
+    // (The paused clock again.)
     tokio::time::sleep(t * 2).await;
     let took = hang(t).await;
     assert!(
