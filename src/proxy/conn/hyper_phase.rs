@@ -213,6 +213,8 @@ pub(super) async fn serve_until_idle(
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(ctx.served());
     let header = ctx.cfg.header_read_timeout;
+    // The park's look: the product's timer for when an idle connection is next looked at (a
+    // period, reset after each look), not a wait.
     let look = tokio::time::sleep(park_after(ctx.served().load(Ordering::Relaxed), header));
     tokio::pin!(look);
     // The select below polls every branch at every wake of the task (twice a request): the
