@@ -148,6 +148,7 @@ proptest! {
         cache_id in prop::sample::select(vec![None, Some("tx1.a"), Some("m0.x"), Some("zz.q")]),
         content_length in prop::option::of(0u64..2048),
     ) {
+        // spec: ROUTE-1a, ROUTE-1b, ROUTE-1c, ROUTE-2a
         let t = table(&endpoints, flags);
         let mut target = lead.to_string();
         for p in pieces {
