@@ -8,11 +8,14 @@
 # launcher is stopped by its own pid. Prints the figure and keeps the profile for
 # `callgrind_annotate --inclusive=yes OUT_DIR/callgrind.out.*`.
 # FHIRCLUSTER=path runs another build (an A/B against a copy of the binary before a change);
-# EXTRA_CLUSTER_JSON='{"accessLog": "text"}' adds settings to server.cluster.
+# EXTRA_CLUSTER_JSON='{"accessLog": "text"}' adds settings to server.cluster; CONNECTIONS=256
+# loads it with wrk's 256 connections instead of 8 (past the process's 20 slots, so most
+# requests wait in the launcher's queue: the queued path's cost).
 #   cargo build --release --bins && tests/perf/callgrind-per-request.sh [OUT_DIR] [SECONDS]
 set -eu
 out=${1:-$(mktemp -d /tmp/callgrind-per-request.XXXX)}
 seconds=${2:-10}
+connections=${CONNECTIONS:-8}
 bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -77,9 +80,9 @@ for _ in $(seq 1 300); do
 done
 curl -fs -o /dev/null "$url" || { echo "the launcher did not answer (see $out/log)" >&2; exit 1; }
 
-wrk -t1 -c8 -d3s "$url" > "$out/warm.txt"
+wrk -t1 -c"$connections" -d3s "$url" > "$out/warm.txt"
 callgrind_control -z "$pid" > /dev/null
-wrk -t1 -c8 -d"${seconds}s" "$url" > "$out/wrk.txt"
+wrk -t1 -c"$connections" -d"${seconds}s" "$url" > "$out/wrk.txt"
 callgrind_control -d "$pid" > /dev/null
 sleep 1
 requests=$(awk '/requests in/ {print $1}' "$out/wrk.txt")

@@ -10,8 +10,9 @@
 //! A request takes a connection off the stack whole; its response body gives it back when the
 //! body has ended, if the response allowed keep-alive and was read to its end (a body dropped
 //! unread closes it). LIFO keeps the most recently used connection hot and lets the others age
-//! out on the server's keep-alive timeout. Checkout looks at the socket itself (`idle_check`),
-//! just before the request is written: one the server closed is dropped, and one holding bytes
+//! out on the server's keep-alive timeout. Checkout looks at the socket (`idle_check`: as the
+//! reactor knows it just after its answer, as the kernel does later), just before the request
+//! is written: one the server closed is dropped, and one holding bytes
 //! no request asked for is dropped and costs its process the reuse of its connections until it restarts. If one
 //! still races the server's close and its first write fails before any byte went, the request
 //! goes on a fresh connection instead; if the write went and the process closed without a byte
@@ -34,7 +35,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::error::{ForwardError, SendFailure};
-use super::idle_check::{look, Idle as Look, Trust};
+use super::idle_check::{
+    asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
+};
 use super::outgoing::OutgoingBody;
 use super::replay::{self, Next};
 use super::timed::Timed;
@@ -70,6 +73,8 @@ struct Inner {
     name: String,
     max_idle: usize,
     idle_timeout: Duration,
+    /// Up to how long after its answer a connection is taken on the reactor's word (DEC-67).
+    reactor_trusted_for: Duration,
     idle: Mutex<Idle>,
     /// Requests sent again after the process closed without answering (DEC-33), shared with
     /// `fhircluster_retries_total`.
@@ -104,7 +109,15 @@ impl Inner {
                     stale.push(c);
                     continue;
                 }
-                match look(c.io()) {
+                let seen = if asks_the_kernel(
+                    now.saturating_duration_since(c.idle_since),
+                    self.reactor_trusted_for,
+                ) {
+                    look(c.io())
+                } else {
+                    look_as_the_reactor_knows(c.io())
+                };
+                match seen {
                     Look::Quiet => {
                         found = Some(c);
                         break;
@@ -214,6 +227,17 @@ impl<B: OutgoingBody> Upstream<B> {
         Upstream::build(addr, max_idle, idle_timeout, &name, Arc::default())
     }
 
+    /// As it is, with its connections taken on the reactor's word for up to `trusted_for` after
+    /// their answers (DEC-67; zero: always asked of the kernel). Before its first request. For
+    /// the tests.
+    #[cfg(test)]
+    pub fn trusting_the_reactor_for(mut self, trusted_for: Duration) -> Upstream<B> {
+        Arc::get_mut(&mut self.inner)
+            .expect("set before the pool is shared")
+            .reactor_trusted_for = trusted_for;
+        self
+    }
+
     fn build(
         addr: SocketAddr,
         max_idle: usize,
@@ -227,6 +251,7 @@ impl<B: OutgoingBody> Upstream<B> {
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
+                reactor_trusted_for: REACTOR_TRUSTED_FOR,
                 idle: Mutex::new(Idle {
                     conns: Vec::new(),
                     generation: 0,
@@ -257,6 +282,17 @@ impl<B: OutgoingBody> Upstream<B> {
         let mut idle = self.inner.lock();
         idle.conns.retain(|c| look(c.io()) == Look::Quiet);
         idle.conns.len()
+    }
+
+    /// Whether the reactor has marked any idle connection readable (nothing asked of the
+    /// kernel). For the pool's tests.
+    #[cfg(test)]
+    pub fn reactor_saw_something(&self) -> bool {
+        let idle = self.inner.lock();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        idle.conns
+            .iter()
+            .any(|c| c.io().poll_read_ready(&mut cx).is_ready())
     }
 
     /// Drops every idle connection, and keeps those now busy from coming back (the process

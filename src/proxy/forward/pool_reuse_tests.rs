@@ -74,13 +74,10 @@ async fn body_of(up: &Up, path: &str) -> Bytes {
     resp.into_body().collect().await.unwrap().to_bytes()
 }
 
-/// A stray response written after the answer was read, in its own write, reaches the socket
-/// while the runtime is busy: the reactor has not marked the socket readable, so a poll with a
-/// no-op waker would see nothing and hand the connection on, and the next request would take
-/// the stray for its answer. The real look at checkout sees it.
-#[test]
-fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
-    // spec: DEC-58: the one look, at checkout, sees a stray written after the check-in.
+/// A process that answers its first request, writes a stray response when `go` comes (in its
+/// own write, after the answer was read), says so on `wrote`, and then echoes each request's
+/// target; every later connection only echoes.
+fn stray_after_go() -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
     let (wrote_tx, wrote_rx) = mpsc::channel::<()>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let go_rx = std::sync::Mutex::new(Some(go_rx));
@@ -98,17 +95,37 @@ fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
         let _ = wrote_tx.send(());
         echo(s);
     });
+    (addr, go_tx, wrote_rx)
+}
+
+fn one_thread() -> tokio::runtime::Runtime {
     // One thread, so nothing polls the reactor while this task runs without yielding.
-    let rt = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    rt.block_on(async {
+        .unwrap()
+}
+
+/// A stray response written after the answer was read, in its own write, reaches the socket
+/// while the runtime is held up past the span the reactor's word is taken for: the reactor has
+/// not marked the socket readable, so its word would hand the connection on, and the next
+/// request would take the stray for its answer. The kernel's look at checkout sees it.
+#[test]
+fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
+    // spec: DEC-58: the one look, at checkout, sees a stray written after the check-in.
+    // spec: DEC-67: past REACTOR_TRUSTED_FOR after its answer, the kernel is asked.
+    let (addr, go_tx, wrote_rx) = stray_after_go();
+    one_thread().block_on(async {
         let up = Up::new(addr, 4);
         assert_eq!(body_of(&up, "/first").await, "/first");
+        // The connection went back to the pool before its body's end reached this task.
+        let answered = std::time::Instant::now();
         go_tx.send(()).unwrap();
-        // Blocks the runtime's only thread: the stray arrives unseen by the reactor.
+        // The scenario: the runtime's only thread held up (blocking, not yielding) while the
+        // stray arrives unseen by the reactor, for longer than the reactor's word is taken.
         wrote_rx.recv().unwrap();
+        let trusted = super::super::idle_check::REACTOR_TRUSTED_FOR;
+        std::thread::sleep(trusted.saturating_sub(answered.elapsed()));
         assert_eq!(
             body_of(&up, "/second").await,
             "/second",
@@ -119,6 +136,59 @@ fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
             "the process is no longer trusted with a second request"
         );
     });
+}
+
+/// Reused at once, on the reactor's word: the stray the reactor has had a turn to see is caught
+/// as the kernel's look would, and the quiet connections before it cost no system call (the
+/// reads that took their answers left tokio's readiness clear).
+#[test]
+fn a_quick_reuse_is_taken_on_the_reactors_word_which_still_sees_a_stray_it_was_told_of() {
+    // spec: DEC-67
+    use super::super::idle_check::PEEKS;
+    let peeks = || PEEKS.with(std::cell::Cell::get);
+    let (addr, go_tx, wrote_rx) = stray_after_go();
+    one_thread().block_on(async {
+        // The reactor's word for as long as the test takes, whatever this machine's pace.
+        let up = Up::new(addr, 4).trusting_the_reactor_for(std::time::Duration::from_secs(3600));
+        let echoed = Up::new(echo_server(), 4)
+            .trusting_the_reactor_for(std::time::Duration::from_secs(3600));
+        assert_eq!(body_of(&echoed, "/a").await, "/a");
+        let before = peeks();
+        for path in ["/b", "/c", "/d"] {
+            assert_eq!(body_of(&echoed, path).await, path);
+        }
+        assert_eq!(
+            peeks(),
+            before,
+            "a quiet reused connection was asked of the kernel"
+        );
+        assert!(echoed.reuses());
+
+        assert_eq!(body_of(&up, "/first").await, "/first");
+        go_tx.send(()).unwrap();
+        // Waits without holding the runtime up, so the reactor turns as the stray arrives.
+        let wrote = tokio::task::spawn_blocking(move || wrote_rx.recv());
+        bounded("the stray written", wrote).await.unwrap().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Until the reactor has had its turn with the stray in the socket.
+        while !up.reactor_saw_something() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reactor never saw the stray"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            body_of(&up, "/second").await,
+            "/second",
+            "the stray taken as the answer"
+        );
+        assert!(!up.reuses(), "the process is still trusted");
+    });
+}
+
+fn echo_server() -> SocketAddr {
+    server(|_, s| echo(s))
 }
 
 /// Bytes past a response's framed end, in the same write: the connection is not reused, and
