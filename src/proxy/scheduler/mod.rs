@@ -14,7 +14,7 @@ mod slots;
 mod types;
 
 pub(crate) use config::SchedulerConfig;
-pub(crate) use machine::Scheduler;
+pub(crate) use machine::{IdHasher, Scheduler};
 pub(crate) use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 
 #[cfg(test)]
