@@ -11,6 +11,7 @@ mod forecast;
 mod machine;
 mod queue;
 mod slots;
+mod timers;
 mod types;
 
 pub(crate) use config::SchedulerConfig;

@@ -2,7 +2,6 @@
 //! cooldown), the least loaded of those, and which waiting request a process takes when it has
 //! room (`pump`). Part of the scheduler's state machine (`machine.rs`).
 
-use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -115,7 +114,11 @@ impl Scheduler {
                 until,
             },
         );
-        self.timers.push(Reverse((until, Timer::Queue { seq, id })));
+        let kind = match wait {
+            Wait::Any => WaitKind::Queue,
+            Wait::Unknown | Wait::Owner | Wait::Affinity => WaitKind::Owner,
+        };
+        self.timers.push_wait(kind, until, seq, id);
     }
 
     pub(super) fn dispatch(
@@ -127,11 +130,6 @@ impl Scheduler {
         flexible: bool,
         retried: bool,
     ) {
-        if counted {
-            self.procs[i].slots.take(lane);
-            let since = self.clock;
-            self.procs[i].running.push(Running { id, lane, since });
-        }
         self.requests.insert(
             id,
             Req::InFlight {
@@ -142,6 +140,17 @@ impl Scheduler {
                 retried,
             },
         );
+        self.sent(id, i, lane, counted);
+    }
+
+    /// The rest of a dispatch, once the request's entry says it is in flight: its slot taken,
+    /// the shell told.
+    fn sent(&mut self, id: RequestId, i: usize, lane: Lane, counted: bool) {
+        if counted {
+            self.procs[i].slots.take(lane);
+            let since = self.clock;
+            self.procs[i].running.push(Running { id, lane, since });
+        }
         self.actions.push_back(Action::Dispatch {
             id,
             process: ProcessId(i as u16),
@@ -208,12 +217,14 @@ impl Scheduler {
         loop {
             let mut took = false;
             for lane in LANES {
-                let Some(from) = self.oldest_for(i, lane) else {
-                    continue;
-                };
+                // The room first: it reads counts only, where finding the oldest looks
+                // requests up (and a process that has just taken one is nearly always full).
                 if !self.admits(i, lane) {
                     continue;
                 }
+                let Some(from) = self.oldest_for(i, lane) else {
+                    continue;
+                };
                 let q = self.queue_mut(from, lane);
                 let Some((_, id)) = q.head(|_, _| true) else {
                     continue;
@@ -222,11 +233,19 @@ impl Scheduler {
                 if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
                     self.dirty_all = true;
                 }
-                let flexible = matches!(
-                    self.requests.get(&id),
-                    Some(Req::Waiting { wait, .. }) if *wait != Wait::Owner
-                );
-                self.dispatch(id, i, lane, true, flexible, false);
+                // One look-up: the waiting entry becomes the one in flight where it is.
+                let Some(req) = self.requests.get_mut(&id) else {
+                    continue; // not reached: `oldest_for` found it waiting
+                };
+                let flexible = matches!(req, Req::Waiting { wait, .. } if *wait != Wait::Owner);
+                *req = Req::InFlight {
+                    process: i,
+                    lane,
+                    counted: true,
+                    flexible,
+                    retried: false,
+                };
+                self.sent(id, i, lane, true);
                 took = true;
                 break;
             }
