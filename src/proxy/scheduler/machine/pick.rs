@@ -217,9 +217,10 @@ impl Scheduler {
         loop {
             let mut took = false;
             for lane in LANES {
-                // The room first: it reads counts only, where finding the oldest looks
-                // requests up (and a process that has just taken one is nearly always full).
-                if !self.admits(i, lane) {
+                // Counts first: whether any of the lane waits for it, and the room; finding the
+                // oldest looks requests up (and a process that has just taken one is nearly
+                // always full).
+                if !self.lane_waiting_for(i, lane) || !self.admits(i, lane) {
                     continue;
                 }
                 let Some(from) = self.oldest_for(i, lane) else {
@@ -264,6 +265,13 @@ impl Scheduler {
         own[0].live() > 0
             || own[1].live() > 0
             || (self.procs[i].serves_tx && (self.shared[0].live() > 0 || self.shared[1].live() > 0))
+    }
+
+    /// Whether any request of `lane` waits that process `i` might take (by the live counts,
+    /// as `any_waiting_for`): else `oldest_for` finds none.
+    fn lane_waiting_for(&self, i: usize, lane: Lane) -> bool {
+        self.procs[i].owned[ix(lane)].live() > 0
+            || (self.procs[i].serves_tx && self.shared[ix(lane)].live() > 0)
     }
 
     /// Which queue holds the oldest request of `lane` that process `i` may take, cleaning
