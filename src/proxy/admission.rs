@@ -66,7 +66,7 @@ impl Inner {
                 return;
             }
             if matches!(w.slot, Slot::Undecided(_)) {
-                self.undecided -= 1;
+                self.undecided = self.undecided.saturating_sub(1);
             }
             self.waiters.remove(&id);
         }
@@ -154,14 +154,19 @@ impl Admission {
         }
         let serial = inner.next_serial;
         inner.next_serial += 1;
-        inner.remove_waiter(id, None);
-        inner.waiters.insert(
-            id,
-            Waiter {
-                serial,
-                slot: Slot::Undecided(None),
-            },
-        );
+        let new = Waiter {
+            serial,
+            slot: Slot::Undecided(None),
+        };
+        // One look-up; one it replaces (an older registration's, never left in practice) is
+        // no longer undecided.
+        if let Some(Waiter {
+            slot: Slot::Undecided(_),
+            ..
+        }) = inner.waiters.insert(id, new)
+        {
+            inner.undecided = inner.undecided.saturating_sub(1);
+        }
         inner.undecided += 1;
         self.waiting.store(inner.undecided, Ordering::Relaxed);
         Verdict::coming(self.clone(), id, serial)
@@ -223,11 +228,11 @@ impl Admission {
             if mine == Some(id) {
                 made.get_or_insert(decision);
             } else if let Some(w) = inner.waiters.get_mut(&id) {
-                // None: its verdict is gone (the client left), and its ticket cancels it.
+                // (No waiter: its verdict was given up, the client gone; its ticket cancels.)
                 if let Slot::Undecided(waker) = &mut w.slot {
                     let waker = waker.take();
                     w.slot = Slot::Decided(decision);
-                    inner.undecided -= 1;
+                    inner.undecided = inner.undecided.saturating_sub(1);
                     if let Some(waker) = waker {
                         waker.wake();
                     }
