@@ -223,28 +223,8 @@ impl Scheduler {
                 if !self.lane_waiting_for(i, lane) || !self.admits(i, lane) {
                     continue;
                 }
-                let Some(from) = self.oldest_for(i, lane) else {
+                let Some(id) = self.take_oldest(i, lane) else {
                     continue;
-                };
-                let q = self.queue_mut(from, lane);
-                let Some((_, id)) = q.head(|_, _| true) else {
-                    continue;
-                };
-                q.pop_head();
-                if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
-                    self.dirty_all = true;
-                }
-                // One look-up: the waiting entry becomes the one in flight where it is.
-                let Some(req) = self.requests.get_mut(&id) else {
-                    continue; // not reached: `oldest_for` found it waiting
-                };
-                let flexible = matches!(req, Req::Waiting { wait, .. } if *wait != Wait::Owner);
-                *req = Req::InFlight {
-                    process: i,
-                    lane,
-                    counted: true,
-                    flexible,
-                    retried: false,
                 };
                 self.sent(id, i, lane, true);
                 took = true;
@@ -265,6 +245,49 @@ impl Scheduler {
         own[0].live() > 0
             || own[1].live() > 0
             || (self.procs[i].serves_tx && (self.shared[0].live() > 0 || self.shared[1].live() > 0))
+    }
+
+    /// Takes the oldest request of `lane` that process `i` may take out of its queue, its
+    /// entry now in flight on `i`. With none of its own waiting (nearly always), only the
+    /// shared queue's head can be it: looked up once, to see it still waits and to turn it
+    /// into the one in flight, instead of once by `oldest_for` and again to take it.
+    fn take_oldest(&mut self, i: usize, lane: Lane) -> Option<RequestId> {
+        let from = if self.procs[i].owned[ix(lane)].live() == 0 {
+            let shared_ok =
+                self.procs[i].serves_tx && (!self.procs[i].cool.cooling() || self.open == 0);
+            shared_ok.then_some(Place::Shared)?
+        } else {
+            self.oldest_for(i, lane)?
+        };
+        let q = match from {
+            Place::Shared => &mut self.shared[ix(lane)],
+            Place::Owned(o) => &mut self.procs[o].owned[ix(lane)],
+        };
+        loop {
+            let (seq, id) = q.head(|_, _| true)?;
+            let waiting = self
+                .requests
+                .get_mut(&id)
+                .filter(|r| matches!(r, Req::Waiting { seq: s, .. } if *s == seq));
+            let Some(req) = waiting else {
+                // Dispatched, refused or cancelled meanwhile: dropped, as `head` drops it.
+                q.pop_dead_head();
+                continue;
+            };
+            let flexible = matches!(req, Req::Waiting { wait, .. } if *wait != Wait::Owner);
+            *req = Req::InFlight {
+                process: i,
+                lane,
+                counted: true,
+                flexible,
+                retried: false,
+            };
+            q.pop_head();
+            if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
+                self.dirty_all = true;
+            }
+            return Some(id);
+        }
     }
 
     /// Whether any request of `lane` waits that process `i` might take (by the live counts,
