@@ -5,27 +5,37 @@
 //!
 //! A request's life here: `admit` submits it and, if the scheduler does not decide at once,
 //! registers its waiter; whoever holds the lock when the decision is made (another request
-//! finishing, the timer) sends it; a decision made at once is handed back as it is
-//! ([`Verdict`]: no waiter, no channel); a
+//! finishing, the timer) leaves it there and wakes the request's task, which takes it out; a
+//! decision made at once is handed back as it is ([`Verdict`]: no waiter); a
 //! [`Ticket`] guarantees the scheduler hears how the request ended exactly once, and a client
 //! that goes away while it waits cancels it (dropped from the queue, never sent).
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::route::TxDemand;
-use super::scheduler::{Action, Finish, Load, ProcessState, RequestId, Scheduler, SchedulerConfig};
+use super::scheduler::{
+    Action, Finish, IdHasher, Load, ProcessState, RequestId, Scheduler, SchedulerConfig,
+};
 use super::verdict::{Decision, Verdict};
 use crate::process::ProcessId;
 
 struct Inner {
     sched: Scheduler,
-    waiters: HashMap<RequestId, oneshot::Sender<Decision>>,
+    /// Keyed by the scheduler's fast hasher (ids are sequential, none chosen by a client):
+    /// SipHash cost ~150 instructions a look-up, two per queued request (issue #27).
+    waiters: HashMap<RequestId, Waiter, BuildHasherDefault<IdHasher>>,
+    /// Waiters still undecided (what `Admission::waiting` says).
+    undecided: usize,
+    /// The next waiter's serial.
+    next_serial: u64,
     /// The deadline the timer task sleeps until (`None`: until it is woken), so it is woken
     /// only when an earlier one comes, not on every decision.
     timer_at: Option<std::time::Instant>,
@@ -33,6 +43,34 @@ struct Inner {
     /// ready in this program (before, the process is down here, and a process that comes back
     /// from down has no history).
     resumed_cooldowns: Vec<(ProcessId, std::time::Instant)>,
+}
+
+/// One request's decision to come: its task's waker until it is made, then the decision until
+/// the task takes it (`Verdict`).
+struct Waiter {
+    /// Which registration it is (a retry registers the request anew).
+    serial: u64,
+    slot: Slot,
+}
+
+enum Slot {
+    Undecided(Option<Waker>),
+    Decided(Decision),
+}
+
+impl Inner {
+    /// Removes the waiter for `id` (of `serial`, when given), keeping the count of undecided.
+    fn remove_waiter(&mut self, id: RequestId, serial: Option<u64>) {
+        if let Some(w) = self.waiters.get(&id) {
+            if serial.is_some_and(|s| s != w.serial) {
+                return;
+            }
+            if matches!(w.slot, Slot::Undecided(_)) {
+                self.undecided = self.undecided.saturating_sub(1);
+            }
+            self.waiters.remove(&id);
+        }
+    }
 }
 
 /// The scheduler and the requests waiting for its decisions.
@@ -55,7 +93,9 @@ impl Admission {
         Arc::new(Admission {
             inner: Mutex::new(Inner {
                 sched,
-                waiters: HashMap::new(),
+                waiters: HashMap::default(),
+                undecided: 0,
+                next_serial: 0,
                 timer_at: None,
                 resumed_cooldowns: Vec::new(),
             }),
@@ -103,14 +143,69 @@ impl Admission {
     }
 
     /// `made` as it is, or a waiter registered for the decision to come.
-    fn verdict(&self, inner: &mut Inner, id: RequestId, made: Option<Decision>) -> Verdict {
+    fn verdict(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        id: RequestId,
+        made: Option<Decision>,
+    ) -> Verdict {
         if made.is_some() {
             return Verdict::made(made);
         }
-        let (tx, rx) = oneshot::channel();
-        inner.waiters.insert(id, tx);
-        self.waiting.store(inner.waiters.len(), Ordering::Relaxed);
-        Verdict::coming(rx)
+        let serial = inner.next_serial;
+        inner.next_serial += 1;
+        let new = Waiter {
+            serial,
+            slot: Slot::Undecided(None),
+        };
+        // One look-up; one it replaces (an older registration's, never left in practice) is
+        // no longer undecided.
+        if let Some(Waiter {
+            slot: Slot::Undecided(_),
+            ..
+        }) = inner.waiters.insert(id, new)
+        {
+            inner.undecided = inner.undecided.saturating_sub(1);
+        }
+        inner.undecided += 1;
+        self.waiting.store(inner.undecided, Ordering::Relaxed);
+        Verdict::coming(self.clone(), id, serial)
+    }
+
+    /// A waiting verdict's look at its waiter: the decision, taken out, once it is made (and
+    /// `None` if the waiter is gone: let go undecided); else `waker` is left to be woken by it.
+    pub(super) fn take_decision(
+        &self,
+        id: RequestId,
+        serial: u64,
+        waker: Option<&Waker>,
+    ) -> Poll<Option<Decision>> {
+        let mut inner = self.lock();
+        let Some(w) = inner.waiters.get_mut(&id).filter(|w| w.serial == serial) else {
+            return Poll::Ready(None);
+        };
+        match &mut w.slot {
+            Slot::Decided(d) => {
+                let d = *d;
+                inner.waiters.remove(&id);
+                Poll::Ready(Some(d))
+            }
+            Slot::Undecided(left) => {
+                if let Some(waker) = waker {
+                    if !left.as_ref().is_some_and(|l| l.will_wake(waker)) {
+                        *left = Some(waker.clone());
+                    }
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// A verdict given up before it took its decision: its waiter goes.
+    pub(super) fn forget_waiter(&self, id: RequestId, serial: u64) {
+        let mut inner = self.lock();
+        inner.remove_waiter(id, Some(serial));
+        self.waiting.store(inner.undecided, Ordering::Relaxed);
     }
 
     /// Carries the scheduler's actions out: each decision to its waiter, except the first one
@@ -132,12 +227,19 @@ impl Admission {
             };
             if mine == Some(id) {
                 made.get_or_insert(decision);
-            } else if let Some(w) = inner.waiters.remove(&id) {
-                // The receiver may be gone (the client left): its ticket cancels the request.
-                let _ = w.send(decision);
+            } else if let Some(w) = inner.waiters.get_mut(&id) {
+                // (No waiter: its verdict was given up, the client gone; its ticket cancels.)
+                if let Slot::Undecided(waker) = &mut w.slot {
+                    let waker = waker.take();
+                    w.slot = Slot::Decided(decision);
+                    inner.undecided = inner.undecided.saturating_sub(1);
+                    if let Some(waker) = waker {
+                        waker.wake();
+                    }
+                }
             }
         }
-        self.waiting.store(inner.waiters.len(), Ordering::Relaxed);
+        self.waiting.store(inner.undecided, Ordering::Relaxed);
         let next = inner.sched.poll_timeout();
         if next.is_some_and(|n| inner.timer_at.is_none_or(|at| n < at)) {
             inner.timer_at = next;
@@ -356,7 +458,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.ended {
             let mut inner = self.admission.lock();
-            inner.waiters.remove(&self.id);
+            inner.remove_waiter(self.id, None);
             inner.sched.cancel(self.id, crate::clock::now_std());
             self.admission.pump(&mut inner, None);
         }

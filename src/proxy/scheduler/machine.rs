@@ -3,7 +3,7 @@
 //! Theory of operation. A request either goes at once to a process with a free slot for its
 //! lane (the least loaded of those that may take it; ties go round-robin), or waits: in its
 //! process's own queue when only that process may take it (cache-id issuer, affinity), else in
-//! the shared queue of its lane. Each wait has a deadline in one timer heap. Whenever a slot
+//! the shared queue of its lane. Each wait has a deadline among the timers (`timers.rs`). Whenever a slot
 //! frees or a process becomes able to take more (ready, out of cooldown, a reservation lifted),
 //! that process is *pumped*: the oldest fast request waiting for it takes the slot if the lane
 //! rule lets it, else the oldest normal one. Between public calls the invariant holds that no
@@ -14,8 +14,7 @@
 //! Every request ends exactly once: `Refuse`, `Fail`, or `Dispatch` followed by `finish` or
 //! `cancel` (a `finish(NotSent)` may be answered by one more `Dispatch`).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
@@ -24,6 +23,7 @@ use super::cooldown::Cooldown;
 use super::estimate::ServiceTime;
 use super::queue::WaitQueue;
 use super::slots::{Limits, Slots};
+use super::timers::{Timer, Timers, WaitKind};
 use super::types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 use crate::process::ProcessId;
 use crate::proxy::lane::Lane;
@@ -44,7 +44,7 @@ pub struct Scheduler {
     /// Requests any eligible process may take, by lane.
     shared: [WaitQueue; 2],
     requests: HashMap<RequestId, Req, BuildHasherDefault<IdHasher>>,
-    timers: BinaryHeap<Reverse<(Instant, Timer)>>,
+    timers: Timers,
     actions: VecDeque<Action>,
     next_seq: u64,
     /// Where the next least-loaded scan starts, so ties rotate.
@@ -117,12 +117,6 @@ enum Req {
     },
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    Queue { seq: u64, id: RequestId },
-    Cool { process: usize, generation: u64 },
-}
-
 /// The result of looking for a process for a flexible request.
 enum Pick {
     Got(usize),
@@ -159,7 +153,7 @@ impl Scheduler {
             procs: Vec::new(),
             shared: Default::default(),
             requests: HashMap::default(),
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             actions: VecDeque::new(),
             next_seq: 0,
             cursor: 0,
@@ -366,13 +360,7 @@ impl Scheduler {
         };
         if let Some(until) = started {
             let generation = self.procs[process].cool.generation();
-            self.timers.push(Reverse((
-                until,
-                Timer::Cool {
-                    process,
-                    generation,
-                },
-            )));
+            self.timers.push_cool(until, process, generation);
             self.recount_open();
         }
         if outcome == Finish::NotSent {
@@ -438,13 +426,7 @@ impl Scheduler {
             return;
         }
         let generation = proc.cool.resume(until);
-        self.timers.push(Reverse((
-            until,
-            Timer::Cool {
-                process: i,
-                generation,
-            },
-        )));
+        self.timers.push_cool(until, i, generation);
         self.recount_open();
         self.settle();
     }
@@ -452,7 +434,7 @@ impl Scheduler {
     /// When `handle_timeout` must next be called (a wait's end, a cooldown's end).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((at, _))| *at)
+        self.timers.peek().map(|(at, _)| at)
     }
 
     /// Time has come to `now`: waits that ended are refused, cooldowns that ended lifted.

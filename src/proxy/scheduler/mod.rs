@@ -11,10 +11,11 @@ mod forecast;
 mod machine;
 mod queue;
 mod slots;
+mod timers;
 mod types;
 
 pub(crate) use config::SchedulerConfig;
-pub(crate) use machine::Scheduler;
+pub(crate) use machine::{IdHasher, Scheduler};
 pub(crate) use types::{Action, Finish, Load, ProcessState, Refusal, RequestId};
 
 #[cfg(test)]

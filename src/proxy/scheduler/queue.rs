@@ -52,6 +52,11 @@ impl WaitQueue {
         None
     }
 
+    /// Drops the head, found dead (not waiting here any more) by the caller.
+    pub fn pop_dead_head(&mut self) {
+        self.entries.pop_front();
+    }
+
     /// Removes the head (after `head` returned it, and the caller took it).
     pub fn pop_head(&mut self) {
         if self.entries.pop_front().is_some() {

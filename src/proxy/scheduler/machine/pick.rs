@@ -2,7 +2,6 @@
 //! cooldown), the least loaded of those, and which waiting request a process takes when it has
 //! room (`pump`). Part of the scheduler's state machine (`machine.rs`).
 
-use std::cmp::Reverse;
 use std::time::{Duration, Instant};
 
 use super::*;
@@ -115,7 +114,11 @@ impl Scheduler {
                 until,
             },
         );
-        self.timers.push(Reverse((until, Timer::Queue { seq, id })));
+        let kind = match wait {
+            Wait::Any => WaitKind::Queue,
+            Wait::Unknown | Wait::Owner | Wait::Affinity => WaitKind::Owner,
+        };
+        self.timers.push_wait(kind, until, seq, id);
     }
 
     pub(super) fn dispatch(
@@ -127,11 +130,6 @@ impl Scheduler {
         flexible: bool,
         retried: bool,
     ) {
-        if counted {
-            self.procs[i].slots.take(lane);
-            let since = self.clock;
-            self.procs[i].running.push(Running { id, lane, since });
-        }
         self.requests.insert(
             id,
             Req::InFlight {
@@ -142,6 +140,17 @@ impl Scheduler {
                 retried,
             },
         );
+        self.sent(id, i, lane, counted);
+    }
+
+    /// The rest of a dispatch, once the request's entry says it is in flight: its slot taken,
+    /// the shell told.
+    fn sent(&mut self, id: RequestId, i: usize, lane: Lane, counted: bool) {
+        if counted {
+            self.procs[i].slots.take(lane);
+            let since = self.clock;
+            self.procs[i].running.push(Running { id, lane, since });
+        }
         self.actions.push_back(Action::Dispatch {
             id,
             process: ProcessId(i as u16),
@@ -208,25 +217,16 @@ impl Scheduler {
         loop {
             let mut took = false;
             for lane in LANES {
-                let Some(from) = self.oldest_for(i, lane) else {
-                    continue;
-                };
-                if !self.admits(i, lane) {
+                // Counts first: whether any of the lane waits for it, and the room; finding the
+                // oldest looks requests up (and a process that has just taken one is nearly
+                // always full).
+                if !self.lane_waiting_for(i, lane) || !self.admits(i, lane) {
                     continue;
                 }
-                let q = self.queue_mut(from, lane);
-                let Some((_, id)) = q.head(|_, _| true) else {
+                let Some(id) = self.take_oldest(i, lane) else {
                     continue;
                 };
-                q.pop_head();
-                if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
-                    self.dirty_all = true;
-                }
-                let flexible = matches!(
-                    self.requests.get(&id),
-                    Some(Req::Waiting { wait, .. }) if *wait != Wait::Owner
-                );
-                self.dispatch(id, i, lane, true, flexible, false);
+                self.sent(id, i, lane, true);
                 took = true;
                 break;
             }
@@ -245,6 +245,56 @@ impl Scheduler {
         own[0].live() > 0
             || own[1].live() > 0
             || (self.procs[i].serves_tx && (self.shared[0].live() > 0 || self.shared[1].live() > 0))
+    }
+
+    /// Takes the oldest request of `lane` that process `i` may take out of its queue, its
+    /// entry now in flight on `i`. With none of its own waiting (nearly always), only the
+    /// shared queue's head can be it: looked up once, to see it still waits and to turn it
+    /// into the one in flight, instead of once by `oldest_for` and again to take it.
+    fn take_oldest(&mut self, i: usize, lane: Lane) -> Option<RequestId> {
+        let from = if self.procs[i].owned[ix(lane)].live() == 0 {
+            let shared_ok =
+                self.procs[i].serves_tx && (!self.procs[i].cool.cooling() || self.open == 0);
+            shared_ok.then_some(Place::Shared)?
+        } else {
+            self.oldest_for(i, lane)?
+        };
+        let q = match from {
+            Place::Shared => &mut self.shared[ix(lane)],
+            Place::Owned(o) => &mut self.procs[o].owned[ix(lane)],
+        };
+        loop {
+            let (seq, id) = q.head(|_, _| true)?;
+            let waiting = self
+                .requests
+                .get_mut(&id)
+                .filter(|r| matches!(r, Req::Waiting { seq: s, .. } if *s == seq));
+            let Some(req) = waiting else {
+                // Dispatched, refused or cancelled meanwhile: dropped, as `head` drops it.
+                q.pop_dead_head();
+                continue;
+            };
+            let flexible = matches!(req, Req::Waiting { wait, .. } if *wait != Wait::Owner);
+            *req = Req::InFlight {
+                process: i,
+                lane,
+                counted: true,
+                flexible,
+                retried: false,
+            };
+            q.pop_head();
+            if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {
+                self.dirty_all = true;
+            }
+            return Some(id);
+        }
+    }
+
+    /// Whether any request of `lane` waits that process `i` might take (by the live counts,
+    /// as `any_waiting_for`): else `oldest_for` finds none.
+    fn lane_waiting_for(&self, i: usize, lane: Lane) -> bool {
+        self.procs[i].owned[ix(lane)].live() > 0
+            || (self.procs[i].serves_tx && self.shared[ix(lane)].live() > 0)
     }
 
     /// Which queue holds the oldest request of `lane` that process `i` may take, cleaning

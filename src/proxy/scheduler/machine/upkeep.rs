@@ -1,7 +1,6 @@
 //! The scheduler's upkeep: timers firing, processes going away, the count of processes open to
 //! steered requests, and settling (pumping what changed) before each public call returns.
 
-use std::cmp::Reverse;
 use std::time::Instant;
 
 use super::*;
@@ -68,7 +67,7 @@ impl Scheduler {
     /// Fires every timer due by `now`.
     pub(super) fn advance(&mut self, now: Instant) {
         self.clock = Some(self.clock.map_or(now, |c| c.max(now)));
-        while let Some(&Reverse((at, timer))) = self.timers.peek() {
+        while let Some((at, timer)) = self.timers.peek() {
             if at > now {
                 break;
             }
@@ -98,7 +97,7 @@ impl Scheduler {
         }
     }
 
-    /// Pumps what changed, then drops dead timers from the heap's top so `poll_timeout` is
+    /// Pumps what changed, then drops dead timers from the front so `poll_timeout` is
     /// exact.
     pub(super) fn settle(&mut self) {
         loop {
@@ -114,7 +113,7 @@ impl Scheduler {
                 break;
             }
         }
-        while let Some(&Reverse((_, timer))) = self.timers.peek() {
+        while let Some((_, timer)) = self.timers.peek() {
             let live = match timer {
                 Timer::Queue { seq, id } => is_waiting(&self.requests, seq, id),
                 Timer::Cool {
