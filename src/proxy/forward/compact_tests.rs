@@ -87,7 +87,13 @@ fn seen(uri: &Uri, headers: &HeaderMap) -> Seen {
         uri.query().map(str::to_owned),
         headers
             .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec(), v.is_sensitive()))
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    v.as_bytes().to_vec(),
+                    v.is_sensitive(),
+                )
+            })
             .collect(),
     )
 }
@@ -132,7 +138,10 @@ fn an_absolute_target_stays_absolute() {
         uri.to_string(),
         "http://example.org:8080/r4/metadata?_format=json"
     );
-    assert_eq!(uri.authority().map(|a| a.as_str()), Some("example.org:8080"));
+    assert_eq!(
+        uri.authority().map(|a| a.as_str()),
+        Some("example.org:8080")
+    );
 }
 
 #[test]
@@ -267,4 +276,105 @@ proptest! {
         prop_assert_eq!(seen(&uri, &map), before);
         prop_assert!(read_buf.is_unique(), "the compacted head still holds the read buffer");
     }
+}
+
+#[test]
+fn a_head_like_the_last_shares_its_target_and_host_and_keeps_its_own_sensitivity() {
+    let mut last = Last::default();
+    let head = |sensitive| {
+        as_hyper_reads(
+            b"/r4/metadata?_format=json",
+            &[
+                ("host", b"tx.example.org".to_vec(), sensitive),
+                ("accept", b"application/fhir+json".to_vec(), false),
+            ],
+        )
+    };
+    let (mut uri1, mut headers1, buf1) = head(false);
+    compact_with(&mut last, &mut uri1, &mut headers1);
+    let (mut uri2, mut headers2, buf2) = head(true);
+    let expected = seen(&uri2, &headers2);
+    compact_with(&mut last, &mut uri2, &mut headers2);
+    assert_eq!(seen(&uri2, &headers2), expected);
+    assert!(
+        buf1.is_unique() && buf2.is_unique(),
+        "nothing of either read buffer held"
+    );
+    let at = |u: &Uri| u.path_and_query().map(|p| p.as_str().as_ptr());
+    assert_eq!(at(&uri2), at(&uri1), "the target is the first head's copy");
+    let host = |h: &HeaderMap| h.get(HOST).map(|v| v.as_bytes().as_ptr());
+    assert_eq!(
+        host(&headers2),
+        host(&headers1),
+        "Host is the first head's copy"
+    );
+    assert!(headers2.get(HOST).is_some_and(HeaderValue::is_sensitive));
+    assert!(!headers1.get(HOST).is_some_and(HeaderValue::is_sensitive));
+    let accept = |h: &HeaderMap| h.get("accept").map(|v| v.as_bytes().as_ptr());
+    assert_ne!(
+        accept(&headers2),
+        accept(&headers1),
+        "another value is copied"
+    );
+}
+
+#[test]
+fn the_last_heads_kept_target_and_host_are_copies_not_hyper_s() {
+    let mut last = Last::default();
+    let (mut uri, mut headers, buf) = as_hyper_reads(b"/a", &[("host", b"h".to_vec(), false)]);
+    compact_with(&mut last, &mut uri, &mut headers);
+    drop((uri, headers));
+    assert!(last.target.is_some() && last.host.is_some());
+    assert!(
+        buf.is_unique(),
+        "what is kept holds nothing of the read buffer"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// A run of heads, some the same as one before, compacted one after another while all
+    /// wait: each the same as the reference makes it, and, all still held, nothing of any read
+    /// buffer held by them or by the last head's copies.
+    #[test]
+    fn heads_in_a_row_share_what_repeats_and_keep_nothing_of_any_read_buffer(
+        pool in proptest::collection::vec((target(), headers()), 1..4),
+        order in proptest::collection::vec(any::<proptest::sample::Index>(), 1..12),
+    ) {
+        let mut last = Last::default();
+        let mut waiting = Vec::new();
+        let mut bufs = Vec::new();
+        for i in order {
+            let (target, headers) = &pool[i.index(pool.len())];
+            let (mut uri, mut map, read_buf) = as_hyper_reads(target, headers);
+            let (mut ref_uri, mut ref_map, _ref_buf) = as_hyper_reads(target, headers);
+            reference(&mut ref_uri, &mut ref_map);
+            compact_with(&mut last, &mut uri, &mut map);
+            prop_assert_eq!(seen(&uri, &map), seen(&ref_uri, &ref_map));
+            waiting.push((uri, map));
+            bufs.push(read_buf);
+        }
+        for b in &bufs {
+            prop_assert!(b.is_unique(), "a read buffer is still held");
+        }
+    }
+}
+
+#[test]
+fn a_host_past_many_headers_is_still_shared_and_the_head_the_same() {
+    let mut last = Last::default();
+    let many: Vec<(&str, Vec<u8>, bool)> = (0..99)
+        .map(|i| ("x-a", format!("v{i}").into_bytes(), false))
+        .chain(std::iter::once(("host", b"example.org".to_vec(), false)))
+        .collect();
+    let (mut uri1, mut headers1, buf1) = as_hyper_reads(b"/one", &many);
+    compact_with(&mut last, &mut uri1, &mut headers1);
+    let (mut uri2, mut headers2, buf2) = as_hyper_reads(b"/two", &many);
+    let expected = seen(&uri2, &headers2);
+    compact_with(&mut last, &mut uri2, &mut headers2);
+    assert_eq!(seen(&uri2, &headers2), expected);
+    assert!(buf1.is_unique() && buf2.is_unique());
+    let host = |h: &HeaderMap| h.get(HOST).map(|v| v.as_bytes().as_ptr());
+    assert_eq!(host(&headers2), host(&headers1));
 }
