@@ -110,9 +110,12 @@ pub fn compact_with(last: &mut Last, uri: &mut Uri, headers: &mut HeaderMap) {
             buf.clear();
         }
     }
-    for (n, v) in headers.iter() {
-        if !is_last_host(last_host, n, v) {
-            buf.extend_from_slice(v.as_bytes());
+    // (With nothing to copy, as when `Host` is the only header and shared, not looked at again.)
+    if values > 0 {
+        for (n, v) in headers.iter() {
+            if !is_last_host(last_host, n, v) {
+                buf.extend_from_slice(v.as_bytes());
+            }
         }
     }
     let mut values = buf.freeze();
