@@ -2,7 +2,8 @@
 //!
 //! 1. **route**: refuse what is never proxied (and a `Host` RFC 9112 refuses), and find where the
 //!    request goes by the route table, or take the lobby's route of it (it is routed once);
-//! 2. **rewrite** its headers for the process;
+//! 2. **rewrite** its headers for the process (a request admitted as it arrives is rewritten
+//!    just after step 3, so that one that waits has its head compacted first: see `compact`);
 //! 3. **admit** a tx request to the scheduler (its small body read ahead first), or take up the
 //!    lobby's admission of it; the master's own paths go straight on;
 //! 4. **pick**: the scheduler's decision, a process or a refusal;
