@@ -16,9 +16,10 @@
 //! check, a load generator) has the same target.
 //!
 //! Measured (`CONNECTIONS=256 tests/perf/callgrind-per-request.sh`, nearly every request
-//! queued): the compaction cost 1,180 instructions a queued request written out through
-//! `Display` and parsed again as a whole `Uri`; 787 with the path and query parsed alone; 465
-//! with the target and `Host` shared with the last head's (27.3k → 26.4k a request in all).
+//! queued, wrk's head a target and `Host`): the compaction cost 1,180 instructions a queued
+//! request written out through `Display` and parsed again as a whole `Uri`; 787 with the path
+//! and query parsed alone; 414 with the target and `Host` shared with the last head's (26.9k ->
+//! 26.1k a request in all, the same run's conditions).
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
