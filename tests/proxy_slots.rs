@@ -221,7 +221,7 @@ fn upstream_timeout_seconds_0_is_no_timeout() {
 
 #[test]
 fn a_request_that_waits_on_a_kept_connection_is_passed_on_as_it_came_absolute_form_or_not() {
-    // spec: QUEUE-1
+    // spec: EDGE-1, SIM-11
     // One slot, held by a 2 s response; requests sent meanwhile on a connection kept alive wait
     // in the launcher (their heads compacted while they wait: `forward::compact`), then go to
     // the process rewritten as any request is: an absolute-form target's authority as Host,
