@@ -218,3 +218,65 @@ fn upstream_timeout_seconds_0_is_no_timeout() {
     assert_eq!((r.status, r.served_by()), (200, "m0"), "{}", r.text());
     assert!(took >= Duration::from_millis(1400), "{took:?}");
 }
+
+#[test]
+fn a_request_that_waits_on_a_kept_connection_is_passed_on_as_it_came_absolute_form_or_not() {
+    // spec: EDGE-1, SIM-11
+    // One slot, held by a 2 s response; requests sent meanwhile on a connection kept alive wait
+    // in the launcher (their heads compacted while they wait: `forward::compact`), then go to
+    // the process rewritten as any request is: an absolute-form target's authority as Host,
+    // the client's Host otherwise, X-Forwarded-For added.
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(0)
+        .config(json!({ "server": { "cluster": {
+            "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 10,
+            "adminAddress": admin.to_string()
+        } } }))
+        .start();
+    let addr = c.addr();
+    let mut conn = Conn::open(addr).expect("connect");
+    conn.send("GET", "/r4/metadata", &[], b"", true)
+        .expect("send");
+    assert_eq!(conn.read().status, 200);
+    for (target, host) in [
+        (
+            "http://fhir.example.org:8080/r4/metadata?_format=json",
+            "fhir.example.org:8080",
+        ),
+        ("/r4/metadata?_format=json", "localhost"),
+        ("/r4/metadata?_format=json", "localhost"),
+    ] {
+        let long = std::thread::spawn(move || {
+            request(addr, "GET", "/r4/metadata?_sim_stream=2", &[], b"")
+        });
+        wait_until("the long response holding m0's slot", secs(10), || {
+            m0_load(admin).0 == Some(1)
+        });
+        conn.send(
+            "GET",
+            target,
+            &[("Accept", "application/fhir+json")],
+            b"",
+            true,
+        )
+        .expect("send");
+        wait_until("the request waiting", secs(10), || {
+            m0_load(admin).1 == Some(1)
+        });
+        let r = conn.read();
+        assert_eq!(
+            (r.status, r.served_by()),
+            (200, "m0"),
+            "{target}: {}",
+            r.text()
+        );
+        assert_eq!(r.header("x-sim-host"), Some(host), "{target}");
+        assert_eq!(
+            r.header("x-sim-forwarded-for"),
+            Some("127.0.0.1"),
+            "{target}"
+        );
+        assert_eq!(long.join().expect("the long request").status, 200);
+    }
+}

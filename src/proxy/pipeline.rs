@@ -2,7 +2,8 @@
 //!
 //! 1. **route**: refuse what is never proxied (and a `Host` RFC 9112 refuses), and find where the
 //!    request goes by the route table, or take the lobby's route of it (it is routed once);
-//! 2. **rewrite** its headers for the process;
+//! 2. **rewrite** its headers for the process (a request admitted as it arrives is rewritten
+//!    just after step 3, so that one that waits has its head compacted first: see `compact`);
 //! 3. **admit** a tx request to the scheduler (its small body read ahead first), or take up the
 //!    lobby's admission of it; the master's own paths go straight on;
 //! 4. **pick**: the scheduler's decision, a process or a refusal;
@@ -207,24 +208,35 @@ fn route(
             Err(answer) => return Routed::Answer(answer),
         },
     };
-    prepare_request(&mut parts, peer);
-    let req = Request::from_parts(parts, body);
     let cache_id = cache_id
         .as_ref()
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .unwrap_or_default();
     let (ticket, decision) = match early {
         Some(admission) => admission,
-        None if !http_body::Body::is_end_stream(req.body()) => {
+        None if !http_body::Body::is_end_stream(&body) => {
+            prepare_request(&mut parts, peer);
+            let req = Request::from_parts(parts, body);
             return Routed::ReadFirst(Box::new(Unread {
                 demand,
                 req,
                 cache_id,
-            }))
+            }));
         }
         None => front.admit(&demand),
     };
-    Routed::Tx(admitted(demand, Box::new(req), cache_id, ticket, decision))
+    // Compacted before the rewriting, so that only what hyper read is copied (the rewriting's
+    // own values, `X-Forwarded-For` shared by the connection's requests, are not hyper's).
+    compact_if_waiting(&mut parts, &decision);
+    prepare_request(&mut parts, peer);
+    let req = Box::new(Request::from_parts(parts, body));
+    Routed::Tx(Admitted {
+        demand,
+        req,
+        cache_id,
+        ticket,
+        decision,
+    })
 }
 
 /// Step 1's route table, for a request the lobby did not route: its demand if it is a tx
@@ -263,23 +275,11 @@ pub(crate) fn routed(
     }
 }
 
-fn admitted(
-    demand: TxDemand,
-    mut req: Box<Request<ClientBody>>,
-    cache_id: String,
-    ticket: Ticket,
-    decision: Verdict,
-) -> Admitted {
+/// A request that waits (its decision not made at once) should hold no more than it needs
+/// meanwhile: nothing of hyper's read buffer (see `compact`).
+fn compact_if_waiting(parts: &mut http::request::Parts, decision: &Verdict) {
     if decision.is_empty() {
-        // It waits: it should hold no more than it needs meanwhile.
-        compact_head(&mut req);
-    }
-    Admitted {
-        demand,
-        req,
-        cache_id,
-        ticket,
-        decision,
+        compact_head(&mut parts.uri, &mut parts.headers);
     }
 }
 
@@ -296,7 +296,7 @@ async fn read_first(
         req,
         cache_id,
     } = unread;
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let timeout = cfg.header_read_timeout;
     let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
     let body = match body.read_ahead(&front.budget, deadline).await {
@@ -310,9 +310,15 @@ async fn read_first(
         }
         Err(AheadError::Failed(e)) => return Err(fail(front, Failure::BodyFailed(&e))),
     };
-    let req = Box::new(Request::from_parts(parts, body));
     let (ticket, decision) = front.admit(&demand);
-    Ok(admitted(demand, req, cache_id, ticket, decision))
+    compact_if_waiting(&mut parts, &decision);
+    Ok(Admitted {
+        demand,
+        req: Box::new(Request::from_parts(parts, body)),
+        cache_id,
+        ticket,
+        decision,
+    })
 }
 
 /// Steps 5 and 6 for the master's own paths: straight there, taking no slot, streamed only as
