@@ -348,9 +348,11 @@ fn to_master(
         let bytes_in = http_body::Body::size_hint(req.body()).lower();
         let sent = Instant::now();
         // Boxed: see `to_tx`.
-        let resp = match Box::pin(
-            front.upstreams[master.index()].try_send_with_timeout(req, front.upstream_timeout()),
-        )
+        let resp = match Box::pin(front.upstreams[master.index()].try_send_with_timeout(
+            req,
+            front.upstream_timeout(),
+            sent,
+        ))
         .await
         {
             Ok(resp) => {
@@ -449,9 +451,11 @@ fn to_tx(
             let downs = front.roster.downs(process);
             // Forward. Boxed, as the reading of the response: what a request holds while it waits
             // in the queue is the size of this future, and sending is by far its largest state.
-            let error = match Box::pin(
-                upstream.try_send_with_timeout(*req, front.upstream_timeout()),
-            )
+            let error = match Box::pin(upstream.try_send_with_timeout(
+                *req,
+                front.upstream_timeout(),
+                sent,
+            ))
             .await
             {
                 // Respond, record.

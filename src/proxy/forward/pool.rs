@@ -96,9 +96,9 @@ impl Inner {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn checkout(&self) -> Option<Conn> {
+    /// The most recent idle connection fit for a request, as of `now` (the send's clock read).
+    fn checkout(&self, now: Instant) -> Option<Conn> {
         let mut stale = Vec::new();
-        let now = Instant::now();
         let mut strays = false;
         let found = {
             let mut idle = self.lock();
@@ -321,25 +321,29 @@ impl<B: OutgoingBody> Upstream<B> {
         req: Request<B>,
         timeout: Duration,
     ) -> Result<Response<UpstreamBody>, ForwardError> {
-        self.try_send_with_timeout(req, timeout)
+        self.try_send_with_timeout(req, timeout, Instant::now())
             .await
             .map_err(ForwardError::from)
     }
 
     /// As [`Upstream::try_send`], failing with [`ForwardError::Timeout`] when the response head
-    /// has not begun within `timeout` (zero: no timeout). The clock starts when the send first
-    /// waits, after any queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
+    /// has not begun within `timeout` (zero: no timeout). The clock starts at `sent`, after any
+    /// queueing (TIMEOUT-5), and stops at the head: the body is never timed (TIMEOUT-6). On
     /// timeout the upstream connection is closed (dropped with the send), which aborts the
     /// request on the process (TIMEOUT-3). A timeout never hands the request back.
     ///
     /// Not an `async fn`, nor is `try_send`: each async layer kept its own copy of the request
     /// in a future that is boxed and moved per request (callgrind: memcpy).
+    ///
+    /// `sent` is the caller's clock read as it sends (its latency figures start there too): the
+    /// timeout and the pool's checkout take it rather than read the clock again.
     pub fn try_send_with_timeout(
         &self,
         req: Request<B>,
         timeout: Duration,
+        sent: Instant,
     ) -> Timed<impl Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>> + '_> {
-        Timed::new(self.send_from(None, req), timeout)
+        Timed::new(self.send_from(None, req, sent), timeout, sent)
     }
 
     /// Sends `req` (origin-form target, headers already prepared) and returns the response head
@@ -351,7 +355,7 @@ impl<B: OutgoingBody> Upstream<B> {
         &self,
         req: Request<B>,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, SendFailure<B>>> + '_ {
-        self.send_from(None, req)
+        self.send_from(None, req, Instant::now())
     }
 
     /// As [`Upstream::try_send`], on `preset` if given (the tests' way to race a close).
@@ -359,6 +363,7 @@ impl<B: OutgoingBody> Upstream<B> {
         &self,
         preset: Option<Conn>,
         req: Request<B>,
+        now: Instant,
     ) -> Result<Response<UpstreamBody>, SendFailure<B>> {
         let (mut parts, mut body) = req.into_parts();
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
@@ -372,7 +377,7 @@ impl<B: OutgoingBody> Upstream<B> {
         // A connection from the pool was looked at a moment ago, with nothing awaited since; one
         // handed in (the tests') is looked at before the write.
         let mut unlooked = preset.is_some();
-        let mut conn = match preset.or_else(|| self.inner.checkout()) {
+        let mut conn = match preset.or_else(|| self.inner.checkout(now)) {
             Some(conn) => conn,
             None => match self.connect().await {
                 Ok(conn) => conn,

@@ -127,11 +127,15 @@ async fn a_request_refused_by_a_closed_pooled_connection_goes_on_a_fresh_one() {
     });
     let up = Up::new(addr, 4);
     get_ok(&up, "/").await;
-    let mut conn = up.inner.checkout().unwrap();
+    let mut conn = up.inner.checkout(tokio::time::Instant::now()).unwrap();
     assert!(conn.reused);
     let _ = close_tx.send(());
     until("connection closed", || conn.observed_closed()).await;
-    let resp = bounded("retry", up.send_from(Some(conn), get("/again"))).await;
+    let resp = bounded(
+        "retry",
+        up.send_from(Some(conn), get("/again"), tokio::time::Instant::now()),
+    )
+    .await;
     let resp = resp.map_err(|f| f.error).unwrap();
     assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok");
     assert_eq!(accepts.load(std::sync::atomic::Ordering::SeqCst), 2);

@@ -45,12 +45,14 @@ thread_local! {
 
 pin_project_lite::pin_project! {
     /// A send given up with [`ForwardError::Timeout`] when its response head has not begun
-    /// within `timeout` (zero: never). The clock starts when the send first has to wait (before
-    /// that it has not waited at all), and a timer is armed only then.
+    /// within `timeout` (zero: never) of `sent`, the caller's clock read as it sends; a timer
+    /// is armed only when the send first has to wait.
     pub struct Timed<F> {
         #[pin]
         send: F,
         timeout: Duration,
+        // The send's start, read once by the caller for its own figures too.
+        sent: Instant,
         // When the send is given up: `timeout` after it first waited.
         deadline: Option<Instant>,
         // Set to `deadline` or earlier.
@@ -67,11 +69,12 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Timed<F> {
-    /// `send` given up after `timeout` (zero: never).
-    pub fn new(send: F, timeout: Duration) -> Timed<F> {
+    /// `send`, started at `sent`, given up `timeout` after it (zero: never).
+    pub fn new(send: F, timeout: Duration, sent: Instant) -> Timed<F> {
         Timed {
             send,
             timeout,
+            sent,
             deadline: None,
             timer: None,
         }
@@ -99,10 +102,11 @@ where
         let (deadline, (_, timer)) = match (*this.deadline, this.timer.as_mut()) {
             (Some(deadline), Some(timer)) => (deadline, timer),
             _ => {
-                let now = Instant::now();
-                let deadline = now.later(*this.timeout);
+                // No clock read: the send's start is the caller's (a spare set between it and
+                // now fires at once and is set again below).
+                let deadline = this.sent.later(*this.timeout);
                 *this.deadline = Some(deadline);
-                (deadline, this.timer.insert(take(now, deadline)))
+                (deadline, this.timer.insert(take(*this.sent, deadline)))
             }
         };
         loop {

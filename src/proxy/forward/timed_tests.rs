@@ -56,7 +56,7 @@ fn timed_out(out: &Out) -> bool {
 /// How long a hung send takes to be given up after `timeout`.
 async fn hang(timeout: Duration) -> Duration {
     let start = Instant::now();
-    let out = Timed::new(hung(), timeout).await;
+    let out = Timed::new(hung(), timeout, Instant::now()).await;
     assert!(
         timed_out(&out),
         "not a timeout: {:?}",
@@ -93,7 +93,7 @@ async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
     let t = Duration::from_secs(30);
     // Answered in time, a few polls each: no timeout, and the one timer comes back each time.
     for _ in 0..5 {
-        let out = Timed::new(Quick { waits: 2 }, t).await;
+        let out = Timed::new(Quick { waits: 2 }, t, Instant::now()).await;
         assert!(!timed_out(&out));
         assert_eq!(spares(), 1);
     }
@@ -125,7 +125,7 @@ async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
 async fn a_shorter_timeout_than_the_spare_was_set_to_is_kept() {
     // spec: TIMEOUT-1 (a reload may lower upstreamTimeoutSeconds)
     let long = Duration::from_secs(600);
-    let out = Timed::new(Quick { waits: 1 }, long).await;
+    let out = Timed::new(Quick { waits: 1 }, long, Instant::now()).await;
     assert!(!timed_out(&out));
     assert_eq!(spares(), 1, "its deadline ten minutes ahead");
     let short = Duration::from_secs(1);
@@ -138,9 +138,9 @@ async fn a_shorter_timeout_than_the_spare_was_set_to_is_kept() {
 
 #[tokio::test(start_paused = true)]
 async fn no_timeout_arms_nothing_and_a_send_done_at_once_takes_no_timer() {
-    let out = Timed::new(Quick { waits: 3 }, Duration::ZERO).await;
+    let out = Timed::new(Quick { waits: 3 }, Duration::ZERO, Instant::now()).await;
     assert!(!timed_out(&out));
-    let out = Timed::new(Quick { waits: 0 }, Duration::from_secs(5)).await;
+    let out = Timed::new(Quick { waits: 0 }, Duration::from_secs(5), Instant::now()).await;
     assert!(!timed_out(&out));
     assert_eq!(spares(), 0);
 }
@@ -150,7 +150,7 @@ async fn a_send_given_up_by_its_caller_gives_its_timer_back_and_spares_are_bound
     let t = Duration::from_secs(10);
     // More sends waiting at once than are kept: each has its own timer, and at most KEEP stay.
     let mut sends: Vec<_> = (0..KEEP + 8)
-        .map(|_| Box::pin(Timed::new(hung(), t)))
+        .map(|_| Box::pin(Timed::new(hung(), t, Instant::now())))
         .collect();
     for s in &mut sends {
         let polled = std::future::poll_fn(|cx| Poll::Ready(s.as_mut().poll(cx))).await;
@@ -172,7 +172,7 @@ fn a_spare_of_another_runtime_is_never_used() {
     };
     // A timer left behind by a runtime that has gone (as a test's runtime goes).
     rt().block_on(async {
-        let out = Timed::new(Quick { waits: 1 }, t).await;
+        let out = Timed::new(Quick { waits: 1 }, t, Instant::now()).await;
         assert!(!timed_out(&out));
     });
     assert_eq!(spares(), 1);
