@@ -280,6 +280,7 @@ proptest! {
 
 #[test]
 fn a_head_like_the_last_shares_its_target_and_host_and_keeps_its_own_sensitivity() {
+    // spec: DEC-68
     let mut last = Last::default();
     let head = |sensitive| {
         as_hyper_reads(
@@ -342,6 +343,7 @@ proptest! {
         pool in proptest::collection::vec((target(), headers()), 1..4),
         order in proptest::collection::vec(any::<proptest::sample::Index>(), 1..12),
     ) {
+        // spec: DEC-68
         let mut last = Last::default();
         let mut waiting = Vec::new();
         let mut bufs = Vec::new();
