@@ -328,6 +328,7 @@ mod tests {
 
     #[test]
     fn small_writes_of_several_slices_go_out_as_one_and_large_ones_stay_vectored() {
+        // spec: DEC-66
         let a = Arc::new(Activity::new(Instant::now()));
         let taker = Taker {
             take: 100,

@@ -67,7 +67,7 @@ async fn hang(timeout: Duration) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_send_times_out_on_a_new_timer_and_on_each_reused_one() {
-    // spec: TIMEOUT-1
+    // spec: TIMEOUT-1, DEC-62
     let t = Duration::from_secs(60);
     assert_eq!(spares(), 0);
     let took = hang(t).await;
@@ -89,7 +89,7 @@ async fn a_hung_send_times_out_on_a_new_timer_and_on_each_reused_one() {
 
 #[tokio::test(start_paused = true)]
 async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
-    // spec: TIMEOUT-1, TIMEOUT-5
+    // spec: TIMEOUT-1, TIMEOUT-5, DEC-62
     let t = Duration::from_secs(30);
     // Answered in time, a few polls each: no timeout, and the one timer comes back each time.
     for _ in 0..5 {
@@ -123,7 +123,7 @@ async fn quick_answers_leave_a_timer_that_still_fires_for_a_later_hung_send() {
 
 #[tokio::test(start_paused = true)]
 async fn a_shorter_timeout_than_the_spare_was_set_to_is_kept() {
-    // spec: TIMEOUT-1 (a reload may lower upstreamTimeoutSeconds)
+    // spec: TIMEOUT-1 (a reload may lower upstreamTimeoutSeconds), DEC-62
     let long = Duration::from_secs(600);
     let out = Timed::new(Quick { waits: 1 }, long, Instant::now()).await;
     assert!(!timed_out(&out));
@@ -138,6 +138,7 @@ async fn a_shorter_timeout_than_the_spare_was_set_to_is_kept() {
 
 #[tokio::test(start_paused = true)]
 async fn no_timeout_arms_nothing_and_a_send_done_at_once_takes_no_timer() {
+    // spec: DEC-62
     let out = Timed::new(Quick { waits: 3 }, Duration::ZERO, Instant::now()).await;
     assert!(!timed_out(&out));
     let out = Timed::new(Quick { waits: 0 }, Duration::from_secs(5), Instant::now()).await;
@@ -147,6 +148,7 @@ async fn no_timeout_arms_nothing_and_a_send_done_at_once_takes_no_timer() {
 
 #[tokio::test(start_paused = true)]
 async fn a_send_given_up_by_its_caller_gives_its_timer_back_and_spares_are_bounded() {
+    // spec: DEC-62
     let t = Duration::from_secs(10);
     // More sends waiting at once than are kept: each has its own timer, and at most KEEP stay.
     let mut sends: Vec<_> = (0..KEEP + 8)
@@ -163,6 +165,7 @@ async fn a_send_given_up_by_its_caller_gives_its_timer_back_and_spares_are_bound
 
 #[test]
 fn a_spare_of_another_runtime_is_never_used() {
+    // spec: DEC-62
     let t = Duration::from_millis(30);
     let rt = || {
         tokio::runtime::Builder::new_current_thread()

@@ -197,7 +197,7 @@ fn with_byte(b: u8) -> Vec<Vec<u8>> {
 
 #[test]
 fn every_byte_in_each_place_as_https_types_read_it() {
-    // spec: DEC-38: a head passed is one hyper takes.
+    // spec: DEC-38, DEC-65: a head passed is one hyper takes.
     for b in 0u8..=255 {
         for raw in with_byte(b) {
             agree(&raw);
@@ -214,6 +214,7 @@ fn every_byte_in_each_place_as_https_types_read_it() {
 
 #[test]
 fn every_pair_of_bytes_in_a_target_as_http_uri_reads_it() {
+    // spec: DEC-65
     // The target alone: `target_ok` against `http::Uri` on every target httparse can give
     // (UTF-8, as httparse checks it before any class is read).
     for a in 0u8..=255 {
@@ -235,6 +236,7 @@ fn every_pair_of_bytes_in_a_target_as_http_uri_reads_it() {
 
 #[test]
 fn a_plain_path_byte_is_one_http_uri_takes_anywhere_in_a_path() {
+    // spec: DEC-65
     for b in 0u8..=255 {
         if scan::PLAIN[usize::from(b)] {
             assert!(scan::URI[usize::from(b)] && b < 0x80, "{b:#04x}");
@@ -270,6 +272,7 @@ proptest! {
     fn generated_heads_as_https_types_read_them(
         c in crate::proxy::conn::lobby_differential_tests::case(),
     ) {
+        // spec: DEC-65
         agree(&c.bytes);
     }
 

@@ -91,7 +91,7 @@ const TAKEN_BY_HYPER: &[&str] = &[
 
 #[tokio::test]
 async fn refuses_exactly_what_hyper_refuses() {
-    // spec: DEC-38 (issue #25, defect 8): hyper refuses none of the heads
+    // spec: DEC-38 (issue #25, defect 8), DEC-64: hyper refuses none of the heads
     // this takes, and takes none of the heads this refuses.
     let many = format!(
         "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n{}\r\n",
@@ -189,7 +189,7 @@ fn a_partial_head_is_partial_and_the_framing_is_read() {
 
 #[tokio::test]
 async fn whether_hyper_reads_on_after_a_head_is_read_as_hyper_reads_it() {
-    // spec: DEC-38: `last` is hyper's own reading of `Connection` (through `HeaderValue::to_str`:
+    // spec: DEC-38, DEC-64: `last` is hyper's own reading of `Connection` (through `HeaderValue::to_str`:
     // obs-text, even as UTF-8, holds no token), or the framer stops checking the heads hyper
     // still reads.
     let next = "GET /r4/metadata HTTP/1.1\r\nHost: a\r\n\r\n";
