@@ -53,7 +53,7 @@ pin_project_lite::pin_project! {
         timeout: Duration,
         // The send's start, read once by the caller for its own figures too.
         sent: Instant,
-        // When the send is given up: `timeout` after it first waited.
+        // When the send is given up, `timeout` after `sent`: set when it first waits.
         deadline: Option<Instant>,
         // Set to `deadline` or earlier.
         timer: Option<(Id, Timer)>,
