@@ -35,6 +35,22 @@ fn send_and_hold(c: &Cluster, path: &str) -> Conn {
     conn
 }
 
+/// The master alone serves tx, with one slot and no fast lane, its admin address `admin`; `more`
+/// adds settings to `server.cluster` (the queue's length, a timeout).
+fn one_slot(admin: std::net::SocketAddr, more: Value) -> Cluster {
+    let mut settings = json!({
+        "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0,
+        "adminAddress": admin.to_string()
+    });
+    if let (Some(all), Value::Object(more)) = (settings.as_object_mut(), more) {
+        all.extend(more);
+    }
+    cluster()
+        .workers(0)
+        .config(json!({ "server": { "cluster": settings } }))
+        .start()
+}
+
 #[test]
 fn master_pages_hold_no_tx_slot_and_never_wait_while_every_slot_is_full_and_a_queue_exists() {
     // spec: QUEUE-10, QUEUE-11
@@ -42,13 +58,7 @@ fn master_pages_hold_no_tx_slot_and_never_wait_while_every_slot_is_full_and_a_qu
     // below would fill it and the tx request after them would wait and get 503 after
     // queueSeconds; were they made to wait, the pages asked for with the slot full would too.
     let admin = admin_addr();
-    let c = cluster()
-        .workers(0)
-        .config(json!({ "server": { "cluster": {
-            "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 20,
-            "adminAddress": admin.to_string()
-        } } }))
-        .start();
+    let c = one_slot(admin, json!({ "queueSeconds": 20 }));
 
     // QUEUE-11: two long master pages at work on m0 hold none of its tx slots...
     let _long: Vec<Conn> = (0..2)
@@ -158,13 +168,10 @@ fn a_request_queued_longer_than_the_upstream_timeout_is_not_timed_out_for_its_wa
     // behind it waits about 2 s, twice the timeout, and is then served: its timer started when
     // it was sent to the process, not when it arrived.
     let admin = admin_addr();
-    let c = cluster()
-        .workers(0)
-        .config(json!({ "server": { "cluster": {
-            "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 10,
-            "upstreamTimeoutSeconds": 1, "adminAddress": admin.to_string()
-        } } }))
-        .start();
+    let c = one_slot(
+        admin,
+        json!({ "queueSeconds": 10, "upstreamTimeoutSeconds": 1 }),
+    );
     let addr = c.addr();
     let long =
         std::thread::spawn(move || request(addr, "GET", "/r4/metadata?_sim_stream=2", &[], b""));
@@ -227,13 +234,7 @@ fn a_request_that_waits_on_a_kept_connection_is_passed_on_as_it_came_absolute_fo
     // the process rewritten as any request is: an absolute-form target's authority as Host,
     // the client's Host otherwise, X-Forwarded-For added.
     let admin = admin_addr();
-    let c = cluster()
-        .workers(0)
-        .config(json!({ "server": { "cluster": {
-            "maxOutstanding": 1, "fastLaneExtra": 0, "normalMinSlots": 0, "queueSeconds": 10,
-            "adminAddress": admin.to_string()
-        } } }))
-        .start();
+    let c = one_slot(admin, json!({ "queueSeconds": 10 }));
     let addr = c.addr();
     let mut conn = Conn::open(addr).expect("connect");
     conn.send("GET", "/r4/metadata", &[], b"", true)

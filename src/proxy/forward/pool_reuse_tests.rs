@@ -121,10 +121,11 @@ fn a_late_stray_response_is_seen_at_checkout_whatever_the_reactor_knows() {
         // The connection went back to the pool before its body's end reached this task.
         let answered = std::time::Instant::now();
         go_tx.send(()).unwrap();
-        // The scenario: the runtime's only thread held up (blocking, not yielding) while the
-        // stray arrives unseen by the reactor, for longer than the reactor's word is taken.
+        // The runtime's only thread held up (blocking, not yielding) while the stray arrives
+        // unseen by the reactor...
         wrote_rx.recv().unwrap();
         let trusted = super::super::idle_check::REACTOR_TRUSTED_FOR;
+        // ...for longer than the reactor's word is taken: a sleep that is the scenario itself.
         std::thread::sleep(trusted.saturating_sub(answered.elapsed()));
         assert_eq!(
             body_of(&up, "/second").await,
