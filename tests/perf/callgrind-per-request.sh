@@ -26,51 +26,8 @@ out=$(cd "$out" && pwd)
 base=$(python3 "$(dirname "$0")/free-ports.py" 3)
 
 # The fast upstream: `fhircluster-load`'s compare/upstream.rs, the same 628 bytes.
-body=$(python3 - <<'PY'
-print(''.join([
- '{"resourceType":"Parameters","parameter":[{"name":"name","valueString":"LOINC"},',
- '{"name":"version","valueString":"2.8"},',
- '{"name":"display","valueString":"Systolic blood pressure"},',
- '{"name":"designation","part":[{"name":"language","valueCode":"en-US"},',
- '{"name":"use","valueCoding":{"system":"http://loinc.org","code":"LONG_COMMON_NAME"}},',
- '{"name":"value","valueString":"Systolic blood pressure"}]},',
- '{"name":"property","part":[{"name":"code","valueCode":"COMPONENT"},',
- '{"name":"value","valueString":"Pressure.systolic"}]},',
- '{"name":"property","part":[{"name":"code","valueCode":"CLASS"},',
- '{"name":"value","valueCoding":{"code":"BP.ATOM"}}]}]}']))
-PY
-)
-cat > "$out/upstream.conf.in" <<CONF
-daemon off;
-worker_processes 1;
-pid $out/upstream.pid;
-error_log $out/upstream-error.log warn;
-events { worker_connections 16384; }
-http {
-    access_log off;
-    client_body_temp_path $out/client_body;
-    proxy_temp_path $out/proxy;
-    fastcgi_temp_path $out/fastcgi;
-    uwsgi_temp_path $out/uwsgi;
-    scgi_temp_path $out/scgi;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:@PORT@ backlog=16384;
-        default_type application/fhir+json;
-        location / { return 200 '$body'; }
-    }
-}
-CONF
-script="sed \"s/@PORT@/\$PORT/g\" '$out'/upstream.conf.in > '$out'/upstream-\"\$PORT\".conf && exec nginx -p '$out' -e '$out'/upstream-error.log -c '$out'/upstream-\"\$PORT\".conf"
-python3 - "$out/config.json" "$base" "$script" "${EXTRA_CLUSTER_JSON:-{\}}" <<'PY'
-import json, sys
-path, base, script, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-cluster = {"workers": 0, "internalPort": base + 1, "command": ["sh", "-c", script],
-           "killSeconds": 5, "proxyThreads": 1}
-cluster.update(extra)
-json.dump({"server": {"port": base, "cluster": cluster},
-           "modules": {"tx": {"endpoints": [{"path": "/r4"}]}}}, open(path, "w"), indent=1)
-PY
+. "$(dirname "$0")/fast-upstream.sh"
+fast_upstream_cluster "$out" "$base" 0 "${EXTRA_CLUSTER_JSON:-{\}}"
 
 cachesim=()
 if [ "${CACHE_SIM:-0}" = 1 ]; then cachesim=(--cache-sim=yes); fi
