@@ -10,6 +10,7 @@ mod common;
 
 mod anyserver;
 mod bench_compare;
+mod build_pgo;
 mod check;
 mod check_settings;
 mod cli_stdout;
