@@ -43,6 +43,8 @@ train() {
     fast_upstream_cluster "$dir" "$base" "$workers"
     RUST_LOG=warn "$work/target/release/fhircluster" --data-dir "$dir" > "$dir/log" 2>&1 &
     local pid=$!
+    # A load that fails (set -e) still stops this launcher, and its processes with it.
+    trap "kill -TERM $pid 2> /dev/null || true" EXIT
     local url="http://127.0.0.1:$base/r4/metadata" ready=
     for _ in $(seq 1 300); do
         if curl -fs -o /dev/null "$url"; then ready=1; break; fi
@@ -59,6 +61,7 @@ train() {
     # The counts are written as the launcher exits, after its stop in order.
     kill -TERM $pid
     wait $pid || true
+    trap - EXIT
 }
 train 2 "-c8" "-c256" "-c32 -H X-Cache-Id:session-7" "-c32 -s $work/post.lua" "-c8 -H Connection:close"
 train 0 "-c8" "-c256"
