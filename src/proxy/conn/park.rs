@@ -95,12 +95,11 @@ pub fn park_after(served: usize, header: Duration) -> Duration {
 /// `park_after`): when requests wait in the queue, its next request is likely to wait too, and
 /// it waits in the lobby for about 2.5 KB instead of in hyper for 13. Only in a crowd (more than
 /// `CROWD` connections served by hyper): taking each request through the lobby (a hyper
-/// connection given back and made again per request, the head read twice) costs 39.3k → 49.8k
-/// instructions a request with every request queued (callgrind, `wrk -t1 -c8`,
-/// `maxOutstanding` 2), 7-10% more CPU a request (`fhircluster-load compare --only fast
-/// --set maxOutstanding=8`, 32 and 256 connections, 3 interleaved rounds), and parking after
-/// every response 34.1k → 47.9k with nothing queued; while below the crowd what waits in hyper
-/// is at most `CROWD` × 13 KB.
+/// connection given back and made again per request, the head read twice) costs 19.8k → 34.1k
+/// instructions a request with nearly every request queued (callgrind, `CONNECTIONS=256`, the
+/// release build with its profile), half of it jemalloc refilling its thread cache with
+/// hyper's 8 KB buffers, and 13-26% more CPU a request at `wrk -t1 -c256`; while below the
+/// crowd what waits in hyper is at most `CROWD` × 16 KB (DEC-57).
 pub fn park_at_once(served: usize, requests_wait: bool) -> bool {
     requests_wait && served > CROWD
 }
