@@ -220,6 +220,25 @@ fn the_fast_upstream_through_every_door_with_cpu_per_request() {
         );
         let errors = row(&stdout, &format!("{label} non-2xx"));
         assert_eq!(number(&errors[2]), 0.0, "{errors:?}");
+        // The same targets round by round: one round's ratio is its own median and spread,
+        // and the verdict follows from it.
+        for (measure, bound) in [
+            ("throughput ÷ HAProxy", "≥ 1×"),
+            ("CPU per request ÷ HAProxy", "≤ 1×"),
+            ("throughput ÷ nginx", "≥ 0.95×"),
+        ] {
+            let r = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("| -t{threads} -c8 | {measure} |")))
+                .unwrap_or_else(|| panic!("no round-by-round row for {measure} in:\n{stdout}"));
+            let c: Vec<&str> = r.split('|').map(str::trim).collect();
+            let median = number(c[3].trim_end_matches('×'));
+            assert!(median > 0.0, "{r}");
+            assert_eq!(c[4], format!("{median:.2}-{median:.2}×"), "{r}");
+            assert_eq!(c[5], if c[7] == "met" { "1 of 1" } else { "0 of 1" }, "{r}");
+            assert_eq!(c[6], bound, "{r}");
+            assert!(c[7] == "met" || c[7] == "MISSED", "{r}");
+        }
     }
     let cell = &results["fast_rounds"][0]["cells"][0];
     assert_eq!(

@@ -7,7 +7,8 @@ use super::fast::{FastCell, FastRound};
 use super::measure::Measured;
 use super::table::{median, Door, Row, Target};
 
-fn cell_of<'a>(round: &'a FastRound, like: &FastCell) -> Option<&'a FastCell> {
+/// The cell of `round` with `like`'s wrk setting (rounds may order their cells differently).
+pub(super) fn cell_of<'a>(round: &'a FastRound, like: &FastCell) -> Option<&'a FastCell> {
     round
         .cells
         .iter()

@@ -24,6 +24,7 @@ pub mod procs;
 pub mod round;
 pub mod run;
 pub mod setup;
+pub mod spread;
 pub mod svg;
 pub mod table;
 pub mod upstream;

@@ -17,6 +17,7 @@ use super::figures::{rows, Labels, Round};
 use super::memory::fit_counts;
 use super::round::{self, capacity};
 use super::setup::{version, Setup, RAW_PATH};
+use super::spread;
 use super::table::markdown;
 use super::upstream::BODY;
 use super::{CompareArgs, Part};
@@ -67,6 +68,13 @@ fn report(
             args.warm_seconds,
             fast_rounds.len(),
             markdown(&fast_rows::rows(fast_rounds))
+        ));
+        out.push_str(&format!(
+            "\nRound by round: each round's fhircluster ÷ the other door, their median, and 90% \
+             of the medians of {} resamplings of the rounds; a target is met or missed only when \
+             all of that spread is on one side of it:\n\n{}",
+            spread::RESAMPLES,
+            spread::markdown(fast_rounds)
         ));
     }
     if let Some(c) = curves {
