@@ -73,7 +73,7 @@ fn report(
             "\nRound by round: each round's fhircluster ÷ the other door, their median, and 90% \
              of the medians of {} resamplings of the rounds; a target is met or missed only when \
              all of that spread is on one side of it:\n\n{}",
-            spread::RESAMPLES,
+            super::table::group(spread::RESAMPLES as f64, 0),
             spread::markdown(fast_rounds)
         ));
     }
