@@ -16,6 +16,14 @@ fn round(connections: u32, fc: (f64, f64), hp: (f64, f64)) -> FastRound {
     }
 }
 
+/// Rounds at one cell in which fhircluster serves `k` times HAProxy's 20,000 req/s, at
+/// `cpu(k)` µs a request against HAProxy's 20, one round for each `k`.
+fn rounds_at(connections: u32, ks: &[f64], cpu: fn(f64) -> f64) -> Vec<FastRound> {
+    ks.iter()
+        .map(|&k| round(connections, (20_000.0 * k, cpu(k)), (20_000.0, 20.0)))
+        .collect()
+}
+
 fn line<'a>(md: &'a str, measure: &str) -> &'a str {
     md.lines()
         .find(|l| l.contains(measure))
@@ -54,10 +62,7 @@ fn a_bound_inside_the_spread_is_neither_met_nor_missed() {
 #[test]
 fn rounds_all_ahead_are_met_and_rounds_either_side_within_the_spread() {
     // Ahead of HAProxy in every round, by 5-10%, at lower CPU: met.
-    let ahead: Vec<FastRound> = [1.05, 1.10, 1.07]
-        .iter()
-        .map(|&k| round(32, (20_000.0 * k, 18.0), (20_000.0, 20.0)))
-        .collect();
+    let ahead = rounds_at(32, &[1.05, 1.10, 1.07], |_| 18.0);
     let md = markdown(&ahead);
     assert!(
         line(&md, "throughput ÷ HAProxy").ends_with("| 3 of 3 | ≥ 1× | met |"),
@@ -72,19 +77,13 @@ fn rounds_all_ahead_are_met_and_rounds_either_side_within_the_spread() {
         "{md}"
     );
     // The same median, its rounds either side of HAProxy's: a median of 1.07× says nothing.
-    let mixed: Vec<FastRound> = [0.85, 1.07, 1.30]
-        .iter()
-        .map(|&k| round(32, (20_000.0 * k, 21.0 / k), (20_000.0, 20.0)))
-        .collect();
+    let mixed = rounds_at(32, &[0.85, 1.07, 1.30], |k| 21.0 / k);
     let md = markdown(&mixed);
     let t = line(&md, "throughput ÷ HAProxy");
     assert!(t.contains("| 1.07× | 0.85-1.30× | 2 of 3 |"), "{md}");
     assert!(t.ends_with("| within the spread |"), "{md}");
     // Behind in every round: missed.
-    let behind: Vec<FastRound> = [0.90, 0.93, 0.88]
-        .iter()
-        .map(|&k| round(256, (20_000.0 * k, 22.0), (20_000.0, 20.0)))
-        .collect();
+    let behind = rounds_at(256, &[0.90, 0.93, 0.88], |_| 22.0);
     let md = markdown(&behind);
     assert!(
         line(&md, "throughput ÷ HAProxy").ends_with("| MISSED |"),
