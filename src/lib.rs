@@ -82,6 +82,10 @@
 //!   `node_report`, `outcome`, `per_kind`, `signals`
 //! * `system` (the machine; its ffi.rs is the one home of the FFI)
 
+// `unsafe` only in `system::ffi`, each block with its `SAFETY:` comment: the compiler holds both.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 /// The lib's own tests run on the launcher's allocator (`main.rs`, DEC-60), so what they see of
 /// memory is what the launcher does.
 #[cfg(test)]

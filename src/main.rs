@@ -3,6 +3,10 @@
 //! line naming its cause and exit status 1 (DEC-12); a normal stop is 0; a panic anywhere ends
 //! the launcher at once with its message and status 101 (`fatal`).
 
+// `unsafe` only in `system::ffi`, each block with its `SAFETY:` comment: the compiler holds both.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -24,6 +28,9 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// thread caches take the request path's allocations, while jemalloc's default (four arenas a
 /// CPU) kept 1.4 MB more resident than glibc idle and 5,000 queued requests in 20.4 MB, over the
 /// 20 MB target; with one, 19.7 (glibc 20.0) and 10,000 idle clients in 25.3 MB (glibc 25.7).
+// The product's one `unsafe` outside `system::ffi`: an exported symbol jemalloc reads, which
+// must be defined in the binary itself.
+#[allow(unsafe_code)]
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: &[u8; 10] = b"narenas:1\0";
 

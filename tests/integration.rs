@@ -75,7 +75,6 @@ mod status_history;
 mod status_snapshot;
 mod stop;
 mod supervise;
-mod unsafe_home;
 mod upgrade;
 mod upgrade_counters;
 mod upgrade_faults;

@@ -492,6 +492,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // a test's own FIFO
     fn a_stuck_file_drops_and_counts_lines_and_writing_never_waits() {
         // A FIFO whose reader never reads: the writer thread blocks once the pipe is full, then
         // the queue fills; every line after that is dropped, at once.

@@ -114,6 +114,7 @@ mod tests {
 
     /// A child that gets SIGTERM when the thread that forked it exits (as every FHIRsmith
     /// process does).
+    #[allow(unsafe_code)] // a test's own child
     fn sleeper() -> std::process::Command {
         let mut cmd = std::process::Command::new("sleep");
         cmd.arg("30");

@@ -1,7 +1,8 @@
 //! The calls into libc that have no safe wrapper in std or nix here, in one place (the style
 //! notes' point 9: `unsafe` confined and commented). Each function is safe to call: its
-//! `unsafe` block says why the call is sound. The rest of the product calls these, and
-//! `tests/unsafe_home.rs` fails when `unsafe` appears outside the files it allows.
+//! `unsafe` block says why the call is sound. The rest of the product calls these: the crate roots
+//! deny `unsafe_code` everywhere but here, and `clippy::undocumented_unsafe_blocks` holds the
+//! `SAFETY:` comments.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

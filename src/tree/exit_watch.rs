@@ -132,6 +132,7 @@ mod tests {
         assert!(has_ended(pid), "reaped: not a child any more");
     }
 
+    #[allow(unsafe_code)] // a test's own child
     fn kill(pid: u32, sig: i32) -> i32 {
         // SAFETY: a plain kill(2) on this test's own child.
         unsafe { libc::kill(pid as i32, sig) }

@@ -3,6 +3,10 @@
 //! refusals and timeouts (design.md, "Benchmarks"). Pure parts (schedule, percentiles, recovery,
 //! target parsing, reports) are apart from the shell that opens sockets and reads the clock.
 
+// `unsafe` only in `system::ffi`, each block with its `SAFETY:` comment: the compiler holds both.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 mod client;
 mod compare;

@@ -7,6 +7,10 @@
 //! `cache_store`), routing checks (`path`), the IPC side (`reporter`) and the test knobs
 //! (`knobs`) each have their own file; `run` is the process's life from start to exit.
 
+// `unsafe` only in `system::ffi`, each block with its `SAFETY:` comment: the compiler holds both.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod args;
 mod body;
 mod cache_id;
