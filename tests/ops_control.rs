@@ -69,6 +69,7 @@ fn launcher_pid(out: &RunOutput) -> Option<i64> {
 #[test]
 fn actions_go_to_the_control_socket_the_admin_listener_only_looks_and_the_socket_goes_at_the_stop()
 {
+    // spec: DEC-42
     let admin = free_port();
     let mut c = cluster()
         .workers(1)
@@ -200,6 +201,7 @@ impl Drop for TempGroup {
 
 #[test]
 fn another_user_is_refused_by_the_sockets_mode_and_a_member_of_the_control_group_gets_through() {
+    // spec: DEC-42
     // SAFETY: a plain getter.
     if unsafe { libc::geteuid() } != 0 {
         panic!("this test makes a group and runs a command as nobody: run it as root");
@@ -248,6 +250,7 @@ fn another_user_is_refused_by_the_sockets_mode_and_a_member_of_the_control_group
 
 #[test]
 fn a_stale_socket_is_replaced_at_start_and_a_live_launchers_is_never_taken() {
+    // spec: DEC-42
     let mut a = cluster().workers(1).start();
     let dir = a.data_dir();
     let sock = socket_of(&dir);

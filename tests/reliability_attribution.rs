@@ -220,6 +220,7 @@ fn client(
 
 #[test]
 fn every_client_gets_its_own_answer_or_the_launchers_error_from_a_hostile_upstream() {
+    // spec: DEC-35
     // Issue #25, defect 3. spec: LAUNCH-8, LAUNCH-9
     const CLIENTS: usize = 8;
     let seconds: u64 = std::env::var("ATTRIBUTION_SECONDS")

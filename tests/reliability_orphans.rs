@@ -285,6 +285,7 @@ fn a_port_held_at_start_is_one_line_naming_its_holder_and_nothing_starts() {
 
 #[test]
 fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
+    // spec: DEC-37
     // spec: STOP-11 (and #20 item 2). The guardian itself SIGKILLed; the launcher sees it end
     // (its watch, at once: the line may come before tx1's end) and starts another, told every
     // group, tx1's new one included.
@@ -323,6 +324,7 @@ fn a_guardian_killed_is_replaced_and_the_replacement_still_ends_the_servers() {
 
 #[test]
 fn a_guardian_killed_while_the_cluster_is_steady_is_replaced_at_once_every_time() {
+    // spec: DEC-37
     // spec: STOP-11 (#25 item 4). No child starts or ends after the kills: only a watch on the
     // guardian itself can see it go. Killed five times in a row, more than the three respawns
     // the launcher once allowed; then the launcher SIGKILLed, and the last guardian must end
@@ -526,6 +528,7 @@ fn after_a_failed_execve_a_guardian_killed_is_replaced_and_the_replacement_ends_
 
 #[test]
 fn a_guardian_that_cannot_be_started_is_an_error_each_try_and_the_launcher_keeps_trying() {
+    // spec: DEC-37
     // spec: STOP-11 (#25 item 4). Its first four starts fail (a test hook), the one at the
     // launcher's start included: each is an ERROR, the tries backing off; the fifth is started
     // and told every group; killed, it is replaced at once, and the replacement ends the servers.

@@ -120,6 +120,7 @@ fn stops_with_0(c: &mut Cluster) {
 
 #[test]
 fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
+    // spec: DEC-41
     // #25 defect 2: a worker SIGKILLed during the handover left the earlier processes' handles
     // dropped (the master's channel closed, its exit never seen, every request a 502, no stop).
     // At each step, the master or the worker is killed: the upgrade is refused, the dead one
@@ -175,6 +176,7 @@ fn a_process_killed_at_any_step_of_the_handover_refuses_it_and_is_restarted() {
 
 #[test]
 fn a_failing_step_or_execve_gives_everything_back() {
+    // spec: DEC-41
     // #25 defect 2: a failure at any step after the drain (a process's fds lost, the state or
     // its memfd, the execve: the binary removed or made unexecutable after its check) leaves
     // the old program serving with every process as it was.
@@ -250,6 +252,7 @@ fn a_failing_step_or_execve_gives_everything_back() {
 
 #[test]
 fn a_sighup_during_an_upgrade_is_carried_out_once_it_is_over() {
+    // spec: DEC-41
     // #25: a SIGHUP during an upgrade was dropped ("ignored: an upgrade is under way"). Sent
     // during the drain or the handover it is deferred (one line) and carried out by the new
     // program once it serves; when the upgrade fails, by the old one right after. The reload

@@ -111,6 +111,7 @@ fn client(
 
 #[test]
 fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
+    // spec: DEC-43
     // #25: beyond the spec (STOP-2 closes idle connections at a stop; an upgrade is no stop).
     let bin = Bin::new();
     let c = cluster()
@@ -211,6 +212,7 @@ fn twenty_upgrades_hand_over_every_idle_keep_alive_connection() {
 
 #[test]
 fn an_upgrade_that_fails_serves_the_kept_connections_on() {
+    // spec: DEC-43
     // #25: the execve fails (the test hook): the old program takes its idle connections back
     // and serves them, so a client that doesn't retry sees nothing either.
     let bin = Bin::new();

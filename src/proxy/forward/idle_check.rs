@@ -158,6 +158,7 @@ mod tests {
 
     #[test]
     fn a_stray_byte_costs_the_process_its_reuse_once_and_for_good() {
+        // spec: DEC-35
         let (t, lost) = Trust::Reuse.after(Idle::Quiet);
         assert_eq!((t, lost), (Trust::Reuse, false));
         // A close is a process's right (its keep-alive timeout): no distrust.
