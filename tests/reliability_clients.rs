@@ -702,6 +702,8 @@ fn slow_body(
 
 #[test]
 fn slow_request_bodies_hold_no_slot_and_are_the_clients_408_not_the_processs_504() {
+    // spec: DEC-31 (a body over 64 KB still arriving when upstreamTimeoutSeconds runs out is the
+    // client's 408, departing from TIMEOUT-1's 504, which is for a process that had it all)
     let admin = admin_addr();
     let c = cluster()
         .workers(1)
