@@ -796,6 +796,18 @@ fn metric(admin: SocketAddr, series: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }
 
+/// The tx requests in flight on every process (`fhircluster_in_flight`, summed).
+fn in_flight_sum(admin: SocketAddr) -> u64 {
+    request(admin, "GET", "/metrics", &[], b"")
+        .text()
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("fhircluster_in_flight{")?;
+            rest.rsplit_once(' ')?.1.trim().parse::<u64>().ok()
+        })
+        .sum()
+}
+
 #[test]
 fn responses_held_for_clients_that_never_read_stay_within_buffer_max_mb() {
     // spec: DEC-30 (past the budget a response is streamed and keeps its slot: the departure
@@ -858,6 +870,14 @@ fn responses_held_for_clients_that_never_read_stay_within_buffer_max_mb() {
         grown_mb < BUDGET_MB + 48,
         "the launcher grew {grown_mb} MB for {STUCK} stuck {MB} MiB responses"
     );
+    // Past the budget a response keeps its process's slot until its client has it all: every
+    // response streamed for the budget is still in flight while its client reads nothing.
+    let streamed_now = metric(admin, streamed).expect("streamed count");
+    let in_flight = in_flight_sum(admin);
+    assert!(
+        in_flight >= streamed_now,
+        "{streamed_now} responses streamed past the budget, but only {in_flight} slots in flight"
+    );
     // A streamed response holds its slot, not the others: normal requests are served.
     assert_eq!(c.get(LOOKUP).status, 200);
     // Once they read, each gets its whole response.
@@ -868,6 +888,10 @@ fn responses_held_for_clients_that_never_read_stay_within_buffer_max_mb() {
     drop(stuck);
     poll("the budget given back", secs(10), || {
         (metric(admin, "fhircluster_buffered_bytes")? == 0).then_some(())
+    });
+    // And the slots with it, once the clients are gone.
+    poll("the slots given back", secs(10), || {
+        (in_flight_sum(admin) == 0).then_some(())
     });
     report_figures(
         "buffer_budget",
