@@ -55,6 +55,9 @@ pub(crate) struct ProcessSpec {
     pub port: u16,
     /// Where the launcher reaches it: `bindAddress`, or loopback for `0.0.0.0` / `::` (ROLE-9).
     pub connect_addr: SocketAddr,
+    /// The other addresses `bindAddress`, a host name, resolves to: tried in turn after
+    /// `connect_addr`'s, on the same port (DEC-40). Empty for an address.
+    pub also_at: Vec<std::net::IpAddr>,
     /// Program and arguments, exactly as executed (node flags and `--expose-gc` included).
     pub argv: Vec<String>,
     /// Environment added to the launcher's own for this process.

@@ -59,7 +59,13 @@ impl Front {
             .iter()
             .map(|p| {
                 let retries = Arc::clone(&counters.observed.retries);
-                Upstream::for_process(p.connect_addr, slots_per_process.max(4), &p.code, retries)
+                Upstream::for_process(
+                    p.connect_addr,
+                    &p.also_at,
+                    slots_per_process.max(4),
+                    &p.code,
+                    retries,
+                )
             })
             .collect();
         let roster = Roster::new(processes, |id| sched.has_process(id));
@@ -217,6 +223,7 @@ pub(crate) fn test_front(workers: u16) -> Arc<Front> {
             bind_address: "127.0.0.1".into(),
             port: 9,
             connect_addr: ([127, 0, 0, 1], 9).into(),
+            also_at: Vec::new(),
             argv: Vec::new(),
             env: Vec::new(),
             serves_tx: true,

@@ -67,6 +67,8 @@ pub(crate) enum Kind {
     Words,
     /// An IP address.
     Address,
+    /// `bindAddress`: an IP address, or a host name that resolves (DEC-40).
+    BindAddress,
     /// `adminAddress`: a port (on loopback) or `address:port`.
     AdminAddress,
     /// `logFormat`: `text` or `json`.
@@ -122,6 +124,7 @@ impl Kind {
             Kind::Fraction => "above 0, at most 1".to_string(),
             Kind::Bool => "true, false".to_string(),
             Kind::Address => "an IP address".to_string(),
+            Kind::BindAddress => "an IP address or a host name".to_string(),
             Kind::LogFormat => backquoted(LogFormat::WORDS.iter().map(|(w, _)| *w)),
             Kind::AccessLog => backquoted(
                 std::iter::once(AccessLogFormat::OFF)
@@ -451,7 +454,7 @@ macro_rules! settings_table {
     (@kind text) => { Kind::Text };
     (@kind words) => { Kind::Words };
     (@kind address) => { Kind::Address };
-    (@kind bind_address) => { Kind::Address };
+    (@kind bind_address) => { Kind::BindAddress };
     (@kind admin_address) => { Kind::AdminAddress };
     (@kind log_format) => { Kind::LogFormat };
     (@kind log_level) => { Kind::LogLevel };

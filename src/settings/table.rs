@@ -175,20 +175,21 @@ pub(super) fn address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
     }
 }
 
-/// `server.cluster.bindAddress`: an IP address, never a host name (proposed DEC: the processes
-/// read the name from config.json and resolve it for themselves, Node 17+ taking whichever
-/// address the system lists first, `::1` or `127.0.0.1`, nodejs/node#40537; the launcher,
-/// resolving it apart, could reach for the one they don't listen on). Refused at start with
-/// that reason, as every bad setting is.
+/// `server.cluster.bindAddress`: an IP address, or a host name as `cluster.js` takes one, which
+/// must resolve to at least one address (DEC-40: the launcher tries each in turn, since each
+/// process resolves the name for itself).
 pub(super) fn bind_address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
-    address(r).map_err(|_| {
-        r.invalid(
-            "must be an IP address, not a host name: each process resolves a name for itself \
-             (Node takes whichever address the system lists first, ::1 or 127.0.0.1) and the \
-             launcher must reach it at that same address; write the address, e.g. \"127.0.0.1\" \
-             for localhost, \"::1\", \"0.0.0.0\" or \"::\"",
-        )
-    })
+    if let Ok(ip) = address(r) {
+        return Ok(ip);
+    }
+    let text = r.string()?;
+    match crate::system::resolve::addresses(&text) {
+        Ok(ips) => Ok((text, ips[0])),
+        Err(why) => Err(r.invalid(format!(
+            "is not an IP address, and as a host name {why}: write an address, e.g. \
+             \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\", or a name the system resolves"
+        ))),
+    }
 }
 
 /// `server.cluster.adminAddress`: a port (JSON number or text; on loopback, as README writes

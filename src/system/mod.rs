@@ -18,6 +18,7 @@ pub(crate) mod listen;
 pub(crate) mod memory;
 pub(crate) mod open_files;
 pub(crate) mod proc_memory;
+pub(crate) mod resolve;
 pub(crate) mod schedstat;
 pub(crate) mod unreadable;
 

@@ -13,6 +13,7 @@ pub mod headers;
 mod idle_check;
 mod outgoing;
 pub mod pool;
+mod reach;
 pub mod refuse;
 mod replay;
 mod timed;

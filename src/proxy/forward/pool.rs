@@ -39,6 +39,7 @@ use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
 use super::outgoing::OutgoingBody;
+use super::reach::Reach;
 use super::replay::{self, Next};
 use super::timed::Timed;
 use super::upstream_conn::{Home, UpstreamBody, UpstreamConn, WriteError};
@@ -68,7 +69,7 @@ impl<B> Clone for Upstream<B> {
 }
 
 struct Inner {
-    addr: SocketAddr,
+    reach: Reach,
     /// The process's instance code, for the log.
     name: String,
     max_idle: usize,
@@ -205,14 +206,18 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     /// As [`Upstream::new`], for the process `name` (its instance code, for the log), counting
-    /// its retries (DEC-33) in `retries`.
+    /// its retries (DEC-33) in `retries`, reached at `addr` or, should it refuse, at the same
+    /// port on the other addresses its `bindAddress` resolves to (`also_at`, DEC-40).
     pub fn for_process(
         addr: SocketAddr,
+        also_at: &[std::net::IpAddr],
         max_idle: usize,
         name: &str,
         retries: Arc<AtomicU64>,
     ) -> Upstream<B> {
-        Upstream::build(addr, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
+        let also = also_at.iter().map(|ip| SocketAddr::new(*ip, addr.port()));
+        let reach = Reach::new(addr, also);
+        Upstream::build(reach, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
     }
 
     /// As [`Upstream::new`], with how long a connection may sit idle and still be reused (zero:
@@ -224,7 +229,13 @@ impl<B: OutgoingBody> Upstream<B> {
         idle_timeout: Duration,
     ) -> Upstream<B> {
         let name = addr.to_string();
-        Upstream::build(addr, max_idle, idle_timeout, &name, Arc::default())
+        Upstream::build(
+            Reach::new(addr, []),
+            max_idle,
+            idle_timeout,
+            &name,
+            Arc::default(),
+        )
     }
 
     /// As it is, with its connections taken on the reactor's word for up to `trusted_for` after
@@ -239,7 +250,7 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     fn build(
-        addr: SocketAddr,
+        reach: Reach,
         max_idle: usize,
         idle_timeout: Duration,
         name: &str,
@@ -247,7 +258,7 @@ impl<B: OutgoingBody> Upstream<B> {
     ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
-                addr,
+                reach,
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
@@ -369,7 +380,7 @@ impl<B: OutgoingBody> Upstream<B> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
         parts.version = Version::HTTP_11;
         if !parts.headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&self.inner.addr.to_string()) {
+            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now().to_string()) {
                 parts.headers.insert(HOST, v);
             }
         }
@@ -458,7 +469,8 @@ impl<B: OutgoingBody> Upstream<B> {
 
     async fn connect(&self) -> Result<Conn, ForwardError> {
         let generation = self.inner.lock().generation;
-        let stream = TcpStream::connect(self.inner.addr)
+        let stream = (self.inner.reach)
+            .connect(&self.inner.name)
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;

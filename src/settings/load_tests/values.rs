@@ -325,12 +325,22 @@ fn instance_code_rule_and_bind_address() {
             .bind_address,
         "::"
     );
-    // ROLE-9; proposed DEC: a host name is refused, saying why (each process resolves it for
-    // itself, and the launcher must reach it at the same address).
+    // ROLE-9, DEC-40: a host name is taken as cluster.js takes it; one that resolves to nothing
+    // is refused, naming it.
+    assert_eq!(
+        ok(&[], &[], cluster(json!({"bindAddress": "localhost"})))
+            .cluster
+            .bind_address,
+        "localhost"
+    );
     refused(
-        settings(&[], &[], cluster(json!({"bindAddress": "localhost"}))),
+        settings(
+            &[],
+            &[],
+            cluster(json!({"bindAddress": "no-such-host.invalid"})),
+        ),
         "server.cluster.bindAddress",
-        "not a host name",
+        "resolve",
     );
 }
 
