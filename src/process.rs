@@ -126,6 +126,34 @@ impl Exit {
     }
 }
 
+/// How a process ended, as far as a request in flight on it can be blamed (`proxy::death`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// It exited or was killed by a signal; `oom_kills_rose`: the cgroup's `oom_kill` count rose
+    /// between its start and its exit.
+    Exited { exit: Exit, oom_kills_rose: bool },
+    /// The launcher killed it for hanging (its hang watchdog, `reason="hung"`): a request it
+    /// hung on may be what hung it.
+    // Made by the hang watchdog's kill (`reason="hung"`), which reports it through
+    // `Hooks::exited`.
+    #[allow(dead_code)]
+    KilledHung,
+}
+
+/// `signal SIGKILL, the OOM killer's`, `killed for hanging`: how the 502 says it.
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ending::Exited {
+                exit,
+                oom_kills_rose: true,
+            } => write!(f, "{exit}, the OOM killer's"),
+            Ending::Exited { exit, .. } => write!(f, "{exit}"),
+            Ending::KilledHung => f.write_str("killed by the launcher for hanging"),
+        }
+    }
+}
+
 /// `exit code 1`, `signal SIGKILL`, `could not be started`: how the log and the events say it.
 impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -59,6 +59,7 @@ mod reliability_clients;
 mod reliability_faults;
 mod reliability_front;
 mod reliability_orphans;
+mod reliability_query_of_death;
 mod reliability_resources;
 mod reliability_retry;
 mod reliability_upstream_heads;

@@ -42,6 +42,8 @@ pub struct Front {
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
     /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
     pub access_log: crate::logs::access_log::InForce,
+    /// Each `502`'s WARNING, throttled per process and reason.
+    pub bad_gateway_log: super::bad_gateway_log::BadGatewayLog,
 }
 
 impl Front {
@@ -68,6 +70,7 @@ impl Front {
                 )
             })
             .collect();
+        let bad_gateway_log = super::bad_gateway_log::BadGatewayLog::new(processes.len());
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),
@@ -80,6 +83,7 @@ impl Front {
             master_paths_in_flight: AtomicU32::new(0),
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
+            bad_gateway_log,
         })
     }
 
@@ -192,7 +196,8 @@ impl Hooks for Front {
         self.roster.running(id, true);
     }
 
-    fn exited(&self, id: ProcessId) {
+    fn exited(&self, id: ProcessId, how: crate::process::Ending) {
+        self.roster.ended(id, how);
         self.roster.running(id, false);
     }
 

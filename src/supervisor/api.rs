@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
-use crate::process::{ProcessId, ProcessSpec};
+use crate::process::{Ending, ProcessId, ProcessSpec};
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
 use crate::status::snapshot::SnapshotSettings;
@@ -41,8 +41,8 @@ pub trait Hooks: Send + Sync + 'static {
     fn retired(&self, _id: ProcessId) {}
     /// The process was started, with this pid (not ready yet).
     fn started(&self, _id: ProcessId, _pid: u32) {}
-    /// The process exited.
-    fn exited(&self, _id: ProcessId) {}
+    /// The process exited, so (DEC-73: whether a request in flight may have ended it).
+    fn exited(&self, _id: ProcessId, _how: Ending) {}
     /// A reload (`Control::Reload`) is over: its rolling restart done or stopped by a failure,
     /// or none begun (the cluster was starting or stopping).
     fn reload_finished(&self) {}

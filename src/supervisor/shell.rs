@@ -81,6 +81,9 @@ struct Shell {
     readings: SystemReadings,
     /// How the master's last run ended ("exit code 3"): the give-up error names it.
     master_end: Option<String>,
+    /// The cgroup's `oom_kill` count at the last exit (or the start): a `SIGKILL` while it rose
+    /// was most likely the OOM killer's (DEC-73).
+    oom_kills: Option<u64>,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -158,6 +161,7 @@ impl Shell {
             keeper,
             readings: SystemReadings::new(),
             master_end: None,
+            oom_kills: crate::system::oom_kills::read_oom_kills(std::path::Path::new("/")),
         };
         (shell, events)
     }
@@ -483,7 +487,8 @@ impl Shell {
             ChildEvent::Exited(exit) => {
                 let pid = self.pid(id);
                 self.children[id.index()] = None;
-                self.hooks.exited(id);
+                let ending = self.ending(exit);
+                self.hooks.exited(id, ending);
                 self.exited(id, exit, pid);
             }
         }

@@ -435,6 +435,11 @@ impl<B: OutgoingBody> Upstream<B> {
                     };
                     continue;
                 }
+                // Sent once already, unanswered: it stays so (DEC-73 judges whether it may go on).
+                Err(WriteError::Unsent(e)) if reconnected => {
+                    let error = ForwardError::Unanswered(UpstreamError::Io(e));
+                    return Err(back(error, parts, body));
+                }
                 Err(WriteError::Unsent(e)) => {
                     let error = ForwardError::NotSent(UpstreamError::Io(e));
                     return Err(back(error, parts, body));
@@ -457,7 +462,11 @@ impl<B: OutgoingBody> Upstream<B> {
                     reconnected = true;
                     conn = match self.connect().await {
                         Ok(conn) => conn,
-                        Err(error) => return Err(back(error, parts, body)),
+                        // It went unanswered, and its process takes no new connection: most
+                        // likely dead, maybe by this request (DEC-73 judges whether it goes on).
+                        Err(_) => {
+                            return Err(back(ForwardError::Unanswered(error), parts, body));
+                        }
                     };
                 }
                 Next::HandBack => {

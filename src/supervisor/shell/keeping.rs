@@ -7,7 +7,7 @@ use tracing::{info, warn};
 
 use super::Shell;
 use crate::clock::now_std;
-use crate::process::{Exit, ProcessId};
+use crate::process::{Ending, Exit, ProcessId};
 use crate::status::front::FrontFigures;
 use crate::status::keeper::{ExitFate, Report};
 use crate::status::snapshot::{Life, ProcessState};
@@ -54,6 +54,18 @@ impl Shell {
             },
             restarts: self.life.restarts(id),
             restarts_by: self.life.restarts_by(id),
+        }
+    }
+
+    /// How a process that exited so ended, for the front door to judge the requests it had
+    /// (DEC-73): whether the cgroup's OOM killer struck since the last exit, read now.
+    pub(super) fn ending(&mut self, exit: Exit) -> Ending {
+        let now = crate::system::oom_kills::read_oom_kills(std::path::Path::new("/"));
+        let oom_kills_rose = matches!((self.oom_kills, now), (Some(a), Some(b)) if b > a);
+        self.oom_kills = now.or(self.oom_kills);
+        Ending::Exited {
+            exit,
+            oom_kills_rose,
         }
     }
 
