@@ -11,6 +11,7 @@
 use crate::common;
 
 use std::net::SocketAddr;
+use std::path::Path;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -28,24 +29,17 @@ struct Nginx {
 }
 
 impl Nginx {
-    /// Runs `block` (what goes inside `http { }`) with `{{LISTEN}}` on a free loopback port.
+    /// Runs `block` (what goes inside `http { }`) with `{{LISTEN}}` on a free loopback port
+    /// (and `{{SERVER_NAME}}` as `_`, no name of its own).
     fn start(block: &str, substitutions: &[(&str, String)]) -> Nginx {
-        let ok = Command::new("nginx")
-            .arg("-v")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "nginx is not installed (or not on PATH): these tests run nginx.md's configurations \
-             with a real nginx; .ci/run installs it (apt-get install -y nginx)"
-        );
+        assert_nginx();
         let prefix = tempfile::tempdir().expect("nginx prefix dir");
         let p = prefix.path();
         let port = free_port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut body = block.replace("{{LISTEN}}", &addr.to_string());
+        let mut body = block
+            .replace("{{LISTEN}}", &addr.to_string())
+            .replace("{{SERVER_NAME}}", "_");
         for (k, v) in substitutions {
             body = body.replace(k, v);
         }
@@ -53,46 +47,46 @@ impl Nginx {
             !body.contains("{{"),
             "a placeholder the test does not fill in:\n{body}"
         );
-        // Run as root here, the workers would otherwise switch to `nobody`, who can't write
-        // the temporary directories.
-        let user = if nix_is_root() { "user root;\n" } else { "" };
-        let d = |name: &str| p.join(name).display().to_string();
         let conf = format!(
             "{user}worker_processes 1;\nevents {{ worker_connections 256; }}\nhttp {{\n\
-             access_log {access};\nclient_body_temp_path {body_tmp};\nproxy_temp_path {proxy};\n\
-             fastcgi_temp_path {fcgi};\nuwsgi_temp_path {uwsgi};\nscgi_temp_path {scgi};\n\
-             {body}\n}}\n",
-            access = d("access.log"),
-            body_tmp = d("body"),
-            proxy = d("proxy"),
-            fcgi = d("fastcgi"),
-            uwsgi = d("uwsgi"),
-            scgi = d("scgi"),
+             access_log {access};\n{temp}{body}\n}}\n",
+            user = run_as_root(),
+            access = p.join("access.log").display(),
+            temp = temp_paths(p),
         );
         let conf_path = p.join("nginx.conf");
         std::fs::write(&conf_path, &conf).expect("write nginx.conf");
         let globals = format!(
-            "daemon off; master_process on; pid {}; error_log {} info;",
-            d("nginx.pid"),
-            d("error.log")
+            "pid {}; error_log {} info;",
+            p.join("nginx.pid").display(),
+            p.join("error.log").display()
         );
+        Nginx::run(prefix, &conf_path, &globals, addr)
+    }
+
+    /// Runs nginx on `conf` (in `prefix`), in the foreground, with `globals` added; waits until
+    /// it accepts on `addr`.
+    fn run(prefix: tempfile::TempDir, conf: &Path, globals: &str, addr: SocketAddr) -> Nginx {
+        let p = prefix.path();
+        let globals = format!("daemon off; master_process on; {globals}");
+        let show = || std::fs::read_to_string(conf).unwrap_or_default();
         let test = run_bounded(
             Command::new("nginx")
                 .arg("-t")
                 .arg("-p")
                 .arg(p)
                 .arg("-c")
-                .arg(&conf_path)
+                .arg(conf)
                 .arg("-g")
                 .arg(&globals),
             Duration::from_secs(20),
         );
-        assert_eq!(test.code, Some(0), "nginx -t:\n{}\n{conf}", test.all());
+        assert_eq!(test.code, Some(0), "nginx -t:\n{}\n{}", test.all(), show());
         let child = Command::new("nginx")
             .arg("-p")
             .arg(p)
             .arg("-c")
-            .arg(&conf_path)
+            .arg(conf)
             .arg("-g")
             .arg(&globals)
             .stdin(Stdio::null())
@@ -137,6 +131,45 @@ impl Drop for Nginx {
             let _ = self.child.wait();
         }
     }
+}
+
+/// nginx on PATH, or the test fails saying how to get it.
+fn assert_nginx() {
+    let ok = Command::new("nginx")
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "nginx is not installed (or not on PATH): these tests run nginx.md's configurations \
+         with a real nginx; .ci/run installs it (apt-get install -y nginx)"
+    );
+}
+
+/// Run as root here, the workers would otherwise switch to `nobody` (or Debian's `www-data`),
+/// who can't write the temporary directories.
+fn run_as_root() -> &'static str {
+    if nix_is_root() {
+        "user root;\n"
+    } else {
+        ""
+    }
+}
+
+/// nginx's temporary directories in the prefix (for inside `http { }`), not the system's.
+fn temp_paths(p: &Path) -> String {
+    let d = |name: &str| p.join(name).display().to_string();
+    format!(
+        "client_body_temp_path {};\nproxy_temp_path {};\nfastcgi_temp_path {};\n\
+         uwsgi_temp_path {};\nscgi_temp_path {};\n",
+        d("body"),
+        d("proxy"),
+        d("fastcgi"),
+        d("uwsgi"),
+        d("scgi")
+    )
 }
 
 fn nix_is_root() -> bool {
@@ -249,7 +282,8 @@ fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launc
     // nginx.md's block with its placeholders filled in, nothing else but the comment on top.
     let expected = block("one-host.conf")
         .replace("{{FHIRCLUSTER}}", &host(&c))
-        .replace("{{LISTEN}}", "80");
+        .replace("{{LISTEN}}", "80")
+        .replace("{{SERVER_NAME}}", "_");
     assert!(printed.ends_with(&expected), "{printed}\n---\n{expected}");
     // Run on a free port of the test's (Nginx::start fills {{LISTEN}} in), not 80.
     let nginx = Nginx::start(&printed.replace("listen 80;", "listen {{LISTEN}};"), &[]);
@@ -441,5 +475,120 @@ fn many_hosts_conf_answers_a_fhir_503_when_no_host_answers() {
         let v: serde_json::Value = serde_json::from_str(&r.text())
             .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {}", r.text()));
         assert_eq!(v["resourceType"], "OperationOutcome", "{v}");
+    }
+}
+
+/// Debian's (and Ubuntu's) stock nginx, as `apt-get install nginx` leaves it: its nginx.conf
+/// (which includes `conf.d/*.conf` and then `sites-enabled/*`) and the default site enabled
+/// (`listen 80 default_server`), both copied verbatim from Debian 12's nginx 1.22.1 into
+/// tests/fixtures/debian-nginx, their paths moved into the test's prefix and port 80 to a free
+/// one. `print nginx` goes into conf.d as Deploy says.
+struct DebianNginx {
+    prefix: tempfile::TempDir,
+    port: u16,
+}
+
+impl DebianNginx {
+    fn new(printed: &str, port: u16) -> DebianNginx {
+        assert_nginx();
+        let prefix = tempfile::tempdir().expect("nginx prefix dir");
+        let p = prefix.path();
+        let moved = |text: &str| {
+            text.replace("/etc/nginx/", &format!("{}/", p.display()))
+                .replace("/var/log/nginx/", &format!("{}/", p.display()))
+                .replace("/run/nginx.pid", &p.join("nginx.pid").display().to_string())
+                .replace("/var/www/html", &p.join("html").display().to_string())
+                .replace("user www-data;\n", run_as_root())
+        };
+        let fixture = |name: &str| crate_file(&format!("tests/fixtures/debian-nginx/{name}"));
+        for dir in ["conf.d", "sites-enabled", "modules-enabled", "html"] {
+            std::fs::create_dir(p.join(dir)).expect("a directory of the prefix");
+        }
+        std::fs::write(p.join("nginx.conf"), moved(&fixture("nginx.conf"))).expect("nginx.conf");
+        std::fs::write(p.join("mime.types"), "types { text/html html; }\n").expect("mime.types");
+        // The default site on the test's port; its IPv6 line left out (a host may have none).
+        let default = moved(&fixture("sites-enabled-default"))
+            .lines()
+            .filter(|l| !l.contains("listen [::]:80"))
+            .map(|l| l.replace("listen 80 ", &format!("listen {port} ")))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            default.contains(&format!("listen {port} default_server;")),
+            "{default}"
+        );
+        std::fs::write(p.join("sites-enabled/default"), default).expect("the default site");
+        std::fs::write(p.join("conf.d/fhircluster.conf"), printed).expect("the printed file");
+        std::fs::write(p.join("conf.d/temp-paths.conf"), temp_paths(p)).expect("temp paths");
+        DebianNginx { prefix, port }
+    }
+
+    fn start(self) -> Nginx {
+        let conf = self.prefix.path().join("nginx.conf");
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        Nginx::run(self.prefix, &conf, "", addr)
+    }
+}
+
+/// `GET /r4/metadata` through nginx for the site named `host` (the request's `Host`).
+fn get_for(nginx: &Nginx, host: &str) -> Response {
+    let raw = format!("GET /r4/metadata HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    raw_request(nginx.addr, raw.as_bytes(), Duration::from_secs(20))
+}
+
+/// `fhircluster --port P print nginx` with `args`, its output (exit 0).
+fn print_nginx(c: &Cluster, args: &[&str]) -> String {
+    let port = c.port.to_string();
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(["--port", &port, "print", "nginx"])
+            .args(args)
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(0), "print nginx: {}", out.all());
+    out.stdout
+}
+
+#[test]
+fn beside_debians_default_site_the_printed_config_takes_its_server_name_or_every_name_once_the_default_site_is_gone(
+) {
+    let c = cluster().workers(1).start();
+    let port = free_port();
+    let listen = port.to_string();
+    let printed = print_nginx(
+        &c,
+        &["--listen", &listen, "--server-name", "fhir.example.org"],
+    );
+    assert!(
+        printed.contains("server_name fhir.example.org;"),
+        "{printed}"
+    );
+    // The printed comment says what to do with the default site.
+    let comment: String = printed.lines().filter(|l| l.starts_with('#')).collect();
+    assert!(comment.contains("sites-enabled/default"), "{printed}");
+
+    let debian = DebianNginx::new(&printed, port);
+    let nginx = debian.start();
+    let ours = get_for(&nginx, "fhir.example.org");
+    assert_eq!(ours.status, 200, "{}\n{}", ours.text(), nginx.error_log());
+    assert!(!ours.served_by().is_empty(), "{:?}", ours.headers);
+    // Another name: Debian's default site, as before (nginx's own 404).
+    let other = get_for(&nginx, "other.example.org");
+    assert_eq!(other.status, 404, "{}", other.text());
+    assert!(other.served_by().is_empty(), "{:?}", other.headers);
+    drop(nginx);
+
+    // Without a name and with the default site removed (the other way the comment gives),
+    // every request is fhircluster's.
+    let printed = print_nginx(&c, &["--listen", &listen]);
+    let debian = DebianNginx::new(&printed, port);
+    std::fs::remove_file(debian.prefix.path().join("sites-enabled/default"))
+        .expect("remove the default site");
+    let nginx = debian.start();
+    for host in ["fhir.example.org", "203.0.113.1", "localhost"] {
+        let r = get_for(&nginx, host);
+        assert_eq!(r.status, 200, "{host}: {}\n{}", r.text(), nginx.error_log());
+        assert!(!r.served_by().is_empty(), "{host}: {:?}", r.headers);
     }
 }
