@@ -135,11 +135,43 @@ fn latency(v: &Value) -> String {
 struct Column {
     head: &'static str,
     width: usize,
-    left: bool,
-    /// Only with `--wide`: the table without them fits 100 columns.
-    wide_only: bool,
+    align: Align,
+    shown: Shown,
     cell: fn(&Value) -> String,
     launcher: Option<fn(&Value) -> String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// `Wide`: only with `--wide`; the table without those fits 100 columns.
+#[derive(Clone, Copy, PartialEq)]
+enum Shown {
+    Always,
+    Wide,
+}
+use Align::{Left, Right};
+use Shown::{Always, Wide};
+
+const fn col(
+    head: &'static str,
+    width: usize,
+    align: Align,
+    shown: Shown,
+    cell: fn(&Value) -> String,
+    launcher: Option<fn(&Value) -> String>,
+) -> Column {
+    Column {
+        head,
+        width,
+        align,
+        shown,
+        cell,
+        launcher,
+    }
 }
 
 /// The process's state, and whether it serves without sending its figures (no IPC channel):
@@ -162,127 +194,23 @@ fn in_flight(p: &Value) -> String {
 
 /// The columns, in order. Without `--wide`: 99 columns at the widest values (a 7-digit pid,
 /// "ready (no channel)", 9999/9999 in flight, figures in the hundreds of GB).
+#[rustfmt::skip]
 const COLUMNS: &[Column] = &[
-    Column {
-        head: "PROCESS",
-        width: 8,
-        left: true,
-        wide_only: false,
-        cell: |p| text(&p["code"]),
-        launcher: Some(|_| "launcher".to_string()),
-    },
-    Column {
-        head: "ROLE",
-        width: 9,
-        left: true,
-        wide_only: false,
-        cell: |p| text(&p["role"]),
-        launcher: None,
-    },
-    Column {
-        head: "PID",
-        width: 7,
-        left: false,
-        wide_only: false,
-        cell: |p| text(&p["pid"]),
-        launcher: Some(|l| text(&l["pid"])),
-    },
-    Column {
-        head: "STATE",
-        width: 18,
-        left: true,
-        wide_only: false,
-        cell: state,
-        launcher: None,
-    },
-    Column {
-        head: "UPTIME",
-        width: 7,
-        left: false,
-        wide_only: false,
-        cell: |p| uptime(&p["uptimeMs"]),
-        launcher: Some(|l| uptime(&l["uptimeMs"])),
-    },
-    Column {
-        head: "RESTARTS",
-        width: 8,
-        left: false,
-        wide_only: false,
-        cell: |p| text(&p["restarts"]),
-        launcher: None,
-    },
-    Column {
-        head: "IN FLIGHT",
-        width: 9,
-        left: false,
-        wide_only: false,
-        cell: in_flight,
-        launcher: None,
-    },
-    Column {
-        head: "QUEUED",
-        width: 6,
-        left: false,
-        wide_only: true,
-        cell: |p| text(&p["queued"]),
-        launcher: None,
-    },
-    Column {
-        head: "PRIVATE",
-        width: 8,
-        left: false,
-        wide_only: false,
-        cell: |p| mb(&p["rssAnon"]),
-        launcher: Some(|l| mb(&l["rssAnon"])),
-    },
-    Column {
-        head: "MAPPED",
-        width: 8,
-        left: false,
-        wide_only: true,
-        cell: |p| mb(&p["rssFile"]),
-        launcher: Some(|l| mb(&l["rssFile"])),
-    },
-    Column {
-        head: "REQUESTS",
-        width: 9,
-        left: false,
-        wide_only: true,
-        cell: |p| text(&p["requests"]),
-        launcher: None,
-    },
-    Column {
-        head: "HEAP",
-        width: 8,
-        left: false,
-        wide_only: true,
-        cell: |p| mb(&p["heapUsed"]),
-        launcher: None,
-    },
-    Column {
-        head: "FRONT",
-        width: 9,
-        left: false,
-        wide_only: true,
-        cell: |p| text(&p["frontRequests"]),
-        launcher: None,
-    },
-    Column {
-        head: "P50/P99 MS",
-        width: 11,
-        left: false,
-        wide_only: false,
-        cell: |p| latency(&p["latencyMs"]),
-        launcher: None,
-    },
-    Column {
-        head: "CPU%",
-        width: 6,
-        left: false,
-        wide_only: false,
-        cell: |p| text(&p["cpuPercent"]),
-        launcher: None,
-    },
+    col("PROCESS", 8, Left, Always, |p| text(&p["code"]), Some(|_| "launcher".into())),
+    col("ROLE", 9, Left, Always, |p| text(&p["role"]), None),
+    col("PID", 7, Right, Always, |p| text(&p["pid"]), Some(|l| text(&l["pid"]))),
+    col("STATE", 18, Left, Always, state, None),
+    col("UPTIME", 7, Right, Always, |p| uptime(&p["uptimeMs"]), Some(|l| uptime(&l["uptimeMs"]))),
+    col("RESTARTS", 8, Right, Always, |p| text(&p["restarts"]), None),
+    col("IN FLIGHT", 9, Right, Always, in_flight, None),
+    col("QUEUED", 6, Right, Wide, |p| text(&p["queued"]), None),
+    col("PRIVATE", 8, Right, Always, |p| mb(&p["rssAnon"]), Some(|l| mb(&l["rssAnon"]))),
+    col("MAPPED", 8, Right, Wide, |p| mb(&p["rssFile"]), Some(|l| mb(&l["rssFile"]))),
+    col("REQUESTS", 9, Right, Wide, |p| text(&p["requests"]), None),
+    col("HEAP", 8, Right, Wide, |p| mb(&p["heapUsed"]), None),
+    col("FRONT", 9, Right, Wide, |p| text(&p["frontRequests"]), None),
+    col("P50/P99 MS", 11, Right, Always, |p| latency(&p["latencyMs"]), None),
+    col("CPU%", 6, Right, Always, |p| text(&p["cpuPercent"]), None),
 ];
 
 /// The table for one `/status` answer; `wide`: every column (else those that fit 100).
@@ -303,11 +231,14 @@ pub fn render(status: &Value, wide: bool) -> String {
         text(&front["refusalsLastMinute"]),
     );
     let _ = writeln!(out);
-    let columns: Vec<&Column> = COLUMNS.iter().filter(|c| wide || !c.wide_only).collect();
+    let columns: Vec<&Column> = COLUMNS
+        .iter()
+        .filter(|c| wide || c.shown == Always)
+        .collect();
     let row = |out: &mut String, cells: &mut dyn Iterator<Item = (&Column, String)>| {
         let line: Vec<String> = cells
             .map(|(c, v)| {
-                if c.left {
+                if c.align == Left {
                     format!("{v:<w$}", w = c.width)
                 } else {
                     format!("{v:>w$}", w = c.width)
