@@ -169,7 +169,8 @@ RemoveIPC=yes
 RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
 SystemCallArchitectures=native
 # A system service's calls (chown is among them: the control socket's controlGroup); any other
-# fails with EPERM rather than killing the process (node tries io_uring and falls back).
+# fails with EPERM rather than killing the process (node probes io_uring and memory protection
+# keys, and does without them when refused).
 SystemCallFilter=@system-service
 SystemCallErrorNumber=EPERM
 # Files the service makes: not for other users (the control socket sets its own mode, 0660).

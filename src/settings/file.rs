@@ -1,6 +1,7 @@
 //! The `config.json` layer: finds a setting by its dotted path, checks that the objects holding
 //! settings are objects, and warns about keys under `server.cluster` and `server.memory` that
-//! fhircluster doesn't know (a misspelt `workerz` would otherwise silently mean the default).
+//! fhircluster doesn't know (a misspelt `workerz` would otherwise silently mean the default),
+//! and about a key beside those sections that is likely one of them misspelt (`server.clustr`).
 //!
 //! The rest of the file (FHIRsmith's own modules and settings) is FHIRsmith's business and is not
 //! checked here. A `null` value counts as not set, so the template can show optional settings.
