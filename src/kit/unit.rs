@@ -27,13 +27,16 @@ pub(super) struct Unit<'a> {
     pub stop_secs: u64,
 }
 
+/// The unit's `RuntimeDirectory=`, the service user's and writable already.
+const RUNTIME_DIR: &str = "/run/fhircluster";
+
 /// The directories to write in: `data_dir`, then the directory of each of `files` (the control
 /// socket, the pid file, the access log: each made or renamed in its directory) not already in
-/// one listed, in order, each once.
+/// one listed nor in the runtime directory, in order, each once.
 pub(super) fn writable_dirs(data_dir: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = vec![data_dir.to_path_buf()];
     for dir in files.iter().filter_map(|f| f.parent()) {
-        if !dirs.iter().any(|d| dir.starts_with(d)) {
+        if !dirs.iter().any(|d| dir.starts_with(d)) && !dir.starts_with(RUNTIME_DIR) {
             dirs.push(dir.to_path_buf());
         }
     }
@@ -50,6 +53,19 @@ fn protect_home(paths: &[&Path]) -> &'static str {
     };
     if paths.iter().any(home) {
         "read-only"
+    } else {
+        "yes"
+    }
+}
+
+/// `PrivateTmp=`: `yes` (a /tmp of the service's own) unless the code or a directory it writes
+/// is in the host's /tmp, which it must then see.
+fn private_tmp(paths: &[&Path]) -> &'static str {
+    if paths
+        .iter()
+        .any(|p| p.starts_with("/tmp") || p.starts_with("/var/tmp"))
+    {
+        "no"
     } else {
         "yes"
     }
@@ -96,7 +112,14 @@ pub(super) fn render(u: &Unit<'_>) -> String {
                  # `systemctl edit fhircluster`.\n"
             .to_string(),
     };
-    let writable: Vec<String> = u.writable.iter().map(|d| d.display().to_string()).collect();
+    // The data directory must exist; another is ignored while missing (`-`), so a start is not
+    // refused for it before the launcher can say which file it could not make there.
+    let writable: Vec<String> = u
+        .writable
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("{}{}", if i == 0 { "" } else { "-" }, d.display()))
+        .collect();
     let mut visible: Vec<&Path> = vec![u.working_directory];
     visible.extend(u.writable.iter().map(PathBuf::as_path));
     format!(
@@ -140,13 +163,14 @@ RestartSec=5s
 # The file system is read-only but for the data directory (config.json, the servers' files, the
 # control socket) and the directories of the pid file, control socket and access log, when the
 # settings put them elsewhere; a server that writes anywhere else needs a ReadWritePaths= line
-# for it. /tmp is private to the service; /run/fhircluster (RuntimeDirectory=) is the service
-# user's, for a pid file (--pid-file /run/fhircluster/fhircluster.pid).
+# for it. /tmp is private to the service (unless the code or data is in it); /run/fhircluster
+# (RuntimeDirectory=) is the service user's, for a pid file
+# (--pid-file /run/fhircluster/fhircluster.pid).
 ProtectSystem=strict
 ReadWritePaths={writable}
-RuntimeDirectory=fhircluster
+RuntimeDirectory={runtime}
 ProtectHome={home}
-PrivateTmp=yes
+PrivateTmp={tmp}
 PrivateDevices=yes
 PrivateMounts=yes
 # No privileges at all: server.port and adminAddress above 1023 (a lower port: give
@@ -187,6 +211,8 @@ WantedBy=multi-user.target
         stop = u.stop_secs,
         writable = writable.join(" "),
         home = protect_home(&visible),
+        tmp = private_tmp(&visible),
+        runtime = RUNTIME_DIR.trim_start_matches("/run/"),
     )
 }
 
@@ -238,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn the_directories_written_are_the_data_directory_and_those_outside_it() {
+    fn the_directories_written_are_the_data_directory_and_those_outside_it_and_stay_visible() {
         let files: Vec<PathBuf> = [
             "/d/fhircluster.sock",
             "/run/fhircluster/x.pid",
@@ -247,14 +273,30 @@ mod tests {
         .iter()
         .map(PathBuf::from)
         .collect();
-        assert_eq!(
-            writable_dirs(Path::new("/d"), &files),
-            ["/d", "/run/fhircluster", "/var/log/f"].map(PathBuf::from)
-        );
+        let dirs = writable_dirs(Path::new("/d"), &files);
+        assert_eq!(dirs, ["/d", "/var/log/f"].map(PathBuf::from));
+        let unit = render(&Unit {
+            exe: "/usr/bin/fhircluster".into(),
+            user: "fhir",
+            working_directory: Path::new("/srv/code"),
+            data_dir: Path::new("/d"),
+            writable: &dirs,
+            memory_max: Some("8G"),
+            longest_secs: 95,
+            stop_secs: 120,
+        });
+        assert!(unit.contains("\nReadWritePaths=/d -/var/log/f\n"), "{unit}");
+        assert!(unit.contains("\nRuntimeDirectory=fhircluster\n"), "{unit}");
+        assert!(unit.contains("\nMemoryMax=8G\n"), "{unit}");
         assert_eq!(protect_home(&[Path::new("/opt/f"), Path::new("/d")]), "yes");
         assert_eq!(
             protect_home(&[Path::new("/home/u/f"), Path::new("/d")]),
             "read-only"
+        );
+        assert_eq!(private_tmp(&[Path::new("/opt/f"), Path::new("/d")]), "yes");
+        assert_eq!(
+            private_tmp(&[Path::new("/opt/f"), Path::new("/tmp/d")]),
+            "no"
         );
     }
 
