@@ -30,16 +30,26 @@ pub(super) fn upstream(s: &Settings) -> SocketAddr {
     SocketAddr::new(ip, s.port)
 }
 
+/// `server_name` without `--server-name`: a name no client uses, so the block is chosen for a
+/// request only when it is the default server of its `listen` (nginx.md).
+pub(super) const NO_NAME: &str = "_";
+
 /// The config's text.
-pub(super) fn render(listen: &str, upstream: &SocketAddr) -> String {
+pub(super) fn render(listen: &str, server_name: &str, upstream: &SocketAddr) -> String {
     format!(
         "\
 # nginx in front of fhircluster (nginx.md, one host), as printed by `fhircluster print nginx`.
 # It goes inside nginx's http {{ }}; install, then check and reload nginx:
 #   fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf && nginx -t && nginx -s reload
+# Debian's and Ubuntu's nginx come with a default site, /etc/nginx/sites-enabled/default
+# (listen 80 default_server), which answers every request for a name no server block has,
+# with nginx's own pages. Either print this with --server-name and the name clients use (then
+# only requests for it come here), or remove the default site, so this block takes every
+# request on its port: rm /etc/nginx/sites-enabled/default
 {}",
         one_host_block()
             .replace("{{LISTEN}}", listen)
+            .replace("{{SERVER_NAME}}", server_name)
             .replace("{{FHIRCLUSTER}}", &upstream.to_string())
     )
 }
@@ -54,6 +64,7 @@ mod tests {
         assert!(b.starts_with("upstream fhirsmith {"), "{b}");
         assert!(b.trim_end().ends_with('}') && !b.contains("```"), "{b}");
         assert!(b.contains("{{FHIRCLUSTER}}") && b.contains("{{LISTEN}}"));
+        assert!(b.contains("server_name {{SERVER_NAME}};"), "{b}");
     }
 
     #[test]
@@ -62,9 +73,10 @@ mod tests {
         assert_eq!(upstream(&s).to_string(), "127.0.0.1:3000");
         s.cluster.listen_address = Some("::1".parse().expect("ip"));
         s.port = 8080;
-        let text = render("443 ssl", &upstream(&s));
+        let text = render("443 ssl", "fhir.example.org", &upstream(&s));
         assert!(text.contains("server [::1]:8080;"), "{text}");
         assert!(text.contains("listen 443 ssl;"), "{text}");
+        assert!(text.contains("server_name fhir.example.org;"), "{text}");
         assert!(!text.contains("{{"), "{text}");
     }
 }

@@ -189,6 +189,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.accessLog" => json!("json"),
         "server.cluster.accessLogPath" => json!("access.log"),
         "server.cluster.accessLogQuery" => json!(true),
+        "server.cluster.trustedProxies" => json!(["127.0.0.1"]),
         "server.cluster.pidFile" => json!("fhircluster.pid"),
         "server.cluster.nodeReport" => json!(true),
         "server.cluster.controlSocket" => json!("ctl.sock"),

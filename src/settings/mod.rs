@@ -167,6 +167,10 @@ pub struct ClusterSettings {
     /// `server.cluster.accessLogQuery` (fhircluster's own): the query string is logged with the
     /// path (off: cache-ids and codes in it can be sensitive).
     pub(crate) access_log_query: bool,
+    /// `server.cluster.trustedProxies` (fhircluster's own, DEC-85): the peers whose
+    /// `X-Forwarded-For` names the client in the access log (nginx's `set_real_ip_from`).
+    /// Empty: none, every line names the peer.
+    pub(crate) trusted_proxies: Vec<std::net::IpAddr>,
     /// `server.cluster.pidFile` / `--pid-file` (fhircluster's own): a file holding the
     /// launcher's pid (relative to the data directory), from the start to the end.
     pub(crate) pid_file: String,

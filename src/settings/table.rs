@@ -108,6 +108,8 @@ settings_table! {
         access_log_path ["server.cluster.accessLogPath", String::new(), text, Live,
             unset "stderr"]
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Live]
+        trusted_proxies ["server.cluster.trustedProxies", Vec::new(), addresses, Live,
+            unset "none"]
         pid_file ["server.cluster.pidFile", String::new(), text, Upgrade,
             flag "--pid-file" pid_file, unset "none"]
         node_report ["server.cluster.nodeReport", false, boolean, Upgrade]
@@ -173,6 +175,23 @@ pub(super) fn address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
             r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\"")
         ),
     }
+}
+
+/// A list of IP addresses (`trustedProxies`): each one as [`address`] reads it.
+pub(super) fn addresses(r: &Raw<'_>) -> Result<Vec<IpAddr>, SettingsError> {
+    const EXPECTED: &str = "must be a list of IP addresses, e.g. [\"127.0.0.1\", \"::1\"]";
+    let RawValue::Json(Value::Array(items)) = &r.value else {
+        return Err(r.invalid(EXPECTED));
+    };
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .and_then(|t| t.parse::<IpAddr>().ok())
+                .map(|ip| ip.to_canonical())
+                .ok_or_else(|| r.invalid(EXPECTED))
+        })
+        .collect()
 }
 
 /// `server.cluster.bindAddress`: an IP address, or a host name as `cluster.js` takes one, which

@@ -39,6 +39,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("accessLog", json!("json")),
         ("accessLogPath", json!("access.log")),
         ("accessLogQuery", json!(true)),
+        ("trustedProxies", json!(["127.0.0.1", "::ffff:10.0.0.1"])),
         ("controlSocket", json!("/run/fhircluster/ctl.sock")),
         ("controlGroup", json!("fhirsmith")),
         ("pidFile", json!("run/fhircluster.pid")),
@@ -120,6 +121,11 @@ fn every_setting_in_the_file_reaches_its_own_field() {
             c.access_log_query
         ),
         ("json", "access.log", true)
+    );
+    // An IPv4 address written as IPv6-mapped is the IPv4 peer it names.
+    assert_eq!(
+        c.trusted_proxies,
+        ["127.0.0.1", "10.0.0.1"].map(|ip| ip.parse::<std::net::IpAddr>().expect("ip"))
     );
     assert_eq!(
         (c.pid_file.as_str(), c.node_report),
