@@ -407,4 +407,15 @@ fn a_childs_control_characters_are_escaped_one_line_per_line_it_wrote() {
             .any(|l| l.contains("giving up") && l.contains(escaped)),
         "{all}"
     );
+    report_figures(
+        "child_control_characters",
+        "a server's stderr line with CR, erase-line and title escape sequences, BEL, BS, VT, \
+         FF, NUL, DEL and a C1 CSI, then a plain line",
+        10,
+        0,
+        0,
+        "each written as an escape (\\x0d, \\x1b, \\u{9b}), one launcher line per line the server \
+         wrote, the give-up line's quote of it escaped too; no control character but tab and \
+         newline in the output",
+    );
 }

@@ -194,4 +194,16 @@ fn the_pid_files_temporary_file_never_follows_a_link_planted_at_its_name() {
         std::fs::read_to_string(&target).expect("the target"),
         "precious\n"
     );
+    report_figures(
+        "pid_file_planted_links",
+        &format!(
+            "a symlink to a file elsewhere planted at the pid file's temporary name for each of \
+             the next {PLANTED} pids, then the launcher started with --pid-file and stopped"
+        ),
+        1,
+        0,
+        0,
+        "the target untouched; the pid file a regular file naming the launcher (pid within the \
+         planted range), removed at the stop",
+    );
 }

@@ -46,10 +46,7 @@ impl Pest {
             return true;
         };
         let mut buf = [0u8; 512];
-        let read = match s.read(&mut buf) {
-            Err(e) if e.kind() == ErrorKind::WouldBlock => false,
-            _ => true,
-        };
+        let read = !matches!(s.read(&mut buf), Err(e) if e.kind() == ErrorKind::WouldBlock);
         read || (self.trickles && s.write(b"a").is_err())
     }
 }
