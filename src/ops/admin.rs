@@ -19,7 +19,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
 
 use super::admin_room::Room;
@@ -107,10 +107,11 @@ impl Admin {
 }
 
 /// Serves the launcher's endpoints until the process exits.
-/// At most `ADMIN_AT_MOST` connections at once, so a crowd on a published endpoint can't take the
-/// descriptors the client port and the processes need; a newcomer is always taken, the longest
-/// idle connection closed for it at the cap (`admin_room.rs`, DEC-76), so a health check is
-/// answered whatever the crowd holds.
+/// At most `ADMIN_AT_MOST` connections hold a place at once, so a crowd on a published endpoint
+/// can't take the descriptors the client port and the processes need; a newcomer is always
+/// taken, the longest idle connection closed for it at the cap, or, when every one has a request
+/// in progress, the oldest closed after its answer (`admin_room.rs`, DEC-76), so a health check
+/// is answered whatever the crowd holds.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     let room = Arc::new(Mutex::new(Room::new(
         crate::proxy::conn_limit::ADMIN_AT_MOST,
@@ -120,10 +121,20 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        // Dropping the sender, kept in the room, closes the connection.
-        let (handle, closed) = oneshot::channel::<()>();
-        let Some(taken) = lock(&room).admit(handle) else {
-            debug!("admin connection closed at once: every one held has a request in progress");
+        // Kept in the room: dropped, it closes the connection at once; `true`, after its answer.
+        let (handle, closing) = watch::channel(false);
+        let taken = {
+            let mut room = lock(&room);
+            let taken = room.admit(handle);
+            if let Some(id) = taken.as_ref().and_then(|t| t.finishing) {
+                if let Some(h) = room.handle(id) {
+                    h.send_replace(true);
+                }
+            }
+            taken
+        };
+        let Some(taken) = taken else {
+            debug!("admin connection closed at once: as many again are closing already");
             continue;
         };
         if taken.closed.is_some() {
@@ -134,7 +145,7 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
             taken.id,
             room.clone(),
             admin.clone(),
-            closed,
+            closing,
         ));
         // The newcomer reads its head before the next accept: under a stream of connections
         // a health check's request, sent at once, makes it busy before 64 others come after it.
@@ -142,20 +153,21 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     }
 }
 
-/// The admin connections held, each with the sender whose drop closes it.
-type Shared = Arc<Mutex<Room<oneshot::Sender<()>>>>;
+/// The admin connections held, each with the sender that closes it.
+type Shared = Arc<Mutex<Room<watch::Sender<bool>>>>;
 
-fn lock(room: &Shared) -> MutexGuard<'_, Room<oneshot::Sender<()>>> {
+fn lock(room: &Shared) -> MutexGuard<'_, Room<watch::Sender<bool>>> {
     room.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One connection, served until it ends or is closed to make room (`closed`).
+/// One connection, served until it ends, is closed to make room (`closing`'s sender dropped), or
+/// closes after its answer (`closing` turned true).
 async fn connection(
     stream: TcpStream,
     id: u64,
     room: Shared,
     admin: Arc<Admin>,
-    closed: oneshot::Receiver<()>,
+    mut closing: watch::Receiver<bool>,
 ) {
     let _leave = Leave(room.clone(), id);
     let svc = service_fn(move |req| {
@@ -169,13 +181,23 @@ async fn connection(
     let mut b = http1::Builder::new();
     b.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
-    tokio::select! {
-        r = b.serve_connection(TokioIo::new(stream), svc) => {
-            if let Err(e) = r {
-                debug!("admin connection: {e}");
+    let conn = b.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    debug!("admin connection: {e}");
+                }
+                return;
+            }
+            told = closing.changed() => {
+                if told.is_err() {
+                    return;
+                }
+                conn.as_mut().graceful_shutdown();
             }
         }
-        _ = closed => {}
     }
 }
 
