@@ -54,6 +54,7 @@ mod proxy_saturation;
 mod proxy_slots;
 mod pure_core;
 mod readiness;
+mod reliability_admin;
 mod reliability_attribution;
 mod reliability_clients;
 mod reliability_faults;
