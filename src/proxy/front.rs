@@ -142,6 +142,11 @@ impl Hooks for Front {
         self.admission.load(id).in_flight + own_paths
     }
 
+    fn liveness(&self, id: ProcessId) -> Option<(u64, Option<super::forward::liveness::Owed>)> {
+        let l = self.upstreams.get(id.index())?.liveness();
+        Some((l.heard_count(), l.owed()))
+    }
+
     fn tally(&self) -> Tally {
         self.counters.tally()
     }

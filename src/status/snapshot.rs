@@ -62,7 +62,7 @@ impl Life {
         started_at: None,
         ready_at: None,
         restarts: 0,
-        restarts_by: RestartCounts([0; 4]),
+        restarts_by: RestartCounts([0; 5]),
     };
 
     /// Whether it has a live process whose memory can be read.

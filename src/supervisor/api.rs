@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
+pub use crate::proxy::forward::liveness::Owed;
 use crate::process::{ProcessId, ProcessSpec};
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
@@ -31,6 +32,12 @@ pub trait Hooks: Send + Sync + 'static {
     /// The process's latency over the interval since the last call (the status tick's), the
     /// front door's histogram emptied for the next.
     fn take_latency(&self, _id: ProcessId) -> Option<crate::status::front::Latency> {
+        None
+    }
+    /// What the hang watchdog reads of the process (DEC-82): how many reads from its
+    /// connections brought bytes so far, and the oldest request it owes an answer to. None: the
+    /// front door does not know it.
+    fn liveness(&self, _id: ProcessId) -> Option<(u64, Option<Owed>)> {
         None
     }
     /// A status, sample or count message from a process.
@@ -92,6 +99,8 @@ pub struct SupervisorSettings {
     pub sample_seconds: f64,
     /// `recycleSeconds` and `rejectFraction`, for the recycle decision.
     pub recycle: RecyclePolicy,
+    /// `hangTimeoutSeconds`, for the hang watchdog (DEC-82); zero: never.
+    pub hang_timeout: Duration,
     /// The settings `/status` reports and counts staleness by.
     pub snapshot: SnapshotSettings,
 }
@@ -106,6 +115,7 @@ impl From<&Settings> for SupervisorSettings {
                 reject_fraction: s.memory.reject_fraction,
                 recycle_after: s.cluster.recycle,
             },
+            hang_timeout: s.cluster.hang_timeout,
             snapshot: SnapshotSettings::from_settings(s),
         }
     }

@@ -2,6 +2,7 @@
 //! and the shell that spawns children, reads their channels and stops them in order.
 
 mod api;
+pub(crate) mod hang;
 pub(crate) mod child;
 pub mod lifecycle;
 mod mailbox;

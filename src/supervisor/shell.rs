@@ -47,6 +47,7 @@ mod reload;
 mod scale;
 mod ticks;
 mod to_master;
+mod watchdog;
 
 /// The shell's state (its other parts, in `shell/`, are child modules and see every field).
 struct Shell {
@@ -81,6 +82,8 @@ struct Shell {
     readings: SystemReadings,
     /// How the master's last run ended ("exit code 3"): the give-up error names it.
     master_end: Option<String>,
+    /// Each process's last sign of life, for the hang watchdog (DEC-82).
+    hang: super::hang::Watch,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -158,6 +161,7 @@ impl Shell {
             keeper,
             readings: SystemReadings::new(),
             master_end: None,
+            hang: Default::default(),
         };
         (shell, events)
     }
@@ -256,6 +260,8 @@ impl Shell {
                     info!("{}: stopping (SIGTERM)", self.code(id));
                     self.signal(id, Signal::SIGTERM);
                 }
+                // The WARNING saying why was logged as it was decided (`watchdog.rs`).
+                Action::KillHung(id) => self.signal(id, Signal::SIGKILL),
                 Action::Kill(id) => {
                     warn!(
                         "{}: still running {} s after SIGTERM; sending SIGKILL",
@@ -265,6 +271,7 @@ impl Shell {
                     self.signal(id, Signal::SIGKILL);
                 }
                 Action::Up(id) => {
+                    self.hang.started(id, now_std());
                     let pid = self.pid(id);
                     self.hooks.up(id, pid.unwrap_or(0));
                     self.keeper.ready(id);
@@ -416,6 +423,11 @@ impl Shell {
         let code = self.code(id).to_string();
         if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } = &ev.event {
             self.spoken(id);
+        }
+        if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } | ChildEvent::BadLine(_) =
+            &ev.event
+        {
+            self.hang.spoke(id, now_std());
         }
         match ev.event {
             ChildEvent::Message(FromChild::Hello { protocol, .. }) => {

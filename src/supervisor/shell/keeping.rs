@@ -52,7 +52,8 @@ impl Shell {
                 Status::Ready { since } => Some(since),
                 _ => None,
             },
-            restarts: self.life.restarts(id),
+            // DEC-84: the spec's Restarts are those the launcher did not plan.
+            restarts: self.life.restarts_by(id).unplanned(),
             restarts_by: self.life.restarts_by(id),
         }
     }
@@ -82,7 +83,11 @@ impl Shell {
         if id.is_master() {
             self.master_end = Some(exit.to_string());
         }
-        self.keeper.exited(id, exit, pid, fate);
+        let why = match after {
+            Aftermath::Restart { .. } => self.life.last_restart_reason(id),
+            _ => None,
+        };
+        self.keeper.exited(id, exit, pid, fate, why);
     }
 
     /// What the front door knows of each status row's process, master first.

@@ -98,7 +98,8 @@ impl Shell {
         self.keeper.minute(self.hooks.tally());
     }
 
-    /// Every second: a drained worker is stopped, and the recycle decision is taken.
+    /// Every second: a drained worker is stopped, hung processes are killed (DEC-82), and the
+    /// recycle decision is taken.
     pub(super) fn upkeep(&mut self) {
         let now = now_std();
         if self.life.is_stopping() {
@@ -110,6 +111,7 @@ impl Shell {
                 self.life.drained(id, now);
             }
         }
+        self.watch_hangs(now);
         let (specs, children) = (&self.setup.processes, &self.children);
         let (hooks, keeper) = (&self.hooks, &self.keeper);
         let worker = |id: ProcessId| Worker {
