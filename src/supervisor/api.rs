@@ -34,6 +34,11 @@ pub trait Hooks: Send + Sync + 'static {
     fn take_latency(&self, _id: ProcessId) -> Option<crate::status::front::Latency> {
         None
     }
+    /// Woken as a draining process's last request ends: the shell stops it then, not at its
+    /// next upkeep tick. None: only the tick looks.
+    fn drained_news(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
     /// What the hang watchdog reads of the process (DEC-82): how many reads from its
     /// connections brought bytes so far, and the oldest request it owes an answer to. None: the
     /// front door does not know it.

@@ -177,6 +177,7 @@ impl Shell {
             shell.setup.settings.sample_seconds,
         );
         let mut control_open = true;
+        let drained = shell.hooks.drained_news();
         loop {
             if let Some(ended) = shell.carry_out() {
                 if let Some(failures) = shell.life.gave_up() {
@@ -228,11 +229,20 @@ impl Shell {
                     shell.life.handle_timeout(now_std())
                 }
                 _ = ticks.status.tick() => shell.send_snapshot(),
+                _ = notified(drained.as_deref()) => shell.stop_drained(now_std()),
                 _ = ticks.upkeep.tick() => shell.upkeep(),
                 _ = ticks.minute.tick() => shell.minute(),
                 _ = ticks.sample.tick() => shell.front_samples(),
             }
         }
+    }
+}
+
+/// The front door's news that a draining process has nothing left at work; never without one.
+async fn notified(news: Option<&tokio::sync::Notify>) {
+    match news {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,5 +1,6 @@
 //! The shell's clocks: the status snapshot to the master every `statusSeconds` (STATUS-5), the
-//! upkeep every second (drained workers stopped, the recycle decision taken) and the front
+//! upkeep every second (drained workers stopped if the front door's news was missed, hung
+//! processes killed, the recycle decision taken) and the front
 //! door's counts every minute (EVENT-14). The intervals live here so the shell's loop only
 //! says which tick calls what, and a reload can move the status one alone.
 
@@ -93,6 +94,21 @@ impl Shell {
         }
     }
 
+    /// A draining process with nothing left at work is stopped: at each upkeep, and at once
+    /// when the front door says a draining process's last request has ended, so a rolling
+    /// restart of processes with nothing in flight is not paced by the tick (DEC-83).
+    pub(super) fn stop_drained(&mut self, now: std::time::Instant) {
+        if self.life.is_stopping() {
+            return;
+        }
+        for i in 0..self.life.slot_count() {
+            let id = ProcessId(i as u16);
+            if self.life.is_draining(id) && self.hooks.in_flight(id) == 0 {
+                self.life.drained(id, now);
+            }
+        }
+    }
+
     /// Every minute: the front door's counts as one event (EVENT-14).
     pub(super) fn minute(&mut self) {
         self.keeper.minute(self.hooks.tally());
@@ -105,12 +121,7 @@ impl Shell {
         if self.life.is_stopping() {
             return;
         }
-        for i in 0..self.life.slot_count() {
-            let id = ProcessId(i as u16);
-            if self.life.is_draining(id) && self.hooks.in_flight(id) == 0 {
-                self.life.drained(id, now);
-            }
-        }
+        self.stop_drained(now);
         self.watch_hangs(now);
         let (specs, children) = (&self.setup.processes, &self.children);
         let (hooks, keeper) = (&self.hooks, &self.keeper);
