@@ -82,6 +82,22 @@ fn a_stopped_worker_owing_answers_is_killed_and_replaced_within_the_hang_timeout
             .is_some_and(|s| s.starts_with("hung: ")),
         "{tx1}"
     );
+    // The exit event the master gets says why it is restarted, and what the watchdog saw.
+    let event = common::poll("tx1's exit event at the master", secs(10), || {
+        let received = c.get("/sim/received").json();
+        received["events"]
+            .as_array()?
+            .iter()
+            .find(|e| e["kind"] == "exit" && e["code"] == "tx1")
+            .cloned()
+    });
+    assert_eq!(event["reason"], "hung", "{event}");
+    assert!(
+        event["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("GET /r4/metadata")),
+        "{event}"
+    );
     println!(
         "watchdog: tx1 stopped (SIGSTOP) with 3 requests owed: killed after {:.1} s, ready \
          again after {:.1} s (hangTimeoutSeconds {})",
@@ -151,7 +167,11 @@ fn a_process_that_keeps_talking_on_its_channel_is_never_killed_for_a_request_it_
 fn a_restart_of_processes_ready_at_once_is_not_paced_by_a_tick() {
     // spec: DEC-83: each step of the roll goes on as soon as the process it drains has nothing
     // at work, not at the next upkeep tick (a second apart: 4 processes took about 4 s).
-    let c = cluster().workers(3).start();
+    let admin = admin_addr();
+    let c = cluster()
+        .workers(3)
+        .config(json!({"server": {"cluster": {"adminAddress": admin.to_string()}}}))
+        .start();
     let started = Instant::now();
     let out = run_bounded(
         Command::new(LAUNCHER)
@@ -170,4 +190,12 @@ fn a_restart_of_processes_ready_at_once_is_not_paced_by_a_tick() {
         took.as_secs_f64()
     );
     assert!(took < secs(2), "took {took:?}");
+    // spec: DEC-84: each process restarted once, for the roll: counted by its reason, and no
+    // problem.
+    let status = admin_status(admin);
+    for row in status["processes"].as_array().expect("processes") {
+        assert_eq!(row["restartsBy"]["rolling"], 1, "{row}");
+        assert_eq!(row["restarts"], 0, "{row}");
+    }
+    assert_eq!(status["totals"]["restarts"], 0, "{}", status["totals"]);
 }
