@@ -9,15 +9,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    admin_addr, admin_status, cluster, request, run_bounded, secs, unsafe_kill, wait_until,
-    ClusterBuilder, LAUNCHER,
+    admin_addr, admin_status, cluster, report_figures, request, run_bounded, secs, unsafe_kill,
+    wait_until, ClusterBuilder, LAUNCHER,
 };
 use serde_json::json;
 
-const NODE_STUCK: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/node-stuck.js"
-);
+const NODE_STUCK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/node-stuck.js");
 const SIGSTOP: i32 = 19;
 /// `hangTimeoutSeconds` in these tests.
 const HANG: Duration = Duration::from_secs(3);
@@ -59,13 +56,19 @@ fn a_stopped_worker_owing_answers_is_killed_and_replaced_within_the_hang_timeout
     c.wait_for_after(mark, "tx1: ready", HANG + RESTART);
     let replaced_after = stopped.elapsed();
     // Its 504s at 1 s and the cooldown did not reset the clock; nor did it run out early.
-    assert!(killed_after >= HANG, "killed after {killed_after:?}: {hung}");
+    assert!(
+        killed_after >= HANG,
+        "killed after {killed_after:?}: {hung}"
+    );
     assert!(
         replaced_after < HANG + RESTART,
         "replaced after {replaced_after:?}"
     );
     assert!(hung.contains(" WARNING "), "{hung}");
-    assert!(hung.contains("GET /r4/metadata"), "names the oldest request: {hung}");
+    assert!(
+        hung.contains("GET /r4/metadata"),
+        "names the oldest request: {hung}"
+    );
     assert!(hung.contains("SIGKILL"), "{hung}");
     assert_ne!(c.pid_of("tx1"), pid, "a new process");
     assert_eq!(c.get("/r4/metadata").status, 200);
@@ -98,12 +101,19 @@ fn a_stopped_worker_owing_answers_is_killed_and_replaced_within_the_hang_timeout
             .is_some_and(|d| d.contains("GET /r4/metadata")),
         "{event}"
     );
-    println!(
-        "watchdog: tx1 stopped (SIGSTOP) with 3 requests owed: killed after {:.1} s, ready \
-         again after {:.1} s (hangTimeoutSeconds {})",
-        killed_after.as_secs_f64(),
-        replaced_after.as_secs_f64(),
-        HANG.as_secs()
+    report_figures(
+        "hang_sigstop",
+        "a worker stopped (SIGSTOP) with 3 requests sent to it; hangTimeoutSeconds 3, \
+         upstreamTimeoutSeconds 1",
+        1,
+        4,
+        3,
+        &format!(
+            "the 3 got their 504 at 1 s; WARNING then SIGKILL {:.1} s after the stop, ready again \
+             after {:.1} s, counted hung (restarts 1); served after",
+            killed_after.as_secs_f64(),
+            replaced_after.as_secs_f64()
+        ),
     );
 }
 
@@ -119,7 +129,11 @@ fn a_node_server_stuck_in_an_endless_loop_is_replaced_and_one_streaming_slowly_n
     let r = c.get("/r4/slow?seconds=10");
     assert_eq!(r.status, 200);
     assert!(r.text().contains("tick 10"), "{}", r.text());
-    assert!(slow.elapsed() >= 3 * HANG, "streamed for {:?}", slow.elapsed());
+    assert!(
+        slow.elapsed() >= 3 * HANG,
+        "streamed for {:?}",
+        slow.elapsed()
+    );
     assert_eq!(c.line_index("hung"), None, "{}", c.log_lines().join("\n"));
     assert_eq!(c.pid_of("tx1"), pid);
 
@@ -134,11 +148,23 @@ fn a_node_server_stuck_in_an_endless_loop_is_replaced_and_one_streaming_slowly_n
     assert!(replaced_after < HANG + RESTART, "{replaced_after:?}");
     let answer = c.get("/r4/metadata");
     assert_eq!(answer.status, 200);
-    assert!(!answer.text().contains(&pid.to_string()), "{}", answer.text());
-    println!(
-        "watchdog: node tx1 in while (true) {{}}: replaced after {:.1} s; a 10 s stream of a \
-         line a second: left alone",
-        replaced_after.as_secs_f64()
+    assert!(
+        !answer.text().contains(&pid.to_string()),
+        "{}",
+        answer.text()
+    );
+    report_figures(
+        "hang_node_loop",
+        "a Node.js worker without a channel: a 10 s response of a line a second, then a request \
+         that sticks it in while (true) {}; hangTimeoutSeconds 3",
+        1,
+        3,
+        1,
+        &format!(
+            "the slow stream whole and left alone; the stuck one replaced after {:.1} s, served \
+             after",
+            replaced_after.as_secs_f64()
+        ),
     );
 }
 
@@ -161,6 +187,18 @@ fn a_process_that_keeps_talking_on_its_channel_is_never_killed_for_a_request_it_
     }
     assert!(looks > 0);
     assert_eq!(c.pid_of("tx1"), pid);
+    report_figures(
+        "hang_talking_channel",
+        "a request a simulated worker never answers while its channel sends status every \
+         second; hangTimeoutSeconds 3",
+        1,
+        1,
+        1,
+        &format!(
+            "its 504 at 1 s; the worker left alone for {:.0} s (same pid)",
+            asked.elapsed().as_secs_f64()
+        ),
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ cargo test --test integration "$@" -- --nocapture \
     reliability_front:: reliability_retry:: reliability_upstream_heads:: \
     reliability_attribution:: upgrade_faults:: upgrade::ten_upgrades upgrade_keepalive:: \
     ops_access_log::on_a_full_disk ops_logrotate:: ops_scale::ttin_and_ttou reload_whole_file:: \
-    proxy_predict:: >"$out" 2>&1 || {
+    proxy_predict:: hang_watchdog:: >"$out" 2>&1 || {
     cat "$out" >&2
     echo "reliability suite failed" >&2
     exit 1

@@ -14,13 +14,13 @@ use super::front::FrontFigures;
 use super::history::{memory_total, History};
 use super::outbox::Outbox;
 use super::readings::{NotRead, Readings};
+use super::restarts::RestartReason;
 use super::snapshot::{
     snapshot, CgroupLimit, LauncherFigures, Life, ProcessInput, SnapshotInput, SnapshotSettings,
     StatusFigures,
 };
 pub use super::tally::Tally;
 use crate::ipc::message::{FromChild, ToChild};
-use super::restarts::RestartReason;
 use crate::process::{Exit, ProcessId, ProcessSpec, Role};
 use crate::settings::Settings;
 

@@ -108,8 +108,8 @@ mod tests {
         assert_eq!(c.unplanned(), 3);
         let old: RestartCounts = serde_json::from_str("[1, 2, 3, 4]").expect("four");
         assert_eq!(old.0, [1, 2, 3, 4, 0]);
-        let back: RestartCounts = serde_json::from_value(serde_json::to_value(c).expect("json"))
-            .expect("read back");
+        let back: RestartCounts =
+            serde_json::from_value(serde_json::to_value(c).expect("json")).expect("read back");
         assert_eq!(back, c);
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
-pub use crate::proxy::forward::liveness::Owed;
 use crate::process::{ProcessId, ProcessSpec};
+pub use crate::proxy::forward::liveness::Owed;
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
 use crate::status::snapshot::SnapshotSettings;

@@ -160,7 +160,12 @@ mod tests {
         }
         // Then silence: hung 5 s after the last sign.
         let last = t + secs(90);
-        let v = verdict(w.last_activity(p, last + secs(5)), Some(t), last + secs(5), secs(5));
+        let v = verdict(
+            w.last_activity(p, last + secs(5)),
+            Some(t),
+            last + secs(5),
+            secs(5),
+        );
         assert_eq!(v, Verdict::Hung(secs(5)));
         // The same count looked at again is no sign of life.
         w.heard(p, 90, last + secs(6));

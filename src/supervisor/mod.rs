@@ -2,8 +2,8 @@
 //! and the shell that spawns children, reads their channels and stops them in order.
 
 mod api;
-pub(crate) mod hang;
 pub(crate) mod child;
+pub(crate) mod hang;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;

@@ -86,10 +86,7 @@ fn planned_restarts_are_no_problem() {
     tx1["restartsBy"] = json!({"crash": 0, "hung": 0, "rolling": 3, "recycle": 1, "scale": 1});
     let st = status(vec![process("m0", "ready"), tx1]);
     let found = problems(&st, &Value::Null);
-    assert!(
-        found.iter().all(|p| p.kind != Kind::Restarts),
-        "{found:#?}"
-    );
+    assert!(found.iter().all(|p| p.kind != Kind::Restarts), "{found:#?}");
 }
 
 #[test]
@@ -133,9 +130,7 @@ fn every_problem_kind_has_a_line_of_its_own() {
         assert!(html.contains(&esc(&p.text)), "{} not on the page", p.text);
     }
     assert!(html.contains("tx1 is restarting, not ready (last: exited (signal 9))."));
-    assert!(html.contains(
-        "2 restarts since the launcher started, crashes and hang kills (tx1 2)."
-    ));
+    assert!(html.contains("2 restarts since the launcher started, crashes and hang kills (tx1 2)."));
     assert!(html.contains("Memory is at 95% of the refuse threshold"));
     assert!(
         html.contains(r#"Problems <b data-figure="problems">9</b>"#),

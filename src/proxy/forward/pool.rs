@@ -35,10 +35,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::error::{ForwardError, SendFailure};
-use super::liveness::Liveness;
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::liveness::Liveness;
 use super::outgoing::OutgoingBody;
 use super::replay::{self, Next};
 use super::timed::Timed;

@@ -128,7 +128,10 @@ fn proxy_threads_is_read_and_at_least_one() {
 #[test]
 fn the_hang_timeout_is_three_upstream_timeouts_unless_given() {
     // spec: DEC-82
-    assert_eq!(ok(&[], &[], None).cluster.hang_timeout, Duration::from_secs(180));
+    assert_eq!(
+        ok(&[], &[], None).cluster.hang_timeout,
+        Duration::from_secs(180)
+    );
     let s = ok(&[], &[], cluster(json!({"upstreamTimeoutSeconds": 2.5})));
     assert_eq!(s.cluster.hang_timeout, Duration::from_millis(7500));
     let given = json!({"upstreamTimeoutSeconds": 0, "hangTimeoutSeconds": 4});

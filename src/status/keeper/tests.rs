@@ -98,7 +98,13 @@ fn a_master_given_up_is_unavailable_and_its_exit_is_an_event() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut k, _) = keeper(&dir);
     k.started(ProcessId::MASTER);
-    k.exited(ProcessId::MASTER, Exit::Code(3), Some(9), ExitFate::Died, None);
+    k.exited(
+        ProcessId::MASTER,
+        Exit::Code(3),
+        Some(9),
+        ExitFate::Died,
+        None,
+    );
     assert_eq!(states(&mut k), ["starting", "unavailable"]);
     assert_eq!(event_kinds(&k), ["launcherStarted", "exit"]);
 }

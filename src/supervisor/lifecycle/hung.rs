@@ -48,7 +48,10 @@ mod tests {
         let after = l.exited(T1, Exit::Signal(9), t + secs(120));
         assert_eq!(after, Aftermath::Restart { asked: false });
         let by = l.restarts_by(T1);
-        assert_eq!((by.get(RestartReason::Hung), by.get(RestartReason::Crash)), (1, 0));
+        assert_eq!(
+            (by.get(RestartReason::Hung), by.get(RestartReason::Crash)),
+            (1, 0)
+        );
         // Its next exit, a crash of its own, is a crash.
         l.handle_timeout(t + secs(200));
         l.ready(T1, t + secs(201));

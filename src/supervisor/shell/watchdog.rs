@@ -32,7 +32,10 @@ impl Shell {
             let last = self.hang.last_activity(id, now);
             // Requests in flight sent before its last sign of life are owed from that sign.
             let in_flight = self.hooks.in_flight(id);
-            let oldest = owed.as_ref().map(|o| o.sent).or((in_flight > 0).then_some(last));
+            let oldest = owed
+                .as_ref()
+                .map(|o| o.sent)
+                .or((in_flight > 0).then_some(last));
             let Verdict::Hung(silent) = verdict(last, oldest, now, timeout) else {
                 continue;
             };
@@ -43,7 +46,10 @@ impl Shell {
                 Some(o) => format!("its oldest request {} {}", o.method, o.target),
                 None => format!("{in_flight} in flight, sent before its last answer"),
             };
-            let detail = format!("silent for {:.0} s owing an answer ({request})", silent.as_secs_f64());
+            let detail = format!(
+                "silent for {:.0} s owing an answer ({request})",
+                silent.as_secs_f64()
+            );
             warn!(
                 "{}: hung: no byte of any answer and no IPC message for {:.0} s while it owes \
                  an answer ({request}; {} {}); killing it (SIGKILL) to start it again",
