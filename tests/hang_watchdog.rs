@@ -227,7 +227,9 @@ fn a_restart_of_processes_ready_at_once_is_not_paced_by_a_tick() {
         "fhircluster restart of a master and 3 workers: {:.2} s",
         took.as_secs_f64()
     );
-    assert!(took < secs(2), "took {took:?}");
+    // Under a second here, about 1 s with a load average of 15 on 2 cores; paced by the tick
+    // the last three steps alone take 3 s (3.8 s measured).
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
     // spec: DEC-84: each process restarted once, for the roll: counted by its reason, and no
     // problem.
     let status = admin_status(admin);
