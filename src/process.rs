@@ -134,9 +134,7 @@ pub(crate) enum Ending {
     Exited { exit: Exit, oom_kills_rose: bool },
     /// The launcher killed it for hanging (its hang watchdog, `reason="hung"`): a request it
     /// hung on may be what hung it.
-    // Made by the hang watchdog's kill (`reason="hung"`), which reports it through
-    // `Hooks::exited`.
-    #[allow(dead_code)]
+    /// Killed by the hang watchdog (DEC-82, `reason="hung"`) while it owed an answer.
     KilledHung,
 }
 

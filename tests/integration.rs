@@ -17,6 +17,7 @@ mod cli_stdout;
 mod cli_usage;
 mod front_counts;
 mod front_figures;
+mod hang_watchdog;
 mod ipc_node;
 mod layers;
 mod layout;

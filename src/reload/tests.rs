@@ -162,6 +162,7 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.ownerQueueSeconds" => json!(10),
         "server.cluster.cooldownSeconds" => json!(5),
         "server.cluster.upstreamTimeoutSeconds" => json!(30),
+        "server.cluster.hangTimeoutSeconds" => json!(20),
         "server.cluster.writeTimeoutSeconds" => json!(20),
         "server.cluster.headerTimeoutSeconds" => json!(2),
         "server.cluster.headerMaxKB" => json!(64),

@@ -96,6 +96,10 @@ pub struct ClusterSettings {
     pub(crate) owner_queue: Duration,
     pub(crate) cooldown: Duration,
     pub(crate) upstream_timeout: Duration,
+    /// `hangTimeoutSeconds` (fhircluster's own, DEC-82): a process owing an answer that has
+    /// written nothing (no byte of any answer, no IPC message) for this long is killed and
+    /// started again. Default three times `upstreamTimeoutSeconds`. 0: never.
+    pub(crate) hang_timeout: Duration,
     pub(crate) write_timeout: Duration,
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.

@@ -67,6 +67,8 @@ settings_table! {
         owner_queue ["server.cluster.ownerQueueSeconds", secs(30), seconds, Live]
         cooldown ["server.cluster.cooldownSeconds", secs(2), seconds, Live]
         upstream_timeout ["server.cluster.upstreamTimeoutSeconds", secs(60), seconds, Live]
+        hang_timeout ["server.cluster.hangTimeoutSeconds", secs(180), seconds, Live,
+            unset "3 × upstreamTimeoutSeconds" (hang_timeout_default)]
         write_timeout ["server.cluster.writeTimeoutSeconds", secs(60), seconds, Live]
         header_timeout ["server.cluster.headerTimeoutSeconds", secs(30), seconds, Live]
         header_max_kb ["server.cluster.headerMaxKB", 32, whole(8, 1024), Live]
@@ -155,6 +157,13 @@ fn internal_port_default(s: &mut Settings) -> Result<(), SettingsError> {
             "its default, server.port + 1, is above 65535: set internalPort",
         )
     })?;
+    Ok(())
+}
+
+/// `hangTimeoutSeconds` not given: three times `upstreamTimeoutSeconds`, read before it (0 when
+/// that is 0: with no upstream timeout a process may take as long as it likes).
+fn hang_timeout_default(s: &mut Settings) -> Result<(), SettingsError> {
+    s.cluster.hang_timeout = s.cluster.upstream_timeout.saturating_mul(3);
     Ok(())
 }
 

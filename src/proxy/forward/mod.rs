@@ -11,6 +11,7 @@ pub mod compact;
 pub mod error;
 pub mod headers;
 mod idle_check;
+pub mod liveness;
 mod outgoing;
 pub mod pool;
 mod reach;

@@ -38,6 +38,7 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::liveness::Liveness;
 use super::outgoing::OutgoingBody;
 use super::reach::Reach;
 use super::replay::{self, Next};
@@ -80,6 +81,8 @@ struct Inner {
     /// Requests sent again after the process closed without answering (DEC-33), shared with
     /// `fhircluster_retries_total`.
     retries: Arc<AtomicU64>,
+    /// What the hang watchdog reads of the process (DEC-82): bytes heard, the request owed.
+    liveness: Arc<Liveness>,
 }
 
 struct Idle {
@@ -269,6 +272,7 @@ impl<B: OutgoingBody> Upstream<B> {
                     trust: Trust::Reuse,
                 }),
                 retries,
+                liveness: Arc::default(),
             }),
             _body: PhantomData,
         }
@@ -306,6 +310,11 @@ impl<B: OutgoingBody> Upstream<B> {
             .any(|c| c.io().poll_read_ready(&mut cx).is_ready())
     }
 
+    /// What the hang watchdog reads of the process (DEC-82).
+    pub fn liveness(&self) -> &Liveness {
+        &self.inner.liveness
+    }
+
     /// Drops every idle connection, and keeps those now busy from coming back (the process
     /// restarted: its old connections lead nowhere). A new process is trusted again.
     pub fn clear(&self) {
@@ -316,6 +325,7 @@ impl<B: OutgoingBody> Upstream<B> {
             std::mem::take(&mut idle.conns)
         };
         drop(old);
+        self.inner.liveness.clear();
     }
 
     /// As [`Upstream::try_send`], without the request back on failure. For the tests.
@@ -413,6 +423,9 @@ impl<B: OutgoingBody> Upstream<B> {
             } else {
                 conn.write_request(&mut parts, &mut body).await
             };
+            if written.is_ok() {
+                self.inner.liveness.sent(now, &parts.method, &parts.uri);
+            }
             let error = match written {
                 Ok(()) => match conn.read_head(&parts.method).await {
                     Ok(head) => {
@@ -483,7 +496,9 @@ impl<B: OutgoingBody> Upstream<B> {
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
-        Ok(Box::new(UpstreamConn::new(stream, generation)))
+        let mut conn = UpstreamConn::new(stream, generation);
+        conn.hearing = Some(self.inner.liveness.clone());
+        Ok(Box::new(conn))
     }
 }
 

@@ -45,6 +45,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("pidFile", json!("run/fhircluster.pid")),
         ("nodeReport", json!(true)),
         ("predictiveAdmission", json!(true)),
+        ("hangTimeoutSeconds", json!(26)),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -78,6 +79,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (c.owner_queue, c.cooldown, c.upstream_timeout),
         (secs(14), secs(15), secs(16))
     );
+    assert_eq!(c.hang_timeout, secs(26));
     assert_eq!(
         (c.write_timeout, c.max_start_failures, c.recycle),
         (secs(17), 18, secs(19))

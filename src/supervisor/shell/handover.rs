@@ -286,7 +286,7 @@ impl Shell {
         kill_group(pid);
         crate::tree::subreaper::forget(pid);
         let exit = Exit::Signal(libc::SIGKILL);
-        let ending = self.ending(exit);
+        let ending = self.ending(id, exit);
         self.hooks.exited(id, ending);
         self.exited(id, exit, Some(pid));
     }
