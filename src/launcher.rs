@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
@@ -18,7 +17,6 @@ use crate::logs::access_log::{AccessLog, InForce};
 use crate::logs::child_log::ChildLines;
 use crate::logs::journald::Journal;
 use crate::logs::logging;
-use crate::ops::client_port;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
 use crate::plan::Plan;
@@ -33,6 +31,7 @@ use crate::supervisor::{Control, Ended};
 mod client;
 mod demo;
 mod host;
+mod listen_again;
 mod reloader;
 mod resume;
 mod tx_usage_watch;
@@ -81,8 +80,11 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     settings::check_command(&settings, &cwd)?;
     let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
-        // A group that doesn't exist would stop the start: so it stops the check.
-        crate::ops::control_socket::group_id(&settings.cluster.control_group)?;
+        // A group that doesn't exist, or that the launcher's user is not in, would stop the
+        // start: so it stops the check (and with it an in-place upgrade, before the execve).
+        if settings.control_socket_path().is_some() {
+            crate::ops::control_socket::allowed_group(&settings.cluster.control_group)?;
+        }
         // As `nginx -t`: findings on stderr, the plan on stdout.
         for w in &settings.warnings {
             eprintln!("warning: {w}");
@@ -133,7 +135,10 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     };
     // The ports are known free (or kept across the upgrade): the pid can be told from now on.
     if let Some(path) = &pid_file {
-        crate::ops::pid_file::claim(path)?;
+        let claimed = crate::supervisor::test_hook::failing("setup-pid-file")
+            .map_err(anyhow::Error::msg)
+            .and_then(|()| crate::ops::pid_file::claim(path));
+        survived(claimed, resume.is_some(), "serving on without the pid file")?;
     }
     // The Node preload, before any process that names it starts; written again by an in-place
     // upgrade (the same path: the pid is kept), removed at the end.
@@ -143,7 +148,14 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         crate::node_report::remove(crate::node_report::path());
     }
     if let Some(path) = preload {
-        crate::node_report::install(path)?;
+        let installed = crate::supervisor::test_hook::failing("setup-preload")
+            .map_err(anyhow::Error::msg)
+            .and_then(|()| crate::node_report::install(path));
+        survived(
+            installed,
+            resume.is_some(),
+            "a process started again without it can't start: revert nodeReport, or free the path",
+        )?;
         info!(
             "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
             path.display()
@@ -157,6 +169,19 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         crate::ops::pid_file::release(path);
     }
     ended
+}
+
+/// A setup step's failure: it stops the start; after an in-place upgrade (`upgraded`) the
+/// processes and the clients are already this program's, so it is a `WARNING` saying what it
+/// costs (`then`), and the launcher serves on (DEC-70).
+fn survived(step: Result<()>, upgraded: bool, then: &str) -> Result<()> {
+    match step {
+        Err(e) if upgraded => {
+            warn!("{e:#}: {then}");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// The runtime, on a thread of its own, running the cluster until it ends.
@@ -228,12 +253,14 @@ async fn run(
     crate::tree::guardian_watch::keep_watched();
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;
+    let mut settings = settings;
+    let admin = listen_again::admin(&mut settings, resume.as_ref()).await?;
+    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref(), admin).await?;
     l.front.access_log.put(access_log);
     if let Some(code) = l.wait_for_master(&mut signals).await {
         return Ok(code);
     }
-    let Some(mut serving) = l.serve(&settings, demo, resume.as_ref()).await else {
+    let Some(mut serving) = l.serve(&mut settings, demo, resume.as_ref()).await else {
         // The port can't be had (logged): the processes are stopped, and it is a failure.
         l.stop_processes(&mut signals).await;
         return Ok(ExitCode::from(1));
@@ -329,6 +356,8 @@ struct Launcher {
     /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
     /// over while the endpoint serves on until the `execve`).
     admin_fd: Option<std::os::fd::OwnedFd>,
+    /// Where the launcher's own endpoint listens (`None`: it doesn't).
+    admin_at: Option<std::net::SocketAddr>,
     /// The control socket (`None`: off): its file goes when this is dropped at a clean stop.
     control_socket: Option<crate::ops::control_socket::ControlSocket>,
     /// The control socket's `upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade
@@ -356,6 +385,8 @@ struct Serving {
     task: tokio::task::JoinHandle<Option<listener::Kept>>,
     shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
+    /// Where the listener is (what an upgrade compares the new settings with).
+    at: Option<std::net::SocketAddr>,
 }
 
 impl Launcher {
@@ -384,29 +415,11 @@ impl Launcher {
     /// can't be had (logged).
     async fn serve(
         &mut self,
-        settings: &Settings,
+        settings: &mut Settings,
         demo: bool,
         resume: Option<&Resume>,
     ) -> Option<Serving> {
-        let inherited = resume.and_then(Resume::client_listener).and_then(|l| {
-            let at = l.local_addr().ok()?;
-            let same = at.port() == settings.port
-                && settings.cluster.listen_address.is_none_or(|a| a == at.ip());
-            if !same {
-                info!("upgrade: server.port or listenAddress changed: closing {at}");
-                return None;
-            }
-            l.set_nonblocking(true).ok()?;
-            Some(client_port::Bound {
-                listener: TcpListener::from_std(l).ok()?,
-                place: format!("{at} (kept across the upgrade)"),
-                note: None,
-            })
-        });
-        let bound = match inherited.map_or_else(
-            || client_port::bind(settings.cluster.listen_address, settings.port),
-            Ok,
-        ) {
+        let bound = match listen_again::client(settings, resume) {
             Ok(b) => b,
             Err(e) => {
                 let at = settings
@@ -422,6 +435,7 @@ impl Launcher {
         }
         info!("listening on port {} on {}", settings.port, bound.place);
         let listener = bound.listener;
+        let at = listener.local_addr().ok();
         self.notifier.ready(&cluster_status(&self.front));
         self.state.send_replace(notify::State::Serving);
         if demo {
@@ -453,6 +467,7 @@ impl Launcher {
             task,
             shutdown,
             live,
+            at,
         })
     }
 
