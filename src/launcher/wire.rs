@@ -118,7 +118,7 @@ impl Launcher {
                         g => format!("group {g}"),
                     }
                 );
-                tokio::spawn(crate::ops::control_socket::serve(
+                tokio::spawn(crate::ops::control_serve::serve(
                     listener,
                     admin.clone(),
                     desk.clone(),

@@ -17,18 +17,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tracing::{debug, info, warn};
 
-use super::admin::Admin;
-use super::control_proto::{self as proto, Command, Level, MAX_LINE};
-use super::upgrade_desk::UpgradeDesk;
 use crate::settings::Settings;
 
 /// The socket's mode: the owner and the group read and write (connect), nobody else.
@@ -38,8 +31,6 @@ pub(crate) const MODE: u32 = 0o660;
 /// temporary name's `.new`.
 const MAX_PATH: usize = 107 - 4;
 
-/// How long a client may take to send its request line.
-const READ_WAIT: Duration = Duration::from_secs(10);
 
 /// The control socket this launcher made (or took over): removed when dropped at a clean stop,
 /// if the file is still the one it made. An upgrade's `execve` drops nothing, so it stays.
@@ -362,122 +353,45 @@ fn bind(path: &Path, gid: Option<u32>) -> Result<(StdListener, (u64, u64))> {
     made
 }
 
-/// Serves the control socket until the process exits.
-pub(crate) async fn serve(listener: UnixListener, admin: Arc<Admin>, desk: UpgradeDesk) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // Out of descriptors, say: a failed accept fails again at once, so pause rather
-            // than spin (the socket's backlog holds the clients meanwhile).
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let (admin, desk) = (admin.clone(), desk.clone());
-        tokio::spawn(async move {
-            if let Err(e) = exchange(stream, &admin, &desk).await {
-                debug!("control socket connection: {e}");
-            }
-        });
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// One request line read (bounded in size and time), one answer line written.
-async fn exchange(mut stream: UnixStream, admin: &Admin, desk: &UpgradeDesk) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(128);
-    let mut chunk = [0u8; 256];
-    let read = async {
-        while !buf.contains(&b'\n') && buf.len() < MAX_LINE {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n.min(MAX_LINE - buf.len())]);
-        }
-        io::Result::Ok(())
-    };
-    let answer = match tokio::time::timeout(READ_WAIT, read).await {
-        Err(_) => proto::error("no request line within 10 s"),
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(())) => match proto::request_line(&buf).and_then(proto::parse) {
-            Err(why) => proto::error(&why),
-            Ok(command) => {
-                if command.level() == Level::Action {
-                    // Who acted, for the log: the kernel's word for the peer.
-                    let who = stream
-                        .peer_cred()
-                        .map(|c| format!("uid {}, pid {}", c.uid(), c.pid().unwrap_or(0)))
-                        .unwrap_or_else(|_| "an unknown peer".into());
-                    info!("control socket: {line:?} from {who}", line = command.name());
-                }
-                answer(command, admin, desk).await
-            }
-        },
-    };
-    stream
-        .write_all(proto::answer_line(&answer).as_bytes())
-        .await?;
-    stream.shutdown().await
-}
+    #[test]
+    fn only_the_very_socket_made_is_taken_as_it() {
+        // spec: DEC-71 — a link (its own inode, not a socket), another file, another socket.
+        let made = Some((1, 42));
+        assert_eq!(found(Some((true, (1, 42))), made), Found::Made);
+        assert_eq!(found(None, made), Found::Gone);
+        assert_eq!(found(Some((false, (1, 43))), made), Found::Other);
+        assert_eq!(found(Some((true, (1, 43))), made), Found::Other);
+        assert_eq!(found(Some((true, (2, 42))), made), Found::Other);
+        // A program that did not say which file it made: a socket at all, never a link.
+        assert_eq!(found(Some((true, (1, 43))), None), Found::Made);
+        assert_eq!(found(Some((false, (1, 43))), None), Found::Other);
+    }
 
-/// A command's answer: one arm per command.
-async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
-    match command {
-        Command::Help => proto::help(),
-        Command::Status => admin.status_value().await,
-        Command::UpgradeState => desk.state(),
-        Command::Upgrade => {
-            if desk.ask() {
-                json!({"upgrade": "asked"})
-            } else {
-                proto::error("an upgrade is already asked for")
-            }
-        }
-        Command::Scale(ask) => scale(ask, admin, desk).await,
-        Command::Restart => restart(admin, desk).await,
-    }
-}
-
-/// `scale`: the supervisor's decision, once made (the change begun, or the refusal). Refused
-/// during an upgrade, which hands over a steady cluster, and once the stop has begun (DEC-49).
-async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &UpgradeDesk) -> Value {
-    if let Some(why) = desk.busy() {
-        return proto::error(&format!("{why}: the worker count stays"));
-    }
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    let s = crate::supervisor::Scale {
-        ask,
-        by: "fhircluster scale".into(),
-        reply: Some(reply),
-    };
-    let gone = || proto::error("the launcher is stopping");
-    if admin
-        .control
-        .send(crate::supervisor::Control::Scale(s))
-        .await
-        .is_err()
-    {
-        return gone();
-    }
-    match answer.await {
-        Ok(Ok((from, to))) => json!({"scale": {"from": from, "to": to}}),
-        Ok(Err(why)) => proto::error(&why),
-        Err(_) => gone(),
-    }
-}
-
-/// `restart`: every process in turn, answered once the rolling restart is over (the client
-/// waits on the connection meanwhile). Refused during an upgrade, as `scale` is (DEC-49).
-async fn restart(admin: &Admin, desk: &UpgradeDesk) -> Value {
-    if let Some(why) = desk.busy() {
-        return proto::error(&format!("{why}: nothing restarted"));
-    }
-    let (done, over) = tokio::sync::oneshot::channel();
-    let control = crate::supervisor::Control::Restart(done);
-    if admin.control.send(control).await.is_err() {
-        return proto::error("the supervisor has ended");
-    }
-    match over.await {
-        Ok(Ok(())) => json!({"restart": "done"}),
-        Ok(Err(why)) => proto::error(&why),
-        Err(_) => proto::error("the launcher stopped before the restart was over"),
+    #[test]
+    fn the_mode_is_never_set_through_a_link() {
+        // spec: DEC-71
+        let dir = tempfile::tempdir().expect("dir");
+        let target = dir.path().join("secret");
+        std::fs::write(&target, b"x").expect("write");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let link = dir.path().join("fhircluster.sock");
+        std::os::unix::fs::symlink(&target, &link).expect("link");
+        let err = permit(&link, None, None).expect_err("a link is refused");
+        assert!(format!("{err:#}").contains("not the socket"), "{err:#}");
+        let mode = std::fs::metadata(&target).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // The socket itself: its mode set, its inode returned.
+        let sock = dir.path().join("s.sock");
+        let _l = StdListener::bind(&sock).expect("bind");
+        let id = permit(&sock, None, None).expect("the socket");
+        let meta = std::fs::symlink_metadata(&sock).expect("meta");
+        assert_eq!((meta.dev(), meta.ino()), id);
+        assert_eq!(meta.permissions().mode() & 0o777, MODE);
+        // The same path, now another socket than the one made: left as it is.
+        assert!(permit(&sock, None, Some((id.0, id.1 + 1))).is_err());
     }
 }

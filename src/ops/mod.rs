@@ -5,7 +5,9 @@
 pub(crate) mod admin;
 pub(crate) mod client_port;
 pub(crate) mod control_client;
+pub(crate) mod control_conns;
 pub(crate) mod control_proto;
+pub(crate) mod control_serve;
 pub(crate) mod control_socket;
 pub(crate) mod extend;
 pub(crate) mod front_series;
