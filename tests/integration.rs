@@ -80,5 +80,5 @@ mod upgrade;
 mod upgrade_counters;
 mod upgrade_faults;
 mod upgrade_fixture;
-mod upgrade_setup;
 mod upgrade_keepalive;
+mod upgrade_setup;

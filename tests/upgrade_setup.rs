@@ -236,8 +236,14 @@ fn an_upgrade_never_changes_what_a_link_in_the_control_sockets_place_points_to()
     assert_eq!(now.permissions().mode() & 0o777, 0o600, "{log}");
     assert_eq!((now.uid(), now.gid()), (was.uid(), was.gid()), "{log}");
     let link = std::fs::symlink_metadata(socket_of(&c)).expect("the link");
-    assert!(link.file_type().is_symlink(), "the link itself left as it is");
-    assert!(log.contains("no longer the socket this launcher made"), "{log}");
+    assert!(
+        link.file_type().is_symlink(),
+        "the link itself left as it is"
+    );
+    assert!(
+        log.contains("no longer the socket this launcher made"),
+        "{log}"
+    );
     assert_eq!(pids(&c), before);
     stops_with_0(&mut c);
     report_figures(
@@ -273,29 +279,49 @@ fn a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving() {
     let mut before = pids(&c);
     let new_admin = admin_addr();
     let new_port = free_port();
-    // (the step, the change the upgrade takes, what the WARNING says)
+    // (the step, what asks for the upgrade, the change it takes, what the WARNING says): a
+    // SIGHUP round is a reload that upgrades by itself (proxyThreads changed).
+    let threads = |n: u32| json!({"server": {"cluster": {"proxyThreads": n}}});
     let steps = [
-        ("setup-control-file", json!({}), "making a new one"),
+        ("setup-control-file", "USR2", json!({}), "making a new one"),
         (
             "setup-control-permit",
-            json!({}),
+            "SIGHUP",
+            threads(2),
             "kept with its group and mode as they were",
         ),
-        ("setup-pid-file", json!({}), "serving on without the pid file"),
-        ("setup-listen", json!({"server": {"port": new_port}}), "kept as it was"),
+        (
+            "setup-pid-file",
+            "SIGHUP",
+            threads(1),
+            "serving on without the pid file",
+        ),
+        (
+            "setup-listen",
+            "USR2",
+            json!({"server": {"port": new_port}}),
+            "kept as it was",
+        ),
         (
             "setup-admin",
+            "USR2",
             json!({"server": {"cluster": {"adminAddress": new_admin.to_string()}}}),
             "kept as it was",
         ),
     ];
-    for (step, change, needle) in &steps {
+    for (step, by, change, needle) in &steps {
         reconfigure(&mut c, change.clone());
         hook.fail(step);
-        let (log, n) = upgraded(&c, libc::SIGUSR2, &format!("serving after {step} failed"));
+        let sig = if *by == "USR2" {
+            libc::SIGUSR2
+        } else {
+            libc::SIGHUP
+        };
+        let (log, n) = upgraded(&c, sig, &format!("serving after {step} failed ({by})"));
         answered += n;
         assert!(
-            log.lines().any(|l| l.contains("WARN") && l.contains(needle)),
+            log.lines()
+                .any(|l| l.contains("WARN") && l.contains(needle)),
             "{step}: {log}"
         );
         assert_eq!(pids(&c), before, "{step}: the same processes");
@@ -314,9 +340,9 @@ fn a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving() {
     stops_with_0(&mut c);
     report_figures(
         "upgrade_setup::a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving",
-        "USR2 with a fault at each setup step of the new program after the execve: the control \
-         socket's file, its group and mode, the pid file, a changed adminAddress, a changed \
-         server.port; then SIGHUP",
+        "a fault at each setup step of the new program after the execve (USR2, or a SIGHUP that \
+         upgrades by itself): the control socket's file, its group and mode, the pid file, a \
+         changed server.port, a changed adminAddress; then SIGHUP",
         steps.len() as u64,
         answered,
         0,

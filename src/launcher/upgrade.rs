@@ -411,9 +411,8 @@ impl Launcher {
             bound.push(made);
         }
         if let Some(addr) = want.admin {
-            let made = std::net::TcpListener::bind(addr).map_err(|e| {
-                format!("server.cluster.adminAddress {addr}: cannot listen: {e}")
-            })?;
+            let made = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("server.cluster.adminAddress {addr}: cannot listen: {e}"))?;
             bound.push(made);
         }
         if !hand {

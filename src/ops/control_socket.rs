@@ -31,7 +31,6 @@ pub(crate) const MODE: u32 = 0o660;
 /// temporary name's `.new`.
 const MAX_PATH: usize = 107 - 4;
 
-
 /// The control socket this launcher made (or took over): removed when dropped at a clean stop,
 /// if the file is still the one it made. An upgrade's `execve` drops nothing, so it stays.
 pub(crate) struct ControlSocket {
@@ -382,7 +381,10 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).expect("link");
         let err = permit(&link, None, None).expect_err("a link is refused");
         assert!(format!("{err:#}").contains("not the socket"), "{err:#}");
-        let mode = std::fs::metadata(&target).expect("meta").permissions().mode();
+        let mode = std::fs::metadata(&target)
+            .expect("meta")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         // The socket itself: its mode set, its inode returned.
         let sock = dir.path().join("s.sock");
