@@ -284,14 +284,23 @@ async fn run(
     }
     let reload_now = resume.as_ref().is_some_and(|r| r.handover.reload_pending);
     drop(resume);
-    // A reload's upgrade (or one asked for first) to carry out before waiting for a signal.
+    // A reload's upgrade to carry out before waiting for a signal.
     let mut upgrade_now = None;
     if reload_now {
         info!(
             "SIGHUP (deferred during the upgrade, or the reload that upgraded): reloading the \
              settings"
         );
-        upgrade_now = l.reload(&mut reloader, true).await;
+        if let Some(d) = l.reload(&mut reloader, true).await {
+            // A setting this program could not take (kept as it was, said above) would ask for
+            // the same upgrade again at once, and again should it fail the same way: it waits
+            // for the next reload instead (DEC-70); the processes' part is carried out now.
+            warn!(
+                "reload: {}: kept as it was until the next reload",
+                d.waiting.join(", ")
+            );
+            d.carry_out(&l.control).await;
+        }
     }
     loop {
         let until = match upgrade_now.take() {

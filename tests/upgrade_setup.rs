@@ -399,3 +399,63 @@ fn idle_control_connections_beyond_the_cap_neither_keep_status_out_nor_hold_desc
 fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
+
+#[test]
+fn a_reload_moving_the_listener_to_another_address_on_the_same_port_serves_on() {
+    // spec: DEC-70 — the same port on another address can't be bound while the listener in
+    // force listens: the new program closes it first, and binds it again should the new one
+    // fail (a fault injected there).
+    let hook = Hook::new();
+    let mut c = cluster()
+        .workers(1)
+        .env(
+            "FHIRCLUSTER_TEST_HANDOVER",
+            &hook.dir.path().display().to_string(),
+        )
+        .start();
+    let mut answered = serving(&c, "serving at the start");
+    let before = pids(&c);
+    let port = c.port;
+    let loopback = json!({"server": {"cluster": {"listenAddress": "127.0.0.1"}}});
+    let every = json!({"server": {"cluster": {"listenAddress": null}}});
+    // The third round changes nothing in config.json: the setting kept is recorded as in
+    // force, so the reload tries the move again.
+    for (to, fail, needle) in [
+        (
+            loopback,
+            false,
+            format!("listening on port {port} on 127.0.0.1"),
+        ),
+        (
+            every,
+            true,
+            "kept as it was, listening on 127.0.0.1".to_string(),
+        ),
+        (
+            json!({}),
+            false,
+            format!("listening on port {port} on every interface"),
+        ),
+    ] {
+        reconfigure(&mut c, to);
+        if fail {
+            hook.fail("setup-listen");
+        }
+        let (log, n) = upgraded(&c, libc::SIGHUP, &format!("serving after {needle}"));
+        answered += n;
+        assert!(log.contains(&needle), "{needle}: {log}");
+        assert_eq!(pids(&c), before, "{needle}: the same processes");
+    }
+    stops_with_0(&mut c);
+    report_figures(
+        "upgrade_setup::a_reload_moving_the_listener_to_another_address_on_the_same_port_serves_on",
+        "SIGHUP with listenAddress set to 127.0.0.1 on the same port, then back to every \
+         interface with the new bind made to fail (after the old listener was closed)",
+        1,
+        answered,
+        0,
+        "moved in place; the failed move bound 127.0.0.1 again (a WARNING, the setting recorded \
+         as in force, no upgrade again at once), and the next reload moved it; the same pids, \
+         every request answered",
+    );
+}

@@ -4,8 +4,11 @@
 //! upgrade (one line, nothing changed) instead of stopping the new program after the `execve`;
 //! the new program finds each listener it needs among those handed over by its address. Should
 //! it still have to bind one and fail (a state from a program that did not bind it), the
-//! listener in force is kept and the setting is recorded as it is in force. Pure: addresses in,
-//! choices out; the shell binds, adopts and closes.
+//! listener in force is kept and the setting is recorded as it is in force. One move can't be
+//! bound first: the same port on another address (`listenAddress` `127.0.0.1` to every
+//! interface, say) overlaps the listener in force, which the kernel refuses while it listens;
+//! the new program then closes the old one first and, should the new one fail, binds the old
+//! address again. Pure: addresses in, choices out; the shell binds, adopts and closes.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -25,10 +28,17 @@ pub(crate) fn client_in_force(at: SocketAddr) -> (u16, Option<IpAddr>) {
 /// What the old program binds for the new settings before the `execve`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ToBind {
-    /// `server.port` and `listenAddress`, when the listener in force is not them.
+    /// `server.port` and `listenAddress`, when the listener in force is not them and is on
+    /// another port.
     pub client: Option<(u16, Option<IpAddr>)>,
-    /// `adminAddress`, when set and not the one in force.
+    /// `adminAddress`, when set, not the one in force, and on another port.
     pub admin: Option<SocketAddr>,
+}
+
+/// Whether a listener for `port` would overlap the one in force at `at` (the same port): then
+/// it can't be bound while that one listens, and the old one goes first.
+pub(crate) fn overlaps(at: Option<SocketAddr>, port: u16) -> bool {
+    at.is_some_and(|a| a.port() == port)
 }
 
 /// What the settings to come need bound beyond the listeners in force (`client_at`,
@@ -41,9 +51,10 @@ pub(crate) fn to_bind(
     admin: Option<SocketAddr>,
 ) -> ToBind {
     ToBind {
-        client: (!client_at.is_some_and(|at| serves_client(at, port, listen)))
-            .then_some((port, listen)),
-        admin: admin.filter(|&a| admin_at != Some(a)),
+        client: (!client_at.is_some_and(|at| serves_client(at, port, listen))
+            && !overlaps(client_at, port))
+        .then_some((port, listen)),
+        admin: admin.filter(|&a| admin_at != Some(a) && !overlaps(admin_at, a.port())),
     }
 }
 
@@ -110,8 +121,12 @@ mod tests {
         let port = to_bind(client, admin, 3001, None, admin);
         assert_eq!(port.client, Some((3001, None)));
         assert_eq!(port.admin, None);
+        // The same port on another address overlaps the listener in force: not bound first.
         let listen = to_bind(client, admin, 3000, ip("127.0.0.1"), admin);
-        assert_eq!(listen.client, Some((3000, ip("127.0.0.1"))));
+        assert_eq!(listen.client, None);
+        let wider = to_bind(client, admin, 3000, None, Some(a("0.0.0.0:9000")));
+        assert_eq!(wider.admin, None);
+        assert!(overlaps(client, 3000) && !overlaps(client, 3001) && !overlaps(None, 3000));
         let moved = to_bind(client, admin, 3000, None, Some(a("127.0.0.1:9001")));
         assert_eq!(moved.admin, Some(a("127.0.0.1:9001")));
         assert_eq!(moved.client, None);
