@@ -270,6 +270,8 @@ fn a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving() {
         .config(json!({"server": {"cluster": {
             "adminAddress": admin.to_string(),
             "pidFile": "fhircluster.pid",
+            "accessLog": "json",
+            "accessLogPath": "access.log",
         }}}))
         .env(
             "FHIRCLUSTER_TEST_HANDOVER",
@@ -296,6 +298,12 @@ fn a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving() {
             "SIGHUP",
             threads(1),
             "serving on without the pid file",
+        ),
+        (
+            "setup-access-log",
+            "USR2",
+            json!({}),
+            "no access log until a reload opens it",
         ),
         (
             "setup-listen",
@@ -342,8 +350,8 @@ fn a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving() {
     report_figures(
         "upgrade_setup::a_fault_at_every_setup_step_after_the_execve_leaves_the_service_serving",
         "a fault at each setup step of the new program after the execve (USR2, or a SIGHUP that \
-         upgrades by itself): the control socket's file, its group and mode, the pid file, a \
-         changed server.port, a changed adminAddress; then SIGHUP",
+         upgrades by itself): the control socket's file, its group and mode, the pid file, the \
+         access log, a changed server.port, a changed adminAddress; then SIGHUP",
         steps.len() as u64,
         answered,
         0,
