@@ -32,6 +32,7 @@ mod client;
 mod demo;
 mod host;
 mod listen_again;
+mod own_files;
 mod reloader;
 mod resume;
 mod tx_usage_watch;
@@ -115,19 +116,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     }
     // Started (its file opened) before anything is served; put in force on the front door.
     let upgraded = std::env::var_os(crate::upgrade::exec::STATE_VAR).is_some();
-    let opened = crate::supervisor::test_hook::failing("setup-access-log")
-        .map_err(anyhow::Error::msg)
-        .and_then(|()| crate::logs::access_log::init(&settings, journal));
-    let access_log = match opened {
-        Ok(log) => log,
-        Err(e) if upgraded => {
-            warn!("{e:#}: no access log until a reload opens it");
-            // Recorded as off, what is in force: the next reload opens it.
-            settings.cluster.access_log = Default::default();
-            None
-        }
-        Err(e) => return Err(e),
-    };
+    let access_log = own_files::access_log(&mut settings, journal, upgraded)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
@@ -148,10 +137,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     };
     // The ports are known free (or kept across the upgrade): the pid can be told from now on.
     if let Some(path) = &pid_file {
-        let claimed = crate::supervisor::test_hook::failing("setup-pid-file")
-            .map_err(anyhow::Error::msg)
-            .and_then(|()| crate::ops::pid_file::claim(path));
-        survived(claimed, resume.is_some(), "serving on without the pid file")?;
+        own_files::pid_file(path, resume.is_some())?;
     }
     // The Node preload, before any process that names it starts; written again by an in-place
     // upgrade (the same path: the pid is kept), removed at the end.
@@ -161,14 +147,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         crate::node_report::remove(crate::node_report::path());
     }
     if let Some(path) = preload {
-        let installed = crate::supervisor::test_hook::failing("setup-preload")
-            .map_err(anyhow::Error::msg)
-            .and_then(|()| crate::node_report::install(path));
-        survived(
-            installed,
-            resume.is_some(),
-            "a process started again without it can't start: revert nodeReport, or free the path",
-        )?;
+        own_files::preload(path, resume.is_some())?;
         info!(
             "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
             path.display()
@@ -182,19 +161,6 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         crate::ops::pid_file::release(path);
     }
     ended
-}
-
-/// A setup step's failure: it stops the start; after an in-place upgrade (`upgraded`) the
-/// processes and the clients are already this program's, so it is a `WARNING` saying what it
-/// costs (`then`), and the launcher serves on (DEC-70).
-fn survived(step: Result<()>, upgraded: bool, then: &str) -> Result<()> {
-    match step {
-        Err(e) if upgraded => {
-            warn!("{e:#}: {then}");
-            Ok(())
-        }
-        other => other,
-    }
 }
 
 /// The runtime, on a thread of its own, running the cluster until it ends.
