@@ -83,3 +83,4 @@ mod upgrade_counters;
 mod upgrade_faults;
 mod upgrade_fixture;
 mod upgrade_keepalive;
+mod upgrade_setup;

@@ -140,6 +140,8 @@ fn options_of_format_1() -> Vec<&'static str> {
 fn added_within_format_1() -> Vec<(&'static str, Value)> {
     vec![
         ("controlFd", Value::Null),
+        ("controlFile", Value::Null),
+        ("prebound", json!([])),
         ("cooldowns", json!([])),
         ("reloadPending", json!(false)),
         ("counters", json!({})),
