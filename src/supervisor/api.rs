@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
 use crate::process::{Ending, ProcessId, ProcessSpec};
-pub use crate::proxy::forward::liveness::Owed;
+pub use super::hang::Owed;
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
 use crate::status::snapshot::SnapshotSettings;

@@ -18,6 +18,17 @@ use std::time::{Duration, Instant};
 
 use crate::process::ProcessId;
 
+/// The oldest request sent to a process since it last wrote a byte of an answer.
+#[derive(Clone, Debug)]
+pub struct Owed {
+    pub sent: std::time::Instant,
+    /// `proxy::forward::liveness`'s `heard` when it was sent: a later reading that differs means the process
+    /// wrote something since.
+    pub heard: u64,
+    pub method: http::Method,
+    pub target: http::Uri,
+}
+
 /// What the watchdog makes of a process now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {

@@ -17,16 +17,8 @@ use std::sync::Mutex;
 use http::{Method, Uri};
 use tokio::time::Instant;
 
-/// The oldest request sent to a process since it last wrote a byte of an answer.
-#[derive(Clone, Debug)]
-pub struct Owed {
-    pub sent: std::time::Instant,
-    /// `Liveness::heard` when it was sent: a later reading that differs means the process
-    /// wrote something since.
-    pub heard: u64,
-    pub method: Method,
-    pub target: Uri,
-}
+pub use crate::supervisor::hang::Owed;
+
 
 /// One process's liveness, shared by its pool's connections.
 #[derive(Debug, Default)]
