@@ -33,6 +33,7 @@ use crate::supervisor::{Control, Ended};
 mod client;
 mod demo;
 mod host;
+mod lame_duck;
 mod reloader;
 mod resume;
 mod tx_usage_watch;
@@ -277,7 +278,10 @@ async fn run(
                 let _ = serving.task.await;
                 return Ok(code);
             }
-            Until::Stop => return Ok(l.stop(&mut signals, serving).await),
+            Until::Stop => {
+                let lame_duck = reloader.running.cluster.lame_duck;
+                return Ok(l.stop(&mut signals, serving, lame_duck).await);
+            }
             Until::Upgrade(deferred) => {
                 // A `scale` or `restart` on the control socket is refused meanwhile (DEC-49).
                 l.desk.set_busy(Some(
@@ -466,8 +470,8 @@ impl Launcher {
                 sig = signals.next() => match meaning(sig, Phase::Serving) {
                     Meaning::Stop | Meaning::StopNow => {
                         info!(
-                            "{sig}: stopping (the drain, then the processes in order; another \
-                             SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
+                            "{}",
+                            lame_duck::stop_line(sig, reloader.running.cluster.lame_duck)
                         );
                         return Until::Stop;
                     }
@@ -534,12 +538,25 @@ impl Launcher {
         self.state.send_replace(notify::State::Reloading);
     }
 
-    /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
-    /// processes in order (STOP-5..9).
-    async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+    /// The orderly stop: the lame duck (`lameDuckSeconds`, DEC-88: serving on, no longer ready),
+    /// which a second stop signal skips; the drain (STOP-1..4), which a second stop signal cuts
+    /// short; then the processes in order (STOP-5..9).
+    async fn stop(
+        mut self,
+        signals: &mut Signals,
+        mut serving: Serving,
+        lame_duck: std::time::Duration,
+    ) -> ExitCode {
         self.desk.set_busy(Some("the launcher is stopping"));
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
+        if !lame_duck.is_zero() {
+            if let lame_duck::Ended::Supervisor(code) = self.lame_duck(signals, lame_duck).await {
+                let _ = serving.shutdown.send(listener::Shutdown::Stop);
+                let _ = serving.task.await;
+                return code;
+            }
+        }
         let _ = serving.shutdown.send(listener::Shutdown::Stop);
         loop {
             tokio::select! {

@@ -107,6 +107,18 @@ impl Launcher {
             );
             tokio::spawn(admin::serve(l, admin.clone()));
         }
+        // HAProxy's agent-check (DEC-89): bound anew after an in-place upgrade (the old
+        // program's socket closes at its execve; HAProxy keeps a server's state while its agent
+        // can't be reached, so the moment between changes nothing).
+        if let Some(addr) = c.agent_address {
+            let l = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("server.cluster.agentAddress {addr}: cannot listen"))?;
+            info!(
+                "HAProxy's agent-check (readiness and weight, one line per connection) on {addr}"
+            );
+            tokio::spawn(crate::ops::agent::serve(l, front.clone()));
+        }
         // The actions' way in, for the service user and its group only.
         let inherited = resume.and_then(Resume::control_listener);
         let control_socket = match crate::ops::control_socket::open(settings, inherited)? {

@@ -3,6 +3,7 @@
 //! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
 pub(crate) mod admin;
+pub(crate) mod agent;
 pub(crate) mod client_port;
 pub(crate) mod control_client;
 pub(crate) mod control_proto;
@@ -14,6 +15,7 @@ pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod pid_file;
 pub(crate) mod process_series;
+pub(crate) mod readiness;
 pub(crate) mod restart_cmd;
 pub(crate) mod scale_cmd;
 pub(crate) mod signal_stream;

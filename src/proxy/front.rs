@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct Front {
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
     /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
     pub access_log: crate::logs::access_log::InForce,
+    /// A stop's lame duck (`lameDuckSeconds`, DEC-88): serving on, but no longer ready, so the
+    /// balancers in front leave before the port closes.
+    lame_duck: AtomicBool,
 }
 
 impl Front {
@@ -74,7 +77,17 @@ impl Front {
             master_paths_in_flight: AtomicU32::new(0),
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
+            lame_duck: AtomicBool::new(false),
         })
+    }
+
+    /// The lame duck has begun: `/readyz` and the agent say so from now on.
+    pub fn begin_lame_duck(&self) {
+        self.lame_duck.store(true, Ordering::Release);
+    }
+
+    pub fn is_lame_duck(&self) -> bool {
+        self.lame_duck.load(Ordering::Acquire)
     }
 
     /// `upstreamTimeoutSeconds` now.

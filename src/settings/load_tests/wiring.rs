@@ -44,6 +44,8 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("pidFile", json!("run/fhircluster.pid")),
         ("nodeReport", json!(true)),
         ("predictiveAdmission", json!(true)),
+        ("lameDuckSeconds", json!(26)),
+        ("agentAddress", json!("127.0.0.1:9101")),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -109,6 +111,13 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (LogFormat::Json, &LogLevel::Debug, "h")
     );
     assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        (c.lame_duck, c.agent_address),
+        (
+            secs(26),
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9101)))
+        )
+    );
     assert_eq!(
         (c.control_socket.as_str(), c.control_group.as_str()),
         ("/run/fhircluster/ctl.sock", "fhirsmith")
