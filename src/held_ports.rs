@@ -53,8 +53,14 @@ pub fn needs(settings: &Settings, plan: &Plan) -> Vec<Need> {
         });
     }
     for (what, addr) in [
-        (paths::cluster::admin_address, settings.cluster.admin_address),
-        (paths::cluster::agent_address, settings.cluster.agent_address),
+        (
+            paths::cluster::admin_address,
+            settings.cluster.admin_address,
+        ),
+        (
+            paths::cluster::agent_address,
+            settings.cluster.agent_address,
+        ),
     ] {
         out.extend(addr.map(|addr| Need {
             what: what.to_string(),

@@ -29,6 +29,7 @@ mod ops_admin;
 mod ops_agent;
 mod ops_control;
 mod ops_demo;
+mod ops_haproxy;
 mod ops_listen;
 mod ops_logrotate;
 mod ops_logs;

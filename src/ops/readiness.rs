@@ -60,9 +60,9 @@ pub fn readiness(h: &HostState) -> Result<(), &'static str> {
     }
 }
 
-/// The share of the host's tx slots that is free, in percent: 1..=100 (never 0 while ready: HAProxy
-/// sends nothing new to a server at weight 0, not even its own cache-ids' sessions), 100 with
-/// no limit.
+/// The share of the host's tx slots that is free, in percent: 1..=100 (never 0 while ready:
+/// HAProxy takes a server at weight 0 out of its balancing, so with every host full it would
+/// answer its own `503` where the hosts' queues would serve), 100 with no limit.
 pub fn free_percent(h: &HostState) -> u64 {
     match h.slots {
         None => 100,
@@ -134,7 +134,11 @@ mod tests {
         assert_eq!(agent_line(&ready(Some(20), 90)), "up ready 1%\n");
         assert_eq!(agent_line(&ready(Some(0), 0)), "up ready 1%\n");
         assert_eq!(agent_line(&ready(None, 500)), "up ready 100%\n", "no limit");
-        assert_eq!(agent_line(&ready(Some(3), 1)), "up ready 66%\n", "rounded down");
+        assert_eq!(
+            agent_line(&ready(Some(3), 1)),
+            "up ready 66%\n",
+            "rounded down"
+        );
     }
 
     #[test]

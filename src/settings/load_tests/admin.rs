@@ -77,7 +77,11 @@ fn the_agent_address_takes_no_port_the_clients_processes_or_admin_endpoints_use(
         "must not use the port clients use",
     );
     refused(
-        settings(&["--workers=2"], &[], cluster(json!({"agentAddress": 3002}))),
+        settings(
+            &["--workers=2"],
+            &[],
+            cluster(json!({"agentAddress": 3002})),
+        ),
         "server.cluster.agentAddress",
         "must not use one of the processes' ports 3001-3003",
     );
