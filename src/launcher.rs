@@ -333,6 +333,8 @@ struct Launcher {
     /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
     /// over while the endpoint serves on until the `execve`).
     admin_fd: Option<std::os::fd::OwnedFd>,
+    /// HAProxy's agent's listening socket (`agentAddress`), a second fd as `admin_fd` is.
+    agent_fd: Option<std::os::fd::OwnedFd>,
     /// The control socket (`None`: off): its file goes when this is dropped at a clean stop.
     control_socket: Option<crate::ops::control_socket::ControlSocket>,
     /// The control socket's `upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade

@@ -77,3 +77,54 @@ fn the_agent_says_down_then_up_with_the_free_share_of_slots_then_drain() {
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
 }
+
+#[test]
+fn the_agents_socket_is_kept_across_an_in_place_upgrade_refusing_no_check() {
+    // spec: DEC-89 (agentAddress kept across an upgrade, as adminAddress is)
+    use crate::upgrade::Bin;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let bin = Bin::new();
+    let agent = free_port();
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": {
+            "agentAddress": format!("127.0.0.1:{agent}")
+        } } }))
+        .start_wrapped(&bin.wrap());
+    poll("up ready", secs(5), || {
+        (agent_line(agent)? == "up ready 100%\n").then_some(())
+    });
+    // HAProxy's checks, as often as a thread can make them, through the upgrade.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (answered, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let checker = {
+        let (stop, answered, refused) = (stop.clone(), answered.clone(), refused.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match agent_line(agent) {
+                    Some(line) if line.ends_with('\n') => answered.fetch_add(1, Ordering::Relaxed),
+                    _ => refused.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        })
+    };
+    bin.replace_with(std::path::Path::new(LAUNCHER));
+    let mark = c.mark();
+    unsafe_kill(c.child.id() as i32, libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    let kept = c.wait_for_after(mark, "HAProxy's agent-check", secs(10));
+    let before = answered.load(Ordering::Relaxed);
+    wait_until("checks answered after the upgrade", secs(10), || {
+        answered.load(Ordering::Relaxed) > before + 5
+    });
+    stop.store(true, Ordering::Relaxed);
+    checker.join().expect("checker");
+    assert_eq!(
+        refused.load(Ordering::Relaxed),
+        0,
+        "checks refused or unanswered during the upgrade ({} answered)",
+        answered.load(Ordering::Relaxed)
+    );
+    assert!(kept.contains("kept across the upgrade"), "{kept}");
+}

@@ -87,14 +87,7 @@ impl Launcher {
         let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
         let admin = Admin::start(front.clone(), control.clone(), desk.clone());
         if let Some(addr) = c.admin_address {
-            let inherited = resume
-                .and_then(Resume::admin_listener)
-                .filter(|l| l.local_addr().is_ok_and(|a| a == addr))
-                .and_then(|l| {
-                    l.set_nonblocking(true).ok()?;
-                    TcpListener::from_std(l).ok()
-                });
-            let l = match inherited {
+            let l = match inherited_listener(resume.and_then(Resume::admin_listener), addr) {
                 Some(l) => l,
                 None => TcpListener::bind(addr).await.with_context(|| {
                     format!("server.cluster.adminAddress {addr}: cannot listen")
@@ -107,15 +100,24 @@ impl Launcher {
             );
             tokio::spawn(admin::serve(l, admin.clone()));
         }
-        // HAProxy's agent-check (DEC-89): bound anew after an in-place upgrade (the old
-        // program's socket closes at its execve; HAProxy keeps a server's state while its agent
-        // can't be reached, so the moment between changes nothing).
+        // HAProxy's agent-check (DEC-89), its socket kept across an in-place upgrade so no
+        // check is refused meanwhile.
+        let mut agent_fd = None;
         if let Some(addr) = c.agent_address {
-            let l = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("server.cluster.agentAddress {addr}: cannot listen"))?;
+            let (l, place) = match inherited_listener(resume.and_then(Resume::agent_listener), addr)
+            {
+                Some(l) => (l, " (kept across the upgrade)"),
+                None => (
+                    TcpListener::bind(addr).await.with_context(|| {
+                        format!("server.cluster.agentAddress {addr}: cannot listen")
+                    })?,
+                    "",
+                ),
+            };
+            agent_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
             info!(
-                "HAProxy's agent-check (readiness and weight, one line per connection) on {addr}"
+                "HAProxy's agent-check (readiness and weight, one line per connection) on \
+                 {addr}{place}"
             );
             tokio::spawn(crate::ops::agent::serve(l, front.clone()));
         }
@@ -197,6 +199,7 @@ impl Launcher {
         Ok(Launcher {
             front,
             admin_fd,
+            agent_fd,
             control_socket,
             desk,
             upgrade_asks,
@@ -211,6 +214,17 @@ impl Launcher {
             old_pid_file: None,
         })
     }
+}
+
+/// The listener the program before handed over, when it is still at `addr` (the setting may
+/// have changed with the upgrade: then it is closed and `addr` bound anew).
+fn inherited_listener(
+    inherited: Option<std::net::TcpListener>,
+    addr: std::net::SocketAddr,
+) -> Option<TcpListener> {
+    let l = inherited.filter(|l| l.local_addr().is_ok_and(|a| a == addr))?;
+    l.set_nonblocking(true).ok()?;
+    TcpListener::from_std(l).ok()
 }
 
 /// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if

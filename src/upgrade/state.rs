@@ -77,6 +77,9 @@ pub(crate) struct Handover {
     /// The control socket's listening fd (its file stays where it is).
     #[serde(default)]
     pub control_fd: Option<i32>,
+    /// HAProxy's agent's listening fd (`agentAddress`, DEC-89).
+    #[serde(default)]
+    pub agent_fd: Option<i32>,
     /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
     pub mark: String,
     pub guardian: Option<GuardianState>,

@@ -140,6 +140,7 @@ fn options_of_format_1() -> Vec<&'static str> {
 fn added_within_format_1() -> Vec<(&'static str, Value)> {
     vec![
         ("controlFd", Value::Null),
+        ("agentFd", Value::Null),
         ("cooldowns", json!([])),
         ("reloadPending", json!(false)),
         ("counters", json!({})),

@@ -82,6 +82,7 @@ pub(super) fn handover() -> Handover {
         client_fd: 5,
         admin_fd: Some(6),
         control_fd: Some(7),
+        agent_fd: Some(9),
         mark: "123.456".into(),
         guardian: Some(GuardianState {
             pid: 99,
