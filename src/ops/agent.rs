@@ -3,8 +3,10 @@
 //! weight from its free tx slots, so HAProxy sends new sessions to the hosts with room and
 //! stops sending them to one that is stopping before its health check would notice.
 //!
-//! The line is a few bytes written to a socket just accepted: it fits the socket's buffer, so it
-//! is written at once in the accept loop, with no task per connection and nothing that grows.
+//! The line is a few bytes written to a socket just accepted: it fits the socket's empty send
+//! buffer, so it is written at once in the accept loop (on the socket as std has it: tokio's
+//! own write would wait for the reactor to report it writable first), with no task per
+//! connection and nothing that grows.
 
 use std::time::Duration;
 
@@ -27,7 +29,10 @@ pub async fn serve(listener: TcpListener, front: std::sync::Arc<Front>) {
             }
         };
         let line = agent_line(&HostState::of(&front));
-        if let Err(e) = stream.try_write(line.as_bytes()) {
+        let written = stream
+            .into_std()
+            .and_then(|s| std::io::Write::write_all(&mut &s, line.as_bytes()));
+        if let Err(e) = written {
             debug!("agent: writing the line: {e}");
         }
         // Dropped: closed, which ends HAProxy's read of the line.
