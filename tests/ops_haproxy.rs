@@ -4,7 +4,9 @@
 //! `adminAddress` as the health check and their agents on `agentAddress`, DEC-89): every
 //! cache-id session stays on its host (the sim's `X-Served-By`), other tx requests spread over
 //! the hosts, and a host stopped under load with `lameDuckSeconds` (DEC-88) loses no request;
-//! once it is gone, its ids get `cache-id-unknown` from another host. Without haproxy installed
+//! once it is gone, its ids get `cache-id-unknown` from another host. A host whose slots other
+//! clients hold (straight to its port) gets a measured smaller share of the requests through
+//! HAProxy, its agent's weight read back from HAProxy's stats socket. Without haproxy installed
 //! these tests fail, saying so (.ci/run installs it).
 
 use crate::common;
@@ -110,6 +112,11 @@ struct Host {
 }
 
 fn host(prefix: &str, lame_duck: u64) -> Host {
+    host_with(prefix, json!({ "lameDuckSeconds": lame_duck }))
+}
+
+/// A host whose `server.cluster` also has `cluster`'s settings.
+fn host_with(prefix: &str, cluster_settings: serde_json::Value) -> Host {
     let (admin, agent) = (free_port(), free_port());
     let c = cluster()
         .workers(1)
@@ -117,9 +124,9 @@ fn host(prefix: &str, lame_duck: u64) -> Host {
             "hostPrefix": prefix,
             "adminAddress": admin,
             "agentAddress": agent,
-            "lameDuckSeconds": lame_duck,
             "drainSeconds": 5
         } } }))
+        .config(json!({ "server": { "cluster": cluster_settings } }))
         .start();
     Host { c, admin, agent }
 }
@@ -308,4 +315,101 @@ fn three_hosts_behind_haproxy_keep_their_sessions_spread_the_rest_and_a_lame_duc
     }
     drop(hp);
     drop((a, cc));
+}
+
+/// Host `server`'s weight in `backend` as HAProxy has it now (`show servers state`, its
+/// `srv_uweight`), through the stats socket at `sock`.
+fn haproxy_weight(sock: &std::path::Path, backend: &str, server: &str) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(format!("show servers state {backend}\n").as_bytes())
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let header: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("# be_id"))?
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    let (name, weight) = (
+        header.iter().position(|c| *c == "srv_name")?,
+        header.iter().position(|c| *c == "srv_uweight")?,
+    );
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cols| cols.get(name) == Some(&server))?
+        .get(weight)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_host_whose_slots_other_clients_hold_gets_fewer_new_sessions_through_haproxy() {
+    // spec: DEC-89: the weight is the host's own view of its slots, which counts the requests
+    // that never passed through HAProxy (HAProxy's connection count is only its own).
+    let slots = json!({ "maxOutstanding": 4, "fastLaneExtra": 0, "upstreamTimeoutSeconds": 30 });
+    let (a, b, cc) = (
+        host_with("a", slots.clone()),
+        host_with("b", slots.clone()),
+        host_with("c", slots),
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let config = print_haproxy(&[
+        "--listen".into(),
+        addr.to_string(),
+        "--host".into(),
+        a.spec("a"),
+        "--host".into(),
+        b.spec("b"),
+        "--host".into(),
+        cc.spec("c"),
+    ]);
+    // The test's own look at HAProxy's weights: its stats socket.
+    let sockdir = tempfile::tempdir().expect("socket dir");
+    let sock = sockdir.path().join("admin.sock");
+    let config = config.replacen(
+        "global\n",
+        &format!("global\n    stats socket {} level admin\n", sock.display()),
+        1,
+    );
+    let hp = Haproxy::start(&config, addr);
+    poll("host a at its full weight", secs(30), || {
+        (haproxy_weight(&sock, "fhir_tx", "a")? == 100).then_some(())
+    });
+    // Other clients hold 6 of host a's 8 slots, straight to its port: HAProxy counts none.
+    let a_addr = a.c.addr();
+    for _ in 0..6 {
+        std::thread::spawn(move || {
+            request(a_addr, "GET", "/r4/ValueSet/$expand?_sim_hang=1", &[], b"")
+        });
+    }
+    poll("host a's weight at 25% in HAProxy", secs(20), || {
+        (haproxy_weight(&sock, "fhir_tx", "a")? <= 25).then_some(())
+    });
+    // Clients through HAProxy, 6 at once, 10 requests each, each response lasting a second.
+    let on = Arc::new(Mutex::new(std::collections::BTreeMap::<char, u32>::new()));
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            let on = on.clone();
+            std::thread::spawn(move || {
+                for _ in 0..10 {
+                    let r = request(addr, "GET", "/r4/metadata?_sim_stream=1", &[], b"");
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    let host = r.served_by().chars().next().unwrap_or('?');
+                    *on.lock().expect("lock").entry(host).or_default() += 1;
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
+    let on = on.lock().expect("lock").clone();
+    eprintln!("60 requests through HAProxy with host a at 25% of its slots free: {on:?}");
+    let on_a = on.get(&'a').copied().unwrap_or(0);
+    // An even share would be 20 of 60; by the weights (25% against the others' free share as
+    // they fill), about 10.
+    assert!(on_a < 15, "host a took {on_a} of 60: {on:?}");
+    drop(hp);
 }
