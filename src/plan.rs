@@ -14,7 +14,7 @@
 //! when the wrapper doesn't pass the flags on.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::process::{ProcessId, ProcessSpec, Role};
@@ -62,8 +62,8 @@ pub enum PlanError {
     Ports(SettingsError),
     /// `server.cluster.command` is empty.
     EmptyCommand,
-    /// `server.cluster.bindAddress` is not an IP address.
-    BindAddress(String),
+    /// `server.cluster.bindAddress` is a host name that gives no address: the name, and why.
+    BindAddress(String, String),
     /// The data directory can't be made absolute or isn't UTF-8.
     DataDir(String),
 }
@@ -73,10 +73,9 @@ impl fmt::Display for PlanError {
         match self {
             PlanError::Ports(e) => e.fmt(f),
             PlanError::EmptyCommand => write!(f, "server.cluster.command is empty"),
-            PlanError::BindAddress(address) => write!(
-                f,
-                "server.cluster.bindAddress {address:?} is not an IP address"
-            ),
+            PlanError::BindAddress(address, why) => {
+                write!(f, "server.cluster.bindAddress {address:?} {why}")
+            }
             PlanError::DataDir(why) => write!(f, "the data directory: {why}"),
         }
     }
@@ -110,16 +109,10 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
         .command
         .split_first()
         .ok_or(PlanError::EmptyCommand)?;
-    let bind: IpAddr = settings
-        .cluster
-        .bind_address
-        .parse()
-        .map_err(|_| PlanError::BindAddress(settings.cluster.bind_address.clone()))?;
-    let connect_ip = match bind {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
+    // A host name is looked up here, the plan's one outside input beside the settings (DEC-40).
+    let reach = crate::system::resolve::addresses(&settings.cluster.bind_address)
+        .map_err(|why| PlanError::BindAddress(settings.cluster.bind_address.clone(), why))?;
+    let (connect_ip, also_at) = (reach[0], reach[1..].to_vec());
     let data_dir = std::path::absolute(&settings.data_dir)
         .map_err(|e| PlanError::DataDir(format!("{}: {e}", settings.data_dir.display())))?;
     let data_dir = data_dir
@@ -197,6 +190,7 @@ pub fn replan(settings: &Settings, workers: u32, decision: String) -> Result<Pla
             bind_address: settings.cluster.bind_address.clone(),
             port,
             connect_addr: SocketAddr::new(connect_ip, port),
+            also_at: also_at.clone(),
             argv,
             env,
             serves_tx: role == Role::TxWorker || settings.cluster.master_serves_tx,

@@ -55,6 +55,9 @@ pub(crate) struct ProcessSpec {
     pub port: u16,
     /// Where the launcher reaches it: `bindAddress`, or loopback for `0.0.0.0` / `::` (ROLE-9).
     pub connect_addr: SocketAddr,
+    /// The other addresses `bindAddress`, a host name, resolves to: tried in turn after
+    /// `connect_addr`'s, on the same port (DEC-40). Empty for an address.
+    pub also_at: Vec<std::net::IpAddr>,
     /// Program and arguments, exactly as executed (node flags and `--expose-gc` included).
     pub argv: Vec<String>,
     /// Environment added to the launcher's own for this process.
@@ -119,6 +122,32 @@ impl Exit {
                 Err(_) => s.to_string(),
             }),
             _ => None,
+        }
+    }
+}
+
+/// How a process ended, as far as a request in flight on it can be blamed (`proxy::death`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// It exited or was killed by a signal; `oom_kills_rose`: the cgroup's `oom_kill` count rose
+    /// between its start and its exit.
+    Exited { exit: Exit, oom_kills_rose: bool },
+    /// The launcher killed it for hanging (its hang watchdog, `reason="hung"`): a request it
+    /// hung on may be what hung it.
+    /// Killed by the hang watchdog (DEC-82, `reason="hung"`) while it owed an answer.
+    KilledHung,
+}
+
+/// `signal SIGKILL, the OOM killer's`, `killed for hanging`: how the 502 says it.
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ending::Exited {
+                exit,
+                oom_kills_rose: true,
+            } => write!(f, "{exit}, the OOM killer's"),
+            Ending::Exited { exit, .. } => write!(f, "{exit}"),
+            Ending::KilledHung => f.write_str("killed by the launcher for hanging"),
         }
     }
 }

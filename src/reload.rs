@@ -9,6 +9,11 @@
 //!
 //! Pure: `changes` and `apply_live`. Reading the file and the machine again is the launcher's
 //! (`launcher/reloader.rs`).
+//!
+//! Where a reload's code lives: what changed and what it means, here and in `reload/live.rs`;
+//! the signal, the file read again and the upgrade it may ask for, `launcher/reloader.rs`; the
+//! processes restarted in turn, `supervisor/shell/reload.rs` (the shell) and
+//! `supervisor/lifecycle/rolling.rs` (the order, pure).
 
 use crate::settings::setting::Setting;
 use crate::settings::{Reload, Settings, TABLE};

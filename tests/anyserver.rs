@@ -383,3 +383,29 @@ fn readmes_any_server_example_spreads_its_tx_paths_over_the_workers() {
     let r = c.get("/");
     assert_eq!(r.header("x-process"), Some("m0"), "{r:?}");
 }
+
+#[test]
+fn a_host_name_bind_address_reaches_a_real_node_server_and_says_where() {
+    // spec: ROLE-9, DEC-40. `localhost`, as cluster.js takes it: each Node process resolves the
+    // name for itself (Node 17+: the first address the system lists), and the launcher reaches
+    // it at every address the name resolves to (its `--check` lists them).
+    let node = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/plain-node-server.js"
+    );
+    let mut c = cluster()
+        .workers(1)
+        .command(&["node", node])
+        .config(json!({ "server": { "cluster": { "bindAddress": "localhost" } } }))
+        .start();
+    let mut served = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let r = c.get("/r4/CodeSystem/$lookup?system=http://loinc.org&code=1");
+        assert_eq!(r.status, 200, "{:?}", c.log_lines());
+        served.extend(r.header("x-served-by").map(str::to_string));
+    }
+    assert!(served.contains("tx1"), "tx1 never served: {served:?}");
+    // The processes were told the name, not an address of the launcher's choosing.
+    let started = c.wait_for("tx1: started", WAIT);
+    assert!(started.contains("localhost"), "{started}");
+}

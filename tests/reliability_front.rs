@@ -328,3 +328,43 @@ fn a_client_that_pipelines_and_never_reads_is_closed_though_no_write_ever_waits(
         ),
     );
 }
+
+#[test]
+fn a_request_content_length_list_is_refused_a_repeated_equal_line_taken_as_one() {
+    // spec: DEC-36 (the one-value rule for requests, as hyper's server holds it: a list is
+    // refused, RFC 9110 §8.6 allows it; equal repeated lines are one value; differing ones are
+    // refused), DEC-38 (each refusal the launcher's own)
+    let c = cluster().workers(1).start();
+    let addr = c.addr();
+    let post = |lengths: &str| {
+        let raw = format!(
+            "POST /r4/CodeSystem/$validate-code HTTP/1.1\r\nHost: {addr}\r\n\
+             Content-Type: application/json\r\n{lengths}Connection: close\r\n\r\n{{}}"
+        );
+        raw_request(addr, raw.as_bytes(), Duration::from_secs(10))
+    };
+    for lengths in [
+        "Content-Length: 2, 2\r\n",
+        "Content-Length: 2,2\r\n",
+        "Content-Length: 2\r\nContent-Length: 3\r\n",
+    ] {
+        let r = post(lengths);
+        assert_eq!(
+            (r.status, r.json()["resourceType"].as_str()),
+            (400, Some("OperationOutcome")),
+            "{lengths:?}: {}",
+            r.text()
+        );
+        assert_eq!(r.served_by(), "", "{lengths:?}: the launcher's own 400");
+    }
+    let r = post("Content-Length: 2\r\nContent-Length: 2\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        (
+            r.header("x-sim-content-length"),
+            r.header("x-sim-body-length")
+        ),
+        (Some("2"), Some("2")),
+        "one Content-Length passed on"
+    );
+}

@@ -157,3 +157,69 @@ fn gets_with_a_cache_id_whose_issuer_is_killed_in_flight_are_not_sent_elsewhere(
     }
     c.wait_for("tx1: ready", secs(20));
 }
+
+/// A GET the worker answers after 1.5 s, burning no CPU (its slot stays taken).
+const SLOW_GET: &str = "/r4/CodeSystem/$lookup?system=http://loinc.org&code=1&_sim_delay_ms=1500";
+
+#[test]
+fn a_get_sigkilled_unanswered_waits_for_a_busy_processes_slot_instead_of_a_502() {
+    // spec: DEC-33 (the GET sent once more waits for a slot as a new request does, its
+    // queueSeconds counted from the retry)
+    let mut c = cluster()
+        .workers(2)
+        .config(json!({ "server": { "cluster": {
+            "masterServesTx": false, "maxOutstanding": 1, "fastLaneExtra": 0,
+            "normalMinSlots": 0, "saturatedPercent": 0, "queueSeconds": 10
+        } } }))
+        .start();
+    let addr = c.addr();
+    let gets: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let sent = std::time::Instant::now();
+                (request(addr, "GET", SLOW_GET, &[], b""), sent.elapsed())
+            })
+        })
+        .collect();
+    wait_until("one slow GET on each worker", secs(20), || {
+        in_flight_on(&c, "tx1") == 1 && in_flight_on(&c, "tx2") == 1
+    });
+    std::thread::sleep(Duration::from_millis(300)); // into its 1.5 s, as the probe did
+    unsafe_kill(c.pid_of("tx1"), SIGKILL);
+    let answers: Vec<(Response, Duration)> =
+        gets.into_iter().map(|t| t.join().expect("get")).collect();
+    // Answered by tx2 once its slot freed, or by tx1 once restarted: never a 502.
+    for (r, took) in &answers {
+        assert_eq!(r.status, 200, "after {took:?}: {}", r.text());
+    }
+    c.wait_for("tx1: ready", secs(20));
+    report_figures(
+        "reliability_retry::a_get_sigkilled_unanswered_waits_for_a_busy_processes_slot",
+        "2 workers with maxOutstanding 1, two 1.5 s GETs, tx1 SIGKILLed into its GET",
+        1,
+        2,
+        0,
+        "the GET tx1 had waited for tx2's slot and was answered (DEC-33)",
+    );
+}
+
+#[test]
+fn a_get_its_only_process_never_answered_is_a_502_logged_at_warning() {
+    // spec: DEC-33, LAUNCH-9 (every 502 of the launcher's is logged at WARNING, with its reason)
+    let mut c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": { "masterServesTx": false } } }))
+        .start();
+    let addr = c.addr();
+    let mark = c.mark();
+    let get = std::thread::spawn(move || request(addr, "GET", SLOW_GET, &[], b""));
+    wait_until("the slow GET on tx1", secs(20), || {
+        in_flight_on(&c, "tx1") == 1
+    });
+    unsafe_kill(c.pid_of("tx1"), SIGKILL);
+    let r = get.join().expect("get");
+    assert_eq!(r.status, 502, "{}", r.text());
+    let line = c.wait_for_after(mark, "answered 502", secs(10));
+    assert!(line.contains("WARN") && line.contains("tx1"), "{line}");
+    c.wait_for("tx1: ready", secs(20));
+}

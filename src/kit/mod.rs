@@ -26,8 +26,7 @@ pub const ALERTS: &str = include_str!("fhircluster-alerts.yml");
 /// The Grafana dashboard (Dashboards > New > Import).
 pub const DASHBOARD: &str = include_str!("fhircluster-dashboard.json");
 
-/// The data directory of Deploy's layout, printed when none is given.
-pub(crate) const DEFAULT_DATA_DIR: &str = "/var/lib/fhirsmith";
+pub(crate) use crate::cli::print::DEFAULT_DATA_DIR;
 /// Prints `what` on stdout: exit 0, or 1 with one line on stderr when the settings are bad.
 pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
     let text = match what {
@@ -51,16 +50,37 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
         Print::SystemdUnit {
             user,
             working_directory,
+            memory_max,
         } => {
             let exe =
                 std::env::current_exe().unwrap_or_else(|_| "/usr/local/bin/fhircluster".into());
             let working_directory = absolute(working_directory);
             check_name("--user", user)?;
+            if let Some(max) = memory_max.as_deref().filter(|m| !unit::valid_memory_max(m)) {
+                anyhow::bail!(
+                    "--memory-max {max:?}: give systemd's MemoryMax=, e.g. 16G, 512M, 80% or \
+                     infinity"
+                );
+            }
+            // What the launcher makes or renames in place, each in its directory.
+            let files: Vec<PathBuf> = [
+                s.control_socket_path(),
+                crate::ops::pid_file::path(&data_dir, &s.cluster.pid_file),
+                (!s.cluster.access_log_path.is_empty())
+                    .then(|| logrotate::access_log_file(&data_dir, &s.cluster.access_log_path)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|f| absolute(&f))
+            .collect();
+            let writable = unit::writable_dirs(&data_dir, &files);
             for (what, path) in [
                 ("the binary's path", &exe),
                 ("--working-directory", &working_directory),
-                ("the data directory", &data_dir),
-            ] {
+            ]
+            .into_iter()
+            .chain(writable.iter().map(|d| ("a directory it writes", d)))
+            {
                 check_path(what, path)?;
             }
             unit::render(&unit::Unit {
@@ -68,6 +88,8 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
                 user,
                 working_directory: &working_directory,
                 data_dir: &data_dir,
+                writable: &writable,
+                memory_max: memory_max.as_deref(),
                 longest_secs: unit::longest_stop(s).as_secs_f64().ceil() as u64,
                 stop_secs: unit::timeout_stop_secs(s),
             })
@@ -78,18 +100,32 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
             check_path("the access log's path", &file)?;
             logrotate::render(&file, user, s.cluster.access_log_path.is_empty())
         }
-        Print::Nginx { listen, hosts } => {
+        Print::Nginx {
+            listen,
+            server_name,
+            hosts,
+        } => {
             if listen.is_empty() || listen.chars().any(|c| c.is_control() || ";{}#".contains(c)) {
                 anyhow::bail!(
                     "--listen {listen:?}: give nginx's listen arguments, e.g. 80 or \"443 ssl\""
                 );
             }
+            let name = server_name.as_deref().unwrap_or(nginx::NO_NAME);
+            if name.is_empty()
+                || name
+                    .chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || ";{}#'\"\\$".contains(c))
+            {
+                anyhow::bail!(
+                    "--server-name {name:?}: give the one name clients use, e.g. fhir.example.org"
+                );
+            }
             if hosts.host.is_empty() {
-                nginx::render(listen, &nginx::upstream(s))
+                nginx::render(listen, name, &nginx::upstream(s))
             } else {
                 let hosts = hosts::parse(&hosts.host, hosts.master_host.as_deref(), s)
                     .map_err(anyhow::Error::msg)?;
-                nginx::render_many(listen, &hosts, &endpoints(s), &s.tx.instance_code)
+                nginx::render_many(listen, name, &hosts, &endpoints(s), &s.tx.instance_code)
             }
         }
         Print::Haproxy { listen, hosts } => {
@@ -225,17 +261,21 @@ mod tests {
             assert!(e.contains("can't carry"), "{e}");
         }
         let s = Settings::default();
-        let nginx = |listen: &str| {
+        let nginx = |listen: &str, name: &str| {
             render(
                 &Print::Nginx {
                     listen: listen.into(),
+                    server_name: Some(name.into()),
                     hosts: Default::default(),
                 },
                 &s,
             )
         };
-        assert!(nginx("443 ssl").is_ok());
-        assert!(nginx("80; include /etc/passwd").is_err());
+        assert!(nginx("443 ssl", "fhir.example.org").is_ok());
+        assert!(nginx("80; include /etc/passwd", "x").is_err());
+        for bad in ["", "a b", "x; include /etc/passwd", "a{", "$host"] {
+            assert!(nginx("80", bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -266,6 +306,17 @@ mod tests {
     }
 
     #[test]
+    fn print_help_gives_one_default_data_directory() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        let print = cli.find_subcommand_mut("print").expect("print");
+        let help = print.render_long_help().to_string();
+        assert!(help.contains(DEFAULT_DATA_DIR), "{help}");
+        assert!(!help.contains("[default: .]"), "{help}");
+    }
+
+    #[test]
     fn print_takes_its_subcommands_and_their_flags() {
         use clap::Parser;
         let c = Cli::try_parse_from(["fhircluster", "print", "systemd-unit", "--user", "u"])
@@ -275,6 +326,7 @@ mod tests {
             Some(crate::cli::Action::Print(Print::SystemdUnit {
                 user: "u".into(),
                 working_directory: DEFAULT_WORKING_DIR.into(),
+                memory_max: None,
             }))
         );
         assert!(Cli::try_parse_from(["fhircluster", "print", "recipes"]).is_err());

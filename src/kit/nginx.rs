@@ -34,16 +34,26 @@ pub(super) fn upstream(s: &Settings) -> SocketAddr {
     SocketAddr::new(ip, s.port)
 }
 
+/// `server_name` without `--server-name`: a name no client uses, so the block is chosen for a
+/// request only when it is the default server of its `listen` (nginx.md).
+pub(super) const NO_NAME: &str = "_";
+
 /// The config's text.
-pub(super) fn render(listen: &str, upstream: &SocketAddr) -> String {
+pub(super) fn render(listen: &str, server_name: &str, upstream: &SocketAddr) -> String {
     format!(
         "\
 # nginx in front of fhircluster (nginx.md, one host), as printed by `fhircluster print nginx`.
 # It goes inside nginx's http {{ }}; install, then check and reload nginx:
 #   fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf && nginx -t && nginx -s reload
+# Debian's and Ubuntu's nginx come with a default site, /etc/nginx/sites-enabled/default
+# (listen 80 default_server), which answers every request for a name no server block has,
+# with nginx's own pages. Either print this with --server-name and the name clients use (then
+# only requests for it come here), or remove the default site, so this block takes every
+# request on its port: rm /etc/nginx/sites-enabled/default
 {}",
         one_host_block()
             .replace("{{LISTEN}}", listen)
+            .replace("{{SERVER_NAME}}", server_name)
             .replace("{{FHIRCLUSTER}}", &upstream.to_string())
     )
 }
@@ -53,6 +63,7 @@ pub(super) fn render(listen: &str, upstream: &SocketAddr) -> String {
 /// host's pool, and a pair of locations per tx endpoint.
 pub(super) fn render_many(
     listen: &str,
+    server_name: &str,
     hosts: &Hosts,
     endpoints: &[String],
     master_code: &str,
@@ -99,7 +110,10 @@ pub(super) fn render_many(
             h.prefix
         );
     }
-    let _ = write!(out, "}}\n\nserver {{\n    listen {listen};\n{MANY_SERVER}");
+    let _ = write!(
+        out,
+        "}}\n\nserver {{\n    listen {listen};\n    server_name {server_name};\n{MANY_SERVER}"
+    );
     for e in endpoints {
         let _ = write!(
             out,
@@ -177,7 +191,7 @@ mod tests {
             "b=10.0.0.12:3000".to_string(),
         ];
         let hosts = parse(&specs, None, &Settings::default()).expect("hosts");
-        let printed = render_many("80", &hosts, &["/r4".to_string()], "m0");
+        let printed = render_many("80", NO_NAME, &hosts, &["/r4".to_string()], "m0");
         let block = many_hosts_block();
         assert!(!block.is_empty(), "nginx.md has no many-hosts.conf block");
         assert!(
@@ -199,6 +213,7 @@ mod tests {
         assert!(b.starts_with("upstream fhirsmith {"), "{b}");
         assert!(b.trim_end().ends_with('}') && !b.contains("```"), "{b}");
         assert!(b.contains("{{FHIRCLUSTER}}") && b.contains("{{LISTEN}}"));
+        assert!(b.contains("server_name {{SERVER_NAME}};"), "{b}");
     }
 
     #[test]
@@ -207,9 +222,10 @@ mod tests {
         assert_eq!(upstream(&s).to_string(), "127.0.0.1:3000");
         s.cluster.listen_address = Some("::1".parse().expect("ip"));
         s.port = 8080;
-        let text = render("443 ssl", &upstream(&s));
+        let text = render("443 ssl", "fhir.example.org", &upstream(&s));
         assert!(text.contains("server [::1]:8080;"), "{text}");
         assert!(text.contains("listen 443 ssl;"), "{text}");
+        assert!(text.contains("server_name fhir.example.org;"), "{text}");
         assert!(!text.contains("{{"), "{text}");
     }
 }

@@ -46,14 +46,15 @@ pub(super) enum Reloaded {
 /// The supervisor's part of a reload that waits for the in-place upgrade, and the settings the
 /// upgrade takes (named in its refusal).
 pub(super) struct Deferred {
-    reload: Reload,
+    /// Boxed: the reload is large, and this waits in enums with small variants.
+    reload: Box<Reload>,
     pub(super) waiting: Vec<String>,
 }
 
 impl Deferred {
     /// The upgrade did not happen: the supervisor's part now.
     pub(super) async fn carry_out(self, control: &mpsc::Sender<Control>) {
-        let _ = control.send(Control::Reload(self.reload)).await;
+        let _ = control.send(Control::Reload(*self.reload)).await;
     }
 }
 
@@ -113,7 +114,7 @@ impl Reloader {
                 names(&changes.upgrade)
             );
             return Ok(Reloaded::Upgrade(Deferred {
-                reload: r,
+                reload: Box::new(r),
                 waiting: changes
                     .upgrade
                     .iter()

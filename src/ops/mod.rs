@@ -3,6 +3,7 @@
 //! `/metrics`), the control socket the actions go to, and the `fhircluster status` table.
 
 pub(crate) mod admin;
+pub(crate) mod admin_room;
 pub(crate) mod agent;
 pub(crate) mod client_port;
 pub(crate) mod control_client;

@@ -31,7 +31,10 @@ pub fn render_check(plan: &Plan) -> String {
     let mut out = format!("{}\n", plan.decision);
     for p in &plan.processes {
         let listen = host_port(&p.bind_address, p.port);
-        let reached = p.connect_addr.to_string();
+        let mut reached = p.connect_addr.to_string();
+        for ip in &p.also_at {
+            reached.push_str(&format!(" or {}", std::net::SocketAddr::new(*ip, p.port)));
+        }
         let reached = if reached == listen {
             String::new()
         } else {

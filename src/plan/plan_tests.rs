@@ -181,11 +181,24 @@ fn bind_any_is_reached_over_loopback() {
         plan.processes[0].connect_addr,
         "10.0.0.5:3001".parse().unwrap()
     );
+    // spec: DEC-40. A name: reached at every address it resolves to, the first first.
     s.cluster.bind_address = "localhost".to_string();
+    let plan = replan(&s, 0, String::new()).unwrap();
+    let p = &plan.processes[0];
+    assert!(p.connect_addr.ip().is_loopback() && p.connect_addr.port() == 3001);
+    assert!(p
+        .also_at
+        .iter()
+        .all(|ip| ip.is_loopback() && *ip != p.connect_addr.ip()));
     assert_eq!(
-        replan(&s, 0, String::new()),
-        Err(PlanError::BindAddress("localhost".to_string()))
+        p.bind_address, "localhost",
+        "the processes are told the name"
     );
+    s.cluster.bind_address = "no-such-host.invalid".to_string();
+    assert!(matches!(
+        replan(&s, 0, String::new()),
+        Err(PlanError::BindAddress(name, _)) if name == "no-such-host.invalid"
+    ));
 }
 
 #[test]

@@ -57,8 +57,10 @@ pub enum Answer {
     TooManyHeaders,
     /// A request target over 65,534 bytes: `414`, `Connection: close`.
     TargetTooLong,
-    /// The process took the request and gave no answer: `502` (LAUNCH-9).
-    BadGateway { code: String },
+    /// The process took the request and gave no answer: `502` (LAUNCH-9). `ended`: how it
+    /// ended by itself under the request, which was not sent on for it may be the cause
+    /// (DEC-73).
+    BadGateway { code: String, ended: Option<String> },
     /// No response began within `upstreamTimeoutSeconds`: `504` naming the process
     /// (TIMEOUT-1, TIMEOUT-2).
     GatewayTimeout { code: String, secs: f64 },
@@ -186,10 +188,21 @@ impl Answer {
                 "The server is shutting down; try again shortly",
             ),
             Answer::CacheIdLost { cache_id } => Outcome::cache_id_lost_to_restart(cache_id),
-            Answer::BadGateway { code } => Outcome::error(
+            Answer::BadGateway { code, ended: None } => Outcome::error(
                 "exception",
                 format!(
                     "Server process {} failed without answering the request",
+                    printable(code)
+                ),
+            ),
+            Answer::BadGateway {
+                code,
+                ended: Some(how),
+            } => Outcome::error(
+                "exception",
+                format!(
+                    "Server process {} ended ({how}) while working on the request, which was \
+                     not sent to another process: the request may be what ended it",
                     printable(code)
                 ),
             ),

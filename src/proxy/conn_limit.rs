@@ -18,9 +18,9 @@ const PER_PROCESS: u64 = 32;
 /// The fewest client connections allowed, however low the limit.
 const AT_LEAST: u64 = 64;
 
-/// The launcher's own endpoint (`adminAddress`): at most this many connections at once; a
-/// scraper and a health check need one or two, and the endpoint may be published where anyone
-/// can open thousands.
+/// The launcher's own endpoint (`adminAddress`): at most this many connections hold a place at
+/// once, and as many again may be closing (`ops/admin_room.rs`); a scraper and a health check
+/// need one or two, and the endpoint may be published where anyone can open thousands.
 pub const ADMIN_AT_MOST: usize = 64;
 
 /// The client connections allowed at once with `open_files` descriptors and `places` process

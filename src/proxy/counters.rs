@@ -195,7 +195,13 @@ mod tests {
         // spec: EVENT-6, EVENT-7
         let c = Counters::new(3);
         let code = || "tx2".to_string();
-        c.count(&Answer::BadGateway { code: code() }, Some(ProcessId(2)));
+        c.count(
+            &Answer::BadGateway {
+                code: code(),
+                ended: None,
+            },
+            Some(ProcessId(2)),
+        );
         let timeout = Answer::GatewayTimeout {
             code: code(),
             secs: 1.0,

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
+use super::bad_gateway_log::Why;
+
 use http::Response;
 
 use super::answer::Answer;
@@ -46,6 +48,12 @@ pub(crate) enum Failure<'a> {
     Refused { reason: Refusal, cache_id: &'a str },
     /// Nothing was sent to `process`, and no other process could take it.
     NotSent(ProcessId),
+    /// `process` ended by itself while the request, idempotent and unanswered, was on it: not
+    /// sent on, since it may be the cause (DEC-73).
+    MayHaveEndedIt {
+        process: ProcessId,
+        ending: crate::process::Ending,
+    },
     /// Forwarding to `process` failed (the error says where).
     Upstream {
         process: ProcessId,
@@ -137,7 +145,29 @@ fn answer(front: &Front, failure: Failure<'_>) -> (Answer, Option<ProcessId>) {
         },
         Failure::NotSent(process) => {
             let code = code(process);
-            (Answer::BadGateway { code }, Some(process))
+            front.bad_gateway_log.warn(process, Why::NotSent, || {
+                format!(
+                    "{code}: a request could not be sent to it or came back unanswered, and no \
+                     other process could take it; answered 502"
+                )
+            });
+            (Answer::BadGateway { code, ended: None }, Some(process))
+        }
+        Failure::MayHaveEndedIt { process, ending } => {
+            let (code, how) = (code(process), ending.to_string());
+            front
+                .bad_gateway_log
+                .warn(process, Why::MayHaveEndedIt, || {
+                    format!(
+                        "{code}: ended ({how}) with a request unanswered, not sent to another \
+                     process as it may be what ended it (DEC-73); answered 502"
+                    )
+                });
+            let answer = Answer::BadGateway {
+                code,
+                ended: Some(how),
+            };
+            (answer, Some(process))
         }
         Failure::Upstream { process, error } if error.client_body_failed() => {
             // Not the process's failure: neither counted against it nor logged as one.
@@ -155,8 +185,10 @@ fn answer(front: &Front, failure: Failure<'_>) -> (Answer, Option<ProcessId>) {
         }
         Failure::Upstream { process, error } => {
             let code = code(process);
-            warn!("{code}: {error}; answered 502");
-            (Answer::BadGateway { code }, Some(process))
+            front.bad_gateway_log.warn(process, Why::Failed, || {
+                format!("{code}: {error}; answered 502")
+            });
+            (Answer::BadGateway { code, ended: None }, Some(process))
         }
         // However the launcher learned the issuer was gone (the scheduler knew, the connection
         // was refused, or it died mid-request): counted once against it for the daily report

@@ -38,10 +38,15 @@ pub struct Front {
     /// Requests on the master's own paths forwarded and not yet answered whole (they take no
     /// slot), so the master's drain waits for them before its SIGTERM.
     pub master_paths_in_flight: AtomicU32,
+    /// The master is draining (a rolling restart's step): the end of its last request on its
+    /// own paths wakes the supervisor (`Admission::drained_news`).
+    master_draining: std::sync::atomic::AtomicBool,
     /// What `/metrics`' counters had reached in the program before an in-place upgrade.
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
     /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
     pub access_log: crate::logs::access_log::InForce,
+    /// Each `502`'s WARNING, throttled per process and reason.
+    pub bad_gateway_log: super::bad_gateway_log::BadGatewayLog,
     /// A stop's lame duck (`lameDuckSeconds`, DEC-88): serving on, but no longer ready, so the
     /// balancers in front leave before the port closes.
     lame_duck: AtomicBool,
@@ -62,9 +67,16 @@ impl Front {
             .iter()
             .map(|p| {
                 let retries = Arc::clone(&counters.observed.retries);
-                Upstream::for_process(p.connect_addr, slots_per_process.max(4), &p.code, retries)
+                Upstream::for_process(
+                    p.connect_addr,
+                    &p.also_at,
+                    slots_per_process.max(4),
+                    &p.code,
+                    retries,
+                )
             })
             .collect();
+        let bad_gateway_log = super::bad_gateway_log::BadGatewayLog::new(processes.len());
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),
@@ -75,8 +87,10 @@ impl Front {
             budget: Arc::default(),
             upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
             master_paths_in_flight: AtomicU32::new(0),
+            master_draining: Default::default(),
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
+            bad_gateway_log,
             lame_duck: AtomicBool::new(false),
         })
     }
@@ -117,6 +131,21 @@ impl Front {
         Ok(route)
     }
 
+    /// A request on the master's own paths ended: if it was the last of a draining master's,
+    /// the supervisor is woken.
+    pub fn master_path_ended(&self) {
+        let was = self.master_paths_in_flight.fetch_sub(1, Ordering::AcqRel);
+        if was == 1 && self.master_draining.load(Ordering::Acquire) {
+            self.admission.drained_news().notify_one();
+        }
+    }
+
+    fn master_draining(&self, id: ProcessId, draining: bool) {
+        if id.is_master() {
+            self.master_draining.store(draining, Ordering::Release);
+        }
+    }
+
     /// Submits a tx request, counted by its lane: its decision, made now or to come.
     pub fn admit(&self, demand: &TxDemand) -> (Ticket, Verdict) {
         self.counters.lanes[demand.lane].fetch_add(1, Ordering::Relaxed);
@@ -126,6 +155,7 @@ impl Front {
 
 impl Hooks for Front {
     fn up(&self, id: ProcessId, pid: u32) {
+        self.master_draining(id, false);
         self.roster.up(id, pid);
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
@@ -134,6 +164,7 @@ impl Hooks for Front {
     }
 
     fn down(&self, id: ProcessId) {
+        self.master_draining(id, false);
         self.admission.set_state(id, ProcessState::Down);
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
@@ -143,7 +174,12 @@ impl Hooks for Front {
 
     fn draining(&self, id: ProcessId) {
         self.roster.draining(id);
+        self.master_draining(id, true);
         self.admission.set_state(id, ProcessState::Draining);
+    }
+
+    fn drained_news(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.admission.drained_news())
     }
 
     fn in_flight(&self, id: ProcessId) -> u32 {
@@ -153,6 +189,11 @@ impl Hooks for Front {
             0
         };
         self.admission.load(id).in_flight + own_paths
+    }
+
+    fn liveness(&self, id: ProcessId) -> Option<(u64, Option<super::forward::liveness::Owed>)> {
+        let l = self.upstreams.get(id.index())?.liveness();
+        Some((l.heard_count(), l.owed()))
     }
 
     fn tally(&self) -> Tally {
@@ -199,7 +240,8 @@ impl Hooks for Front {
         self.roster.running(id, true);
     }
 
-    fn exited(&self, id: ProcessId) {
+    fn exited(&self, id: ProcessId, how: crate::process::Ending) {
+        self.roster.ended(id, how);
         self.roster.running(id, false);
     }
 
@@ -230,6 +272,7 @@ pub(crate) fn test_front(workers: u16) -> Arc<Front> {
             bind_address: "127.0.0.1".into(),
             port: 9,
             connect_addr: ([127, 0, 0, 1], 9).into(),
+            also_at: Vec::new(),
             argv: Vec::new(),
             env: Vec::new(),
             serves_tx: true,

@@ -3,11 +3,13 @@
 
 pub(crate) mod admission;
 pub(crate) mod answer;
+pub(crate) mod bad_gateway_log;
 pub(crate) mod budget;
 pub(crate) mod carried_counters;
 pub(crate) mod conn;
 pub mod conn_limit;
 pub(crate) mod counters;
+pub(crate) mod death;
 pub(crate) mod failure;
 pub(crate) mod finish;
 pub(crate) mod forward;

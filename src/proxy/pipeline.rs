@@ -32,6 +32,7 @@ use tracing::{debug, info};
 
 use super::admission::{Early, Ticket};
 use super::answer::Answer;
+use super::death;
 use super::failure::{fail, fail_respond, Failure};
 use super::finish;
 use super::forward::{
@@ -49,9 +50,10 @@ use crate::process::ProcessId;
 use crate::proxy::observed::RouteClass;
 use crate::settings::{key, paths};
 
-/// How long a request whose cache-id issuer failed under it waits to hear whether the issuer
-/// exited (the supervisor learns of an exit within milliseconds).
-const OWNER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a request whose process failed under it waits to hear whether the process exited
+/// (the supervisor learns of an exit within milliseconds): a cache-id's issuer, or the process
+/// a GET came back from unanswered (DEC-33, DEC-73).
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One request, from its head to the answer, its body given to `wrap` (the connection's
 /// bookkeeping) with whether the client's body had all been read by then. Routed and admitted
@@ -403,7 +405,7 @@ impl MasterInFlight {
 
 impl Drop for MasterInFlight {
     fn drop(&mut self) {
-        self.0.master_paths_in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.master_path_ended();
     }
 }
 
@@ -516,6 +518,17 @@ fn to_tx(
                     error,
                 }) => {
                     if error.unanswered() {
+                        // How it ended, once the supervisor has heard: a process that ended by
+                        // itself keeps the request (DEC-73); one shot from outside, or alive,
+                        // sends it on (DEC-33), and one gone down is no longer picked.
+                        let ended = Box::pin(front.roster.ending_since(process, downs, EXIT_GRACE))
+                            .await
+                            .flatten();
+                        if let Some(ending) = ended.filter(|e| !death::send_again(Some(*e))) {
+                            ticket.finish(Finish::Failed);
+                            let kept = Failure::MayHaveEndedIt { process, ending };
+                            break fail_respond(&front, kept);
+                        }
                         // spec: DEC-33
                         info!(
                             "{}: {error}; sending the {} once to another process",
@@ -554,13 +567,7 @@ fn to_tx(
             } else {
                 Finish::Failed
             });
-            if on_issuer
-                && Box::pin(
-                    front
-                        .roster
-                        .went_down_since(process, downs, OWNER_EXIT_GRACE),
-                )
-                .await
+            if on_issuer && Box::pin(front.roster.went_down_since(process, downs, EXIT_GRACE)).await
             {
                 // The issuer died under the request (killed a moment before, its socket reset
                 // before the supervisor heard): its caches are gone (ROUTE-3b).

@@ -8,12 +8,13 @@
 //! which of them are in the cluster now.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::process::{ProcessId, ProcessSpec};
+use crate::process::{Ending, ProcessId, ProcessSpec};
 
 /// What the launcher follows of the roster.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,9 @@ pub struct Roster {
     /// failed on a process can tell whether the process died under it.
     downs: Vec<AtomicU64>,
     went_down: Notify,
+    /// How each process last exited, with its count of downs then (the run it ended): a
+    /// request that failed on it reads whether it may have been the cause (DEC-73).
+    endings: Mutex<Vec<Option<(u64, Ending)>>>,
     news: watch::Sender<RosterNews>,
 }
 
@@ -64,6 +68,7 @@ impl Roster {
             pids: atomics(n, |_| AtomicU32::new(0)),
             downs: atomics(n, |_| AtomicU64::new(0)),
             went_down: Notify::new(),
+            endings: Mutex::new(vec![None; n]),
             news: watch::Sender::new(RosterNews::default()),
         }
     }
@@ -137,6 +142,32 @@ impl Roster {
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return self.downs(id) > downs;
             }
+        }
+    }
+
+    /// As [`Roster::went_down_since`], with how it ended when it was by exiting in the run
+    /// `downs` was read in (`None`: it did not go down within `within`; `Some(None)`: it went
+    /// down some other way, stopped by the launcher or its exit not heard).
+    pub async fn ending_since(
+        &self,
+        id: ProcessId,
+        downs: u64,
+        within: Duration,
+    ) -> Option<Option<Ending>> {
+        if !self.went_down_since(id, downs, within).await {
+            return None;
+        }
+        let endings = self.endings.lock().unwrap_or_else(|p| p.into_inner());
+        let ended = endings.get(id.index()).copied().flatten();
+        Some(ended.filter(|(run, _)| *run == downs).map(|(_, e)| e))
+    }
+
+    /// The process exited, so (before it is down: an exit while it is up is in its run).
+    pub(super) fn ended(&self, id: ProcessId, how: Ending) {
+        let run = self.downs(id);
+        let mut endings = self.endings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = endings.get_mut(id.index()) {
+            *e = Some((run, how));
         }
     }
 
@@ -250,7 +281,7 @@ mod tests {
         front.reload_finished();
         assert_eq!(news.borrow_and_update().reloads_finished, 1);
         front.down(M0);
-        front.exited(M0);
+        front.exited(M0, Ending::KilledHung);
         let n = *news.borrow_and_update();
         assert!(!n.master_ready && !n.master_alive);
         assert_eq!(front.roster.pid(M0), None);
@@ -269,6 +300,35 @@ mod tests {
         assert_eq!(present, [M0, TX1]);
         front.added(ProcessId(2));
         assert!(front.roster.is_present(ProcessId(2)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_hears_how_its_process_ended_in_the_run_it_was_sent_to() {
+        // spec: DEC-73
+        let front = test_front(1);
+        front.up(TX1, 11);
+        let grace = Duration::from_secs(1);
+        let segv = Ending::Exited {
+            exit: crate::process::Exit::Signal(libc::SIGSEGV),
+            oom_kills_rose: false,
+        };
+        let downs = front.roster.downs(TX1);
+        assert_eq!(front.roster.ending_since(TX1, downs, grace).await, None);
+        front.exited(TX1, segv);
+        front.down(TX1);
+        assert_eq!(
+            front.roster.ending_since(TX1, downs, grace).await,
+            Some(Some(segv))
+        );
+        // Stopped by the launcher (down first, its exit after): no ending of that run.
+        front.up(TX1, 12);
+        let downs = front.roster.downs(TX1);
+        front.down(TX1);
+        front.exited(TX1, segv);
+        assert_eq!(
+            front.roster.ending_since(TX1, downs, grace).await,
+            Some(None)
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -100,6 +100,10 @@ pub struct ClusterSettings {
     pub(crate) owner_queue: Duration,
     pub(crate) cooldown: Duration,
     pub(crate) upstream_timeout: Duration,
+    /// `hangTimeoutSeconds` (fhircluster's own, DEC-82): a process owing an answer that has
+    /// written nothing (no byte of any answer, no IPC message) for this long is killed and
+    /// started again. Default three times `upstreamTimeoutSeconds`. 0: never.
+    pub(crate) hang_timeout: Duration,
     pub(crate) write_timeout: Duration,
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.
@@ -175,6 +179,10 @@ pub struct ClusterSettings {
     /// `server.cluster.accessLogQuery` (fhircluster's own): the query string is logged with the
     /// path (off: cache-ids and codes in it can be sensitive).
     pub(crate) access_log_query: bool,
+    /// `server.cluster.trustedProxies` (fhircluster's own, DEC-85): the peers whose
+    /// `X-Forwarded-For` names the client in the access log (nginx's `set_real_ip_from`).
+    /// Empty: none, every line names the peer.
+    pub(crate) trusted_proxies: Vec<std::net::IpAddr>,
     /// `server.cluster.pidFile` / `--pid-file` (fhircluster's own): a file holding the
     /// launcher's pid (relative to the data directory), from the start to the end.
     pub(crate) pid_file: String,

@@ -67,6 +67,10 @@ pub(crate) enum Kind {
     Words,
     /// An IP address.
     Address,
+    /// `bindAddress`: an IP address, or a host name that resolves (DEC-40).
+    BindAddress,
+    /// A list of IP addresses.
+    Addresses,
     /// `adminAddress`: a port (on loopback) or `address:port`.
     AdminAddress,
     /// `logFormat`: `text` or `json`.
@@ -122,6 +126,8 @@ impl Kind {
             Kind::Fraction => "above 0, at most 1".to_string(),
             Kind::Bool => "true, false".to_string(),
             Kind::Address => "an IP address".to_string(),
+            Kind::BindAddress => "an IP address or a host name".to_string(),
+            Kind::Addresses => "a list of IP addresses".to_string(),
             Kind::LogFormat => backquoted(LogFormat::WORDS.iter().map(|(w, _)| *w)),
             Kind::AccessLog => backquoted(
                 std::iter::once(AccessLogFormat::OFF)
@@ -224,6 +230,7 @@ put_as_is!(
     bool,
     String,
     Vec<String>,
+    Vec<IpAddr>,
     Duration,
     LogFormat,
     AccessLogFormat,
@@ -317,6 +324,13 @@ impl Show for String {
 impl Show for Vec<String> {
     fn show(&self) -> Option<String> {
         serde_json::to_string(self).ok()
+    }
+}
+
+impl Show for Vec<IpAddr> {
+    fn show(&self) -> Option<String> {
+        let list: Vec<String> = self.iter().map(|ip| format!("\"{ip}\"")).collect();
+        Some(format!("[{}]", list.join(", ")))
     }
 }
 
@@ -451,7 +465,8 @@ macro_rules! settings_table {
     (@kind text) => { Kind::Text };
     (@kind words) => { Kind::Words };
     (@kind address) => { Kind::Address };
-    (@kind bind_address) => { Kind::Address };
+    (@kind bind_address) => { Kind::BindAddress };
+    (@kind addresses) => { Kind::Addresses };
     (@kind admin_address) => { Kind::AdminAddress };
     (@kind log_format) => { Kind::LogFormat };
     (@kind log_level) => { Kind::LogLevel };
@@ -472,6 +487,7 @@ macro_rules! settings_table {
     (@read $r:ident, $d:expr, text) => { $r.string() };
     (@read $r:ident, $d:expr, words) => { $r.words() };
     (@read $r:ident, $d:expr, address) => { super::table::address($r) };
+    (@read $r:ident, $d:expr, addresses) => { super::table::addresses($r) };
     (@read $r:ident, $d:expr, bind_address) => { super::table::bind_address($r) };
     (@read $r:ident, $d:expr, admin_address) => { super::table::admin_address($r) };
     (@read $r:ident, $d:expr, log_format) => { super::table::log_format($r) };

@@ -68,6 +68,8 @@ settings_table! {
         owner_queue ["server.cluster.ownerQueueSeconds", secs(30), seconds, Live]
         cooldown ["server.cluster.cooldownSeconds", secs(2), seconds, Live]
         upstream_timeout ["server.cluster.upstreamTimeoutSeconds", secs(60), seconds, Live]
+        hang_timeout ["server.cluster.hangTimeoutSeconds", secs(180), seconds, Live,
+            unset "3 × upstreamTimeoutSeconds" (hang_timeout_default)]
         write_timeout ["server.cluster.writeTimeoutSeconds", secs(60), seconds, Live]
         header_timeout ["server.cluster.headerTimeoutSeconds", secs(30), seconds, Live]
         header_max_kb ["server.cluster.headerMaxKB", 32, whole(8, 1024), Live]
@@ -111,6 +113,8 @@ settings_table! {
         access_log_path ["server.cluster.accessLogPath", String::new(), text, Live,
             unset "stderr"]
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Live]
+        trusted_proxies ["server.cluster.trustedProxies", Vec::new(), addresses, Live,
+            unset "none"]
         pid_file ["server.cluster.pidFile", String::new(), text, Upgrade,
             flag "--pid-file" pid_file, unset "none"]
         node_report ["server.cluster.nodeReport", false, boolean, Upgrade]
@@ -159,6 +163,13 @@ fn internal_port_default(s: &mut Settings) -> Result<(), SettingsError> {
     Ok(())
 }
 
+/// `hangTimeoutSeconds` not given: three times `upstreamTimeoutSeconds`, read before it (0 when
+/// that is 0: with no upstream timeout a process may take as long as it likes).
+fn hang_timeout_default(s: &mut Settings) -> Result<(), SettingsError> {
+    s.cluster.hang_timeout = s.cluster.upstream_timeout.saturating_mul(3);
+    Ok(())
+}
+
 /// `stats.intervalMinutes` as FHIRsmith reads it (`if (config.intervalMinutes) intervalMs =
 /// intervalMinutes * 60000`): fractions are minutes too (0.5: 30 s), and 0 counts as not set
 /// (`default`). At most a year.
@@ -178,20 +189,38 @@ pub(super) fn address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
     }
 }
 
-/// `server.cluster.bindAddress`: an IP address, never a host name (proposed DEC: the processes
-/// read the name from config.json and resolve it for themselves, Node 17+ taking whichever
-/// address the system lists first, `::1` or `127.0.0.1`, nodejs/node#40537; the launcher,
-/// resolving it apart, could reach for the one they don't listen on). Refused at start with
-/// that reason, as every bad setting is.
+/// A list of IP addresses (`trustedProxies`): each one as [`address`] reads it.
+pub(super) fn addresses(r: &Raw<'_>) -> Result<Vec<IpAddr>, SettingsError> {
+    const EXPECTED: &str = "must be a list of IP addresses, e.g. [\"127.0.0.1\", \"::1\"]";
+    let RawValue::Json(Value::Array(items)) = &r.value else {
+        return Err(r.invalid(EXPECTED));
+    };
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .and_then(|t| t.parse::<IpAddr>().ok())
+                .map(|ip| ip.to_canonical())
+                .ok_or_else(|| r.invalid(EXPECTED))
+        })
+        .collect()
+}
+
+/// `server.cluster.bindAddress`: an IP address, or a host name as `cluster.js` takes one, which
+/// must resolve to at least one address (DEC-40: the launcher tries each in turn, since each
+/// process resolves the name for itself).
 pub(super) fn bind_address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
-    address(r).map_err(|_| {
-        r.invalid(
-            "must be an IP address, not a host name: each process resolves a name for itself \
-             (Node takes whichever address the system lists first, ::1 or 127.0.0.1) and the \
-             launcher must reach it at that same address; write the address, e.g. \"127.0.0.1\" \
-             for localhost, \"::1\", \"0.0.0.0\" or \"::\"",
-        )
-    })
+    if let Ok(ip) = address(r) {
+        return Ok(ip);
+    }
+    let text = r.string()?;
+    match crate::system::resolve::addresses(&text) {
+        Ok(ips) => Ok((text, ips[0])),
+        Err(why) => Err(r.invalid(format!(
+            "is not an IP address, and as a host name {why}: write an address, e.g. \
+             \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\", or a name the system resolves"
+        ))),
+    }
 }
 
 /// `server.cluster.adminAddress`: a port (JSON number or text; on loopback, as README writes

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
-use crate::process::{ProcessId, ProcessSpec};
+use crate::process::{Ending, ProcessId, ProcessSpec};
+pub use crate::proxy::forward::liveness::Owed;
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
 use crate::status::snapshot::SnapshotSettings;
@@ -33,6 +34,17 @@ pub trait Hooks: Send + Sync + 'static {
     fn take_latency(&self, _id: ProcessId) -> Option<crate::status::front::Latency> {
         None
     }
+    /// Woken as a draining process's last request ends: the shell stops it then, not at its
+    /// next upkeep tick. None: only the tick looks.
+    fn drained_news(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
+    /// What the hang watchdog reads of the process (DEC-82): how many reads from its
+    /// connections brought bytes so far, and the oldest request it owes an answer to. None: the
+    /// front door does not know it.
+    fn liveness(&self, _id: ProcessId) -> Option<(u64, Option<Owed>)> {
+        None
+    }
     /// A status, sample or count message from a process.
     fn message(&self, _id: ProcessId, _msg: &FromChild) {}
     /// The process joins the cluster (the worker count grew); it is not ready yet.
@@ -41,8 +53,8 @@ pub trait Hooks: Send + Sync + 'static {
     fn retired(&self, _id: ProcessId) {}
     /// The process was started, with this pid (not ready yet).
     fn started(&self, _id: ProcessId, _pid: u32) {}
-    /// The process exited.
-    fn exited(&self, _id: ProcessId) {}
+    /// The process exited, so (DEC-73: whether a request in flight may have ended it).
+    fn exited(&self, _id: ProcessId, _how: Ending) {}
     /// A reload (`Control::Reload`) is over: its rolling restart done or stopped by a failure,
     /// or none begun (the cluster was starting or stopping).
     fn reload_finished(&self) {}
@@ -92,6 +104,8 @@ pub struct SupervisorSettings {
     pub sample_seconds: f64,
     /// `recycleSeconds` and `rejectFraction`, for the recycle decision.
     pub recycle: RecyclePolicy,
+    /// `hangTimeoutSeconds`, for the hang watchdog (DEC-82); zero: never.
+    pub hang_timeout: Duration,
     /// The settings `/status` reports and counts staleness by.
     pub snapshot: SnapshotSettings,
 }
@@ -106,6 +120,7 @@ impl From<&Settings> for SupervisorSettings {
                 reject_fraction: s.memory.reject_fraction,
                 recycle_after: s.cluster.recycle,
             },
+            hang_timeout: s.cluster.hang_timeout,
             snapshot: SnapshotSettings::from_settings(s),
         }
     }

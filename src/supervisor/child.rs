@@ -383,6 +383,9 @@ pub(crate) fn attach_to(
 
     // Its listening socket, while it starts.
     let watching = Settled::default();
+    // With a host name for bindAddress, looked for on the first address it resolves to only: a
+    // server that speaks the channel is found ready by its message wherever it listens, and one
+    // that doesn't is found where Node 17+ listens; the connections try every address (DEC-40).
     let place = Place {
         bind: spec.bind_address.parse().ok(),
         wanted: spec.connect_addr,

@@ -82,6 +82,10 @@ struct Slot {
     started: Option<Instant>,
     /// The shell was told `Up` and not yet `Down`: the proxy routes to it.
     up: bool,
+    /// The hang watchdog killed its current process (`hung.rs`): its exit is counted `hung`.
+    hung: bool,
+    /// Why it was last started again.
+    last_why: Option<RestartReason>,
 }
 
 impl Slot {
@@ -93,12 +97,15 @@ impl Slot {
             restarts_by: RestartCounts::default(),
             started: None,
             up: false,
+            hung: false,
+            last_why: None,
         }
     }
 
     fn restarted(&mut self, why: RestartReason) {
         self.restarts += 1;
         self.restarts_by.add(why);
+        self.last_why = Some(why);
     }
 }
 
@@ -300,7 +307,12 @@ impl Lifecycle {
         match slot.policy.exited(ready_at, now, give_up_after) {
             Verdict::Restart { after, failing } => {
                 slot.state = State::Waiting { until: now + after };
-                slot.restarted(RestartReason::Crash);
+                let why = if std::mem::take(&mut slot.hung) {
+                    RestartReason::Hung
+                } else {
+                    RestartReason::Crash
+                };
+                slot.restarted(why);
                 self.rolling_failed(id, was_ready);
                 self.actions
                     .push_back(Action::RestartScheduled { id, after, failing });
@@ -432,6 +444,7 @@ impl Lifecycle {
     }
 
     fn spawn(&mut self, id: ProcessId, now: Instant) {
+        self.slots[id.index()].hung = false;
         self.slots[id.index()].state = State::Starting { since: now };
         self.slots[id.index()].started = Some(now);
         self.actions.push_back(Action::Spawn(id));
@@ -499,6 +512,7 @@ impl Lifecycle {
 
 mod actions;
 mod handover;
+mod hung;
 mod rolling;
 mod status;
 

@@ -3,6 +3,7 @@
 
 mod api;
 pub(crate) mod child;
+pub(crate) mod hang;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;

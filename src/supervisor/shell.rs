@@ -47,6 +47,7 @@ mod reload;
 mod scale;
 mod ticks;
 mod to_master;
+mod watchdog;
 
 /// The shell's state (its other parts, in `shell/`, are child modules and see every field).
 struct Shell {
@@ -81,6 +82,11 @@ struct Shell {
     readings: SystemReadings,
     /// How the master's last run ended ("exit code 3"): the give-up error names it.
     master_end: Option<String>,
+    /// The cgroup's `oom_kill` count at the last exit (or the start): a `SIGKILL` while it rose
+    /// was most likely the OOM killer's (DEC-73).
+    oom_kills: Option<u64>,
+    /// Each process's last sign of life, for the hang watchdog (DEC-82).
+    hang: super::hang::Watch,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -158,6 +164,8 @@ impl Shell {
             keeper,
             readings: SystemReadings::new(),
             master_end: None,
+            oom_kills: crate::system::oom_kills::read_oom_kills(std::path::Path::new("/")),
+            hang: Default::default(),
         };
         (shell, events)
     }
@@ -173,6 +181,7 @@ impl Shell {
             shell.setup.settings.sample_seconds,
         );
         let mut control_open = true;
+        let drained = shell.hooks.drained_news();
         loop {
             if let Some(ended) = shell.carry_out() {
                 if let Some(failures) = shell.life.gave_up() {
@@ -224,11 +233,20 @@ impl Shell {
                     shell.life.handle_timeout(now_std())
                 }
                 _ = ticks.status.tick() => shell.send_snapshot(),
+                _ = notified(drained.as_deref()) => shell.stop_drained(now_std()),
                 _ = ticks.upkeep.tick() => shell.upkeep(),
                 _ = ticks.minute.tick() => shell.minute(),
                 _ = ticks.sample.tick() => shell.front_samples(),
             }
         }
+    }
+}
+
+/// The front door's news that a draining process has nothing left at work; never without one.
+async fn notified(news: Option<&tokio::sync::Notify>) {
+    match news {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -256,6 +274,8 @@ impl Shell {
                     info!("{}: stopping (SIGTERM)", self.code(id));
                     self.signal(id, Signal::SIGTERM);
                 }
+                // The WARNING saying why was logged as it was decided (`watchdog.rs`).
+                Action::KillHung(id) => self.signal(id, Signal::SIGKILL),
                 Action::Kill(id) => {
                     warn!(
                         "{}: still running {} s after SIGTERM; sending SIGKILL",
@@ -265,6 +285,7 @@ impl Shell {
                     self.signal(id, Signal::SIGKILL);
                 }
                 Action::Up(id) => {
+                    self.hang.started(id, now_std());
                     let pid = self.pid(id);
                     self.hooks.up(id, pid.unwrap_or(0));
                     self.keeper.ready(id);
@@ -417,6 +438,11 @@ impl Shell {
         if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } = &ev.event {
             self.spoken(id);
         }
+        if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } | ChildEvent::BadLine(_) =
+            &ev.event
+        {
+            self.hang.spoke(id, now_std());
+        }
         match ev.event {
             ChildEvent::Message(FromChild::Hello { protocol, .. }) => {
                 self.check_protocol(id, protocol.as_deref());
@@ -483,7 +509,8 @@ impl Shell {
             ChildEvent::Exited(exit) => {
                 let pid = self.pid(id);
                 self.children[id.index()] = None;
-                self.hooks.exited(id);
+                let ending = self.ending(id, exit);
+                self.hooks.exited(id, ending);
                 self.exited(id, exit, pid);
             }
         }

@@ -16,8 +16,10 @@ pub mod ffi;
 mod ffi_tests;
 pub(crate) mod listen;
 pub(crate) mod memory;
+pub(crate) mod oom_kills;
 pub(crate) mod open_files;
 pub(crate) mod proc_memory;
+pub(crate) mod resolve;
 pub(crate) mod schedstat;
 pub(crate) mod unreadable;
 

@@ -183,6 +183,24 @@ async fn serve(
     if query.get("_sim_hang").is_some_and(|v| v != "0") {
         std::future::pending::<()>().await;
     }
+    // A query of death: the process ends with the request unanswered, by the signal named
+    // (`SEGV`) or with the exit code given.
+    if let Some(how) = query.get("_sim_exit") {
+        match how.parse::<i32>() {
+            Ok(exit_code) => super::run::die(&sim.code, None, exit_code, "_sim_exit"),
+            Err(_) => {
+                let name = how.trim_start_matches("SIG").to_ascii_uppercase();
+                super::run::die(&sim.code, Some(&name), 1, "_sim_exit")
+            }
+        }
+    }
+    // A slow answer that burns no CPU (a wait on a database, say).
+    if let Some(ms) = query
+        .get("_sim_delay_ms")
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     if let (true, Some(id)) = (op.is_tx() && op != Op::CacheControl, &cache_id) {
         let verdict = sim
             .cache

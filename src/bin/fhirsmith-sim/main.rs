@@ -92,6 +92,9 @@ PATHS (any process; never counted or refused)
                               what the launcher sends waits in the socket meanwhile
   POST /sim/alloc?mb=N        allocate N MiB and touch every page; POST /sim/free frees it all
   ANY  /sim/hang              never begin a response (also ?_sim_hang=1 on any path)
+  ?_sim_delay_ms=N            on any tx path: begin the response N ms late (no CPU burnt)
+  ?_sim_exit=CODE|SIGNAL      on any tx path: exit with CODE, or die by SIGNAL (SEGV, ABRT ...),
+                              with the request unanswered (a query of death)
   GET  /sim/stream?seconds=N  a response that begins at once and lasts N s (also ?_sim_stream=N)
   GET  /sim/large?mb=N        an N MiB response (also ?_sim_large_mb=N on any path, tx or not)
 

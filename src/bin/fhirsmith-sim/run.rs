@@ -60,9 +60,20 @@ pub fn main() -> ExitCode {
 
 /// Exits (or dies by a signal) now, as SIM_EXIT_* asks.
 fn exit_now(code: &str, knobs: &Knobs) -> ! {
-    if let Some(name) = &knobs.exit_signal {
+    die(
+        code,
+        knobs.exit_signal.as_deref(),
+        knobs.exit_code,
+        "SIM_EXIT_*",
+    )
+}
+
+/// Dies by the signal `signal` (a name without `SIG`), else exits with `exit_code`; `why` is
+/// the knob, for the line it writes first.
+pub fn die(code: &str, signal: Option<&str>, exit_code: i32, why: &str) -> ! {
+    if let Some(name) = signal {
         if let Ok(sig) = format!("SIG{name}").parse::<nix::sys::signal::Signal>() {
-            eprintln!("[fhirsmith-sim {code}] raising SIG{name} (SIM_EXIT_SIGNAL)");
+            eprintln!("[fhirsmith-sim {code}] raising SIG{name} ({why})");
             // Rust's own SIGSEGV/SIGBUS handler (stack overflow detection) swallows a raised
             // signal once and restores the default action, so the second raise is the one that
             // kills the process.
@@ -71,13 +82,10 @@ fn exit_now(code: &str, knobs: &Knobs) -> ! {
             std::thread::sleep(Duration::from_millis(200));
             std::process::exit(128 + sig as i32);
         }
-        eprintln!("[fhirsmith-sim {code}] unknown signal '{name}', exiting with SIM_EXIT_CODE");
+        eprintln!("[fhirsmith-sim {code}] unknown signal '{name}', exiting with {exit_code}");
     }
-    eprintln!(
-        "[fhirsmith-sim {code}] exiting with {} (SIM_EXIT_*)",
-        knobs.exit_code
-    );
-    std::process::exit(knobs.exit_code)
+    eprintln!("[fhirsmith-sim {code}] exiting with {exit_code} ({why})");
+    std::process::exit(exit_code)
 }
 
 fn resolve_code(args: &SimArgs, config: &SimConfig) -> Result<String, String> {

@@ -38,7 +38,9 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::liveness::Liveness;
 use super::outgoing::OutgoingBody;
+use super::reach::Reach;
 use super::replay::{self, Next};
 use super::timed::Timed;
 use super::upstream_conn::{Home, UpstreamBody, UpstreamConn, WriteError};
@@ -68,7 +70,7 @@ impl<B> Clone for Upstream<B> {
 }
 
 struct Inner {
-    addr: SocketAddr,
+    reach: Reach,
     /// The process's instance code, for the log.
     name: String,
     max_idle: usize,
@@ -79,6 +81,8 @@ struct Inner {
     /// Requests sent again after the process closed without answering (DEC-33), shared with
     /// `fhircluster_retries_total`.
     retries: Arc<AtomicU64>,
+    /// What the hang watchdog reads of the process (DEC-82): bytes heard, the request owed.
+    liveness: Arc<Liveness>,
 }
 
 struct Idle {
@@ -205,14 +209,18 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     /// As [`Upstream::new`], for the process `name` (its instance code, for the log), counting
-    /// its retries (DEC-33) in `retries`.
+    /// its retries (DEC-33) in `retries`, reached at `addr` or, should it refuse, at the same
+    /// port on the other addresses its `bindAddress` resolves to (`also_at`, DEC-40).
     pub fn for_process(
         addr: SocketAddr,
+        also_at: &[std::net::IpAddr],
         max_idle: usize,
         name: &str,
         retries: Arc<AtomicU64>,
     ) -> Upstream<B> {
-        Upstream::build(addr, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
+        let also = also_at.iter().map(|ip| SocketAddr::new(*ip, addr.port()));
+        let reach = Reach::new(addr, also);
+        Upstream::build(reach, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
     }
 
     /// As [`Upstream::new`], with how long a connection may sit idle and still be reused (zero:
@@ -224,7 +232,13 @@ impl<B: OutgoingBody> Upstream<B> {
         idle_timeout: Duration,
     ) -> Upstream<B> {
         let name = addr.to_string();
-        Upstream::build(addr, max_idle, idle_timeout, &name, Arc::default())
+        Upstream::build(
+            Reach::new(addr, []),
+            max_idle,
+            idle_timeout,
+            &name,
+            Arc::default(),
+        )
     }
 
     /// As it is, with its connections taken on the reactor's word for up to `trusted_for` after
@@ -239,7 +253,7 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     fn build(
-        addr: SocketAddr,
+        reach: Reach,
         max_idle: usize,
         idle_timeout: Duration,
         name: &str,
@@ -247,7 +261,7 @@ impl<B: OutgoingBody> Upstream<B> {
     ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
-                addr,
+                reach,
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
@@ -258,6 +272,7 @@ impl<B: OutgoingBody> Upstream<B> {
                     trust: Trust::Reuse,
                 }),
                 retries,
+                liveness: Arc::default(),
             }),
             _body: PhantomData,
         }
@@ -295,6 +310,11 @@ impl<B: OutgoingBody> Upstream<B> {
             .any(|c| c.io().poll_read_ready(&mut cx).is_ready())
     }
 
+    /// What the hang watchdog reads of the process (DEC-82).
+    pub fn liveness(&self) -> &Liveness {
+        &self.inner.liveness
+    }
+
     /// Drops every idle connection, and keeps those now busy from coming back (the process
     /// restarted: its old connections lead nowhere). A new process is trusted again.
     pub fn clear(&self) {
@@ -305,6 +325,7 @@ impl<B: OutgoingBody> Upstream<B> {
             std::mem::take(&mut idle.conns)
         };
         drop(old);
+        self.inner.liveness.clear();
     }
 
     /// As [`Upstream::try_send`], without the request back on failure. For the tests.
@@ -369,7 +390,7 @@ impl<B: OutgoingBody> Upstream<B> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
         parts.version = Version::HTTP_11;
         if !parts.headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&self.inner.addr.to_string()) {
+            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now().to_string()) {
                 parts.headers.insert(HOST, v);
             }
         }
@@ -402,6 +423,9 @@ impl<B: OutgoingBody> Upstream<B> {
             } else {
                 conn.write_request(&mut parts, &mut body).await
             };
+            if written.is_ok() {
+                self.inner.liveness.sent(now, &parts.method, &parts.uri);
+            }
             let error = match written {
                 Ok(()) => match conn.read_head(&parts.method).await {
                     Ok(head) => {
@@ -423,6 +447,11 @@ impl<B: OutgoingBody> Upstream<B> {
                         Err(error) => return Err(back(error, parts, body)),
                     };
                     continue;
+                }
+                // Sent once already, unanswered: it stays so (DEC-73 judges whether it may go on).
+                Err(WriteError::Unsent(e)) if reconnected => {
+                    let error = ForwardError::Unanswered(UpstreamError::Io(e));
+                    return Err(back(error, parts, body));
                 }
                 Err(WriteError::Unsent(e)) => {
                     let error = ForwardError::NotSent(UpstreamError::Io(e));
@@ -446,7 +475,11 @@ impl<B: OutgoingBody> Upstream<B> {
                     reconnected = true;
                     conn = match self.connect().await {
                         Ok(conn) => conn,
-                        Err(error) => return Err(back(error, parts, body)),
+                        // It went unanswered, and its process takes no new connection: most
+                        // likely dead, maybe by this request (DEC-73 judges whether it goes on).
+                        Err(_) => {
+                            return Err(back(ForwardError::Unanswered(error), parts, body));
+                        }
                     };
                 }
                 Next::HandBack => {
@@ -458,11 +491,14 @@ impl<B: OutgoingBody> Upstream<B> {
 
     async fn connect(&self) -> Result<Conn, ForwardError> {
         let generation = self.inner.lock().generation;
-        let stream = TcpStream::connect(self.inner.addr)
+        let stream = (self.inner.reach)
+            .connect(&self.inner.name)
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
-        Ok(Box::new(UpstreamConn::new(stream, generation)))
+        let mut conn = UpstreamConn::new(stream, generation);
+        conn.hearing = Some(self.inner.liveness.clone());
+        Ok(Box::new(conn))
     }
 }
 

@@ -266,3 +266,28 @@ async fn a_post_its_kept_alive_connection_closed_on_unanswered_is_spent() {
     assert!(f.request.is_none());
     assert_eq!(up.retried(), 0);
 }
+
+#[tokio::test]
+async fn a_get_whose_process_closed_unanswered_then_took_no_connection_is_unanswered() {
+    // spec: DEC-33, DEC-73 (it went, and may be what ended the process: not "never sent")
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        if let Some(path) = read_request(&mut r) {
+            let _ = s.write_all(&answer(&path));
+        }
+        let _ = read_request(&mut r);
+        // It dies with the second request: its listener goes first, then the connection.
+        drop(l);
+        drop(s);
+    });
+    let up = Up::new(addr, 4);
+    assert_eq!(body_of(&up, "/first").await, "/first");
+    let f = bounded("second", up.try_send(get("/second")))
+        .await
+        .unwrap_err();
+    assert!(f.error.unanswered(), "{:?}", f.error);
+    assert!(f.request.is_some(), "handed back for DEC-73 to judge");
+}

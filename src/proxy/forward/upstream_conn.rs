@@ -78,6 +78,8 @@ pub struct UpstreamConn<IO> {
     pub idle_since: Instant,
     /// A header map for the next response head, cleared: the last request's (`recycle`).
     spare: HeaderMap,
+    /// Told of every read that brings bytes: the hang watchdog's sign of life (DEC-82).
+    pub(super) hearing: Option<Arc<super::liveness::Liveness>>,
 }
 
 /// The largest map kept for the next response (entries): more came from a request with many
@@ -143,6 +145,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             generation,
             idle_since: Instant::now(),
             spare: HeaderMap::new(),
+            hearing: None,
         }
     }
 
@@ -381,6 +384,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         let read = tokio::io::AsyncReadExt::read_buf(&mut self.io, &mut spare);
         let n = ready!(std::future::Future::poll(std::pin::pin!(read), cx))?;
         self.heard += n as u64;
+        if n > 0 {
+            if let Some(l) = &self.hearing {
+                l.heard();
+            }
+        }
         if n == want {
             self.next_read = (want * 2).min(UPSTREAM_READ_AT_MOST);
         } else if n < want / 4 && want > FIRST_READ {

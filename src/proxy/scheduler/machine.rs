@@ -106,6 +106,8 @@ enum Req {
         /// When its wait ends (the forecast reads it: one that will be refused first takes no
         /// slot from those behind it).
         until: Instant,
+        /// It was sent once and came back unsent (DEC-33): its next dispatch is its last.
+        retried: bool,
     },
     InFlight {
         process: usize,
@@ -371,7 +373,10 @@ impl Scheduler {
             };
             match again {
                 Pick::Got(q) => self.dispatch(id, q, lane, counted, flexible, true),
-                Pick::Full | Pick::NoneReady => self.actions.push_back(Action::Fail {
+                // Every other process busy: it waits for a slot as a new request does, its
+                // `queueSeconds` counted from now (DEC-33).
+                Pick::Full => self.wait_retried(id, lane, now),
+                Pick::NoneReady => self.actions.push_back(Action::Fail {
                     id,
                     process: ProcessId(process as u16),
                 }),

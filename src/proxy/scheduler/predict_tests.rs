@@ -460,3 +460,38 @@ proptest! {
 fn warm_everywhere(sim: &Sim) -> bool {
     (0..sim.took.len()).all(|p| sim.s.estimate(ProcessId(p as u16), Lane::Normal).is_some())
 }
+
+#[test]
+fn four_slow_answers_do_not_get_eight_fast_requests_refused_that_would_be_served_in_time() {
+    // spec: DEC-50 (a few outliers are bounded in what they do to the estimate)
+    let mut h = Harness::new(predicting(2, 0, 0), 1);
+    for _ in 0..5 {
+        warm(&mut h, 2, Lane::Normal, 0.1);
+    }
+    // Four slow ones (3 s) in the same lane, answered.
+    warm(&mut h, 2, Lane::Normal, 3.0);
+    warm(&mut h, 2, Lane::Normal, 3.0);
+    // Both slots busy with the usual 100 ms work, eight more arrive: 2 slots × 10 a second
+    // serve them all well within queueSeconds (1 s).
+    let mut running = h.fill(2, Lane::Normal);
+    let line: Vec<_> = (0..8).map(|_| h.any(Lane::Normal)).collect();
+    let refused: Vec<Action> = h.actions();
+    assert!(refused.is_empty(), "refused at once: {refused:?}");
+    let mut served = 0;
+    while served < line.len() {
+        assert!(h.now.elapsed() < Duration::from_secs(60), "stuck");
+        h.at(0.1);
+        for id in std::mem::take(&mut running) {
+            h.finish(id, OK);
+        }
+        for a in h.actions() {
+            match a {
+                Action::Dispatch { id, .. } if line.contains(&id) => {
+                    running.push(id);
+                    served += 1;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

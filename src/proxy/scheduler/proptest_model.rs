@@ -11,6 +11,9 @@ enum St {
     InFlight(usize),
     /// `finish(NotSent)` given: a second dispatch or a `Fail` must follow in the same call.
     Retrying(usize),
+    /// Sent once, handed back, and waiting for a slot as a newcomer (DEC-33): dispatched once
+    /// more, refused, or cancelled.
+    Again,
     Done,
 }
 
@@ -151,6 +154,10 @@ impl Model {
                     match st {
                         St::Pending => {}
                         St::Retrying(q) if q != p => {}
+                        // Waiting as a newcomer, its own slot on the process it left freed:
+                        // that process may take it back (it is still ready).
+                        St::Retrying(_) | St::Again
+                            if r.dispatches == 1 && !matches!(r.target, Target::Owner(_)) => {}
                         other => return Err(format!("dispatch of {id:?} in state {other:?}")),
                     }
                     if !self.ready.get(p).copied().unwrap_or(false) {
@@ -185,7 +192,11 @@ impl Model {
                     r.st = St::InFlight(p);
                     r.dispatches += 1;
                 }
-                Action::Refuse { .. } if st == St::Pending => {
+                // A request handed back may be refused as a newcomer would be (no wait, or a
+                // forecast) in the same call.
+                Action::Refuse { .. }
+                    if matches!(st, St::Pending | St::Again | St::Retrying(_)) =>
+                {
                     self.reqs.get_mut(&id.0).ok_or("gone")?.st = St::Done;
                 }
                 Action::Fail { process, .. } if st == St::Retrying(process.index()) => {
@@ -194,14 +205,17 @@ impl Model {
                 other => return Err(format!("{other:?} for a request in state {st:?}")),
             }
         }
-        if let Some((id, _)) = self
-            .reqs
-            .iter()
-            .find(|(_, r)| matches!(r.st, St::Retrying(_)))
-        {
-            return Err(format!(
-                "request {id} not sent got neither a retry nor a Fail"
-            ));
+        // Not dispatched nor failed at once: it waits, which only a request sent once that any
+        // process may take does.
+        for (id, r) in self.reqs.iter_mut() {
+            if let St::Retrying(_) = r.st {
+                if r.dispatches != 1 || matches!(r.target, Target::Owner(_)) {
+                    return Err(format!(
+                        "request {id} not sent got neither a retry nor a Fail"
+                    ));
+                }
+                r.st = St::Again;
+            }
         }
         for p in 0..self.ready.len() {
             let l = self.s.load(ProcessId(p as u16));
@@ -236,10 +250,9 @@ impl Model {
             .collect();
         let all_cooling = !(0..n).any(|p| self.ready[p] && self.serves[p] && !cooling[p]);
         let eligible = |p: usize| self.ready[p] && self.serves[p] && (!cooling[p] || all_cooling);
-        let normal_pending = self
-            .reqs
-            .values()
-            .any(|r| r.st == St::Pending && r.counted && r.lane == Lane::Normal);
+        let normal_pending = self.reqs.values().any(|r| {
+            matches!(r.st, St::Pending | St::Again) && r.counted && r.lane == Lane::Normal
+        });
         let room = |p: usize, lane: Lane| {
             let (f, k) = (self.in_flight[p], self.normal[p]);
             let (held_min, held) = self.floor(p, min);
@@ -250,10 +263,11 @@ impl Model {
             }
         };
         for (id, r) in &self.reqs {
-            if r.st != St::Pending || !r.counted {
+            if !matches!(r.st, St::Pending | St::Again) || !r.counted {
                 continue;
             }
             let free = match r.target {
+                _ if r.st == St::Again => (0..n).any(|p| eligible(p) && room(p, r.lane)),
                 Target::Owner(o) => self.ready[o.index()] && room(o.index(), r.lane),
                 Target::LeastLoaded | Target::UnknownPrefix => {
                     (0..n).any(|p| eligible(p) && room(p, r.lane))
@@ -359,8 +373,9 @@ impl Model {
                 self.s.finish(RequestId(id), outcome, self.now);
             }
             Event::Cancel { pick } => {
-                let Some(id) = self.pick(*pick, |st| matches!(st, St::InFlight(_) | St::Pending))
-                else {
+                let Some(id) = self.pick(*pick, |st| {
+                    matches!(st, St::InFlight(_) | St::Pending | St::Again)
+                }) else {
                     return Ok(());
                 };
                 self.release(id);

@@ -417,6 +417,46 @@ fn not_sent_is_tried_once_more_elsewhere_else_it_fails() {
 }
 
 #[test]
+fn not_sent_with_every_other_process_full_waits_queue_seconds_from_the_retry() {
+    // spec: DEC-33 (the retried request waits for a slot as a new one does, its queueSeconds
+    // counted from the retry, not from its arrival)
+    let mut h = Harness::new(cfg(1, 0, 0), 2);
+    let a = h.any(Lane::Normal);
+    let on_a = h.dispatched_to(a);
+    let b = h.any(Lane::Normal);
+    let on_b = h.dispatched_to(b);
+    assert_ne!(on_a, on_b);
+    h.now += QUEUE * 2; // longer than queueSeconds since a arrived
+    h.s.set_process(on_a, ProcessState::Down, h.now);
+    h.finish(a, Finish::NotSent);
+    assert_eq!(h.actions(), vec![], "a waits for b's slot, not a 502");
+    h.now += QUEUE / 2;
+    h.finish(b, OK);
+    assert_eq!(h.dispatched_to(a), on_b);
+    // Sent twice: a second hand-back fails.
+    h.finish(a, Finish::NotSent);
+    assert_eq!(
+        h.one(a),
+        Some(Action::Fail {
+            id: a,
+            process: on_b
+        })
+    );
+    // Waiting past queueSeconds from the retry: the queue's refusal.
+    h.s.set_process(on_a, ProcessState::Ready, h.now);
+    let c = h.any(Lane::Normal);
+    let on_c = h.dispatched_to(c);
+    let d = h.any(Lane::Normal);
+    h.dispatched_to(d);
+    h.s.set_process(on_c, ProcessState::Down, h.now);
+    h.finish(c, Finish::NotSent);
+    assert_eq!(h.actions(), vec![]);
+    h.now += QUEUE;
+    h.s.handle_timeout(h.now);
+    assert!(matches!(h.refused(c), Refusal::QueueTimeout { .. }));
+}
+
+#[test]
 fn cancel_drops_a_waiter_and_frees_a_slot() {
     let mut h = Harness::new(cfg(1, 0, 0), 1);
     let a = h.any(Lane::Normal);

@@ -16,6 +16,9 @@ pub enum Action {
     Terminate(ProcessId),
     /// Send SIGKILL.
     Kill(ProcessId),
+    /// Send SIGKILL to a hung process (the hang watchdog's, DEC-82; the shell logged why):
+    /// its exit is then a crash's, counted `hung`.
+    KillHung(ProcessId),
     /// The process is ready: it may be sent requests.
     Up(ProcessId),
     /// The process is gone (exited, or stopping): send it nothing more.

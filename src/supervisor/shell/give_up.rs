@@ -40,7 +40,7 @@ fn give_up_line<'a>(
         line.push_str(&format!(". Its last run ended with {end}"));
     }
     let said: Vec<String> = stderr
-        .map(|l| l.trim().replace(['\n', '\r'], " "))
+        .map(|l| crate::logs::terminal_safe::escape_controls(l.trim()).into_owned())
         .filter(|l| !l.is_empty())
         .collect();
     if said.is_empty() {

@@ -285,8 +285,10 @@ impl Shell {
         error!("{}: {why}; ending it (SIGKILL)", self.code(id));
         kill_group(pid);
         crate::tree::subreaper::forget(pid);
-        self.hooks.exited(id);
-        self.exited(id, Exit::Signal(libc::SIGKILL), Some(pid));
+        let exit = Exit::Signal(libc::SIGKILL);
+        let ending = self.ending(id, exit);
+        self.hooks.exited(id, ending);
+        self.exited(id, exit, Some(pid));
     }
 }
 

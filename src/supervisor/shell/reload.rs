@@ -106,6 +106,7 @@ impl Shell {
             status_seconds,
             sample_seconds,
             recycle,
+            hang_timeout,
             snapshot,
         } = r.settings.clone();
         self.keeper.reconfigure(snapshot);
@@ -115,6 +116,7 @@ impl Shell {
             status_seconds,
             sample_seconds,
             recycle,
+            hang_timeout,
             snapshot,
         };
         let drain = self.setup.settings.drain;

@@ -89,6 +89,24 @@ impl Scheduler {
     }
 
     pub(super) fn wait(&mut self, id: RequestId, lane: Lane, at: Place, wait: Wait, now: Instant) {
+        self.wait_as(id, lane, at, wait, now, false);
+    }
+
+    /// A request sent once and handed back unsent, with no other process free: it waits in
+    /// its lane's shared queue as a newcomer would (DEC-33).
+    pub(super) fn wait_retried(&mut self, id: RequestId, lane: Lane, now: Instant) {
+        self.wait_as(id, lane, Place::Shared, Wait::Any, now, true);
+    }
+
+    fn wait_as(
+        &mut self,
+        id: RequestId,
+        lane: Lane,
+        at: Place,
+        wait: Wait,
+        now: Instant,
+        retried: bool,
+    ) {
         if self.stopping {
             return self.refuse(id, Refusal::Stopping);
         }
@@ -112,6 +130,7 @@ impl Scheduler {
                 at,
                 wait,
                 until,
+                retried,
             },
         );
         let kind = match wait {
@@ -274,13 +293,16 @@ impl Scheduler {
                 q.pop_dead_head();
                 continue;
             };
-            let flexible = matches!(req, Req::Waiting { wait, .. } if *wait != Wait::Owner);
+            let (flexible, retried) = match req {
+                Req::Waiting { wait, retried, .. } => (*wait != Wait::Owner, *retried),
+                Req::InFlight { .. } => (false, false),
+            };
             *req = Req::InFlight {
                 process: i,
                 lane,
                 counted: true,
                 flexible,
-                retried: false,
+                retried,
             };
             q.pop_head();
             if lane == Lane::Normal && q.live() == 0 && from == Place::Shared {

@@ -326,6 +326,13 @@ impl Model {
                 }
                 self.killed[p] = true;
             }
+            Action::KillHung(id) => {
+                let p = id.index();
+                if !self.alive[p] || self.killed[p] {
+                    return Err(format!("SIGKILL to hung {p}: only a live one, once"));
+                }
+                self.killed[p] = true;
+            }
             Action::Up(id) => {
                 let p = id.index();
                 if !self.alive[p] || self.up[p] {
