@@ -4,7 +4,8 @@
 //! `adminAddress` as the health check and their agents on `agentAddress`, DEC-89): every
 //! cache-id session stays on its host (the sim's `X-Served-By`), other tx requests spread over
 //! the hosts, and a host stopped under load with `lameDuckSeconds` (DEC-88) loses no request;
-//! once it is gone, its ids get `cache-id-unknown` from another host. A host whose slots other
+//! once it is gone, its ids get `cache-id-unknown` from another host; the same for a host killed
+//! outright, whose new sessions go to the others at once. A host whose slots other
 //! clients hold (straight to its port) gets a measured smaller share of the requests through
 //! HAProxy, its agent's weight read back from HAProxy's stats socket. Without haproxy installed
 //! these tests fail, saying so (.ci/run installs it).
@@ -313,8 +314,25 @@ fn three_hosts_behind_haproxy_keep_their_sessions_spread_the_rest_and_a_lame_duc
         assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
         assert!(!r.served_by().starts_with('b'), "{id}: {}", r.served_by());
     }
+
+    // Host c killed outright (SIGKILL: its processes go with it): its ids get cache-id-unknown
+    // from host a, and new requests go to host a, at once, before any health check notices.
+    let mut cc = cc;
+    cc.c.signal(9);
+    cc.c.wait_exit(secs(10));
+    wait_until("host c's port closed", secs(10), || !accepting(cc.c.port));
+    for id in ids.iter().filter(|i| i.starts_with('c')) {
+        let r = hp.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
+        assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
+        assert!(r.served_by().starts_with('a'), "{id}: {}", r.served_by());
+    }
+    for _ in 0..6 {
+        let r = hp.request("POST", "/r4/$cache-control", &[], b"{}");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.served_by().starts_with('a'), "{}", r.served_by());
+    }
     drop(hp);
-    drop((a, cc));
+    drop(a);
 }
 
 /// Host `server`'s weight in `backend` as HAProxy has it now (`show servers state`, its
