@@ -31,6 +31,7 @@ use crate::supervisor::{Control, Ended};
 mod client;
 mod demo;
 mod host;
+mod lame_duck;
 mod listen_again;
 mod own_files;
 mod reloader;
@@ -292,7 +293,10 @@ async fn run(
                 let _ = serving.task.await;
                 return Ok(code);
             }
-            Until::Stop => return Ok(l.stop(&mut signals, serving).await),
+            Until::Stop => {
+                let lame_duck = reloader.running.cluster.lame_duck;
+                return Ok(l.stop(&mut signals, serving, lame_duck).await);
+            }
             Until::Upgrade(deferred) => {
                 // A `scale` or `restart` on the control socket is refused meanwhile (DEC-49).
                 l.desk.set_busy(Some(
@@ -346,6 +350,8 @@ struct Launcher {
     admin_fd: Option<std::os::fd::OwnedFd>,
     /// Where the launcher's own endpoint listens (`None`: it doesn't).
     admin_at: Option<std::net::SocketAddr>,
+    /// HAProxy's agent's listening socket (`agentAddress`), a second fd as `admin_fd` is.
+    agent_fd: Option<std::os::fd::OwnedFd>,
     /// The control socket (`None`: off): its file goes when this is dropped at a clean stop.
     control_socket: Option<crate::ops::control_socket::ControlSocket>,
     /// The control socket's `upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade
@@ -469,8 +475,8 @@ impl Launcher {
                 sig = signals.next() => match meaning(sig, Phase::Serving) {
                     Meaning::Stop | Meaning::StopNow => {
                         info!(
-                            "{sig}: stopping (the drain, then the processes in order; another \
-                             SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
+                            "{}",
+                            lame_duck::stop_line(sig, reloader.running.cluster.lame_duck)
                         );
                         return Until::Stop;
                     }
@@ -537,12 +543,25 @@ impl Launcher {
         self.state.send_replace(notify::State::Reloading);
     }
 
-    /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
-    /// processes in order (STOP-5..9).
-    async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+    /// The orderly stop: the lame duck (`lameDuckSeconds`, DEC-88: serving on, no longer ready),
+    /// which a second stop signal skips; the drain (STOP-1..4), which a second stop signal cuts
+    /// short; then the processes in order (STOP-5..9).
+    async fn stop(
+        mut self,
+        signals: &mut Signals,
+        mut serving: Serving,
+        lame_duck: std::time::Duration,
+    ) -> ExitCode {
         self.desk.set_busy(Some("the launcher is stopping"));
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
+        if !lame_duck.is_zero() {
+            if let lame_duck::Ended::Supervisor(code) = self.lame_duck(signals, lame_duck).await {
+                let _ = serving.shutdown.send(listener::Shutdown::Stop);
+                let _ = serving.task.await;
+                return code;
+            }
+        }
         let _ = serving.shutdown.send(listener::Shutdown::Stop);
         loop {
             tokio::select! {

@@ -1,6 +1,8 @@
-//! nginx.md's configurations, run: each block marked `title="..."` is taken out of nginx.md, its
-//! placeholders filled in, and a real nginx (`common/nginx.rs`: a foreground process with its own
-//! prefix directory, stopped by its pid) runs it in front of real fhircluster instances. The
+//! nginx.md's configurations, run: the one-host block taken out of nginx.md with its
+//! placeholders filled in, the many-hosts one as `fhircluster print nginx --host ...` prints it
+//! (nginx.md's many-hosts block is that text for its example hosts, held so by the binary's
+//! tests), and a real nginx (`common/nginx.rs`: a foreground process with its own prefix
+//! directory, stopped by its pid) runs each in front of real fhircluster instances. The
 //! one-host configuration passes requests and headers as the page says; the many-hosts one routes
 //! cache-ids to the host that issued them, `$closure` to the designated master host, and a stopped
 //! host's ids to another host, which answers `cache-id-unknown`; with fhircluster stopped, nginx
@@ -134,6 +136,19 @@ fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launc
     assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
 }
 
+/// What `fhircluster print nginx --host PREFIX=ADDRESS ...` prints for `hosts` (nginx.md's
+/// many-hosts block for its example hosts), listening where `Nginx::start` says.
+fn print_many(hosts: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.args(["print", "nginx"]);
+    for (prefix, addr) in hosts {
+        cmd.arg("--host").arg(format!("{prefix}={addr}"));
+    }
+    let out = run_bounded(&mut cmd, Duration::from_secs(20));
+    assert_eq!(out.code, Some(0), "print nginx --host: {}", out.all());
+    out.stdout.replace("listen 80;", "listen {{LISTEN}};")
+}
+
 /// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
 fn issuer(id: &str) -> &str {
     id.split('.').next().unwrap_or("")
@@ -152,10 +167,7 @@ fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and
         .workers(1)
         .config(json!({ "server": { "cluster": { "hostPrefix": "b" } } }))
         .start();
-    let nginx = Nginx::start(
-        &block("many-hosts.conf"),
-        &[("{{HOST_A}}", host(&a)), ("{{HOST_B}}", host(&b))],
-    );
+    let nginx = Nginx::start(&print_many(&[("a", host(&a)), ("b", host(&b))]), &[]);
 
     // Sessions started through nginx land on both hosts (least_conn across them).
     let mut ids = Vec::new();
@@ -302,13 +314,8 @@ fn one_host_conf_answers_a_fhir_503_while_fhircluster_is_down_and_passes_its_own
 #[test]
 fn many_hosts_conf_answers_a_fhir_503_when_no_host_answers() {
     let mut a = cluster().workers(1).start();
-    let nginx = Nginx::start(
-        &block("many-hosts.conf"),
-        &[
-            ("{{HOST_A}}", host(&a)),
-            ("{{HOST_B}}", format!("127.0.0.1:{}", free_port())),
-        ],
-    );
+    let nowhere = format!("127.0.0.1:{}", free_port());
+    let nginx = Nginx::start(&print_many(&[("a", host(&a)), ("b", nowhere)]), &[]);
     a.signal(SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(30)).code(), Some(0));
     for path in ["/r4/metadata", "/dashboard"] {

@@ -36,8 +36,8 @@ pub enum Print {
         #[arg(long, value_name = "NAME", default_value = DEFAULT_USER)]
         user: String,
     },
-    /// nginx.md's one-host configuration, for inside nginx's `http { }`:
-    /// `fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf`
+    /// nginx.md's configuration, for inside nginx's `http { }`: one host, or with --host
+    /// many: `fhircluster print nginx > /etc/nginx/conf.d/fhircluster.conf`
     Nginx {
         /// What nginx listens on (its `listen` directive's arguments), e.g. "443 ssl"
         #[arg(long, value_name = "LISTEN", default_value = "80")]
@@ -47,11 +47,36 @@ pub enum Print {
         /// for this name come here [default: _, none of its own]
         #[arg(long, value_name = "NAME")]
         server_name: Option<String>,
+        #[command(flatten)]
+        hosts: HostArgs,
+    },
+    /// HAProxy's configuration (haproxy.md), a whole haproxy.cfg: one host (this one), or with
+    /// --host many; /readyz on adminAddress is the health check, agentAddress the weight
+    Haproxy {
+        /// What HAProxy binds (its `bind` line's arguments), e.g. ":443 ssl crt /etc/haproxy/site.pem"
+        #[arg(long, value_name = "BIND", default_value = ":80")]
+        listen: String,
+        #[command(flatten)]
+        hosts: HostArgs,
     },
     /// The Prometheus alert rules (for rule_files: in prometheus.yml)
     Alerts,
     /// The Grafana dashboard (Dashboards > New > Import)
     Dashboard,
+}
+
+/// The hosts of a balancer in front of many (`print nginx`, `print haproxy`).
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq, Default)]
+pub struct HostArgs {
+    /// A host behind the balancer, repeated for each: its hostPrefix, its fhircluster's address
+    /// (server.port), and its adminAddress and agentAddress ports when they differ from these
+    /// settings': a=10.0.0.11:3000 or a=10.0.0.11:3000,admin=9100,agent=9101
+    #[arg(long = "host", value_name = "PREFIX=ADDRESS")]
+    pub host: Vec<String>,
+    /// The designated master host ($closure, the master's pages), by its prefix [default: the
+    /// first --host]
+    #[arg(long, value_name = "PREFIX")]
+    pub master_host: Option<String>,
 }
 
 pub(crate) const PRINT_HELP: &str = "\

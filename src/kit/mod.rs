@@ -9,6 +9,8 @@
 //! output is never tied to the directory it happened to be run in. Rendering is pure (`unit`,
 //! `logrotate`, `nginx` take their inputs); `run` only gathers them.
 
+mod haproxy;
+mod hosts;
 mod logrotate;
 mod nginx;
 mod unit;
@@ -101,6 +103,7 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
         Print::Nginx {
             listen,
             server_name,
+            hosts,
         } => {
             if listen.is_empty() || listen.chars().any(|c| c.is_control() || ";{}#".contains(c)) {
                 anyhow::bail!(
@@ -117,11 +120,60 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
                     "--server-name {name:?}: give the one name clients use, e.g. fhir.example.org"
                 );
             }
-            nginx::render(listen, name, &nginx::upstream(s))
+            if hosts.host.is_empty() {
+                nginx::render(listen, name, &nginx::upstream(s))
+            } else {
+                let hosts = hosts::parse(&hosts.host, hosts.master_host.as_deref(), s)
+                    .map_err(anyhow::Error::msg)?;
+                nginx::render_many(listen, name, &hosts, &endpoints(s), &s.tx.instance_code)
+            }
+        }
+        Print::Haproxy { listen, hosts } => {
+            if listen.is_empty() || listen.chars().any(|c| c.is_control() || c == '#') {
+                anyhow::bail!(
+                    "--listen {listen:?}: give HAProxy's bind arguments, e.g. :80 or \":443 ssl crt /etc/haproxy/site.pem\""
+                );
+            }
+            let hosts = if hosts.host.is_empty() {
+                this_host(s)
+            } else {
+                hosts::parse(&hosts.host, hosts.master_host.as_deref(), s)
+                    .map_err(anyhow::Error::msg)?
+            };
+            haproxy::check(&hosts).map_err(anyhow::Error::msg)?;
+            haproxy::render(&haproxy::Farm {
+                listen,
+                hosts: &hosts,
+                endpoints: &endpoints(s),
+                master_code: &s.tx.instance_code,
+            })
         }
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
     })
+}
+
+/// The tx endpoints the balancer routes as such: the settings', or FHIRsmith's usual `/r4` when
+/// none are set (Deploy's layout, printed without a config.json).
+fn endpoints(s: &Settings) -> Vec<String> {
+    if s.tx.endpoints.is_empty() {
+        vec!["/r4".to_string()]
+    } else {
+        s.tx.endpoints.clone()
+    }
+}
+
+/// The one host `print haproxy` names without `--host`: this one, from its settings.
+fn this_host(s: &Settings) -> hosts::Hosts {
+    hosts::Hosts {
+        hosts: vec![hosts::Host {
+            prefix: s.cluster.host_prefix.clone(),
+            addr: nginx::upstream(s).to_string(),
+            admin: s.cluster.admin_address.map(|a| a.port()),
+            agent: s.cluster.agent_address.map(|a| a.port()),
+        }],
+        master: 0,
+    }
 }
 
 /// A user name as useradd takes it: letters, digits, `_`, `-`, `.`; so it goes into a unit or
@@ -214,6 +266,7 @@ mod tests {
                 &Print::Nginx {
                     listen: listen.into(),
                     server_name: Some(name.into()),
+                    hosts: Default::default(),
                 },
                 &s,
             )
@@ -240,7 +293,14 @@ mod tests {
         assert!(help.contains("print "), "{help}");
         let print = cli.find_subcommand_mut("print").expect("print");
         let help = print.render_long_help().to_string();
-        for what in ["systemd-unit", "logrotate", "nginx", "alerts", "dashboard"] {
+        for what in [
+            "systemd-unit",
+            "logrotate",
+            "nginx",
+            "haproxy",
+            "alerts",
+            "dashboard",
+        ] {
             assert!(help.contains(what), "{what} missing from:\n{help}");
         }
     }

@@ -85,11 +85,11 @@ pub(super) fn valid_memory_max(text: &str) -> bool {
 /// at well under a second (tests/ops_systemd.rs); 25 s leaves room on a loaded host.
 const STOP_MARGIN: Duration = Duration::from_secs(25);
 
-/// The longest orderly stop (STOP-10): the drain, the workers' `SIGTERM` to `SIGKILL`, their last
-/// counts, then the master's `SIGTERM` to `SIGKILL`.
+/// The longest orderly stop (STOP-10): the lame duck (DEC-88), the drain, the workers' `SIGTERM`
+/// to `SIGKILL`, their last counts, then the master's `SIGTERM` to `SIGKILL`.
 pub(crate) fn longest_stop(s: &Settings) -> Duration {
     let c = &s.cluster;
-    c.drain + c.kill_after + crate::supervisor::lifecycle::COUNTS_WAIT + c.kill_after
+    c.lame_duck + c.drain + c.kill_after + crate::supervisor::lifecycle::COUNTS_WAIT + c.kill_after
 }
 
 /// `TimeoutStopSec=`: the longest stop and a margin, rounded up to a half minute (120 s for the
@@ -232,6 +232,16 @@ mod tests {
         assert_eq!(timeout_stop_secs(&s), 390);
         s.cluster.kill_after = Duration::from_secs(31);
         assert_eq!(timeout_stop_secs(&s), 420, "rounded up to a half minute");
+    }
+
+    #[test]
+    fn the_stop_timeout_counts_the_lame_duck() {
+        // spec: DEC-88, STOP-10
+        let mut s = Settings::default();
+        s.cluster.lame_duck = Duration::from_secs(20);
+        // 20 + 30 + 30 + 5 + 30 = 115 s, and the margin: 140, rounded up to 150.
+        assert_eq!(longest_stop(&s), Duration::from_secs(115));
+        assert_eq!(timeout_stop_secs(&s), 150);
     }
 
     #[test]

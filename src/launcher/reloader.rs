@@ -139,6 +139,7 @@ impl Reloader {
             access_log,
             supervisor: _, // the supervisor's, in `Reload`
             workers: _,    // as `workers`, sized on this machine
+            lame_duck: _,  // read by the stop from the settings in force (`running`)
         } = live.clone();
         self.front.reconfigure(scheduler, upstream_timeout);
         self.front.budget.set_limit(buffer_limit);

@@ -76,6 +76,10 @@ impl Resume {
         Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
     }
 
+    pub(super) fn agent_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.agent_fd?).map(std::net::TcpListener::from)
+    }
+
     /// The idle client connections handed over, each with the bytes read ahead of its next
     /// request; one whose fd is not open (or not a socket) is left out.
     fn client_conns(handover: &Handover) -> Vec<HandedClient> {

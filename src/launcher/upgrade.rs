@@ -440,6 +440,8 @@ impl Launcher {
         keep.extend(client_conns.iter().map(|c| c.fd));
         let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
         keep.extend(admin_fd);
+        let agent_fd = self.agent_fd.as_ref().map(AsRawFd::as_raw_fd);
+        keep.extend(agent_fd);
         let control_fd = self.control_socket.as_ref().map(|c| c.raw_fd());
         let control_file = self.control_socket.as_ref().map(|c| c.file());
         keep.extend(control_fd);
@@ -462,6 +464,7 @@ impl Launcher {
             keeper: handed.keeper.clone(),
             client_fd: listener.as_raw_fd(),
             admin_fd,
+            agent_fd,
             control_fd,
             control_file,
             mark: crate::tree::run::current()

@@ -98,6 +98,38 @@ impl Launcher {
             );
             tokio::spawn(admin::serve(l, admin.clone()));
         }
+        // HAProxy's agent-check (DEC-89), its socket kept across an in-place upgrade so no
+        // check is refused meanwhile.
+        let mut agent_fd = None;
+        if let Some(addr) = c.agent_address {
+            let bound = match inherited_listener(resume.and_then(Resume::agent_listener), addr) {
+                Some(l) => Some((l, " (kept across the upgrade)")),
+                None => match TcpListener::bind(addr).await {
+                    Ok(l) => Some((l, "")),
+                    // After an upgrade the cluster is serving already: never stopped for this
+                    // (DEC-70); the next reload tries again.
+                    Err(e) if resume.is_some() => {
+                        warn!(
+                            "server.cluster.agentAddress {addr}: cannot listen: {e}; serving on \
+                             without HAProxy's agent-check"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e)
+                            .context(format!("server.cluster.agentAddress {addr}: cannot listen")))
+                    }
+                },
+            };
+            if let Some((l, place)) = bound {
+                agent_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
+                info!(
+                    "HAProxy's agent-check (readiness and weight, one line per connection) on \
+                 {addr}{place}"
+                );
+                tokio::spawn(crate::ops::agent::serve(l, front.clone()));
+            }
+        }
         // The actions' way in, for the service user and its group only.
         let inherited = resume.and_then(Resume::control_listener);
         let opened = crate::ops::control_socket::open(settings, inherited, resume.is_some());
@@ -183,6 +215,7 @@ impl Launcher {
             front,
             admin_fd,
             admin_at,
+            agent_fd,
             control_socket,
             desk,
             upgrade_asks,
@@ -197,6 +230,17 @@ impl Launcher {
             old_pid_file: None,
         })
     }
+}
+
+/// The listener the program before handed over, when it is still at `addr` (the setting may
+/// have changed with the upgrade: then it is closed and `addr` bound anew).
+fn inherited_listener(
+    inherited: Option<std::net::TcpListener>,
+    addr: std::net::SocketAddr,
+) -> Option<TcpListener> {
+    let l = inherited.filter(|l| l.local_addr().is_ok_and(|a| a == addr))?;
+    l.set_nonblocking(true).ok()?;
+    TcpListener::from_std(l).ok()
 }
 
 /// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if

@@ -306,17 +306,9 @@ async fn status_page(admin: &Admin) -> Response<ProxyBody> {
     r
 }
 
-/// Ready: the master and at least one tx process, and not draining.
+/// Ready: the master and at least one tx process, and no stop begun (`readiness.rs`).
 pub fn readiness(front: &Front) -> Result<(), &'static str> {
-    if front.admission.is_stopping() {
-        Err("draining: the launcher is stopping")
-    } else if !front.roster.master_ready() {
-        Err("the master is not ready")
-    } else if !front.roster.any_tx_ready() {
-        Err("no tx process is ready")
-    } else {
-        Ok(())
-    }
+    super::readiness::readiness(&super::readiness::HostState::of(front))
 }
 
 fn readyz(front: &Front) -> Response<ProxyBody> {

@@ -4,6 +4,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod admin_room;
+pub(crate) mod agent;
 pub(crate) mod client_port;
 pub(crate) mod control_client;
 pub(crate) mod control_conns;
@@ -17,6 +18,7 @@ pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod pid_file;
 pub(crate) mod process_series;
+pub(crate) mod readiness;
 pub(crate) mod restart_cmd;
 pub(crate) mod scale_cmd;
 pub(crate) mod signal_stream;

@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub struct Front {
     pub access_log: crate::logs::access_log::InForce,
     /// Each `502`'s WARNING, throttled per process and reason.
     pub bad_gateway_log: super::bad_gateway_log::BadGatewayLog,
+    /// A stop's lame duck (`lameDuckSeconds`, DEC-88): serving on, but no longer ready, so the
+    /// balancers in front leave before the port closes.
+    lame_duck: AtomicBool,
 }
 
 impl Front {
@@ -88,7 +91,17 @@ impl Front {
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
             bad_gateway_log,
+            lame_duck: AtomicBool::new(false),
         })
+    }
+
+    /// The lame duck has begun: `/readyz` and the agent say so from now on.
+    pub fn begin_lame_duck(&self) {
+        self.lame_duck.store(true, Ordering::Release);
+    }
+
+    pub fn is_lame_duck(&self) -> bool {
+        self.lame_duck.load(Ordering::Acquire)
     }
 
     /// `upstreamTimeoutSeconds` now.

@@ -182,6 +182,8 @@ fn example(path: &str) -> Option<(Value, Value)> {
         "server.cluster.sharedClosure" => json!(true),
         "server.cluster.killSeconds" => json!(5),
         "server.cluster.adminAddress" => json!(9100),
+        "server.cluster.agentAddress" => json!(9101),
+        "server.cluster.lameDuckSeconds" => json!(5),
         "server.cluster.listenAddress" => json!("127.0.0.1"),
         "server.cluster.logFormat" => json!("json"),
         "server.cluster.logLevel" => json!("debug"),

@@ -90,6 +90,10 @@ pub struct ClusterSettings {
     /// Where the processes listen (`127.0.0.1`).
     pub(crate) bind_address: String,
     pub drain: Duration,
+    /// `server.cluster.lameDuckSeconds` (fhircluster's own, DEC-88): how long a stop signal's
+    /// launcher goes on accepting and serving with `/readyz` at `503` before the drain begins,
+    /// so a balancer's health check sees the host leave before its port closes. 0: none.
+    pub lame_duck: Duration,
     /// 0: no limit.
     pub(crate) max_outstanding: u32,
     pub(crate) queue: Duration,
@@ -140,6 +144,10 @@ pub struct ClusterSettings {
     /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
     /// means loopback.
     pub(crate) admin_address: Option<std::net::SocketAddr>,
+    /// `server.cluster.agentAddress` (fhircluster's own, DEC-89): where the launcher answers
+    /// HAProxy's `agent-check` with its readiness and weight (`ops/agent.rs`). None: off. Read
+    /// as `adminAddress` is.
+    pub(crate) agent_address: Option<std::net::SocketAddr>,
     /// `server.cluster.controlSocket` / `--control-socket` (fhircluster's own): the control
     /// socket's path, relative to the data directory (`fhircluster.sock`); `off`: none. The
     /// actions (`fhircluster upgrade`) go there only: `ops/control_socket.rs`.

@@ -62,6 +62,7 @@ settings_table! {
             flag "--internal-port" internal_port, unset "port + 1" (internal_port_default)]
         bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), bind_address, Restart]
         drain ["server.cluster.drainSeconds", secs(30), seconds, Live]
+        lame_duck ["server.cluster.lameDuckSeconds", secs(0), seconds, Live]
         max_outstanding ["server.cluster.maxOutstanding", 16, whole(0, MAX_COUNT), Live]
         queue ["server.cluster.queueSeconds", secs(1), seconds, Live]
         owner_queue ["server.cluster.ownerQueueSeconds", secs(30), seconds, Live]
@@ -91,6 +92,8 @@ settings_table! {
         kill_after ["server.cluster.killSeconds", secs(30), seconds, Upgrade]
         admin_address ["server.cluster.adminAddress", None, admin_address, Upgrade,
             flag "--admin-address" admin_address, unset "off"]
+        agent_address ["server.cluster.agentAddress", None, admin_address, Upgrade,
+            unset "off"]
         control_socket ["server.cluster.controlSocket", "fhircluster.sock".into(), control_socket,
             Upgrade, flag "--control-socket" control_socket]
         control_group ["server.cluster.controlGroup", String::new(), control_group, Upgrade,

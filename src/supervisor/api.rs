@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+pub use super::hang::Owed;
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
 use crate::process::{Ending, ProcessId, ProcessSpec};
-pub use super::hang::Owed;
 use crate::settings::Settings;
 use crate::status::keeper::Tally;
 use crate::status::snapshot::SnapshotSettings;

@@ -81,6 +81,8 @@ pub(crate) struct Handover {
     /// mode again on that file only, never on what a link there points to (DEC-71).
     #[serde(default)]
     pub control_file: Option<(u64, u64)>,
+    /// HAProxy's agent's listening fd (`agentAddress`, DEC-89).
+    pub agent_fd: Option<i32>,
     /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
     pub mark: String,
     pub guardian: Option<GuardianState>,

@@ -19,7 +19,6 @@ use tokio::time::Instant;
 
 pub use crate::supervisor::hang::Owed;
 
-
 /// One process's liveness, shared by its pool's connections.
 #[derive(Debug, Default)]
 pub struct Liveness {

@@ -46,6 +46,8 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("nodeReport", json!(true)),
         ("predictiveAdmission", json!(true)),
         ("hangTimeoutSeconds", json!(26)),
+        ("lameDuckSeconds", json!(27)),
+        ("agentAddress", json!("127.0.0.1:9101")),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -112,6 +114,13 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (LogFormat::Json, &LogLevel::Debug, "h")
     );
     assert_eq!(c.served_by_header, "X-Served-By");
+    assert_eq!(
+        (c.lame_duck, c.agent_address),
+        (
+            secs(27),
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9101)))
+        )
+    );
     assert_eq!(
         (c.control_socket.as_str(), c.control_group.as_str()),
         ("/run/fhircluster/ctl.sock", "fhirsmith")

@@ -142,6 +142,7 @@ fn added_within_format_1() -> Vec<(&'static str, Value)> {
         ("controlFd", Value::Null),
         ("controlFile", Value::Null),
         ("prebound", json!([])),
+        ("agentFd", Value::Null),
         ("cooldowns", json!([])),
         ("reloadPending", json!(false)),
         ("counters", json!({})),

@@ -83,6 +83,7 @@ pub(super) fn handover() -> Handover {
         admin_fd: Some(6),
         control_fd: Some(7),
         control_file: Some((64_769, 1_234_567)),
+        agent_fd: Some(9),
         mark: "123.456".into(),
         guardian: Some(GuardianState {
             pid: 99,
