@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct Front {
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
     /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
     pub access_log: crate::logs::access_log::InForce,
+    /// Per place, the connections still open to the process a replacement took over from
+    /// (`Upstream::move_to`): its drain's count.
+    outgoing: Vec<std::sync::Mutex<Option<Arc<AtomicUsize>>>>,
 }
 
 impl Front {
@@ -62,6 +65,7 @@ impl Front {
                 Upstream::for_process(p.connect_addr, slots_per_process.max(4), &p.code, retries)
             })
             .collect();
+        let outgoing = processes.iter().map(|_| Default::default()).collect();
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),
@@ -74,6 +78,7 @@ impl Front {
             master_paths_in_flight: AtomicU32::new(0),
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
+            outgoing,
         })
     }
 
@@ -131,6 +136,26 @@ impl Hooks for Front {
     fn draining(&self, id: ProcessId) {
         self.roster.draining(id);
         self.admission.set_state(id, ProcessState::Draining);
+    }
+
+    fn moved(&self, id: ProcessId, addr: std::net::SocketAddr, pid: u32) {
+        if let (Some(u), Some(out)) = (
+            self.upstreams.get(id.index()),
+            self.outgoing.get(id.index()),
+        ) {
+            let old = u.move_to(addr);
+            *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+        }
+        self.roster.up(id, pid);
+    }
+
+    fn outgoing_in_flight(&self, id: ProcessId) -> u32 {
+        self.outgoing.get(id.index()).map_or(0, |out| {
+            let open = out.lock().unwrap_or_else(|p| p.into_inner());
+            open.as_ref().map_or(0, |n| {
+                u32::try_from(n.load(Ordering::Acquire)).unwrap_or(u32::MAX)
+            })
+        })
     }
 
     fn in_flight(&self, id: ProcessId) -> u32 {

@@ -11,6 +11,7 @@ pub mod compact;
 pub mod error;
 pub mod headers;
 mod idle_check;
+mod live;
 mod outgoing;
 pub mod pool;
 pub mod refuse;

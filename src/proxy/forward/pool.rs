@@ -23,7 +23,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -38,6 +38,7 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::live::Live;
 use super::outgoing::OutgoingBody;
 use super::replay::{self, Next};
 use super::timed::Timed;
@@ -68,7 +69,6 @@ impl<B> Clone for Upstream<B> {
 }
 
 struct Inner {
-    addr: SocketAddr,
     /// The process's instance code, for the log.
     name: String,
     max_idle: usize,
@@ -88,6 +88,11 @@ struct Idle {
     generation: u64,
     /// Lost when the process writes outside a response; back when it restarts (`clear()`).
     trust: Trust,
+    /// Where the process listens: its place's port, or the other one after a replacement
+    /// started beside it took over (`move_to`).
+    addr: SocketAddr,
+    /// The connections made to `addr` and not yet closed, busy or idle (`Live`).
+    live: Arc<AtomicUsize>,
 }
 
 impl Inner {
@@ -247,7 +252,6 @@ impl<B: OutgoingBody> Upstream<B> {
     ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
-                addr,
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
@@ -256,6 +260,8 @@ impl<B: OutgoingBody> Upstream<B> {
                     conns: Vec::new(),
                     generation: 0,
                     trust: Trust::Reuse,
+                    addr,
+                    live: Arc::default(),
                 }),
                 retries,
             }),
@@ -305,6 +311,23 @@ impl<B: OutgoingBody> Upstream<B> {
             std::mem::take(&mut idle.conns)
         };
         drop(old);
+    }
+
+    /// The process now listens at `addr` (a replacement started beside the old one took its
+    /// place): new requests go there, the idle connections to the old one are closed and the
+    /// busy ones never come back. Returns how many connections to the old one are still open,
+    /// counted down as each closes: its requests in flight (what its drain waits for).
+    pub fn move_to(&self, addr: SocketAddr) -> Arc<AtomicUsize> {
+        let (old, live) = {
+            let mut idle = self.inner.lock();
+            idle.addr = addr;
+            idle.generation = idle.generation.wrapping_add(1);
+            idle.trust = Trust::Reuse;
+            let live = std::mem::take(&mut idle.live);
+            (std::mem::take(&mut idle.conns), live)
+        };
+        drop(old);
+        live
     }
 
     /// As [`Upstream::try_send`], without the request back on failure. For the tests.
@@ -369,7 +392,8 @@ impl<B: OutgoingBody> Upstream<B> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
         parts.version = Version::HTTP_11;
         if !parts.headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&self.inner.addr.to_string()) {
+            let addr = self.inner.lock().addr;
+            if let Ok(v) = HeaderValue::from_str(&addr.to_string()) {
                 parts.headers.insert(HOST, v);
             }
         }
@@ -457,12 +481,17 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     async fn connect(&self) -> Result<Conn, ForwardError> {
-        let generation = self.inner.lock().generation;
-        let stream = TcpStream::connect(self.inner.addr)
+        let (generation, addr, live) = {
+            let idle = self.inner.lock();
+            (idle.generation, idle.addr, Live::count(&idle.live))
+        };
+        let stream = TcpStream::connect(addr)
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
-        Ok(Box::new(UpstreamConn::new(stream, generation)))
+        let mut conn = UpstreamConn::new(stream, generation);
+        conn.live = Some(live);
+        Ok(Box::new(conn))
     }
 }
 

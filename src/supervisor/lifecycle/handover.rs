@@ -278,6 +278,8 @@ impl Lifecycle {
                 restarts_by: x.restarts_by,
                 started: x.started_ms.map(|ms| to(at, ms)),
                 up: x.up,
+                second: None,
+                took: None,
             })
             .collect();
         Ok(Lifecycle {
@@ -294,9 +296,12 @@ impl Lifecycle {
                 drain: Duration::from_millis(r.drain_ms),
                 step: r.step,
                 of: r.of,
+                asking: false,
+                halted: false,
             }),
             recycling: s.recycling.map(ProcessId),
             all_ready_said: s.all_ready_said,
+            beside_first: false,
         })
     }
 }

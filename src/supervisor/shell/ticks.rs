@@ -110,6 +110,7 @@ impl Shell {
                 self.life.drained(id, now);
             }
         }
+        self.seconds_drained(now);
         let (specs, children) = (&self.setup.processes, &self.children);
         let (hooks, keeper) = (&self.hooks, &self.keeper);
         let worker = |id: ProcessId| Worker {
