@@ -49,18 +49,24 @@ impl Shell {
     /// its port not lent), if memory allows one more process.
     fn room_beside(&mut self) -> Result<usize, String> {
         let places = self.setup.processes.len();
-        let spare = (self.life.workers() + 1..places).rev().find(|&k| {
+        // The first spare place whose port nothing holds now (another program may).
+        let bind = self.spec(ProcessId::MASTER).bind_address.clone();
+        let spare = (self.life.workers() + 1..places).find(|&k| {
             let id = ProcessId(k as u16);
             !self.life.is_running(id)
                 && self.children[k].is_none()
                 && self.second[k].is_none()
                 && !self.borrowed.contains(&Some(k))
+                && std::net::TcpListener::bind((bind.as_str(), self.ports.of(k))).is_ok()
         });
         let Some(spare) = spare else {
+            let spares = places.saturating_sub(self.life.workers() + 1);
             return Err(format!(
-                "no spare port: the internalPort range has {places} ports for this run and \
-                 the master and {} worker(s) hold them (DEC-21), 1 short",
-                places.saturating_sub(1)
+                "no spare port: the internalPort range has {places} ports for this run, the \
+                 master and {} worker(s) hold {}, and the other {spares} are in use, 1 short \
+                 (DEC-21)",
+                self.life.workers(),
+                self.life.workers() + 1
             ));
         };
         if let Some(pid) = self.pid(ProcessId::MASTER) {
@@ -85,7 +91,7 @@ impl Shell {
         match self.start_child(&spec) {
             Ok(handle) => {
                 info!(
-                    "{}: started its replacement, {} (pid {}) on {}:{}",
+                    "{}: its replacement started, {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
                 self.second_spoke[i] = false;
@@ -126,14 +132,14 @@ impl Shell {
         let old = self.second[i].as_ref().map(|c| c.pid);
         match (old_runs, old) {
             (true, Some(old)) => info!(
-                "{}: its replacement (pid {pid}, port {}) takes its place; the old process (pid \
+                "{}: switched to its replacement (pid {pid}) on port {}; the old process (pid \
                  {old}) gets no new requests and finishes those it has (up to {} s)",
                 self.code(id),
                 addr.port(),
                 self.setup.settings.drain.as_secs_f64()
             ),
             _ => info!(
-                "{}: its replacement (pid {pid}, port {}) takes its place",
+                "{}: switched to its replacement (pid {pid}) on port {}",
                 self.code(id),
                 addr.port()
             ),

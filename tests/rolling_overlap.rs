@@ -1,0 +1,321 @@
+//! The replacement before the retirement (DEC-78) and a bad build stopped at the first worker
+//! (DEC-79, DEC-80), end to end with the real binary and the simulator: replacements that take
+//! 1.5 s to be ready, a steady load of keep-alive clients, the launcher's own `/status` sampled
+//! all along.
+
+use crate::common::*;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const SIGHUP: i32 = 1;
+const SIGKILL: i32 = 9;
+const READY_DELAY_MS: &str = "1500";
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A cluster of `workers` whose processes take 1.5 s to be ready, with the admin API.
+fn slow_cluster(workers: u32) -> (Cluster, u16) {
+    let admin = free_port();
+    let c = cluster()
+        .workers(workers)
+        .env("SIM_READY_DELAY_MS", READY_DELAY_MS)
+        .env("SIM_COST_EXPAND_MS", "20")
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .start();
+    (c, admin)
+}
+
+/// config.json with `command` as the servers' command (the rest as the test started it).
+fn set_command(c: &Cluster, command: Value) {
+    let mut config = c.config.clone();
+    merge(
+        &mut config,
+        &json!({"server": {"cluster": {"command": command}}}),
+    );
+    write_config(&c.data_dir(), &config);
+}
+
+/// Keep-alive clients sending tx requests until stopped: every status they got.
+struct Load {
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+    threads: JoinHandle<Vec<Vec<u16>>>,
+}
+
+impl Load {
+    fn start(c: &Cluster, clients: usize) -> Load {
+        let addr = c.addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (stop2, answered2) = (stop.clone(), answered.clone());
+        let threads = std::thread::spawn(move || {
+            in_parallel(clients, move |_| {
+                let mut statuses = Vec::new();
+                let deadline = Instant::now() + secs(120);
+                let mut conn = Conn::open(addr).expect("a client connection");
+                while !stop2.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    let sent = conn.send("GET", "/r4/ValueSet/$expand?url=x", &[], b"", true);
+                    let status = if sent.is_ok() { conn.read().status } else { 0 };
+                    statuses.push(status);
+                    answered2.fetch_add(1, Ordering::Relaxed);
+                    if status == 0 {
+                        conn = Conn::open(addr).expect("a client connection");
+                    }
+                }
+                statuses
+            })
+        });
+        let load = Load {
+            stop,
+            answered,
+            threads,
+        };
+        load.more(20);
+        load
+    }
+
+    /// Waits until `n` more requests have been answered.
+    fn more(&self, n: usize) {
+        let from = self.answered.load(Ordering::Relaxed);
+        wait_until(&format!("{n} more requests answered"), secs(30), || {
+            self.answered.load(Ordering::Relaxed) >= from + n
+        });
+    }
+
+    /// Stops the clients: how many requests went, and those not answered 200.
+    fn end(self) -> (usize, Vec<u16>) {
+        self.more(20);
+        self.stop.store(true, Ordering::Relaxed);
+        let all: Vec<u16> = self.threads.join().expect("load threads").concat();
+        let failed = all.iter().copied().filter(|&s| s != 200).collect();
+        (all.len(), failed)
+    }
+}
+
+/// How many tx places `/status` shows ready, sampled every 50 ms until stopped: the least seen
+/// and the samples taken.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<(usize, usize)>,
+}
+
+fn ready_tx(admin: u16) -> Option<usize> {
+    let v = admin_get(admin, "/status").json();
+    let rows = v["processes"].as_array()?;
+    Some(
+        rows.iter()
+            .filter(|p| p["code"].as_str().is_some_and(|c| c.starts_with("tx")))
+            .filter(|p| p["status"] == "ready")
+            .count(),
+    )
+}
+
+impl Sampler {
+    fn start(admin: u16) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut least, mut samples) = (usize::MAX, 0);
+            while !stop2.load(Ordering::Relaxed) {
+                if let Some(n) = ready_tx(admin) {
+                    least = least.min(n);
+                    samples += 1;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (least, samples)
+        });
+        Sampler { stop, thread }
+    }
+
+    fn end(self) -> (usize, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("sampler")
+    }
+}
+
+fn restart(c: &Cluster) -> RunOutput {
+    run_bounded(
+        Command::new(LAUNCHER)
+            .args(["restart", "--data-dir"])
+            .arg(c.data_dir())
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        secs(120),
+    )
+}
+
+fn pids(c: &Cluster, codes: &[&str]) -> Vec<i32> {
+    codes.iter().map(|p| c.pid_of(p)).collect()
+}
+
+#[test]
+fn a_restart_and_a_reload_keep_every_tx_place_ready_under_keep_alive_load() {
+    // spec: DEC-78
+    let (c, admin) = slow_cluster(3);
+    let codes = ["m0", "tx1", "tx2", "tx3"];
+    let before = pids(&c, &codes);
+    let load = Load::start(&c, 4);
+    let sampler = Sampler::start(admin);
+
+    let out = restart(&c);
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
+    let mark = c.mark();
+    set_command(&c, json!(["env", "FHIRCLUSTER_TEST_MARK=2", SIM]));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "rolling restart done", secs(90));
+
+    let (least, samples) = sampler.end();
+    let (sent, failed) = load.end();
+    let log = c.log_lines().join("\n");
+    assert!(samples > 40, "sampled {samples} times");
+    assert_eq!(least, 3, "the ready tx places dropped to {least}:\n{log}");
+    assert!(sent > 100, "steady load: {sent} requests");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {failed:?}",
+        failed.len()
+    );
+    let after = pids(&c, &codes);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "every process replaced: {before:?} → {after:?}");
+    }
+    assert!(
+        before.iter().all(|&p| !alive(p)),
+        "the old processes are gone"
+    );
+    assert_eq!(c.count_lines("switched to its replacement"), 6, "{log}");
+}
+
+/// A reload naming a broken `command` stops at tx1 and changes nothing; then a crash of a
+/// process not reached restarts it with its last good inputs, and a good reload goes on.
+fn a_broken_command_changes_nothing(command: Value, how: &str) {
+    // spec: DEC-79
+    let (c, admin) = slow_cluster(2);
+    let codes = ["m0", "tx1", "tx2"];
+    let before = pids(&c, &codes);
+    let load = Load::start(&c, 3);
+    let mark = c.mark();
+    set_command(&c, command);
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "rolling restart stopped: tx1's replacement", secs(60));
+    load.more(20);
+    let (sent, failed) = load.end();
+    let log = c.log_lines().join("\n");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {failed:?}\n{log}",
+        failed.len()
+    );
+    assert_eq!(
+        pids(&c, &codes),
+        before,
+        "every process keeps its pid:\n{log}"
+    );
+    assert!(before.iter().all(|&p| alive(p)));
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("rolling restart stopped"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains("tx1's replacement") && errors[0].contains(how),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(
+        c.count_lines("rolling restart 2/"),
+        0,
+        "tx2 not reached:\n{log}"
+    );
+    let status = admin_get(admin, "/status").json();
+    assert_eq!(
+        status["rollingRestart"]["state"], "rolling restart stopped",
+        "{status}"
+    );
+    // tx2 crashes: it starts again with what it ran before, not the broken command.
+    let mark = c.mark();
+    nix_kill(before[2], SIGKILL);
+    c.wait_for_after(mark, "tx2: ready", secs(30));
+    // A good reload goes on: every process restarts in turn.
+    let mark = c.mark();
+    set_command(&c, json!(["env", "FHIRCLUSTER_TEST_MARK=3", SIM]));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "rolling restart done", secs(90));
+    let status = admin_get(admin, "/status").json();
+    assert!(status["rollingRestart"].is_null(), "{status}");
+    let after = pids(&c, &codes);
+    for (b, a) in before.iter().zip(&after) {
+        assert_ne!(b, a, "{before:?} → {after:?}");
+    }
+}
+
+fn nix_kill(pid: i32, sig: i32) {
+    // SAFETY: a signal to a child process of the test's cluster.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+#[test]
+fn a_reload_whose_command_exits_at_once_stops_at_the_first_worker_and_changes_nothing() {
+    // spec: DEC-79
+    a_broken_command_changes_nothing(
+        json!([
+            "sh",
+            "-c",
+            "echo 'broken build: cannot load module x' >&2; exit 3"
+        ]),
+        "exited before it was ready (exit code 3)",
+    );
+}
+
+#[test]
+fn a_reload_whose_command_never_gets_ready_stops_at_the_first_worker_and_changes_nothing() {
+    // spec: DEC-79
+    a_broken_command_changes_nothing(
+        json!(["env", "SIM_READY_DELAY_MS=600000", SIM]),
+        "was not ready within its start limit",
+    );
+}
+
+#[test]
+fn a_refused_reload_stops_a_rolling_restart_and_the_next_good_one_goes_on() {
+    // spec: DEC-80
+    let (c, admin) = slow_cluster(3);
+    let mark = c.mark();
+    set_command(&c, json!(["env", "FHIRCLUSTER_TEST_MARK=2", SIM]));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "rolling restart 1/4: tx1", secs(30));
+    std::fs::write(c.data_dir().join("config.json"), "{ not json").expect("config.json");
+    c.signal(SIGHUP);
+    let line = c.wait_for_after(
+        mark,
+        "rolling restart stopped: the reload was refused",
+        secs(30),
+    );
+    assert!(line.contains("WARN") && line.contains("tx3"), "{line}");
+    wait_until("the status says the roll stopped", secs(30), || {
+        admin_get(admin, "/status").json()["rollingRestart"]["state"] == "rolling restart stopped"
+    });
+    assert_eq!(
+        c.count_lines("rolling restart 3/"),
+        0,
+        "{}",
+        c.log_lines().join("\n")
+    );
+    let tx3 = c.pid_of("tx3");
+    let mark = c.mark();
+    set_command(&c, json!(["env", "FHIRCLUSTER_TEST_MARK=3", SIM]));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "rolling restart done", secs(90));
+    assert_ne!(c.pid_of("tx3"), tx3, "the next good reload reached tx3");
+}
