@@ -335,7 +335,7 @@ fn a_reload_whose_command_exits_at_once_stops_at_the_first_worker_and_changes_no
 
 #[test]
 fn a_reload_whose_command_never_gets_ready_stops_at_the_first_worker_and_changes_nothing() {
-    // spec: DEC-79
+    // spec: DEC-79, DEC-81
     a_broken_command_changes_nothing(
         json!(["env", "SIM_READY_DELAY_MS=600000", SIM]),
         "was not ready within its start limit",

@@ -25,8 +25,8 @@ pub(crate) const START_LIMIT_FLOOR: Duration = Duration::from_secs(10);
 /// A replacement is given this many times its place's last start.
 const START_LIMIT_TIMES: u32 = 3;
 
-/// A replacement's start limit: `START_LIMIT_TIMES` what its place's last process took to be
-/// ready, and at least `START_LIMIT_FLOOR` (a server that loads for minutes gets minutes).
+/// A replacement's start limit (DEC-81): `START_LIMIT_TIMES` what its place's last process took
+/// to be ready, and at least `START_LIMIT_FLOOR` (a server that loads for minutes gets minutes).
 pub(crate) fn start_limit(last_start: Option<Duration>) -> Duration {
     last_start
         .map_or(START_LIMIT_FLOOR, |d| d.saturating_mul(START_LIMIT_TIMES))

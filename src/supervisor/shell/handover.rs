@@ -278,6 +278,12 @@ impl Shell {
             // program would start it with, so an upgrade alone restarts nothing.
             self.started_with[i] = Some(c.inputs.unwrap_or_else(|| self.spec(c.id).inputs()));
             self.children[i] = Some(handle);
+            // Taken to run this program's inputs for the place (as its digest is, when not
+            // known): its last good ones once ready (DEC-79).
+            self.started_spec[i] = Some(self.setup.processes[i].clone());
+            if self.life.is_ready(c.id) {
+                self.last_good[i] = self.started_spec[i].clone();
+            }
             self.hooks.started(c.id, pid);
             if self.life.is_up(c.id) {
                 if spec.port != self.spec(c.id).port {

@@ -118,7 +118,7 @@ fn a_replacement_that_exits_stops_the_roll_and_leaves_the_old_process_serving() 
 
 #[test]
 fn a_replacement_not_ready_within_its_start_limit_is_killed_and_stops_the_roll() {
-    // spec: DEC-79
+    // spec: DEC-79, DEC-81
     let t = Instant::now();
     let mut l = rolling(1, t);
     l.room(T1, true, t);
@@ -150,7 +150,7 @@ fn a_replacement_not_ready_within_its_start_limit_is_killed_and_stops_the_roll()
 
 #[test]
 fn a_start_limit_follows_the_last_start_with_a_floor() {
-    // spec: DEC-79
+    // spec: DEC-81
     assert_eq!(start_limit(None), START_LIMIT_FLOOR);
     assert_eq!(start_limit(Some(secs(1))), START_LIMIT_FLOOR);
     assert_eq!(start_limit(Some(secs(120))), secs(360));
