@@ -182,6 +182,22 @@ fn restart(c: &Cluster) -> RunOutput {
     )
 }
 
+/// The port the process of place `code` listens on, from its last switch line.
+fn port_of(c: &Cluster, code: &str) -> u16 {
+    let needle = format!("{code}: switched to its replacement");
+    let line = c
+        .log_lines()
+        .into_iter()
+        .rev()
+        .find(|l| l.contains(&needle))
+        .unwrap_or_else(|| panic!("no switch of {code}"));
+    line.split(" on port ")
+        .nth(1)
+        .and_then(|r| r.split(|ch: char| !ch.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line}"))
+}
+
 fn pids(c: &Cluster, codes: &[&str]) -> Vec<i32> {
     codes.iter().map(|p| c.pid_of(p)).collect()
 }
@@ -373,4 +389,58 @@ fn a_refused_reload_stops_a_rolling_restart_and_the_next_good_one_goes_on() {
     c.signal(SIGHUP);
     c.wait_for_after(mark, "rolling restart done", secs(90));
     assert_ne!(c.pid_of("tx3"), tx3, "the next good reload reached tx3");
+}
+
+#[test]
+fn after_a_restart_with_ports_swapped_an_upgrade_keeps_routing_every_place_to_its_process() {
+    // spec: DEC-78, DEC-41: a replacement's switch swaps two places' ports; the upgrade hands
+    // the ports over, so every place is still reached, and the next restart finds a spare one.
+    let (mut c, admin) = slow_cluster(2);
+    let out = restart(&c);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    c.wait_until_listening(secs(10));
+    let pids_now = pids(&c, &["tx1", "tx2"]);
+    // A cache-id issued by each place's process, straight on the port it listens on, is
+    // answered through the front door: the place still routes to its own process.
+    for code in ["tx1", "tx2"] {
+        let port = port_of(&c, code);
+        let r = request(
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            "POST",
+            "/r4/$cache-control",
+            &[],
+            b"{}",
+        );
+        let id = r.header("x-cache-id").unwrap_or("").to_string();
+        assert!(
+            id.starts_with(&format!("{code}.")),
+            "{code} on {port}: {id:?}"
+        );
+        let r = c.request(
+            "GET",
+            "/r4/ValueSet/$expand?url=x",
+            &[("x-cache-id", &id)],
+            b"",
+        );
+        assert_eq!(
+            r.status,
+            200,
+            "{code}'s cache-id through the front: {}",
+            r.text()
+        );
+        assert_eq!(r.served_by(), code);
+    }
+    assert_eq!(
+        admin_get(admin, "/status").json()["workers"]["settled"],
+        true
+    );
+    let out = restart(&c);
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", c.log_lines().join("\n"));
+    assert_eq!(c.count_lines("no room for its replacement"), 0);
+    let after = pids(&c, &["tx1", "tx2"]);
+    assert!(pids_now.iter().zip(&after).all(|(a, b)| a != b));
+    c.wait_for("tx2: switched to its replacement", secs(1));
 }
