@@ -329,6 +329,11 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
         status["rollingRestart"]["state"], "rolling restart stopped",
         "{status}"
     );
+    let metrics = admin_get(admin, "/metrics").text();
+    assert!(
+        metrics.contains("\nfhircluster_rolling_restart_stopped 1\n"),
+        "{metrics}"
+    );
     // tx2 crashes: it starts again with what it ran before, not the broken command.
     let mark = c.mark();
     nix_kill(before[2], SIGKILL);
@@ -352,6 +357,11 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
     c.wait_for_after(mark, "rolling restart done", secs(90));
     let status = admin_get(admin, "/status").json();
     assert!(status["rollingRestart"].is_null(), "{status}");
+    let metrics = admin_get(admin, "/metrics").text();
+    assert!(
+        metrics.contains("\nfhircluster_rolling_restart_stopped 0\n"),
+        "{metrics}"
+    );
     let after = pids(&c, &codes);
     for (b, a) in before.iter().zip(&after) {
         assert_ne!(b, a, "{before:?} → {after:?}");
