@@ -222,10 +222,15 @@ impl Shell {
     /// until the next reload or restart.
     pub(super) fn rolling_aborted(&mut self, id: ProcessId, how: Failed) {
         let code = self.code(id).to_string();
-        let why = format!(
-            "{code}'s replacement {how}; {code} serves on with what it ran before, the processes \
-             after it are untouched and the master is not restarted"
-        );
+        let why = if id.is_master() {
+            format!("{code}'s replacement {how}; it starts again with what it ran before")
+        } else {
+            format!(
+                "{code}'s replacement {how}; {code} serves on (or, replaced in place, starts \
+                 again) with what it ran before, the processes after it are untouched and the \
+                 master is not restarted"
+            )
+        };
         self.keeper.rolling_stopped(Some(why.clone()));
         self.hooks.reload_finished();
         self.rolling_ended(Err(format!("rolling restart stopped: {why}")));
