@@ -485,3 +485,35 @@ fn after_a_restart_with_ports_swapped_an_upgrade_keeps_routing_every_place_to_it
     assert!(pids_now.iter().zip(&after).all(|(a, b)| a != b));
     c.wait_for("tx2: switched to its replacement", secs(1));
 }
+
+#[test]
+fn without_a_spare_port_a_broken_replacement_in_place_starts_again_as_it_was() {
+    // spec: DEC-78, DEC-79: no spare port (the admin API right after the workers' ports):
+    // one WARNING saying so, tx1 replaced in place; its broken replacement stops the roll and
+    // tx1 starts again with its last good inputs; tx2 and the master are untouched.
+    let c = cluster().workers(2).admin_after_workers().start();
+    let admin = c.internal + 3;
+    let before = pids(&c, &["m0", "tx1", "tx2"]);
+    let mark = c.mark();
+    set_command(&c, json!(["sh", "-c", "echo 'broken build' >&2; exit 3"]));
+    c.signal(SIGHUP);
+    let line = c.wait_for_after(mark, "no room for its replacement beside it", secs(30));
+    assert!(
+        line.contains("WARN") && line.contains("no spare port"),
+        "{line}"
+    );
+    let line = c.wait_for_after(mark, "rolling restart stopped: tx1's replacement", secs(30));
+    assert!(
+        line.contains("ERROR") && line.contains("broken build"),
+        "{line}"
+    );
+    c.wait_for_after(mark, "tx1: ready", secs(30));
+    assert_ne!(c.pid_of("tx1"), before[1], "tx1 was replaced in place");
+    assert_eq!(pids(&c, &["m0", "tx2"]), [before[0], before[2]]);
+    assert_eq!(
+        admin_get(admin, "/status").json()["rollingRestart"]["state"],
+        "rolling restart stopped"
+    );
+    let r = c.get("/r4/ValueSet/$expand?url=x");
+    assert_eq!(r.status, 200);
+}
