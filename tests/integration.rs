@@ -69,6 +69,7 @@ mod reliability_retry;
 mod reliability_upstream_heads;
 mod reload;
 mod reload_whole_file;
+mod rolling_overlap;
 mod setting_names;
 mod shared_cache;
 mod sim_answers;

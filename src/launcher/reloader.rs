@@ -72,7 +72,9 @@ impl Reloader {
             Ok(s) => s,
             Err(e) => {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
-                return Err(format!("{e:#}"));
+                let why = format!("{e:#}");
+                let _ = self.control.send(Control::HaltRolling(why.clone())).await;
+                return Err(why);
             }
         };
         for w in &new.warnings {

@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +50,9 @@ pub struct Front {
     /// A stop's lame duck (`lameDuckSeconds`, DEC-88): serving on, but no longer ready, so the
     /// balancers in front leave before the port closes.
     lame_duck: AtomicBool,
+    /// Per place, the connections still open to the process a replacement took over from
+    /// (`Upstream::move_to`): its drain's count.
+    outgoing: Vec<std::sync::Mutex<Option<Arc<AtomicUsize>>>>,
 }
 
 impl Front {
@@ -77,6 +80,7 @@ impl Front {
             })
             .collect();
         let bad_gateway_log = super::bad_gateway_log::BadGatewayLog::new(processes.len());
+        let outgoing = processes.iter().map(|_| Default::default()).collect();
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),
@@ -92,6 +96,7 @@ impl Front {
             access_log: Default::default(),
             bad_gateway_log,
             lame_duck: AtomicBool::new(false),
+            outgoing,
         })
     }
 
@@ -180,6 +185,26 @@ impl Hooks for Front {
 
     fn drained_news(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.admission.drained_news())
+    }
+
+    fn moved(&self, id: ProcessId, addr: std::net::SocketAddr, pid: u32) {
+        if let (Some(u), Some(out)) = (
+            self.upstreams.get(id.index()),
+            self.outgoing.get(id.index()),
+        ) {
+            let old = u.move_to(addr);
+            *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+        }
+        self.roster.up(id, pid);
+    }
+
+    fn outgoing_in_flight(&self, id: ProcessId) -> u32 {
+        self.outgoing.get(id.index()).map_or(0, |out| {
+            let open = out.lock().unwrap_or_else(|p| p.into_inner());
+            open.as_ref().map_or(0, |n| {
+                u32::try_from(n.load(Ordering::Acquire)).unwrap_or(u32::MAX)
+            })
+        })
     }
 
     fn in_flight(&self, id: ProcessId) -> u32 {

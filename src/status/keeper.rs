@@ -115,6 +115,9 @@ pub struct Keeper {
     pid: u32,
     /// The worker count wanted, and whether it was set at run time (`keeper/workers.rs`).
     wanted: workers::Wanted,
+    /// Why the last rolling restart stopped before its end, until the next reload or restart
+    /// (DEC-79).
+    rolling_stopped: Option<String>,
 }
 
 impl Keeper {
@@ -151,7 +154,13 @@ impl Keeper {
                 workers: specs.len().saturating_sub(1),
                 ..Default::default()
             },
+            rolling_stopped: None,
         }
+    }
+
+    /// The last rolling restart stopped (`Some`: why), or a new one began (`None`).
+    pub fn rolling_stopped(&mut self, why: Option<String>) {
+        self.rolling_stopped = why;
     }
 
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
@@ -398,6 +407,10 @@ impl Keeper {
         };
         let mut v = snapshot(&input, now, crate::clock::unix_ms());
         v["workers"] = self.workers_json(lives);
+        v["rollingRestart"] = match &self.rolling_stopped {
+            Some(why) => serde_json::json!({"state": "rolling restart stopped", "why": why}),
+            None => Value::Null,
+        };
         v
     }
 

@@ -23,6 +23,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn draining(&self, id: ProcessId);
     /// Requests at work on the process now.
     fn in_flight(&self, id: ProcessId) -> u32;
+    /// A replacement started beside the place's process is ready and takes its place: new
+    /// requests go to `addr` (its own port), with this pid; the old one keeps those it has.
+    fn moved(&self, _id: ProcessId, _addr: std::net::SocketAddr, _pid: u32) {}
+    /// Requests still at work on the process a replacement took over from (`moved`).
+    fn outgoing_in_flight(&self, _id: ProcessId) -> u32 {
+        0
+    }
     /// What the front door counted since the launcher started.
     fn tally(&self) -> Tally;
     /// What the front door knows of the process without its help (`status::front`).
@@ -148,6 +155,9 @@ pub enum Control {
     },
     /// One worker more or fewer, or a count, at run time (`SIGTTIN`, `SIGTTOU`, `scale N`).
     Scale(Scale),
+    /// A reload was refused (a bad config.json, which the servers read themselves): the
+    /// rolling restart under way restarts no other process (`why`: the refusal).
+    HaltRolling(String),
 }
 
 /// A run-time change of the worker count, and where its answer goes.

@@ -7,6 +7,7 @@ pub(crate) mod hang;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;
+mod ports;
 mod readings;
 pub(crate) mod recycle;
 mod recycle_watch;

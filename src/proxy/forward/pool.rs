@@ -23,7 +23,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -38,6 +38,7 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::live::Live;
 use super::liveness::Liveness;
 use super::outgoing::OutgoingBody;
 use super::reach::Reach;
@@ -70,6 +71,7 @@ impl<B> Clone for Upstream<B> {
 }
 
 struct Inner {
+    /// The addresses the process may be reached at (DEC-40); the port is `Idle::addr`'s.
     reach: Reach,
     /// The process's instance code, for the log.
     name: String,
@@ -92,6 +94,11 @@ struct Idle {
     generation: u64,
     /// Lost when the process writes outside a response; back when it restarts (`clear()`).
     trust: Trust,
+    /// Where the process listens: its place's port, or the other one after a replacement
+    /// started beside it took over (`move_to`).
+    addr: SocketAddr,
+    /// The connections made to `addr` and not yet closed, busy or idle (`Live`).
+    live: Arc<AtomicUsize>,
 }
 
 impl Inner {
@@ -218,9 +225,7 @@ impl<B: OutgoingBody> Upstream<B> {
         name: &str,
         retries: Arc<AtomicU64>,
     ) -> Upstream<B> {
-        let also = also_at.iter().map(|ip| SocketAddr::new(*ip, addr.port()));
-        let reach = Reach::new(addr, also);
-        Upstream::build(reach, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
+        Upstream::build(addr, also_at, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
     }
 
     /// As [`Upstream::new`], with how long a connection may sit idle and still be reused (zero:
@@ -232,13 +237,7 @@ impl<B: OutgoingBody> Upstream<B> {
         idle_timeout: Duration,
     ) -> Upstream<B> {
         let name = addr.to_string();
-        Upstream::build(
-            Reach::new(addr, []),
-            max_idle,
-            idle_timeout,
-            &name,
-            Arc::default(),
-        )
+        Upstream::build(addr, &[], max_idle, idle_timeout, &name, Arc::default())
     }
 
     /// As it is, with its connections taken on the reactor's word for up to `trusted_for` after
@@ -253,7 +252,8 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     fn build(
-        reach: Reach,
+        addr: SocketAddr,
+        also_at: &[std::net::IpAddr],
         max_idle: usize,
         idle_timeout: Duration,
         name: &str,
@@ -261,7 +261,7 @@ impl<B: OutgoingBody> Upstream<B> {
     ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
-                reach,
+                reach: Reach::new(addr.ip(), also_at.iter().copied()),
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
@@ -270,6 +270,8 @@ impl<B: OutgoingBody> Upstream<B> {
                     conns: Vec::new(),
                     generation: 0,
                     trust: Trust::Reuse,
+                    addr,
+                    live: Arc::default(),
                 }),
                 retries,
                 liveness: Arc::default(),
@@ -326,6 +328,25 @@ impl<B: OutgoingBody> Upstream<B> {
         };
         drop(old);
         self.inner.liveness.clear();
+    }
+
+    /// The process now listens at `addr` (a replacement started beside the old one took its
+    /// place): new requests go there, the idle connections to the old one are closed and the
+    /// busy ones never come back. Returns how many connections to the old one are still open,
+    /// counted down as each closes: its requests in flight (what its drain waits for).
+    pub fn move_to(&self, addr: SocketAddr) -> Arc<AtomicUsize> {
+        let (old, live) = {
+            let mut idle = self.inner.lock();
+            idle.addr = addr;
+            idle.generation = idle.generation.wrapping_add(1);
+            idle.trust = Trust::Reuse;
+            let live = std::mem::take(&mut idle.live);
+            (std::mem::take(&mut idle.conns), live)
+        };
+        drop(old);
+        // The hang watchdog watches the place's new process from here on.
+        self.inner.liveness.clear();
+        live
     }
 
     /// As [`Upstream::try_send`], without the request back on failure. For the tests.
@@ -390,7 +411,8 @@ impl<B: OutgoingBody> Upstream<B> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
         parts.version = Version::HTTP_11;
         if !parts.headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now().to_string()) {
+            let port = self.inner.lock().addr.port();
+            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now(port).to_string()) {
                 parts.headers.insert(HOST, v);
             }
         }
@@ -490,14 +512,18 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     async fn connect(&self) -> Result<Conn, ForwardError> {
-        let generation = self.inner.lock().generation;
+        let (generation, addr, live) = {
+            let idle = self.inner.lock();
+            (idle.generation, idle.addr, Live::count(&idle.live))
+        };
         let stream = (self.inner.reach)
-            .connect(&self.inner.name)
+            .connect(addr.port(), &self.inner.name)
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
         let mut conn = UpstreamConn::new(stream, generation);
         conn.hearing = Some(self.inner.liveness.clone());
+        conn.live = Some(live);
         Ok(Box::new(conn))
     }
 }

@@ -76,6 +76,8 @@ pub struct UpstreamConn<IO> {
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+    /// Counted among its process's open connections while it lives (`live.rs`).
+    pub live: Option<super::live::Live>,
     /// A header map for the next response head, cleared: the last request's (`recycle`).
     spare: HeaderMap,
     /// Told of every read that brings bytes: the hang watchdog's sign of life (DEC-82).
@@ -144,6 +146,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             reused: false,
             generation,
             idle_since: Instant::now(),
+            live: None,
             spare: HeaderMap::new(),
             hearing: None,
         }

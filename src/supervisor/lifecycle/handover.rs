@@ -292,6 +292,8 @@ impl Lifecycle {
                 up: x.up,
                 hung: false,
                 last_why: None,
+                second: None,
+                took: None,
             })
             .collect();
         Ok(Lifecycle {
@@ -308,9 +310,12 @@ impl Lifecycle {
                 drain: Duration::from_millis(r.drain_ms),
                 step: r.step,
                 of: r.of,
+                asking: false,
+                halted: false,
             }),
             recycling: s.recycling.map(ProcessId),
             all_ready_said: s.all_ready_said,
+            beside_first: false,
         })
     }
 }

@@ -122,6 +122,7 @@ impl Shell {
             return;
         }
         self.stop_drained(now);
+        self.seconds_drained(now);
         self.watch_hangs(now);
         let (specs, children) = (&self.setup.processes, &self.children);
         let (hooks, keeper) = (&self.hooks, &self.keeper);

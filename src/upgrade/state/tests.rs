@@ -43,6 +43,7 @@ pub(super) fn handover() -> Handover {
             queued: vec![ToChild::Events { events: vec![] }],
             spoke: true,
             inputs: Some(write_inputs(0x0123_4567_89ab_cdef)),
+            port: None,
         }],
         shell: ShellState {
             generation: 9,
