@@ -115,7 +115,11 @@ fn the_script_gives_the_profile_only_to_a_rustc_on_its_llvm() {
         ])
     );
     // The caller's own flags are kept, before the profile.
-    let (seen, _) = run(&s, &[], &[("RUSTFLAGS", "-Ctarget-cpu=native  -Cdebuginfo=1")]);
+    let (seen, _) = run(
+        &s,
+        &[],
+        &[("RUSTFLAGS", "-Ctarget-cpu=native  -Cdebuginfo=1")],
+    );
     assert_eq!(
         seen,
         strings(&[
@@ -131,7 +135,14 @@ fn the_script_gives_the_profile_only_to_a_rustc_on_its_llvm() {
     let (seen, _) = run(&s, &[], &[("CARGO_ENCODED_RUSTFLAGS", "-Ca=b c")]);
     assert_eq!(
         seen,
-        strings(&["build", "--profile", "release-lto", "--", "-Ca=b c", &profile])
+        strings(&[
+            "build",
+            "--profile",
+            "release-lto",
+            "--",
+            "-Ca=b c",
+            &profile
+        ])
     );
 
     // No profile for this rustc's LLVM (Debian's rustc, an older one): the same build without
@@ -142,9 +153,15 @@ fn the_script_gives_the_profile_only_to_a_rustc_on_its_llvm() {
     )
     .expect("rename");
     let (seen, out) = run(&s, &["build", "--bins"], &[]);
-    assert_eq!(seen, strings(&["build", "--profile", "release-lto", "--bins"]));
+    assert_eq!(
+        seen,
+        strings(&["build", "--profile", "release-lto", "--bins"])
+    );
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("LLVM 77") && said.contains("without"), "{said}");
+    assert!(
+        said.contains("LLVM 77") && said.contains("without"),
+        "{said}"
+    );
     let (seen, _) = run(&s, &[], &[("RUSTFLAGS", "-Cx")]);
     assert_eq!(
         seen,

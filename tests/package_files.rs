@@ -53,7 +53,10 @@ fn the_packaged_man_pages_are_the_command_lines_own() {
         );
     }
     let gone: Vec<_> = committed.keys().filter(|n| !now.contains_key(*n)).collect();
-    assert!(gone.is_empty(), "debian/man/ has pages of no command: {gone:?}");
+    assert!(
+        gone.is_empty(),
+        "debian/man/ has pages of no command: {gone:?}"
+    );
 }
 
 #[test]
