@@ -6,7 +6,7 @@
 # rustc, an older one) builds the same profile without it, and says so.
 #   ./release-lto.sh                        cargo build --profile release-lto: target/release-lto/
 #   ./release-lto.sh build --bins           any cargo subcommand, its arguments after the profile
-#   ./release-lto.sh deb                    the Debian package (cargo-deb; tests/package/build.sh)
+# The Debian package is built from it by debian/build.sh.
 # The flag goes in CARGO_ENCODED_RUSTFLAGS (a path with a space stays one argument), after any
 # RUSTFLAGS or CARGO_ENCODED_RUSTFLAGS already set. Like RUSTFLAGS, it takes the place of the
 # `rustflags` of cargo's config files for this build. `cargo build --release` is the plain build.
