@@ -44,6 +44,7 @@ mod ops_signals;
 mod ops_status;
 mod ops_status_page;
 mod ops_systemd;
+mod package_files;
 mod proxy_drain;
 mod proxy_edge;
 mod proxy_failures;
