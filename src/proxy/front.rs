@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ pub struct Front {
     lame_duck: AtomicBool,
     /// Per place, the connections still open to the process a replacement took over from
     /// (`Upstream::move_to`): its drain's count.
-    outgoing: Vec<std::sync::Mutex<Option<Arc<AtomicUsize>>>>,
+    outgoing: Vec<std::sync::Mutex<Option<Arc<crate::proxy::forward::live::Count>>>>,
 }
 
 impl Front {
@@ -193,6 +193,9 @@ impl Hooks for Front {
             self.outgoing.get(id.index()),
         ) {
             let old = u.move_to(addr);
+            // The old process's drain ends as its last connection closes: the supervisor is
+            // woken then, as for a draining process's last request (DEC-83).
+            old.wake_at_zero(self.admission.drained_news());
             *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
         }
         self.roster.up(id, pid);
@@ -201,9 +204,8 @@ impl Hooks for Front {
     fn outgoing_in_flight(&self, id: ProcessId) -> u32 {
         self.outgoing.get(id.index()).map_or(0, |out| {
             let open = out.lock().unwrap_or_else(|p| p.into_inner());
-            open.as_ref().map_or(0, |n| {
-                u32::try_from(n.load(Ordering::Acquire)).unwrap_or(u32::MAX)
-            })
+            open.as_ref()
+                .map_or(0, |n| u32::try_from(n.open()).unwrap_or(u32::MAX))
         })
     }
 

@@ -11,7 +11,7 @@ pub mod compact;
 pub mod error;
 pub mod headers;
 mod idle_check;
-mod live;
+pub(crate) mod live;
 pub mod liveness;
 mod outgoing;
 pub mod pool;

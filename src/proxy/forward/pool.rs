@@ -23,7 +23,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,7 +98,7 @@ struct Idle {
     /// started beside it took over (`move_to`).
     addr: SocketAddr,
     /// The connections made to `addr` and not yet closed, busy or idle (`Live`).
-    live: Arc<AtomicUsize>,
+    live: Arc<super::live::Count>,
 }
 
 impl Inner {
@@ -334,7 +334,7 @@ impl<B: OutgoingBody> Upstream<B> {
     /// place): new requests go there, the idle connections to the old one are closed and the
     /// busy ones never come back. Returns how many connections to the old one are still open,
     /// counted down as each closes: its requests in flight (what its drain waits for).
-    pub fn move_to(&self, addr: SocketAddr) -> Arc<AtomicUsize> {
+    pub fn move_to(&self, addr: SocketAddr) -> Arc<super::live::Count> {
         let (old, live) = {
             let mut idle = self.inner.lock();
             idle.addr = addr;
