@@ -7,16 +7,14 @@ impl Cluster {
     /// The loopback address a process listens on (`m0` on `internalPort`, `txN` on
     /// `internalPort + N`), for requests that bypass the launcher.
     pub fn process_addr(&self, code: &str) -> SocketAddr {
-        let port = if code == "m0" {
-            self.internal
-        } else {
-            let n: u16 = code
-                .strip_prefix("tx")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("not a process code: {code}"));
-            self.internal + n
-        };
-        SocketAddr::from(([127, 0, 0, 1], port))
+        if code == "m0" {
+            return self.process_addr_at(0);
+        }
+        let n: u16 = code
+            .strip_prefix("tx")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a process code: {code}"));
+        self.process_addr_at(n)
     }
 
     /// The pid of the latest start of process `code`, from the launcher's log

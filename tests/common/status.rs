@@ -112,7 +112,24 @@ impl Cluster {
 
     /// The internal address of process `index` (0 = m0, 1 = tx1 ...).
     pub fn process_addr_at(&self, index: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.internal + index))
+        let at = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let home = self.internal + index;
+        if index == 0 {
+            return at(home);
+        }
+        // A worker's replacement started beside it keeps the spare port it started on (DEC-78):
+        // after a rolling restart, worker n may listen elsewhere in the range.
+        let code = format!("tx{index}");
+        let is = |port: u16| {
+            request(at(port), "GET", "/sim/info", &[], b"").json()["code"].as_str()
+                == Some(code.as_str())
+        };
+        if is(home) {
+            return at(home);
+        }
+        (self.internal..=self.internal + 32)
+            .find(|p| *p != home && is(*p))
+            .map_or(at(home), at)
     }
 
     /// A request straight to process `index`, bypassing the launcher.
