@@ -40,6 +40,7 @@ mod ops_served_by;
 mod ops_signals;
 mod ops_status;
 mod ops_status_page;
+mod ops_status_page_truth;
 mod ops_systemd;
 mod proxy_drain;
 mod proxy_edge;

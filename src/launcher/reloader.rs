@@ -71,7 +71,9 @@ impl Reloader {
             Ok(s) => s,
             Err(e) => {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
-                return Err(format!("{e:#}"));
+                let why = format!("{e:#}");
+                observed.reload_note.refused(&why, crate::clock::unix_ms());
+                return Err(why);
             }
         };
         for w in &new.warnings {
@@ -80,6 +82,9 @@ impl Reloader {
         let changes = reload::changes(&self.running, &new);
         let upgrade = !changes.upgrade.is_empty() && changes.restart.is_empty();
         log_changes(&changes, after_upgrade);
+        observed
+            .reload_note
+            .taken(changes.restart.iter().map(|c| c.path().to_string()).collect());
         let before = Live::from(&self.running);
         let running = reload::apply_live(&self.running, &new);
         // config.json's count: taken when it changed, after an upgrade (whatever the program

@@ -115,6 +115,18 @@ fn latency(v: &Value) -> String {
     format!("{}/{}", ms("median"), ms("p99"))
 }
 
+/// Under the status line, a refused reload and the settings waiting for a restart of the
+/// launcher (DEC-91): "ready" alone would hide them.
+fn reload_lines(out: &mut String, reload: &Value) {
+    use crate::ops::status_page::{reload_refused, restart_pending};
+    if let Some(why) = reload["refused"]["reason"].as_str() {
+        let _ = writeln!(out, "⚠ {}", reload_refused(why));
+    }
+    if let Some(line) = restart_pending(reload) {
+        let _ = writeln!(out, "⚠ {line}");
+    }
+}
+
 /// The table for one `/status` answer.
 pub fn render(status: &Value) -> String {
     let mut out = String::new();
@@ -132,6 +144,7 @@ pub fn render(status: &Value) -> String {
         text(&front["queued"]),
         text(&front["refusalsLastMinute"]),
     );
+    reload_lines(&mut out, &front["reload"]);
     let _ = writeln!(out);
     let _ = writeln!(
         out,

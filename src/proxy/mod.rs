@@ -22,6 +22,7 @@ pub(crate) mod listener;
 pub(crate) mod listener_settings;
 pub(crate) mod master_paths;
 pub(crate) mod observed;
+pub(crate) mod reload_note;
 pub(crate) mod pipeline;
 pub(crate) mod process_counters;
 pub(crate) mod refusal_log;

@@ -335,7 +335,7 @@ fn without_a_channel_the_front_doors_figures_are_shown_and_drawn() {
     )]);
     let html = page(&st, &h, &Value::Null);
     assert!(
-        html.contains(r#"Requests at the front door <b data-figure="requests">12</b>"#),
+        html.contains(r#"Requests <b data-figure="requests">12</b>"#),
         "{html}"
     );
     assert!(html.contains(r#"<td data-figure="front-requests">12</td>"#));
