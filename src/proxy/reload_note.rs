@@ -34,7 +34,12 @@ impl ReloadNote {
 
     /// A reload was taken; `pending`: the settings it left for a restart of the launcher.
     pub fn taken(&self, pending: Vec<String>) {
-        self.with(|n| *n = Note { refused: None, restart_pending: pending });
+        self.with(|n| {
+            *n = Note {
+                refused: None,
+                restart_pending: pending,
+            }
+        });
     }
 
     /// `/status`'s `front.reload`.
@@ -61,7 +66,10 @@ mod tests {
         n.refused(&"x".repeat(2000), 7);
         let v = n.to_json();
         assert_eq!(v["refused"]["atMs"], 7);
-        assert_eq!(v["refused"]["reason"].as_str().map(str::len), Some(REASON_AT_MOST));
+        assert_eq!(
+            v["refused"]["reason"].as_str().map(str::len),
+            Some(REASON_AT_MOST)
+        );
         assert_eq!(v["restartPending"], json!(["server.cluster.hostPrefix"]));
         n.taken(Vec::new());
         assert_eq!(n.to_json(), json!({"refused": null, "restartPending": []}));

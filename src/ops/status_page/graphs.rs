@@ -41,7 +41,9 @@ fn in_plan<'a, 'p>(
         .as_array()
         .into_iter()
         .flatten()
-        .filter(move |p| plan.is_none_or(|codes| codes.contains(&p["code"].as_str().unwrap_or("?"))))
+        .filter(move |p| {
+            plan.is_none_or(|codes| codes.contains(&p["code"].as_str().unwrap_or("?")))
+        })
 }
 
 fn series<'a>(history: &'a Value, plan: Plan) -> Vec<Series<'a>> {
