@@ -323,7 +323,11 @@ fn the_status_page_in_chromium_draws_every_process_of_a_server_without_a_channel
     });
     assert!(found, "no line per process in every graph: {last:?}");
     let dom = dump(admin);
-    assert!(dom.contains("Requests at the front door"), "{dom}");
+    // The headline is the front door's count (DEC-91), whether a process counts its own or not.
+    assert!(
+        dom.contains(r#"Requests <b data-figure="requests">"#) && !dom.contains("processes' own"),
+        "{dom}"
+    );
     let rows = rows(&dom);
     assert_eq!(rows.len(), procs.len() + 1, "{rows:?}");
     chromium(

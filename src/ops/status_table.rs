@@ -295,6 +295,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_reload_and_a_setting_waiting_for_a_restart_have_their_lines() {
+        // spec: DEC-91
+        let mut s =
+            json!({"front": {"ready": true, "reload": {"refused": null, "restartPending": []}}});
+        assert!(!render(&s).contains('⚠'), "{}", render(&s));
+        s["front"]["reload"] = json!({"refused": {"reason": "bad JSON", "atMs": 1},
+                                      "restartPending": ["server.port"]});
+        let t = render(&s);
+        assert!(
+            t.contains("⚠ The last reload was refused, the launcher runs as before: bad JSON."),
+            "{t}"
+        );
+        assert!(
+            t.contains("⚠ Waiting for a restart of the launcher (systemctl restart): server.port."),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn not_ready_or_draining_is_exit_status_1() {
         for front in [
             json!({"ready": false, "draining": false}),
