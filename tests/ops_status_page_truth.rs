@@ -138,6 +138,17 @@ fn a_worker_scale_removed_leaves_the_legend() {
     wait_until("tx2 out of the plan", secs(30), || {
         codes(&status(admin)) == ["m0", "tx1"]
     });
+    legend_without_tx2(admin);
+    // After the launcher's restart in place, with the history it saved (tx2's points in it).
+    let mark = c.mark();
+    c.signal(libc::SIGUSR2);
+    c.wait_for_after(mark, "upgraded in place", secs(60));
+    assert_eq!(codes(&status(admin)), ["m0", "tx1"]);
+    legend_without_tx2(admin);
+}
+
+/// The page's legend has tx1 and not tx2, and no chart a line for tx2.
+fn legend_without_tx2(admin: u16) {
     let dom = dump(admin);
     let legend = dom
         .split(r#"<div class="legend">"#)
