@@ -58,7 +58,9 @@ pub struct Cli {
     #[arg(long, value_name = "PORT", allow_hyphen_values = true)]
     pub(crate) internal_port: Option<String>,
 
-    /// The data directory, holding config.json [env: FHIRSMITH_DATA_DIR] [default: .]
+    /// The data directory, holding config.json [env: FHIRSMITH_DATA_DIR] [default: the current
+    /// directory; for print, Deploy's /var/lib/fhirsmith; status, upgrade, scale and restart
+    /// look there too when the current directory has no launcher]
     #[arg(long, value_name = "DIR", global = true)]
     pub(crate) data_dir: Option<PathBuf>,
 
@@ -97,8 +99,8 @@ pub struct Cli {
     #[arg(long, value_name = "LEVEL")]
     pub(crate) log_level: Option<String>,
 
-    /// Validate the settings and print the plan; start nothing
-    #[arg(long)]
+    /// Validate the settings and print the plan; start nothing (-t, as nginx -t)
+    #[arg(long, short = 't')]
     pub(crate) check: bool,
 
     /// Run with the built-in simulated FHIRsmith server instead of the command
@@ -131,6 +133,10 @@ pub(crate) enum Action {
         /// Print the launcher's /status JSON (the same figures) instead of the table
         #[arg(long)]
         json: bool,
+        /// Every column of the table (its memory mapped, own requests and JS heap, the front
+        /// door's requests and queue), wider than 100 columns
+        #[arg(long)]
+        wide: bool,
     },
     /// Upgrade the running launcher in place (as `kill -USR2` does: the binary now at its path,
     /// same pid, same processes), through its control socket in the data directory (never the
@@ -185,10 +191,19 @@ mod tests {
     #[test]
     fn the_status_subcommand_takes_the_admin_address_and_data_dir_after_it() {
         let c = parse(&["status", "--admin-address", "9100", "--data-dir", "/srv/d"]);
-        assert_eq!(c.action, Some(Action::Status { json: false }));
+        assert_eq!(
+            c.action,
+            Some(Action::Status {
+                json: false,
+                wide: false
+            })
+        );
         assert_eq!(
             parse(&["status", "--json"]).action,
-            Some(Action::Status { json: true })
+            Some(Action::Status {
+                json: true,
+                wide: false
+            })
         );
         assert_eq!(c.admin_address.as_deref(), Some("9100"));
         assert_eq!(c.data_dir.as_deref(), Some(std::path::Path::new("/srv/d")));
@@ -241,6 +256,7 @@ mod tests {
         assert_eq!(c.data_dir, Some(PathBuf::from("/srv/d")));
         assert_eq!(c.command.as_deref(), Some("node --x server.js"));
         assert!(c.check && c.demo);
+        assert!(parse(&["-t"]).check, "nginx's habit");
     }
 
     #[test]

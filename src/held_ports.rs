@@ -52,11 +52,20 @@ pub fn needs(settings: &Settings, plan: &Plan) -> Vec<Need> {
             addr: SocketAddr::new(ip, p.port),
         });
     }
-    if let Some(admin) = settings.cluster.admin_address {
-        out.push(Need {
-            what: paths::cluster::admin_address.to_string(),
-            addr: admin,
-        });
+    for (what, addr) in [
+        (
+            paths::cluster::admin_address,
+            settings.cluster.admin_address,
+        ),
+        (
+            paths::cluster::agent_address,
+            settings.cluster.agent_address,
+        ),
+    ] {
+        out.extend(addr.map(|addr| Need {
+            what: what.to_string(),
+            addr,
+        }));
     }
     out
 }

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
@@ -18,7 +17,6 @@ use crate::logs::access_log::{AccessLog, InForce};
 use crate::logs::child_log::ChildLines;
 use crate::logs::journald::Journal;
 use crate::logs::logging;
-use crate::ops::client_port;
 use crate::ops::notify::{self, Notifier};
 use crate::ops::signal_stream::Signals;
 use crate::plan::Plan;
@@ -33,6 +31,9 @@ use crate::supervisor::{Control, Ended};
 mod client;
 mod demo;
 mod host;
+mod lame_duck;
+mod listen_again;
+mod own_files;
 mod reloader;
 mod resume;
 mod tx_usage_watch;
@@ -70,7 +71,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     if let Some(action) = &cli.action {
         return Ok(client::run(&cli, action));
     }
-    let settings = settings::load(&cli)?;
+    let mut settings = settings::load(&cli)?;
     let journal = Journal::detect();
     logging::init(
         settings.cluster.log_format,
@@ -81,8 +82,11 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     settings::check_command(&settings, &cwd)?;
     let (sizing, plan) = host::plan_for_this_host(&settings)?;
     if cli.check {
-        // A group that doesn't exist would stop the start: so it stops the check.
-        crate::ops::control_socket::group_id(&settings.cluster.control_group)?;
+        // A group that doesn't exist, or that the launcher's user is not in, would stop the
+        // start: so it stops the check (and with it an in-place upgrade, before the execve).
+        if settings.control_socket_path().is_some() {
+            crate::ops::control_socket::allowed_group(&settings.cluster.control_group)?;
+        }
         // As `nginx -t`: findings on stderr, the plan on stdout.
         for w in &settings.warnings {
             eprintln!("warning: {w}");
@@ -112,7 +116,8 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         );
     }
     // Started (its file opened) before anything is served; put in force on the front door.
-    let access_log = crate::logs::access_log::init(&settings, journal)?;
+    let upgraded = std::env::var_os(crate::upgrade::exec::STATE_VAR).is_some();
+    let access_log = own_files::access_log(&mut settings, journal, upgraded)?;
     let pid_file = crate::ops::pid_file::path(&settings.data_dir, &settings.cluster.pid_file);
     // Started by an in-place upgrade: the processes, sockets and state of the program before.
     let resume = match crate::upgrade::exec::inherited() {
@@ -133,7 +138,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
     };
     // The ports are known free (or kept across the upgrade): the pid can be told from now on.
     if let Some(path) = &pid_file {
-        crate::ops::pid_file::claim(path)?;
+        own_files::pid_file(path, resume.is_some())?;
     }
     // The Node preload, before any process that names it starts; written again by an in-place
     // upgrade (the same path: the pid is kept), removed at the end.
@@ -143,7 +148,7 @@ fn run_command(mut cli: Cli) -> Result<ExitCode> {
         crate::node_report::remove(crate::node_report::path());
     }
     if let Some(path) = preload {
-        crate::node_report::install(path)?;
+        own_files::preload(path, resume.is_some())?;
         info!(
             "nodeReport: each Node process loads {} (--require), which reports for it on its channel",
             path.display()
@@ -228,12 +233,14 @@ async fn run(
     crate::tree::guardian_watch::keep_watched();
     let demo = cli.demo;
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref()).await?;
+    let mut settings = settings;
+    let admin = listen_again::admin(&mut settings, resume.as_ref()).await?;
+    let mut l = Launcher::wire(&settings, &sizing, &plan, lines, resume.as_ref(), admin).await?;
     l.front.access_log.put(access_log);
     if let Some(code) = l.wait_for_master(&mut signals).await {
         return Ok(code);
     }
-    let Some(mut serving) = l.serve(&settings, demo, resume.as_ref()).await else {
+    let Some(mut serving) = l.serve(&mut settings, demo, resume.as_ref()).await else {
         // The port can't be had (logged): the processes are stopped, and it is a failure.
         l.stop_processes(&mut signals).await;
         return Ok(ExitCode::from(1));
@@ -257,14 +264,23 @@ async fn run(
     }
     let reload_now = resume.as_ref().is_some_and(|r| r.handover.reload_pending);
     drop(resume);
-    // A reload's upgrade (or one asked for first) to carry out before waiting for a signal.
+    // A reload's upgrade to carry out before waiting for a signal.
     let mut upgrade_now = None;
     if reload_now {
         info!(
             "SIGHUP (deferred during the upgrade, or the reload that upgraded): reloading the \
              settings"
         );
-        upgrade_now = l.reload(&mut reloader, true).await;
+        if let Some(d) = l.reload(&mut reloader, true).await {
+            // A setting this program could not take (kept as it was, said above) would ask for
+            // the same upgrade again at once, and again should it fail the same way: it waits
+            // for the next reload instead (DEC-70); the processes' part is carried out now.
+            warn!(
+                "reload: {}: kept as it was until the next reload",
+                d.waiting.join(", ")
+            );
+            d.carry_out(&l.control).await;
+        }
     }
     loop {
         let until = match upgrade_now.take() {
@@ -277,7 +293,10 @@ async fn run(
                 let _ = serving.task.await;
                 return Ok(code);
             }
-            Until::Stop => return Ok(l.stop(&mut signals, serving).await),
+            Until::Stop => {
+                let lame_duck = reloader.running.cluster.lame_duck;
+                return Ok(l.stop(&mut signals, serving, lame_duck).await);
+            }
             Until::Upgrade(deferred) => {
                 // A `scale` or `restart` on the control socket is refused meanwhile (DEC-49).
                 l.desk.set_busy(Some(
@@ -329,6 +348,10 @@ struct Launcher {
     /// The launcher's own endpoint's listening socket (a second fd for it: an upgrade hands it
     /// over while the endpoint serves on until the `execve`).
     admin_fd: Option<std::os::fd::OwnedFd>,
+    /// Where the launcher's own endpoint listens (`None`: it doesn't).
+    admin_at: Option<std::net::SocketAddr>,
+    /// HAProxy's agent's listening socket (`agentAddress`), a second fd as `admin_fd` is.
+    agent_fd: Option<std::os::fd::OwnedFd>,
     /// The control socket (`None`: off): its file goes when this is dropped at a clean stop.
     control_socket: Option<crate::ops::control_socket::ControlSocket>,
     /// The control socket's `upgrade` (`fhircluster upgrade`): asks, and hears how an upgrade
@@ -356,6 +379,8 @@ struct Serving {
     task: tokio::task::JoinHandle<Option<listener::Kept>>,
     shutdown: watch::Sender<listener::Shutdown>,
     live: Arc<LiveListenerSettings>,
+    /// Where the listener is (what an upgrade compares the new settings with).
+    at: Option<std::net::SocketAddr>,
 }
 
 impl Launcher {
@@ -384,29 +409,11 @@ impl Launcher {
     /// can't be had (logged).
     async fn serve(
         &mut self,
-        settings: &Settings,
+        settings: &mut Settings,
         demo: bool,
         resume: Option<&Resume>,
     ) -> Option<Serving> {
-        let inherited = resume.and_then(Resume::client_listener).and_then(|l| {
-            let at = l.local_addr().ok()?;
-            let same = at.port() == settings.port
-                && settings.cluster.listen_address.is_none_or(|a| a == at.ip());
-            if !same {
-                info!("upgrade: server.port or listenAddress changed: closing {at}");
-                return None;
-            }
-            l.set_nonblocking(true).ok()?;
-            Some(client_port::Bound {
-                listener: TcpListener::from_std(l).ok()?,
-                place: format!("{at} (kept across the upgrade)"),
-                note: None,
-            })
-        });
-        let bound = match inherited.map_or_else(
-            || client_port::bind(settings.cluster.listen_address, settings.port),
-            Ok,
-        ) {
+        let bound = match listen_again::client(settings, resume) {
             Ok(b) => b,
             Err(e) => {
                 let at = settings
@@ -422,6 +429,7 @@ impl Launcher {
         }
         info!("listening on port {} on {}", settings.port, bound.place);
         let listener = bound.listener;
+        let at = listener.local_addr().ok();
         self.notifier.ready(&cluster_status(&self.front));
         self.state.send_replace(notify::State::Serving);
         if demo {
@@ -453,6 +461,7 @@ impl Launcher {
             task,
             shutdown,
             live,
+            at,
         })
     }
 
@@ -466,8 +475,8 @@ impl Launcher {
                 sig = signals.next() => match meaning(sig, Phase::Serving) {
                     Meaning::Stop | Meaning::StopNow => {
                         info!(
-                            "{sig}: stopping (the drain, then the processes in order; another \
-                             SIGTERM, SIGINT or SIGQUIT cuts the drain short)"
+                            "{}",
+                            lame_duck::stop_line(sig, reloader.running.cluster.lame_duck)
                         );
                         return Until::Stop;
                     }
@@ -534,12 +543,25 @@ impl Launcher {
         self.state.send_replace(notify::State::Reloading);
     }
 
-    /// The orderly stop: the drain (STOP-1..4), which a second stop signal cuts short, then the
-    /// processes in order (STOP-5..9).
-    async fn stop(mut self, signals: &mut Signals, mut serving: Serving) -> ExitCode {
+    /// The orderly stop: the lame duck (`lameDuckSeconds`, DEC-88: serving on, no longer ready),
+    /// which a second stop signal skips; the drain (STOP-1..4), which a second stop signal cuts
+    /// short; then the processes in order (STOP-5..9).
+    async fn stop(
+        mut self,
+        signals: &mut Signals,
+        mut serving: Serving,
+        lame_duck: std::time::Duration,
+    ) -> ExitCode {
         self.desk.set_busy(Some("the launcher is stopping"));
         self.notifier.stopping();
         self.state.send_replace(notify::State::Stopping);
+        if !lame_duck.is_zero() {
+            if let lame_duck::Ended::Supervisor(code) = self.lame_duck(signals, lame_duck).await {
+                let _ = serving.shutdown.send(listener::Shutdown::Stop);
+                let _ = serving.task.await;
+                return code;
+            }
+        }
         let _ = serving.shutdown.send(listener::Shutdown::Stop);
         loop {
             tokio::select! {

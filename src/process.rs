@@ -94,6 +94,29 @@ impl ProcessSpec {
     }
 }
 
+impl ProcessSpec {
+    /// The same process told to listen on `port` instead (`--port=`, `PORT`, where the launcher
+    /// reaches it): a replacement started beside its place's process, or a place whose port was
+    /// swapped at a replacement's switch (DEC-78). Its inputs' digest is the place's: the port
+    /// is where it runs, not what it reads.
+    pub(crate) fn on_port(&self, port: u16) -> ProcessSpec {
+        let mut spec = self.clone();
+        if port == self.port {
+            return spec;
+        }
+        let (from, to) = (format!("--port={}", self.port), format!("--port={port}"));
+        for a in spec.argv.iter_mut().filter(|a| **a == from) {
+            a.clone_from(&to);
+        }
+        for (_, v) in spec.env.iter_mut().filter(|(k, _)| k == "PORT") {
+            *v = port.to_string();
+        }
+        spec.port = port;
+        spec.connect_addr.set_port(port);
+        spec
+    }
+}
+
 /// How a process ended, as the supervisor's shell saw it. Below both the supervisor (whose
 /// lifecycle takes it) and the status (whose events report it), so neither imports the other
 /// for it.
@@ -134,9 +157,7 @@ pub(crate) enum Ending {
     Exited { exit: Exit, oom_kills_rose: bool },
     /// The launcher killed it for hanging (its hang watchdog, `reason="hung"`): a request it
     /// hung on may be what hung it.
-    // Made by the hang watchdog's kill (`reason="hung"`), which reports it through
-    // `Hooks::exited`.
-    #[allow(dead_code)]
+    /// Killed by the hang watchdog (DEC-82, `reason="hung"`) while it owed an answer.
     KilledHung,
 }
 
@@ -169,6 +190,30 @@ impl fmt::Display for Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spec_on_another_port_is_told_that_port_everywhere_and_keeps_its_digest() {
+        // spec: DEC-78
+        let spec = ProcessSpec {
+            id: ProcessId(1),
+            role: Role::TxWorker,
+            code: "tx1".into(),
+            bind_address: "127.0.0.1".into(),
+            port: 3001,
+            connect_addr: "127.0.0.1:3001".parse().unwrap(),
+            also_at: vec!["::1".parse().unwrap()],
+            argv: vec!["node".into(), "--port=3001".into()],
+            env: vec![("PORT".into(), "3001".into()), ("HOST".into(), "x".into())],
+            serves_tx: true,
+            config: 7,
+        };
+        let moved = spec.on_port(3009);
+        assert_eq!(moved.argv, ["node", "--port=3009"]);
+        assert_eq!(moved.env[0], ("PORT".to_string(), "3009".to_string()));
+        assert_eq!(moved.connect_addr.port(), 3009);
+        assert_eq!(moved.port, 3009);
+        assert_eq!(spec.on_port(3001), spec);
+    }
 
     #[test]
     fn an_exit_is_said_with_its_code_or_its_signal_by_name() {

@@ -91,6 +91,9 @@ pub(crate) enum Phase {
     Starting,
     /// Serving clients.
     Serving,
+    /// Stopping: still serving, `/readyz` at `503`, for `lameDuckSeconds` before the drain
+    /// (DEC-88).
+    LameDuck,
     /// Stopping: the drain of requests in progress (`drainSeconds`).
     Draining,
     /// Stopping: the processes are being stopped in order.
@@ -109,6 +112,9 @@ pub(crate) enum Meaning {
     ReloadAfterUpgrade,
     /// The orderly stop: drain, then the processes in order.
     Stop,
+    /// A second stop signal during the lame duck: what is left of its wait is skipped and the
+    /// drain begins (DEC-88).
+    SkipLameDuck,
     /// A second stop signal during the drain: the drain is cut short, then the processes are
     /// stopped (`SIGTERM`, `SIGKILL` after `killSeconds`).
     StopNow,
@@ -128,6 +134,7 @@ pub(crate) fn meaning(sig: Sig, phase: Phase) -> Meaning {
     use Phase::*;
     match (sig, phase) {
         (s, Starting | Serving) if s.stops() => Meaning::Stop,
+        (s, LameDuck) if s.stops() => Meaning::SkipLameDuck,
         (s, Draining) if s.stops() => Meaning::StopNow,
         // The upgrade is given up and the launcher stops as usual.
         (s, Upgrading) if s.stops() => Meaning::Stop,
@@ -173,12 +180,12 @@ pub const TABLE: &[(&str, &str)] = &[
     ),
     (
         "TERM, INT",
-        "stop: drain the requests in progress (drainSeconds), then the processes in order",
+        "stop: /readyz 503 while serving on for lameDuckSeconds (0 by default), then drain the requests in progress (drainSeconds), then the processes in order",
     ),
     ("QUIT", "the same as TERM (nginx's graceful stop)"),
     (
         "a 2nd TERM/INT/QUIT",
-        "during the drain: stop now (the drain is cut short; then SIGTERM, SIGKILL after killSeconds)",
+        "during the lame duck: the drain begins at once; during the drain: stop now (the drain is cut short; then SIGTERM, SIGKILL after killSeconds)",
     ),
     (
         "USR1",
@@ -232,6 +239,24 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn a_second_stop_signal_in_the_lame_duck_skips_to_the_drain_and_nothing_else_acts() {
+        // spec: DEC-88
+        for s in [Sig::Term, Sig::Int, Sig::Quit] {
+            assert_eq!(meaning(s, Phase::LameDuck), Meaning::SkipLameDuck, "{s}");
+        }
+        for s in [Sig::Hup, Sig::Usr2, Sig::Ttin, Sig::Ttou, Sig::Winch] {
+            assert!(
+                matches!(meaning(s, Phase::LameDuck), Meaning::Ignored(_)),
+                "{s}"
+            );
+        }
+        assert_eq!(
+            meaning(Sig::Usr1, Phase::LameDuck),
+            Meaning::ReopenAccessLog
+        );
     }
 
     #[test]

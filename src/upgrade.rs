@@ -4,5 +4,6 @@
 //! doesn't know the old one's format is refused before anything is given up).
 
 pub mod exec;
+pub(crate) mod listeners;
 pub(crate) mod preflight;
 pub(crate) mod state;

@@ -17,7 +17,12 @@ fn the_template_passes_and_prints_the_decision_each_process_and_the_limits() {
     // test does not depend on Node being installed.
     let bin = fake_node_dir();
     let dir = tempfile::tempdir().expect("temp data dir");
+    // As its head says, copied without its comments (JSON.parse, node's reader, takes none).
     std::fs::write(dir.path().join("config.json"), template()).expect("write config.json");
+    let plain = fhircluster::settings::jsonc::read(dir.path())
+        .expect("the template parses")
+        .expect("the template");
+    std::fs::write(dir.path().join("config.json"), plain.to_string()).expect("write config.json");
     // Run from FHIRsmith's folder, as under systemd: node's script must be there.
     let cwd = fhirsmith_folder();
     let mut cmd = launcher_command(dir.path());
@@ -152,28 +157,89 @@ fn comments_of_both_kinds_are_allowed() {
 }
 
 /// FHIRsmith's server.js reads config.json with JSON.parse: a commented file that fhircluster
-/// takes would stop every Node process, so `--check` says so (on stderr, as nginx -t does) when
-/// the servers are node's; a plain file gets no such word.
+/// takes would stop every Node process, so `--check` refuses it (exit 1, naming the first
+/// comment's line) when the servers are node's; a plain file passes, and a server that is not
+/// node (any HTTP server) may have the comments fhircluster reads.
 #[test]
-fn a_commented_config_json_with_node_servers_is_a_warning_on_stderr() {
+fn a_commented_config_json_with_node_servers_is_refused_naming_the_line() {
     let code = fhirsmith_folder();
-    let commented = "{ // the port\n \"server\": {\"port\": 4000, \"cluster\": {\"workers\": 1}}}";
+    let bin = fake_node_dir();
+    let commented =
+        "{\n \"server\": {\"port\": 4000, // the port\n \"cluster\": {\"workers\": 1}}}";
     let plain = "{\"server\": {\"port\": 4000, \"cluster\": {\"workers\": 1}}}";
-    for (config, warned) in [(commented, true), (plain, false)] {
+    for (config, refused) in [(commented, true), (plain, false)] {
         let dir = tempfile::tempdir().expect("temp data dir");
         std::fs::write(dir.path().join("config.json"), config).expect("write config.json");
         let mut cmd = launcher_command(dir.path());
-        cmd.arg("--check").current_dir(code.path());
+        cmd.arg("--check")
+            .current_dir(code.path())
+            .env("PATH", path_with(bin.path()));
         let out = run_bounded(&mut cmd, CHECK_LIMIT);
-        assert_eq!(out.code, Some(0), "{}", out.all());
-        assert_eq!(
-            out.stderr.contains("is not plain JSON"),
-            warned,
-            "{}",
-            out.all()
-        );
-        assert!(!out.stdout.contains("warning"), "{}", out.all());
+        if refused {
+            let file = dir.path().join("config.json").display().to_string();
+            assert_refused(&out, &[&format!("{file}:2:"), "comment", "JSON.parse"]);
+        } else {
+            assert_eq!(out.code, Some(0), "{}", out.all());
+            assert!(!out.stderr.contains("comment"), "{}", out.all());
+        }
     }
+}
+
+/// A misspelt section of fhircluster's own (`server.clustr`) would leave every setting in it
+/// unread: named, with the section it was likely meant to be, as a misspelt setting is.
+#[test]
+fn a_misspelt_section_is_named_with_what_it_was_likely_meant_to_be() {
+    let config = json!({"server": {"clustr": {"workers": 1}, "memroy": {"rejectFraction": 0.8},
+        "cluster": {"command": [SIM]}}});
+    let out = check(&config.to_string(), &[]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    for (typo, meant) in [
+        ("server.clustr", "server.cluster"),
+        ("server.memroy", "server.memory"),
+    ] {
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(typo))
+            .unwrap_or_else(|| panic!("{typo} not named:\n{}", out.all()));
+        assert!(
+            line.starts_with("warning: ") && line.contains(&format!("did you mean {meant}?")),
+            "{line}"
+        );
+    }
+}
+
+/// A data directory without config.json runs on the defaults: said on stderr as a warning (as
+/// nginx -t says what it finds), not only in the plan's "settings:" line.
+#[test]
+fn a_data_directory_without_config_json_is_a_warning_on_stderr() {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    let out = check_in(dir.path(), &["--command", SIM]);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    let config = dir.path().join("config.json").display().to_string();
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.starts_with("warning: ") && l.contains(&config) && l.contains("defaults")),
+        "{}",
+        out.all()
+    );
+}
+
+/// `fhircluster -t`, nginx's habit, is `--check`.
+#[test]
+fn dash_t_is_check() {
+    let dir = tempfile::tempdir().expect("temp data dir");
+    std::fs::write(
+        dir.path().join("config.json"),
+        json!({"server": {"cluster": {"workers": 1, "command": [SIM]}}}).to_string(),
+    )
+    .expect("write config.json");
+    let mut cmd = launcher_command(dir.path());
+    cmd.arg("-t");
+    let out = run_bounded(&mut cmd, CHECK_LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    assert!(out.stdout.ends_with("configuration ok\n"), "{}", out.all());
 }
 
 /// `--check` names the file it read, or says it read none, and where clients, the launcher's

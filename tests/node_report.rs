@@ -90,10 +90,11 @@ fn figures_reach(admin: u16, requests: [u64; 3]) -> Value {
     })
 }
 
-/// `fhircluster status` against the admin address: each process's row has its requests and heap.
+/// `fhircluster status --wide` against the admin address: each process's row has its requests
+/// and heap.
 fn status_table_shows_figures(admin: u16) {
     let mut cmd = Command::new(LAUNCHER);
-    cmd.args(["status", "--admin-address", &admin.to_string()]);
+    cmd.args(["status", "--wide", "--admin-address", &admin.to_string()]);
     let out = run_bounded(&mut cmd, WAIT);
     assert_eq!(out.code, Some(0), "{}", out.all());
     for code in CODES {

@@ -1,6 +1,6 @@
 //! The access log (`server.cluster.accessLog`), through the real binaries: one line per request
 //! with every field the issue names, checked against what the test sent and what came back; the
-//! client's address from `X-Forwarded-For` when the peer is loopback; the query string only when
+//! client's address from `X-Forwarded-For` when the peer is a trusted proxy; the query string only when
 //! asked; a file that `SIGUSR1` reopens after it was renamed (logrotate); on stderr as JSON. (A
 //! stuck file costing nothing but dropped, counted lines: `logs::access_log`'s unit test, which
 //! can write more lines than its queue holds faster than any client could send requests.)
@@ -40,6 +40,42 @@ fn wait_lines(path: &Path, n: usize) -> Vec<String> {
     )
 }
 
+/// The client logged for a request carrying `X-Forwarded-For: 198.51.100.1, 203.0.113.9`, from
+/// a loopback peer, with `trusted` as `server.cluster.trustedProxies` (none: not set).
+fn client_logged(trusted: Option<Value>) -> String {
+    let mut cluster_settings = json!({"accessLog": "text", "accessLogPath": "access.log"});
+    if let Some(t) = trusted {
+        cluster_settings["trustedProxies"] = t;
+    }
+    let c = cluster()
+        .workers(1)
+        .config(json!({ "server": { "cluster": cluster_settings } }))
+        .start();
+    let r = c.request(
+        "GET",
+        "/r4/metadata",
+        &[("X-Forwarded-For", "198.51.100.1, 203.0.113.9")],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let lines = wait_lines(&c.data_dir().join("access.log"), 1);
+    fields(&lines[0])["client"].clone()
+}
+
+#[test]
+fn the_forwarded_client_is_logged_only_from_a_peer_named_a_trusted_proxy() {
+    // spec: DEC-85
+    // Not named (the default, and a list naming someone else): anyone on the host could send
+    // the header, so the peer is logged.
+    assert_eq!(client_logged(None), "127.0.0.1");
+    assert_eq!(client_logged(Some(json!(["192.0.2.1"]))), "127.0.0.1");
+    // Named: X-Forwarded-For's last hop, the address the proxy saw.
+    assert_eq!(
+        client_logged(Some(json!(["::1", "127.0.0.1"]))),
+        "203.0.113.9"
+    );
+}
+
 fn seconds(f: &std::collections::HashMap<String, String>, key: &str) -> f64 {
     f[key]
         .parse()
@@ -51,12 +87,12 @@ fn each_request_is_one_line_in_the_file_which_usr1_reopens() {
     let c = cluster()
         .workers(1)
         .config(json!({ "server": { "cluster": {
-            "accessLog": "text", "accessLogPath": "access.log"
+            "accessLog": "text", "accessLogPath": "access.log", "trustedProxies": ["127.0.0.1"]
         } } }))
         .start();
     let path = c.data_dir().join("access.log");
 
-    // Through nginx on the same host (a loopback peer): its X-Forwarded-For names the client.
+    // Through nginx on the same host (a trusted proxy): its X-Forwarded-For names the client.
     let r = c.request(
         "GET",
         "/r4/metadata?code=secret",

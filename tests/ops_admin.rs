@@ -32,8 +32,10 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
     let admin = free_port();
     let mut c = cluster()
         .workers(1)
-        .env("SIM_START_DELAY_MS_m0", "2000")
-        .env("SIM_COST_EXPAND_MS", "2500")
+        // Long enough that the admin listener answers before the master is ready, and that the
+        // launcher is still draining while the checks of the drain are made, on a loaded host.
+        .env("SIM_START_DELAY_MS_m0", "3000")
+        .env("SIM_COST_EXPAND_MS", "5000")
         .config(json!({ "server": { "cluster": { "drainSeconds": 10 } } }))
         .arg("--admin-address")
         .arg(&admin.to_string())
@@ -46,11 +48,8 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
         "the admin listener never answered:\n{}",
         c.log_lines().join("\n")
     );
+    // The reason says the start delay isn't over yet.
     let (status, reason) = readyz(admin);
-    assert!(
-        c.line_index("m0: ready").is_none(),
-        "the start delay is over already"
-    );
     assert_eq!(status, 503, "{reason}");
     assert!(reason.contains("master is not ready"), "{reason}");
     let r = admin_get(admin, "/readyz");
@@ -67,7 +66,7 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
     unsafe_kill(c.pid_of("m0"), SIGKILL);
     let mut seen = Vec::new();
     assert!(
-        eventually(Duration::from_secs(5), || {
+        eventually(Duration::from_secs(10), || {
             let r = readyz(admin);
             seen.push(r.clone());
             r.0 == 503 && r.1.contains("master is not ready")
@@ -80,7 +79,9 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
         "not ready again after the master's restart:\n{}",
         c.log_lines().join("\n")
     );
-    assert_eq!(c.count_lines("m0: ready"), 2);
+    // The line is written a moment after the roster has the master ready: waited for, not
+    // counted at once.
+    c.wait_for_count("m0: ready", 2, Duration::from_secs(10));
 
     // Draining: SIGTERM with a slow request in flight.
     let addr = c.addr();
@@ -103,7 +104,7 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
     c.signal(SIGTERM);
     let mut seen = Vec::new();
     assert!(
-        eventually(Duration::from_secs(2), || {
+        eventually(Duration::from_secs(10), || {
             let r = readyz(admin);
             seen.push(r.clone());
             r.0 == 503 && r.1.contains("draining")
@@ -120,7 +121,7 @@ fn readyz_follows_start_master_restart_and_drain_while_livez_stays_200() {
         "the request in flight finishes: {}",
         r.text()
     );
-    assert!(took >= Duration::from_millis(2000), "{took:?}");
+    assert!(took >= Duration::from_millis(5000), "{took:?}");
     let exit = c.wait_exit(Duration::from_secs(20));
     assert_eq!(exit.code(), Some(0));
 }
@@ -133,13 +134,15 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
         .arg("--admin-address")
         .arg(&admin.to_string())
         .start();
-    // A status round (statusSeconds 1) fills in every process's pid and memory.
-    wait_until(
+    // A status round (statusSeconds 1) fills in every process's pid and memory: the answer that
+    // has them all is the one looked at.
+    let v = poll(
         "/status with every process's pid and memory",
         Duration::from_secs(10),
         || {
-            let v = admin_get(admin, "/status").json();
-            ["m0", "tx1", "tx2"].iter().all(|code| {
+            let s = admin_get(admin, "/status");
+            let v = s.json();
+            let complete = ["m0", "tx1", "tx2"].iter().all(|code| {
                 v["processes"].as_array().is_some_and(|ps| {
                     ps.iter().any(|p| {
                         p["code"] == *code
@@ -147,12 +150,10 @@ fn status_lists_each_process_and_fhircluster_status_prints_the_table() {
                             && p["rssAnon"].as_u64().is_some()
                     })
                 })
-            })
+            });
+            (s.status == 200 && complete).then_some(v)
         },
     );
-    let s = admin_get(admin, "/status");
-    assert_eq!(s.status, 200, "{}", s.text());
-    let v = s.json();
     let procs = v["processes"].as_array().cloned().unwrap_or_default();
     let codes: Vec<&str> = procs.iter().filter_map(|p| p["code"].as_str()).collect();
     assert_eq!(codes, ["m0", "tx1", "tx2"], "{v}");

@@ -56,12 +56,12 @@ fn status_as(as_user: &[&str], dir: &Path) -> RunOutput {
     run_bounded(&mut cmd, secs(20))
 }
 
-fn status(dir: &Path) -> RunOutput {
+pub(crate) fn status(dir: &Path) -> RunOutput {
     status_as(&[], dir)
 }
 
 /// The launcher's pid, as `status --json` says.
-fn launcher_pid(out: &RunOutput) -> Option<i64> {
+pub(crate) fn launcher_pid(out: &RunOutput) -> Option<i64> {
     let v: Value = serde_json::from_str(&out.stdout).ok()?;
     v["launcher"]["pid"].as_i64()
 }

@@ -43,9 +43,18 @@ enum Journal {
 /// exits 3 at once (so the launcher logs, gives up and exits), with stdout and stderr both on one
 /// file; its lines.
 fn short_run(format: &str, journal: Journal, args: &[&str]) -> Vec<String> {
+    run_of(
+        "echo out-line; echo err-line >&2; exit 3",
+        format,
+        journal,
+        args,
+    )
+}
+
+/// As `short_run`, with `master` the master's shell script (it must exit at once).
+fn run_of(master: &str, format: &str, journal: Journal, args: &[&str]) -> Vec<String> {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().expect("data dir");
-    let master = "echo out-line; echo err-line >&2; exit 3";
     write_config(
         dir.path(),
         &json!({ "server": { "port": free_ports(2), "cluster": {
@@ -366,4 +375,47 @@ fn with_a_host_prefix_every_line_naming_a_process_carries_its_full_instance_code
             );
         }
     }
+}
+
+#[test]
+fn a_childs_control_characters_are_escaped_one_line_per_line_it_wrote() {
+    // spec: issue 39 (a child's stderr relayed raw: a carriage return or an escape sequence
+    // forged or hid a line on a terminal)
+    // A carriage return, erase-line and a title escape, BEL, BS, VT, FF, NUL, DEL and a C1 CSI
+    // (U+009B), then a line of its own.
+    let master = r"printf 'safe\rFORGED \033[2K\033]0;t\007 bs\b vt\v ff\f nul\000 del\177 c1\302\233 tab\tend\n' >&2; \
+                   echo next >&2; exit 3";
+    let escaped =
+        r"safe\x0dFORGED \x1b[2K\x1b]0;t\x07 bs\x08 vt\x0b ff\x0c nul\x00 del\x7f c1\u{9b} tab";
+    let lines = run_of(master, "text", Journal::Unset, &[]);
+    let all = lines.join("\n");
+    let raw: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.chars().any(|c| c.is_control() && c != '\t'))
+        .collect();
+    assert!(raw.is_empty(), "control characters written raw: {raw:?}");
+    let relayed: Vec<&String> = lines.iter().filter(|l| l.starts_with("[m0] ")).collect();
+    assert_eq!(
+        relayed,
+        [&format!("[m0] {escaped}\tend"), &"[m0] next".to_string()],
+        "one line per line the child wrote:\n{all}"
+    );
+    // The line that gives the master up quotes its last stderr lines, escaped as well.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("giving up") && l.contains(escaped)),
+        "{all}"
+    );
+    report_figures(
+        "child_control_characters",
+        "a server's stderr line with CR, erase-line and title escape sequences, BEL, BS, VT, \
+         FF, NUL, DEL and a C1 CSI, then a plain line",
+        10,
+        0,
+        0,
+        "each written as an escape (\\x0d, \\x1b, \\u{9b}), one launcher line per line the server \
+         wrote, the give-up line's quote of it escaped too; no control character but tab and \
+         newline in the output",
+    );
 }

@@ -1,148 +1,26 @@
-//! nginx.md's configurations, run: each block marked `title="..."` is taken out of nginx.md, its
-//! placeholders filled in, and a real nginx (started here, as a foreground process with its own
-//! prefix directory, and stopped by its pid) runs it in front of real fhircluster instances. The
+//! nginx.md's configurations, run: the one-host block taken out of nginx.md with its
+//! placeholders filled in, the many-hosts one as `fhircluster print nginx --host ...` prints it
+//! (nginx.md's many-hosts block is that text for its example hosts, held so by the binary's
+//! tests), and a real nginx (`common/nginx.rs`: a foreground process with its own prefix
+//! directory, stopped by its pid) runs each in front of real fhircluster instances. The
 //! one-host configuration passes requests and headers as the page says; the many-hosts one routes
 //! cache-ids to the host that issued them, `$closure` to the designated master host, and a stopped
 //! host's ids to another host, which answers `cache-id-unknown`; with fhircluster stopped, nginx
 //! answers a FHIR `503` with `Retry-After` instead of its HTML `502`, while fhircluster's own
-//! `503`s pass through as sent. Documentation that is tested cannot drift. Without nginx
-//! installed these tests fail, saying so.
+//! `503`s pass through as sent; beside Debian's stock configuration and default site, the
+//! printed file takes its `--server-name`, or every name once the default site is removed.
+//! Documentation that is tested cannot drift. Without nginx installed these tests fail, saying
+//! so.
 
 use crate::common;
 
-use std::net::SocketAddr;
-
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 use serde_json::json;
 
 const SIGTERM: i32 = 15;
-
-/// A running nginx this test started; stopped (its pid only) when dropped.
-struct Nginx {
-    child: Child,
-    prefix: tempfile::TempDir,
-    addr: SocketAddr,
-}
-
-impl Nginx {
-    /// Runs `block` (what goes inside `http { }`) with `{{LISTEN}}` on a free loopback port.
-    fn start(block: &str, substitutions: &[(&str, String)]) -> Nginx {
-        let ok = Command::new("nginx")
-            .arg("-v")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "nginx is not installed (or not on PATH): these tests run nginx.md's configurations \
-             with a real nginx; .ci/run installs it (apt-get install -y nginx)"
-        );
-        let prefix = tempfile::tempdir().expect("nginx prefix dir");
-        let p = prefix.path();
-        let port = free_port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut body = block.replace("{{LISTEN}}", &addr.to_string());
-        for (k, v) in substitutions {
-            body = body.replace(k, v);
-        }
-        assert!(
-            !body.contains("{{"),
-            "a placeholder the test does not fill in:\n{body}"
-        );
-        // Run as root here, the workers would otherwise switch to `nobody`, who can't write
-        // the temporary directories.
-        let user = if nix_is_root() { "user root;\n" } else { "" };
-        let d = |name: &str| p.join(name).display().to_string();
-        let conf = format!(
-            "{user}worker_processes 1;\nevents {{ worker_connections 256; }}\nhttp {{\n\
-             access_log {access};\nclient_body_temp_path {body_tmp};\nproxy_temp_path {proxy};\n\
-             fastcgi_temp_path {fcgi};\nuwsgi_temp_path {uwsgi};\nscgi_temp_path {scgi};\n\
-             {body}\n}}\n",
-            access = d("access.log"),
-            body_tmp = d("body"),
-            proxy = d("proxy"),
-            fcgi = d("fastcgi"),
-            uwsgi = d("uwsgi"),
-            scgi = d("scgi"),
-        );
-        let conf_path = p.join("nginx.conf");
-        std::fs::write(&conf_path, &conf).expect("write nginx.conf");
-        let globals = format!(
-            "daemon off; master_process on; pid {}; error_log {} info;",
-            d("nginx.pid"),
-            d("error.log")
-        );
-        let test = run_bounded(
-            Command::new("nginx")
-                .arg("-t")
-                .arg("-p")
-                .arg(p)
-                .arg("-c")
-                .arg(&conf_path)
-                .arg("-g")
-                .arg(&globals),
-            Duration::from_secs(20),
-        );
-        assert_eq!(test.code, Some(0), "nginx -t:\n{}\n{conf}", test.all());
-        let child = Command::new("nginx")
-            .arg("-p")
-            .arg(p)
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-g")
-            .arg(&globals)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nginx");
-        let mut n = Nginx {
-            child,
-            prefix,
-            addr,
-        };
-        let up = eventually(Duration::from_secs(10), || {
-            std::net::TcpStream::connect(addr).is_ok() || matches!(n.child.try_wait(), Ok(Some(_)))
-        });
-        assert!(
-            up && matches!(n.child.try_wait(), Ok(None)),
-            "nginx did not start:\n{}",
-            n.error_log()
-        );
-        n
-    }
-
-    fn error_log(&self) -> String {
-        std::fs::read_to_string(self.prefix.path().join("error.log")).unwrap_or_default()
-    }
-
-    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
-        request(self.addr, method, path, headers, body)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // A fast stop (SIGTERM) lets the master take its workers with it; SIGKILL if it lingers.
-        unsafe_kill(self.child.id() as i32, SIGTERM);
-        let stopped = eventually(Duration::from_secs(5), || {
-            matches!(self.child.try_wait(), Ok(Some(_)))
-        });
-        if !stopped {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn nix_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn nginx_md() -> String {
     crate_file("nginx.md")
@@ -249,12 +127,26 @@ fn the_printed_nginx_config_is_nginx_mds_and_nginx_runs_it_in_front_of_the_launc
     // nginx.md's block with its placeholders filled in, nothing else but the comment on top.
     let expected = block("one-host.conf")
         .replace("{{FHIRCLUSTER}}", &host(&c))
-        .replace("{{LISTEN}}", "80");
+        .replace("{{LISTEN}}", "80")
+        .replace("{{SERVER_NAME}}", "_");
     assert!(printed.ends_with(&expected), "{printed}\n---\n{expected}");
     // Run on a free port of the test's (Nginx::start fills {{LISTEN}} in), not 80.
     let nginx = Nginx::start(&printed.replace("listen 80;", "listen {{LISTEN}};"), &[]);
     let r = nginx.request("GET", "/r4/metadata", &[], b"");
     assert_eq!(r.status, 200, "{}\n{}", r.text(), nginx.error_log());
+}
+
+/// What `fhircluster print nginx --host PREFIX=ADDRESS ...` prints for `hosts` (nginx.md's
+/// many-hosts block for its example hosts), listening where `Nginx::start` says.
+fn print_many(hosts: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(LAUNCHER);
+    cmd.args(["print", "nginx"]);
+    for (prefix, addr) in hosts {
+        cmd.arg("--host").arg(format!("{prefix}={addr}"));
+    }
+    let out = run_bounded(&mut cmd, Duration::from_secs(20));
+    assert_eq!(out.code, Some(0), "print nginx --host: {}", out.all());
+    out.stdout.replace("listen 80;", "listen {{LISTEN}};")
 }
 
 /// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
@@ -275,10 +167,7 @@ fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and
         .workers(1)
         .config(json!({ "server": { "cluster": { "hostPrefix": "b" } } }))
         .start();
-    let nginx = Nginx::start(
-        &block("many-hosts.conf"),
-        &[("{{HOST_A}}", host(&a)), ("{{HOST_B}}", host(&b))],
-    );
+    let nginx = Nginx::start(&print_many(&[("a", host(&a)), ("b", host(&b))]), &[]);
 
     // Sessions started through nginx land on both hosts (least_conn across them).
     let mut ids = Vec::new();
@@ -425,13 +314,8 @@ fn one_host_conf_answers_a_fhir_503_while_fhircluster_is_down_and_passes_its_own
 #[test]
 fn many_hosts_conf_answers_a_fhir_503_when_no_host_answers() {
     let mut a = cluster().workers(1).start();
-    let nginx = Nginx::start(
-        &block("many-hosts.conf"),
-        &[
-            ("{{HOST_A}}", host(&a)),
-            ("{{HOST_B}}", format!("127.0.0.1:{}", free_port())),
-        ],
-    );
+    let nowhere = format!("127.0.0.1:{}", free_port());
+    let nginx = Nginx::start(&print_many(&[("a", host(&a)), ("b", nowhere)]), &[]);
     a.signal(SIGTERM);
     assert_eq!(a.wait_exit(Duration::from_secs(30)).code(), Some(0));
     for path in ["/r4/metadata", "/dashboard"] {
@@ -441,5 +325,68 @@ fn many_hosts_conf_answers_a_fhir_503_when_no_host_answers() {
         let v: serde_json::Value = serde_json::from_str(&r.text())
             .unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {}", r.text()));
         assert_eq!(v["resourceType"], "OperationOutcome", "{v}");
+    }
+}
+
+/// `GET /r4/metadata` through nginx for the site named `host` (the request's `Host`).
+fn get_for(nginx: &Nginx, host: &str) -> Response {
+    let raw = format!("GET /r4/metadata HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    raw_request(nginx.addr, raw.as_bytes(), Duration::from_secs(20))
+}
+
+/// `fhircluster --port P print nginx` with `args`, its output (exit 0).
+fn print_nginx(c: &Cluster, args: &[&str]) -> String {
+    let port = c.port.to_string();
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(["--port", &port, "print", "nginx"])
+            .args(args)
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(0), "print nginx: {}", out.all());
+    out.stdout
+}
+
+#[test]
+fn beside_debians_default_site_the_printed_config_takes_its_server_name_or_every_name_once_the_default_site_is_gone(
+) {
+    let c = cluster().workers(1).start();
+    let port = free_port();
+    let listen = port.to_string();
+    let printed = print_nginx(
+        &c,
+        &["--listen", &listen, "--server-name", "fhir.example.org"],
+    );
+    assert!(
+        printed.contains("server_name fhir.example.org;"),
+        "{printed}"
+    );
+    // The printed comment says what to do with the default site.
+    let comment: String = printed.lines().filter(|l| l.starts_with('#')).collect();
+    assert!(comment.contains("sites-enabled/default"), "{printed}");
+
+    let debian = DebianNginx::new(&printed, port);
+    let nginx = debian.start();
+    let ours = get_for(&nginx, "fhir.example.org");
+    assert_eq!(ours.status, 200, "{}\n{}", ours.text(), nginx.error_log());
+    assert!(!ours.served_by().is_empty(), "{:?}", ours.headers);
+    // Another name: Debian's default site, as before (nginx's own 404).
+    let other = get_for(&nginx, "other.example.org");
+    assert_eq!(other.status, 404, "{}", other.text());
+    assert!(other.served_by().is_empty(), "{:?}", other.headers);
+    drop(nginx);
+
+    // Without a name and with the default site removed (the other way the comment gives),
+    // every request is fhircluster's.
+    let printed = print_nginx(&c, &["--listen", &listen]);
+    let debian = DebianNginx::new(&printed, port);
+    std::fs::remove_file(debian.prefix.path().join("sites-enabled/default"))
+        .expect("remove the default site");
+    let nginx = debian.start();
+    for host in ["fhir.example.org", "203.0.113.1", "localhost"] {
+        let r = get_for(&nginx, host);
+        assert_eq!(r.status, 200, "{host}: {}\n{}", r.text(), nginx.error_log());
+        assert!(!r.served_by().is_empty(), "{host}: {:?}", r.headers);
     }
 }

@@ -136,3 +136,74 @@ fn an_in_place_upgrade_keeps_the_pid_file() {
     assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
     assert!(!file.exists());
 }
+
+/// How many pids after the last one given out get a link planted at their name.
+const PLANTED: u32 = 5000;
+
+#[test]
+fn the_pid_files_temporary_file_never_follows_a_link_planted_at_its_name() {
+    // spec: issue 39 (the pid file's temporary file followed a symlink)
+    let run = tempfile::tempdir().expect("run dir");
+    let elsewhere = tempfile::tempdir().expect("another dir");
+    let target = elsewhere.path().join("precious");
+    std::fs::write(&target, "precious\n").expect("write the target");
+    let file = run.path().join("fhircluster.pid");
+    // The launcher's pid is not known before it starts: a link at the temporary name each of the
+    // next pids would give it (`.<name>.<pid>.tmp`), from the pid a process just started got.
+    let mut probe = std::process::Command::new("true")
+        .spawn()
+        .expect("spawn true");
+    let last = probe.id();
+    let _ = probe.wait();
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(32768);
+    let planted = |pid: u32| (1..=PLANTED).any(|i| (last + i) % pid_max == pid);
+    for i in 1..=PLANTED {
+        let name = format!(".fhircluster.pid.{}.tmp", (last + i) % pid_max);
+        std::os::unix::fs::symlink(&target, run.path().join(name)).expect("plant a link");
+    }
+    let mut c = cluster()
+        .workers(1)
+        .arg("--pid-file")
+        .arg(&file.display().to_string())
+        .start();
+    let launcher = c.child.id();
+    assert!(
+        planted(launcher),
+        "the launcher's pid {launcher} is past the {PLANTED} planted after {last}"
+    );
+    assert_eq!(pid_in(&file), Some(launcher));
+    assert!(
+        !std::fs::symlink_metadata(&file)
+            .expect("the pid file")
+            .file_type()
+            .is_symlink(),
+        "the pid file is a link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("the target"),
+        "precious\n",
+        "the link's target was written"
+    );
+    c.signal(SIGTERM);
+    assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
+    assert!(!file.exists());
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("the target"),
+        "precious\n"
+    );
+    report_figures(
+        "pid_file_planted_links",
+        &format!(
+            "a symlink to a file elsewhere planted at the pid file's temporary name for each of \
+             the next {PLANTED} pids, then the launcher started with --pid-file and stopped"
+        ),
+        1,
+        0,
+        0,
+        "the target untouched; the pid file a regular file naming the launcher (pid within the \
+         planted range), removed at the stop",
+    );
+}

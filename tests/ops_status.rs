@@ -306,3 +306,29 @@ fn a_tx_endpoint_nobody_uses_is_warned_about_once_naming_the_prefix() {
     c.signal(SIGTERM);
     assert_eq!(c.wait_exit(secs(30)).code(), Some(0));
 }
+
+/// Outside the data directory, with none given: Deploy's layout, `/var/lib/fhirsmith`, as
+/// `pm2 status` needs no path; for `status` and the actions alike.
+#[test]
+fn status_and_the_actions_outside_the_data_directory_look_in_deploys_layout() {
+    let cwd = tempfile::tempdir().expect("an empty directory");
+    let deploys = "/var/lib/fhirsmith/fhircluster.sock";
+    for args in [
+        &["status"][..],
+        &["upgrade"][..],
+        &["restart"][..],
+        &["scale", "2"][..],
+    ] {
+        let mut cmd = Command::new(LAUNCHER);
+        cmd.args(args)
+            .current_dir(cwd.path())
+            .env_remove("FHIRSMITH_DATA_DIR");
+        let out = run_bounded(&mut cmd, secs(20));
+        // A host running a launcher in Deploy's layout answers; any other names where it looked.
+        if std::path::Path::new(deploys).exists() {
+            continue;
+        }
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.all());
+        assert!(out.stderr.contains(deploys), "{args:?}: {}", out.all());
+    }
+}

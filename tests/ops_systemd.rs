@@ -1,8 +1,9 @@
 //! The systemd unit `fhircluster print systemd-unit` prints (README's "Under systemd" installs it)
 //! and README's Docker advice, checked: the unit has the keys the launcher needs
 //! (`Type=notify`, `ExecReload=` sending `SIGHUP` so `systemctl reload` works, `KillMode=mixed`,
-//! `MemoryMax=`, a `TimeoutStopSec` at least the longest orderly stop, computed from the
-//! settings' defaults), `systemd-analyze verify` finds nothing wrong with it, and the Compose
+//! `MemoryMax=` only when asked for, a `TimeoutStopSec` at least the longest orderly stop,
+//! computed from the settings' defaults), `systemd-analyze verify` finds nothing wrong with it,
+//! `systemd-analyze security` rates it 3.0 or less (a hardened service), and the Compose
 //! file gives Docker as long, a working directory, and a health check on the admin address.
 
 use crate::common;
@@ -106,7 +107,7 @@ fn the_timespan_parser_reads_systemd_spans() {
 }
 
 #[test]
-fn the_printed_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_stop() {
+fn the_printed_unit_is_notify_mixed_and_waits_out_the_longest_stop() {
     // spec: STOP-10
     assert_eq!(longest_stop_secs(), 95.0, "the spec's 95 s");
     let keys = service_keys(&unit(&[]));
@@ -120,10 +121,9 @@ fn the_printed_unit_is_notify_mixed_memory_limited_and_waits_out_the_longest_sto
         Some("mixed"),
         "{keys:?}"
     );
-    assert!(
-        keys.get("MemoryMax").is_some_and(|v| !v.is_empty()),
-        "{keys:?}"
-    );
+    // No memory limit unless the operator names one (--memory-max): the launcher sizes the
+    // workers against it, so a number printed here would size every host alike.
+    assert!(!keys.contains_key("MemoryMax"), "{keys:?}");
     // Without it `systemctl reload` fails: "Job type reload is not applicable".
     assert_eq!(
         keys.get("ExecReload").map(String::as_str),
@@ -206,15 +206,7 @@ fn the_printed_unit_takes_the_data_directory_user_and_stop_time_from_the_setting
 
 #[test]
 fn systemd_analyze_verify_finds_nothing_wrong_with_the_printed_unit() {
-    let available = Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        available,
-        "systemd-analyze is not installed: this test verifies README's unit with it \
-         (apt-get install -y systemd)"
-    );
+    assert_systemd_analyze();
     let dir = tempfile::tempdir().expect("unit dir");
     // ExecStart names the binary that printed it, which exists, as verify wants.
     let unit = unit(&[]);
@@ -235,6 +227,106 @@ fn systemd_analyze_verify_finds_nothing_wrong_with_the_printed_unit() {
         .filter(|l| l.contains("fhircluster.service"))
         .collect();
     assert!(complaints.is_empty(), "{}\n{unit}", out.all());
+}
+
+/// `systemd-analyze` on PATH, or the test fails saying how to get it.
+fn assert_systemd_analyze() {
+    let available = Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        available,
+        "systemd-analyze is not installed: this test checks the printed unit with it \
+         (apt-get install -y systemd)"
+    );
+}
+
+#[test]
+fn the_printed_unit_has_a_memory_limit_only_when_given_one_and_says_how_to_set_it() {
+    let text = unit(&[]);
+    assert!(!service_keys(&text).contains_key("MemoryMax"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('#') && l.contains("--memory-max")),
+        "the comment says how to set one:\n{text}"
+    );
+    let out = run_bounded(
+        Command::new(LAUNCHER)
+            .args(["print", "systemd-unit", "--memory-max", "12G"])
+            .env_remove("FHIRSMITH_DATA_DIR"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.all());
+    assert_eq!(
+        service_keys(&out.stdout)
+            .get("MemoryMax")
+            .map(String::as_str),
+        Some("12G"),
+        "{}",
+        out.stdout
+    );
+    for bad in ["12 G", "lots", "12G\nUser=root", ""] {
+        let out = run_bounded(
+            Command::new(LAUNCHER)
+                .args(["print", "systemd-unit", "--memory-max", bad])
+                .env_remove("FHIRSMITH_DATA_DIR"),
+            Duration::from_secs(20),
+        );
+        assert_eq!(out.code, Some(1), "{bad:?}: {}", out.all());
+        assert!(out.stderr.contains("--memory-max"), "{}", out.all());
+    }
+}
+
+/// "Overall exposure level for x.service: 9.2 UNSAFE": the number.
+fn exposure(report: &str) -> Option<f64> {
+    let line = report
+        .lines()
+        .find(|l| l.contains("Overall exposure level"))?;
+    line.rsplit_once(": ")?
+        .1
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn systemd_analyze_security_rates_the_printed_unit_3_or_less() {
+    assert_eq!(
+        exposure("→ Overall exposure level for fhircluster.service: 9.2 UNSAFE 😨"),
+        Some(9.2)
+    );
+    assert_systemd_analyze();
+    let dir = tempfile::tempdir().expect("unit dir");
+    let unit = unit(&[]);
+    let path = dir.path().join("fhircluster.service");
+    std::fs::write(&path, &unit).expect("write the unit");
+    let out = run_bounded(
+        Command::new("systemd-analyze")
+            .args(["security", "--offline=true", "--no-pager"])
+            .arg(&path),
+        Duration::from_secs(60),
+    );
+    let score =
+        exposure(&out.stdout).unwrap_or_else(|| panic!("no exposure level in:\n{}", out.all()));
+    eprintln!("systemd-analyze security: {score}");
+    assert!(score <= 3.0, "{score}:\n{}\n{unit}", out.stdout);
+    // What the launcher and node need stays allowed (each line of the unit says why).
+    let keys = service_keys(&unit);
+    assert_eq!(
+        keys.get("ReadWritePaths").map(String::as_str),
+        Some("/var/lib/fhirsmith")
+    );
+    for absent in [
+        "MemoryDenyWriteExecute",
+        "ProcSubset",
+        "ProtectProc",
+        "PrivateNetwork",
+    ] {
+        assert!(!keys.contains_key(absent), "{absent} in:\n{unit}");
+    }
+    assert_eq!(keys.get("LimitNOFILE").map(String::as_str), Some("524288"));
 }
 
 #[test]

@@ -8,8 +8,11 @@ use std::path::Path;
 
 const PURE: &[&str] = &[
     "src/ipc/codec.rs",
+    "src/kit/haproxy.rs",
+    "src/kit/hosts.rs",
     "src/log_throttle.rs",
     "src/ops/extend.rs",
+    "src/ops/readiness.rs",
     "src/signals.rs",
     "src/ops/tx_usage.rs",
     "src/per_kind.rs",

@@ -312,6 +312,9 @@ fn a_sigstopped_worker_gets_504s_naming_it_a_cooldown_and_its_slots_back() {
         .config(json!({ "server": { "cluster": {
             "upstreamTimeoutSeconds": 1, "cooldownSeconds": 3, "maxOutstanding": 3,
             "ownerQueueSeconds": 2, "fastLaneExtra": 0, "normalMinSlots": 0,
+            // Stopped for a few seconds, then let go: not long enough to be taken for hung
+            // (DEC-82; the watchdog's own test is tests/hang_watchdog.rs).
+            "hangTimeoutSeconds": 60,
             "adminAddress": admin.to_string()
         } } }))
         .start();

@@ -12,12 +12,12 @@ use crate::common::*;
 use crate::upgrade::{exe_of, Bin};
 
 /// The hook's directory, and the launcher's end of it.
-struct Hook {
-    dir: tempfile::TempDir,
+pub(crate) struct Hook {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Hook {
-    fn new() -> Hook {
+    pub(crate) fn new() -> Hook {
         Hook {
             dir: tempfile::tempdir().expect("hook dir"),
         }
@@ -46,8 +46,8 @@ impl Hook {
         std::fs::remove_file(self.file(&format!("pause-{step}"))).expect("unpause");
     }
 
-    /// The next handover fails at `step`.
-    fn fail(&self, step: &str) {
+    /// The next handover fails at `step` (or the new program's setup step `step`).
+    pub(crate) fn fail(&self, step: &str) {
         std::fs::write(self.file(&format!("fail-{step}")), b"").expect("fail file");
     }
 }
@@ -63,7 +63,7 @@ fn start(bin: &Bin, hook: &Hook) -> Cluster {
 }
 
 /// The process at `index` (0 the master), by its own word.
-fn pid_at(c: &Cluster, index: u16) -> i32 {
+pub(crate) fn pid_at(c: &Cluster, index: u16) -> i32 {
     poll("the process's pid", secs(30), || c.sim_pid(index))
 }
 
@@ -72,7 +72,7 @@ const AFTER_EACH: u64 = 20;
 
 /// Every process answers through the front door, and each is the one at its place: then
 /// [`AFTER_EACH`] requests all answered 200 (returns how many were sent).
-fn serving(c: &Cluster, what: &str) -> u64 {
+pub(crate) fn serving(c: &Cluster, what: &str) -> u64 {
     wait_until(what, secs(60), || {
         c.get(LOOKUP).status == 200 && c.sim_pid(0).is_some() && c.sim_pid(1).is_some()
     });
@@ -107,7 +107,7 @@ fn upgrade_ok(bin: &Bin, c: &Cluster) {
     serving(c, "serving after the upgrade");
 }
 
-fn stops_with_0(c: &mut Cluster) {
+pub(crate) fn stops_with_0(c: &mut Cluster) {
     let children = c.child_pids();
     c.signal(libc::SIGTERM);
     let status = c.wait_exit(secs(60));

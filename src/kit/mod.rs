@@ -9,6 +9,8 @@
 //! output is never tied to the directory it happened to be run in. Rendering is pure (`unit`,
 //! `logrotate`, `nginx` take their inputs); `run` only gathers them.
 
+mod haproxy;
+mod hosts;
 mod logrotate;
 mod nginx;
 mod unit;
@@ -24,8 +26,7 @@ pub const ALERTS: &str = include_str!("fhircluster-alerts.yml");
 /// The Grafana dashboard (Dashboards > New > Import).
 pub const DASHBOARD: &str = include_str!("fhircluster-dashboard.json");
 
-/// The data directory of Deploy's layout, printed when none is given.
-pub(crate) const DEFAULT_DATA_DIR: &str = "/var/lib/fhirsmith";
+pub(crate) use crate::cli::print::DEFAULT_DATA_DIR;
 /// Prints `what` on stdout: exit 0, or 1 with one line on stderr when the settings are bad.
 pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
     let text = match what {
@@ -49,16 +50,37 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
         Print::SystemdUnit {
             user,
             working_directory,
+            memory_max,
         } => {
             let exe =
                 std::env::current_exe().unwrap_or_else(|_| "/usr/local/bin/fhircluster".into());
             let working_directory = absolute(working_directory);
             check_name("--user", user)?;
+            if let Some(max) = memory_max.as_deref().filter(|m| !unit::valid_memory_max(m)) {
+                anyhow::bail!(
+                    "--memory-max {max:?}: give systemd's MemoryMax=, e.g. 16G, 512M, 80% or \
+                     infinity"
+                );
+            }
+            // What the launcher makes or renames in place, each in its directory.
+            let files: Vec<PathBuf> = [
+                s.control_socket_path(),
+                crate::ops::pid_file::path(&data_dir, &s.cluster.pid_file),
+                (!s.cluster.access_log_path.is_empty())
+                    .then(|| logrotate::access_log_file(&data_dir, &s.cluster.access_log_path)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|f| absolute(&f))
+            .collect();
+            let writable = unit::writable_dirs(&data_dir, &files);
             for (what, path) in [
                 ("the binary's path", &exe),
                 ("--working-directory", &working_directory),
-                ("the data directory", &data_dir),
-            ] {
+            ]
+            .into_iter()
+            .chain(writable.iter().map(|d| ("a directory it writes", d)))
+            {
                 check_path(what, path)?;
             }
             unit::render(&unit::Unit {
@@ -66,6 +88,8 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
                 user,
                 working_directory: &working_directory,
                 data_dir: &data_dir,
+                writable: &writable,
+                memory_max: memory_max.as_deref(),
                 longest_secs: unit::longest_stop(s).as_secs_f64().ceil() as u64,
                 stop_secs: unit::timeout_stop_secs(s),
             })
@@ -76,17 +100,80 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
             check_path("the access log's path", &file)?;
             logrotate::render(&file, user, s.cluster.access_log_path.is_empty())
         }
-        Print::Nginx { listen } => {
+        Print::Nginx {
+            listen,
+            server_name,
+            hosts,
+        } => {
             if listen.is_empty() || listen.chars().any(|c| c.is_control() || ";{}#".contains(c)) {
                 anyhow::bail!(
                     "--listen {listen:?}: give nginx's listen arguments, e.g. 80 or \"443 ssl\""
                 );
             }
-            nginx::render(listen, &nginx::upstream(s))
+            let name = server_name.as_deref().unwrap_or(nginx::NO_NAME);
+            if name.is_empty()
+                || name
+                    .chars()
+                    .any(|c| c.is_whitespace() || c.is_control() || ";{}#'\"\\$".contains(c))
+            {
+                anyhow::bail!(
+                    "--server-name {name:?}: give the one name clients use, e.g. fhir.example.org"
+                );
+            }
+            if hosts.host.is_empty() {
+                nginx::render(listen, name, &nginx::upstream(s))
+            } else {
+                let hosts = hosts::parse(&hosts.host, hosts.master_host.as_deref(), s)
+                    .map_err(anyhow::Error::msg)?;
+                nginx::render_many(listen, name, &hosts, &endpoints(s), &s.tx.instance_code)
+            }
+        }
+        Print::Haproxy { listen, hosts } => {
+            if listen.is_empty() || listen.chars().any(|c| c.is_control() || c == '#') {
+                anyhow::bail!(
+                    "--listen {listen:?}: give HAProxy's bind arguments, e.g. :80 or \":443 ssl crt /etc/haproxy/site.pem\""
+                );
+            }
+            let hosts = if hosts.host.is_empty() {
+                this_host(s)
+            } else {
+                hosts::parse(&hosts.host, hosts.master_host.as_deref(), s)
+                    .map_err(anyhow::Error::msg)?
+            };
+            haproxy::check(&hosts).map_err(anyhow::Error::msg)?;
+            haproxy::render(&haproxy::Farm {
+                listen,
+                hosts: &hosts,
+                endpoints: &endpoints(s),
+                master_code: &s.tx.instance_code,
+            })
         }
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
     })
+}
+
+/// The tx endpoints the balancer routes as such: the settings', or FHIRsmith's usual `/r4` when
+/// none are set (Deploy's layout, printed without a config.json).
+fn endpoints(s: &Settings) -> Vec<String> {
+    if s.tx.endpoints.is_empty() {
+        vec!["/r4".to_string()]
+    } else {
+        s.tx.endpoints.clone()
+    }
+}
+
+/// The one host `print haproxy` names without `--host`: this one, from its settings.
+fn this_host(s: &Settings) -> hosts::Hosts {
+    hosts::Hosts {
+        hosts: vec![hosts::Host {
+            prefix: s.cluster.host_prefix.clone(),
+            addr: nginx::upstream(s).to_string(),
+            admin: s.cluster.admin_address.map(|a| a.port()),
+            agent: s.cluster.agent_address.map(|a| a.port()),
+        }],
+        master: 0,
+    }
 }
 
 /// A user name as useradd takes it: letters, digits, `_`, `-`, `.`; so it goes into a unit or
@@ -174,16 +261,21 @@ mod tests {
             assert!(e.contains("can't carry"), "{e}");
         }
         let s = Settings::default();
-        let nginx = |listen: &str| {
+        let nginx = |listen: &str, name: &str| {
             render(
                 &Print::Nginx {
                     listen: listen.into(),
+                    server_name: Some(name.into()),
+                    hosts: Default::default(),
                 },
                 &s,
             )
         };
-        assert!(nginx("443 ssl").is_ok());
-        assert!(nginx("80; include /etc/passwd").is_err());
+        assert!(nginx("443 ssl", "fhir.example.org").is_ok());
+        assert!(nginx("80; include /etc/passwd", "x").is_err());
+        for bad in ["", "a b", "x; include /etc/passwd", "a{", "$host"] {
+            assert!(nginx("80", bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -201,9 +293,27 @@ mod tests {
         assert!(help.contains("print "), "{help}");
         let print = cli.find_subcommand_mut("print").expect("print");
         let help = print.render_long_help().to_string();
-        for what in ["systemd-unit", "logrotate", "nginx", "alerts", "dashboard"] {
+        for what in [
+            "systemd-unit",
+            "logrotate",
+            "nginx",
+            "haproxy",
+            "alerts",
+            "dashboard",
+        ] {
             assert!(help.contains(what), "{what} missing from:\n{help}");
         }
+    }
+
+    #[test]
+    fn print_help_gives_one_default_data_directory() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        let print = cli.find_subcommand_mut("print").expect("print");
+        let help = print.render_long_help().to_string();
+        assert!(help.contains(DEFAULT_DATA_DIR), "{help}");
+        assert!(!help.contains("[default: .]"), "{help}");
     }
 
     #[test]
@@ -216,6 +326,7 @@ mod tests {
             Some(crate::cli::Action::Print(Print::SystemdUnit {
                 user: "u".into(),
                 working_directory: DEFAULT_WORKING_DIR.into(),
+                memory_max: None,
             }))
         );
         assert!(Cli::try_parse_from(["fhircluster", "print", "recipes"]).is_err());

@@ -17,7 +17,7 @@ pub(super) fn run(cli: &Cli, action: &Action) -> ExitCode {
     let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
     let name = match action {
         Action::Print(what) => return crate::kit::run(cli, what),
-        Action::Status { json } => return status(cli, *json),
+        Action::Status { json, wide } => return status(cli, *json, *wide),
         Action::Upgrade => "upgrade",
         Action::Scale { .. } => "scale",
         Action::Restart => "restart",
@@ -42,7 +42,7 @@ pub(super) fn run(cli: &Cli, action: &Action) -> ExitCode {
 }
 
 /// `status`: from the admin address when one is given, else from the control socket.
-fn status(cli: &Cli, json: bool) -> ExitCode {
+fn status(cli: &Cli, json: bool, wide: bool) -> ExitCode {
     let unreachable = ExitCode::from(crate::ops::status_table::UNREACHABLE);
     let target = match &cli.admin_address {
         Some(text) => match settings::parse_admin_address(text) {
@@ -60,7 +60,7 @@ fn status(cli: &Cli, json: bool) -> ExitCode {
             None => return unreachable,
         },
     };
-    crate::ops::status_table::run(&target, json)
+    crate::ops::status_table::run(&target, json, wide)
 }
 
 /// The control socket's path, or why there is none (said on stderr, named for `name`).

@@ -46,14 +46,15 @@ pub(super) enum Reloaded {
 /// The supervisor's part of a reload that waits for the in-place upgrade, and the settings the
 /// upgrade takes (named in its refusal).
 pub(super) struct Deferred {
-    reload: Reload,
+    /// Boxed: the reload is large, and this waits in enums with small variants.
+    reload: Box<Reload>,
     pub(super) waiting: Vec<String>,
 }
 
 impl Deferred {
     /// The upgrade did not happen: the supervisor's part now.
     pub(super) async fn carry_out(self, control: &mpsc::Sender<Control>) {
-        let _ = control.send(Control::Reload(self.reload)).await;
+        let _ = control.send(Control::Reload(*self.reload)).await;
     }
 }
 
@@ -73,6 +74,7 @@ impl Reloader {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
                 let why = format!("{e:#}");
                 observed.reload_note.refused(&why, crate::clock::unix_ms());
+                let _ = self.control.send(Control::HaltRolling(why.clone())).await;
                 return Err(why);
             }
         };
@@ -122,7 +124,7 @@ impl Reloader {
                 names(&changes.upgrade)
             );
             return Ok(Reloaded::Upgrade(Deferred {
-                reload: r,
+                reload: Box::new(r),
                 waiting: changes
                     .upgrade
                     .iter()
@@ -147,6 +149,7 @@ impl Reloader {
             access_log,
             supervisor: _, // the supervisor's, in `Reload`
             workers: _,    // as `workers`, sized on this machine
+            lame_duck: _,  // read by the stop from the settings in force (`running`)
         } = live.clone();
         self.front.reconfigure(scheduler, upstream_timeout);
         self.front.budget.set_limit(buffer_limit);

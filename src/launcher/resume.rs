@@ -15,6 +15,9 @@ pub(super) struct Resume {
     pub(super) handover: Handover,
     /// The idle client connections, adopted at once (`new`) and served once the listener is.
     clients: std::sync::Mutex<Vec<HandedClient>>,
+    /// The listeners the program before bound for these settings, adopted at once (`new`):
+    /// taken by their address (`take_prebound`); those not taken close with this.
+    prebound: std::sync::Mutex<Vec<(std::net::TcpListener, Option<std::net::SocketAddr>)>>,
 }
 
 impl Resume {
@@ -23,7 +26,36 @@ impl Resume {
     /// it, and the client would never see the close).
     pub(super) fn new(handover: Handover) -> Resume {
         let clients = std::sync::Mutex::new(Resume::client_conns(&handover));
-        Resume { handover, clients }
+        let prebound = handover
+            .prebound
+            .iter()
+            .filter_map(|&fd| {
+                let l = std::net::TcpListener::from(Resume::fd(fd)?);
+                let at = l.local_addr().ok();
+                Some((l, at))
+            })
+            .collect();
+        Resume {
+            handover,
+            clients,
+            prebound: std::sync::Mutex::new(prebound),
+        }
+    }
+
+    /// The listener bound for these settings that `wanted` takes (by its address), once.
+    pub(super) fn take_prebound(
+        &self,
+        wanted: impl Fn(std::net::SocketAddr) -> bool,
+    ) -> Option<(std::net::TcpListener, std::net::SocketAddr)> {
+        let mut all = self.prebound.lock().unwrap_or_else(|p| p.into_inner());
+        let addresses: Vec<_> = all.iter().map(|(_, at)| *at).collect();
+        match crate::upgrade::listeners::pick(&addresses, wanted) {
+            crate::upgrade::listeners::Pick::Handed(i) => {
+                let (l, at) = all.remove(i);
+                Some((l, at?))
+            }
+            crate::upgrade::listeners::Pick::Bind => None,
+        }
     }
 
     /// The idle client connections handed over (once; then none).
@@ -42,6 +74,10 @@ impl Resume {
 
     pub(super) fn admin_listener(&self) -> Option<std::net::TcpListener> {
         Resume::fd(self.handover.admin_fd?).map(std::net::TcpListener::from)
+    }
+
+    pub(super) fn agent_listener(&self) -> Option<std::net::TcpListener> {
+        Resume::fd(self.handover.agent_fd?).map(std::net::TcpListener::from)
     }
 
     /// The idle client connections handed over, each with the bytes read ahead of its next
@@ -69,8 +105,12 @@ impl Resume {
             .collect()
     }
 
-    pub(super) fn control_listener(&self) -> Option<std::os::unix::net::UnixListener> {
-        Resume::fd(self.handover.control_fd?).map(std::os::unix::net::UnixListener::from)
+    pub(super) fn control_listener(&self) -> Option<crate::ops::control_socket::Inherited> {
+        let fd = Resume::fd(self.handover.control_fd?)?;
+        Some(crate::ops::control_socket::Inherited {
+            listener: std::os::unix::net::UnixListener::from(fd),
+            file: self.handover.control_file,
+        })
     }
 
     /// The run's mark and the guardian, taken over.

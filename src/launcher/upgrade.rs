@@ -121,7 +121,7 @@ impl Launcher {
             let program = program.clone();
             tokio::task::spawn_blocking(move || crate::upgrade::preflight::check(&program)).await
         };
-        let takes_clients = match checked {
+        let takes = match checked {
             Ok(Ok(takes)) => takes,
             Ok(Err(why)) => {
                 self.refused(&why);
@@ -132,7 +132,16 @@ impl Launcher {
                 return not_now(serving);
             }
         };
-        if !takes_clients {
+        // What the new settings listen on, bound now: a port another program holds refuses
+        // the upgrade here, with nothing given up (DEC-70).
+        let prebound = match self.bind_for(&new, &serving, takes.listeners) {
+            Ok(bound) => bound,
+            Err(why) => {
+                self.refused(&why);
+                return not_now(serving);
+            }
+        };
+        if !takes.clients {
             info!(
                 "upgrade: {} takes no client connections over: idle ones are closed in the drain",
                 program.display()
@@ -145,7 +154,7 @@ impl Launcher {
         let started = crate::clock::now_std();
         let mut reload = false;
         let Some(kept) = self
-            .drain_for_upgrade(serving, takes_clients, signals, &mut reload)
+            .drain_for_upgrade(serving, takes.clients, signals, &mut reload)
             .await
         else {
             return Outcome::Stop;
@@ -175,7 +184,13 @@ impl Launcher {
         // From here a failure at any step gives everything back to the supervisor, which takes
         // it up again as it was (a process that ended meanwhile is then seen to have).
         let not = self
-            .execute(&program, &handed, &kept, signals, &mut reload, drained)
+            .execute(
+                &program,
+                (&handed, &kept, &prebound),
+                signals,
+                &mut reload,
+                drained,
+            )
             .await;
         let _ = give_back.send(handed);
         match not {
@@ -212,8 +227,7 @@ impl Launcher {
     async fn execute(
         &mut self,
         program: &std::path::Path,
-        handed: &ShellHandover,
-        kept: &Kept,
+        (handed, kept, prebound): (&ShellHandover, &Kept, &[std::net::TcpListener]),
         signals: &mut Signals,
         reload: &mut bool,
         drained: std::time::Duration,
@@ -221,7 +235,9 @@ impl Launcher {
         if let Err(why) = test_hook::step("state").await {
             return NotExecuted::Failed(why);
         }
-        let (mut h, keep) = self.handover(handed, kept);
+        let (mut h, mut keep) = self.handover(handed, kept);
+        h.prebound = prebound.iter().map(AsRawFd::as_raw_fd).collect();
+        keep.extend(&h.prebound);
         if let Err(why) = test_hook::step("exec").await {
             return NotExecuted::Failed(why);
         }
@@ -349,6 +365,7 @@ impl Launcher {
         live: std::sync::Arc<listener::LiveListenerSettings>,
     ) -> Serving {
         let (shutdown, shutdown_rx) = watch::channel(Shutdown::No);
+        let at = listener.local_addr().ok();
         let task = tokio::spawn(listener::serve_live(
             listener,
             clients,
@@ -361,7 +378,47 @@ impl Launcher {
             task,
             shutdown,
             live,
+            at,
         }
+    }
+
+    /// The listeners the settings to come need beyond those in force, bound now (DEC-70): to
+    /// be handed over when the new program takes them (`hand`), else closed again at once (the
+    /// new program binds them itself: this proves only that the ports are free). `Err`: the
+    /// refusal's reason.
+    fn bind_for(
+        &self,
+        new: &crate::settings::Settings,
+        serving: &Serving,
+        hand: bool,
+    ) -> Result<Vec<std::net::TcpListener>, String> {
+        let c = &new.cluster;
+        let want = crate::upgrade::listeners::to_bind(
+            serving.at,
+            self.admin_at,
+            new.port,
+            c.listen_address,
+            c.admin_address,
+        );
+        let mut bound = Vec::new();
+        if let Some((port, listen)) = want.client {
+            let made = crate::ops::client_port::bind(listen, port)
+                .and_then(|b| b.listener.into_std())
+                .map_err(|e| {
+                    let on = listen.map_or(String::new(), |a| format!(" on {a}"));
+                    format!("server.port {port}{on}: cannot listen: {e}")
+                })?;
+            bound.push(made);
+        }
+        if let Some(addr) = want.admin {
+            let made = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("server.cluster.adminAddress {addr}: cannot listen: {e}"))?;
+            bound.push(made);
+        }
+        if !hand {
+            bound.clear();
+        }
+        Ok(bound)
     }
 
     /// The state as the new program reads it, and every fd it names.
@@ -383,7 +440,10 @@ impl Launcher {
         keep.extend(client_conns.iter().map(|c| c.fd));
         let admin_fd = self.admin_fd.as_ref().map(AsRawFd::as_raw_fd);
         keep.extend(admin_fd);
+        let agent_fd = self.agent_fd.as_ref().map(AsRawFd::as_raw_fd);
+        keep.extend(agent_fd);
         let control_fd = self.control_socket.as_ref().map(|c| c.raw_fd());
+        let control_file = self.control_socket.as_ref().map(|c| c.file());
         keep.extend(control_fd);
         let guardian = crate::tree::guardian::hand_over();
         keep.extend(guardian.as_ref().map(|g| g.fd));
@@ -404,7 +464,9 @@ impl Launcher {
             keeper: handed.keeper.clone(),
             client_fd: listener.as_raw_fd(),
             admin_fd,
+            agent_fd,
             control_fd,
+            control_file,
             mark: crate::tree::run::current()
                 .map(|r| r.mark.clone())
                 .unwrap_or_default(),
@@ -416,6 +478,7 @@ impl Launcher {
             )),
             last_reload: Some(self.front.counters.observed.reload_state()),
             client_conns,
+            prebound: Vec::new(),
             cooldowns: self
                 .front
                 .admission

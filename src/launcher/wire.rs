@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -38,6 +38,7 @@ impl Launcher {
         plan: &Plan,
         lines: ChildLines,
         resume: Option<&Resume>,
+        admin_listener: Option<TcpListener>,
     ) -> Result<Launcher> {
         let output = OutputSink::new(lines);
         for w in &settings.warnings {
@@ -86,31 +87,60 @@ impl Launcher {
         let mut admin_fd = None;
         let (desk, upgrade_asks) = crate::ops::upgrade_desk::UpgradeDesk::new();
         let admin = Admin::start(front.clone(), control.clone(), desk.clone());
-        if let Some(addr) = c.admin_address {
-            let inherited = resume
-                .and_then(Resume::admin_listener)
-                .filter(|l| l.local_addr().is_ok_and(|a| a == addr))
-                .and_then(|l| {
-                    l.set_nonblocking(true).ok()?;
-                    TcpListener::from_std(l).ok()
-                });
-            let l = match inherited {
-                Some(l) => l,
-                None => TcpListener::bind(addr).await.with_context(|| {
-                    format!("server.cluster.adminAddress {addr}: cannot listen")
-                })?,
-            };
+        let mut admin_at = None;
+        if let Some(l) = admin_listener {
             admin_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
+            admin_at = l.local_addr().ok();
+            let addr = admin_at.map_or(String::new(), |a| a.to_string());
             info!(
                 "the launcher's own endpoints, read-only (/livez, /readyz, /status, /metrics), \
                  on http://{addr}"
             );
             tokio::spawn(admin::serve(l, admin.clone()));
         }
+        // HAProxy's agent-check (DEC-89), its socket kept across an in-place upgrade so no
+        // check is refused meanwhile.
+        let mut agent_fd = None;
+        if let Some(addr) = c.agent_address {
+            let bound = match inherited_listener(resume.and_then(Resume::agent_listener), addr) {
+                Some(l) => Some((l, " (kept across the upgrade)")),
+                None => match TcpListener::bind(addr).await {
+                    Ok(l) => Some((l, "")),
+                    // After an upgrade the cluster is serving already: never stopped for this
+                    // (DEC-70); the next reload tries again.
+                    Err(e) if resume.is_some() => {
+                        warn!(
+                            "server.cluster.agentAddress {addr}: cannot listen: {e}; serving on \
+                             without HAProxy's agent-check"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        return Err(anyhow::Error::new(e)
+                            .context(format!("server.cluster.agentAddress {addr}: cannot listen")))
+                    }
+                },
+            };
+            if let Some((l, place)) = bound {
+                agent_fd = std::os::fd::AsFd::as_fd(&l).try_clone_to_owned().ok();
+                info!(
+                    "HAProxy's agent-check (readiness and weight, one line per connection) on \
+                 {addr}{place}"
+                );
+                tokio::spawn(crate::ops::agent::serve(l, front.clone()));
+            }
+        }
         // The actions' way in, for the service user and its group only.
         let inherited = resume.and_then(Resume::control_listener);
-        let control_socket = match crate::ops::control_socket::open(settings, inherited)? {
-            Some((socket, listener)) => {
+        let opened = crate::ops::control_socket::open(settings, inherited, resume.is_some());
+        let control_socket = match opened {
+            Err(e) if resume.is_some() => {
+                warn!("{e:#}: running without a control socket");
+                None
+            }
+            Err(e) => return Err(e),
+            Ok(None) => None,
+            Ok(Some((socket, listener))) => {
                 info!(
                     "the control socket (status, upgrade, scale, restart) on {} (mode 660, for the launcher's \
                      user and {})",
@@ -120,14 +150,13 @@ impl Launcher {
                         g => format!("group {g}"),
                     }
                 );
-                tokio::spawn(crate::ops::control_socket::serve(
+                tokio::spawn(crate::ops::control_serve::serve(
                     listener,
                     admin.clone(),
                     desk.clone(),
                 ));
                 Some(socket)
             }
-            None => None,
         };
         let notifier = Arc::new(Notifier::from_env());
         let (state, state_rx) = watch::channel(notify::State::Starting);
@@ -185,6 +214,8 @@ impl Launcher {
         Ok(Launcher {
             front,
             admin_fd,
+            admin_at,
+            agent_fd,
             control_socket,
             desk,
             upgrade_asks,
@@ -199,6 +230,17 @@ impl Launcher {
             old_pid_file: None,
         })
     }
+}
+
+/// The listener the program before handed over, when it is still at `addr` (the setting may
+/// have changed with the upgrade: then it is closed and `addr` bound anew).
+fn inherited_listener(
+    inherited: Option<std::net::TcpListener>,
+    addr: std::net::SocketAddr,
+) -> Option<TcpListener> {
+    let l = inherited.filter(|l| l.local_addr().is_ok_and(|a| a == addr))?;
+    l.set_nonblocking(true).ok()?;
+    TcpListener::from_std(l).ok()
 }
 
 /// How many workers this run makes room for: the plan's, or up to `RELOAD_ROOM` (the vCPUs if

@@ -16,6 +16,7 @@
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -202,6 +203,8 @@ pub struct AccessLog {
     format: Format,
     /// `accessLogQuery`: the query string is logged with the path.
     pub query: bool,
+    /// `trustedProxies` (DEC-85): the peers whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<IpAddr>,
     sink: Sink,
     /// Lines dropped: by a full queue here, by a file that can't take them in its writer.
     dropped: Arc<AtomicU64>,
@@ -274,12 +277,13 @@ pub fn dropped() -> u64 {
 }
 
 /// What the settings ask of the access log: its format (`None`: off), its file (`None`:
-/// stderr) and whether the query is logged.
+/// stderr), whether the query is logged, and whose `X-Forwarded-For` is believed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wanted {
     pub format: Option<Format>,
     pub path: Option<PathBuf>,
     pub query: bool,
+    pub trusted_proxies: Vec<IpAddr>,
 }
 
 impl From<&Settings> for Wanted {
@@ -293,6 +297,7 @@ impl From<&Settings> for Wanted {
             path: (!c.access_log_path.is_empty())
                 .then(|| settings.data_dir.join(&c.access_log_path)),
             query: c.access_log_query,
+            trusted_proxies: c.trusted_proxies.clone(),
         }
     }
 }
@@ -314,13 +319,15 @@ pub fn start(wanted: &Wanted, journal: Journal) -> anyhow::Result<Option<Arc<Acc
     let Some(format) = wanted.format else {
         return Ok(None);
     };
-    Ok(Some(Arc::new(AccessLog::start(
+    let mut log = AccessLog::start(
         format,
         wanted.query,
         wanted.path.clone(),
         journal.stderr,
         DROPPED.clone(),
-    )?)))
+    )?;
+    log.trusted_proxies = wanted.trusted_proxies.clone();
+    Ok(Some(Arc::new(log)))
 }
 
 pub(super) fn open(path: &Path) -> std::io::Result<File> {
@@ -355,6 +362,7 @@ impl AccessLog {
         Ok(AccessLog {
             format,
             query,
+            trusted_proxies: Vec::new(),
             sink,
             dropped,
         })
@@ -538,6 +546,7 @@ mod tests {
             format: Some(Format::Text),
             path: Some(dir.path().join(name)),
             query: false,
+            trusted_proxies: Vec::new(),
         };
         let (a, b) = (InForce::default(), InForce::default());
         assert!(
@@ -573,6 +582,7 @@ mod tests {
                 format: None,
                 path: None,
                 query: false,
+                trusted_proxies: Vec::new(),
             },
             journal,
         )

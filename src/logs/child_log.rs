@@ -2,7 +2,9 @@
 //! and in JSON mode (`logFormat: json`) one JSON object per line, in the same shape as the
 //! launcher's own lines (`timestamp`, `level`, `message` at the top level) with the instance code
 //! and the stream beside them (`process`, `stream`), so a log shipper never meets a line that
-//! isn't JSON.
+//! isn't JSON. A server's lines carry what its clients sent: in text, their control characters
+//! are written as escapes (`terminal_safe.rs`), so a carriage return or an escape sequence can't
+//! forge or hide a line on a terminal; JSON escapes them itself.
 //!
 //! A line from a child's stdout is `INFO`, one from its stderr `WARN`: Node's `console.error` and
 //! `console.warn`, uncaught exceptions and crash traces go to stderr, and `journalctl -p warning`
@@ -16,6 +18,7 @@ use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use super::journald::{lines_with_priority, priority, Journal};
 use super::log_queue::Target;
+use super::terminal_safe::escape_controls;
 use crate::settings::LogFormat;
 
 /// Which of a child's pipes a line came from.
@@ -67,7 +70,7 @@ impl ChildLines {
             Target::Stderr => self.journal.stderr,
         };
         let text = match self.format {
-            LogFormat::Text => format!("[{code}] {line}"),
+            LogFormat::Text => format!("[{code}] {}", escape_controls(line)),
             LogFormat::Json => {
                 let mut v = json!({
                     "level": stream.level().as_str(),
@@ -109,6 +112,10 @@ mod tests {
         assert_eq!(
             text(ChildLines::default().render("tx1", Stream::Stdout, "listening")),
             "[tx1] listening\n"
+        );
+        assert_eq!(
+            text(ChildLines::default().render("tx1", Stream::Stderr, "ok\rFORGED\x1b[2K")),
+            "[tx1] ok\\x0dFORGED\\x1b[2K\n"
         );
         let json = ChildLines {
             format: LogFormat::Json,

@@ -8,7 +8,7 @@
 //! go, for the service user and its group only. `Admin` is the figures both serve.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http::header::{HeaderValue, CONTENT_TYPE};
@@ -18,10 +18,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
 
+use super::admin_room::Room;
 use super::control_proto::{level_of, Level};
 use super::metrics::{render, BufferFigures, MetricsInput, ProcessLoad};
 use crate::logs::log_queue::{queue, Source};
@@ -106,34 +107,115 @@ impl Admin {
 }
 
 /// Serves the launcher's endpoints until the process exits.
-/// At most `ADMIN_AT_MOST` connections at once: more wait in the kernel's backlog, so a crowd on
-/// a published endpoint can't take the descriptors the client port and the processes need.
+/// At most `ADMIN_AT_MOST` connections hold a place at once, so a crowd on a published endpoint
+/// can't take the descriptors the client port and the processes need; a newcomer is always
+/// taken, the longest idle connection closed for it at the cap, or, when every one has a request
+/// in progress, the oldest closed after its answer (`admin_room.rs`, DEC-76), so a health check
+/// is answered whatever the crowd holds.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
-    let room = Arc::new(tokio::sync::Semaphore::new(
+    let room = Arc::new(Mutex::new(Room::new(
         crate::proxy::conn_limit::ADMIN_AT_MOST,
-    ));
+    )));
     loop {
-        let Ok(permit) = room.clone().acquire_owned().await else {
-            return;
-        };
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let admin = admin.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let svc = service_fn(move |req| {
-                let admin = admin.clone();
-                async move { Ok::<_, Infallible>(handle(&admin, req).await) }
-            });
-            let mut b = http1::Builder::new();
-            b.timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10));
-            if let Err(e) = b.serve_connection(TokioIo::new(stream), svc).await {
-                debug!("admin connection: {e}");
+        // Kept in the room: dropped, it closes the connection at once; `true`, after its answer.
+        let (handle, closing) = watch::channel(false);
+        let taken = {
+            let mut room = lock(&room);
+            let taken = room.admit(handle);
+            if let Some(id) = taken.as_ref().and_then(|t| t.finishing) {
+                if let Some(h) = room.handle(id) {
+                    h.send_replace(true);
+                }
             }
-        });
+            taken
+        };
+        let Some(taken) = taken else {
+            debug!("admin connection closed at once: as many again are closing already");
+            continue;
+        };
+        if taken.closed.is_some() {
+            debug!("admin connection: the longest idle closed to make room");
+        }
+        tokio::spawn(connection(
+            stream,
+            taken.id,
+            room.clone(),
+            admin.clone(),
+            closing,
+        ));
+        // The newcomer reads its head before the next accept: under a stream of connections
+        // a health check's request, sent at once, makes it busy before 64 others come after it.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The admin connections held, each with the sender that closes it.
+type Shared = Arc<Mutex<Room<watch::Sender<bool>>>>;
+
+fn lock(room: &Shared) -> MutexGuard<'_, Room<watch::Sender<bool>>> {
+    room.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One connection, served until it ends, is closed to make room (`closing`'s sender dropped), or
+/// closes after its answer (`closing` turned true).
+async fn connection(
+    stream: TcpStream,
+    id: u64,
+    room: Shared,
+    admin: Arc<Admin>,
+    mut closing: watch::Receiver<bool>,
+) {
+    let _leave = Leave(room.clone(), id);
+    let svc = service_fn(move |req| {
+        let (admin, room) = (admin.clone(), room.clone());
+        async move {
+            lock(&room).begin(id);
+            let _idle_after = Answered(room.clone(), id);
+            Ok::<_, Infallible>(handle(&admin, req).await)
+        }
+    });
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    let conn = b.serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    debug!("admin connection: {e}");
+                }
+                return;
+            }
+            told = closing.changed() => {
+                if told.is_err() {
+                    return;
+                }
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Its request answered (or given up): the connection is idle from now.
+struct Answered(Shared, u64);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        lock(&self.0).end(self.1);
+    }
+}
+
+/// The connection ended: its place is free.
+struct Leave(Shared, u64);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        lock(&self.0).leave(self.1);
     }
 }
 
@@ -224,17 +306,9 @@ async fn status_page(admin: &Admin) -> Response<ProxyBody> {
     r
 }
 
-/// Ready: the master and at least one tx process, and not draining.
+/// Ready: the master and at least one tx process, and no stop begun (`readiness.rs`).
 pub fn readiness(front: &Front) -> Result<(), &'static str> {
-    if front.admission.is_stopping() {
-        Err("draining: the launcher is stopping")
-    } else if !front.roster.master_ready() {
-        Err("the master is not ready")
-    } else if !front.roster.any_tx_ready() {
-        Err("no tx process is ready")
-    } else {
-        Ok(())
-    }
+    super::readiness::readiness(&super::readiness::HostState::of(front))
 }
 
 fn readyz(front: &Front) -> Response<ProxyBody> {

@@ -33,7 +33,9 @@ pub(crate) enum Target {
 /// the data directory. `Err`: it is off, or the pid file names no running launcher.
 pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
     let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
-    let (dir, _) = crate::settings::data_dir(cli, &env);
+    let (dir, from) = crate::settings::data_dir(cli, &env);
+    let named = from.is_some() || cli.control_socket.is_some() || cli.pid_file.is_some();
+    let dir = lookup_dir(dir, named, &|name| Path::new(name).exists());
     // A setting's text in config.json, by its path (a JSON pointer: `/server/cluster/pidFile`).
     let from_file = |path: &str| -> Option<String> {
         let text = crate::settings::jsonc::read_text(&dir).ok()??;
@@ -58,6 +60,18 @@ pub(crate) fn socket_path(cli: &Cli) -> Result<PathBuf> {
         bail!("the control socket is off (server.cluster.controlSocket); give --admin-address for status, or send SIGUSR2 to upgrade");
     }
     Ok(dir.join(name))
+}
+
+/// Where a client looks for the launcher: the data directory given (or, for a control socket
+/// or pid file named, the current directory they are relative to); with nothing given, the
+/// current directory when it is a data directory (its `config.json` or `fhircluster.sock`
+/// there), else Deploy's layout, `/var/lib/fhirsmith`, as `pm2 status` needs no path.
+fn lookup_dir(given: PathBuf, named: bool, here: &dyn Fn(&str) -> bool) -> PathBuf {
+    if named || here("config.json") || here("fhircluster.sock") {
+        given
+    } else {
+        PathBuf::from(crate::cli::print::DEFAULT_DATA_DIR)
+    }
 }
 
 /// Connects to the control socket, with what each failure means for an operator.
@@ -118,6 +132,31 @@ pub(crate) fn status(target: &Target) -> Result<Value> {
                 Some(why) => bail!("the launcher on {} answered: {why}", path.display()),
                 None => Ok(v),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_nothing_given_outside_a_data_directory_deploys_layout_is_asked() {
+        let none = |_: &str| false;
+        let deploy = PathBuf::from("/var/lib/fhirsmith");
+        assert_eq!(lookup_dir(".".into(), false, &none), deploy);
+        assert_eq!(
+            lookup_dir("/d".into(), true, &none),
+            PathBuf::from("/d"),
+            "given"
+        );
+        for there in ["config.json", "fhircluster.sock"] {
+            let here = |name: &str| name == there;
+            assert_eq!(
+                lookup_dir(".".into(), false, &here),
+                PathBuf::from("."),
+                "{there}"
+            );
         }
     }
 }

@@ -14,21 +14,14 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tracing::{debug, info, warn};
 
-use super::admin::Admin;
-use super::control_proto::{self as proto, Command, Level, MAX_LINE};
-use super::upgrade_desk::UpgradeDesk;
 use crate::settings::Settings;
 
 /// The socket's mode: the owner and the group read and write (connect), nobody else.
@@ -37,9 +30,6 @@ pub(crate) const MODE: u32 = 0o660;
 /// The longest path a Unix socket takes (`sun_path` holds 108 bytes with its NUL), less the
 /// temporary name's `.new`.
 const MAX_PATH: usize = 107 - 4;
-
-/// How long a client may take to send its request line.
-const READ_WAIT: Duration = Duration::from_secs(10);
 
 /// The control socket this launcher made (or took over): removed when dropped at a clean stop,
 /// if the file is still the one it made. An upgrade's `execve` drops nothing, so it stays.
@@ -60,23 +50,55 @@ impl ControlSocket {
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// The file's device and inode, for the upgrade's handover.
+    pub(crate) fn file(&self) -> (u64, u64) {
+        self.file
+    }
+}
+
+/// The control socket handed over by the program before: its listening socket and the file it
+/// made (`None`: a program that did not say).
+pub(crate) struct Inherited {
+    pub(crate) listener: StdListener,
+    pub(crate) file: Option<(u64, u64)>,
+}
+
+/// What is at the control socket's path, against the file the launcher made.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The very socket (same device and inode; a socket at all when the inode is not known).
+    Made,
+    /// Nothing: removed (a tmp cleaner, an operator).
+    Gone,
+    /// Something else: a link, another file, another socket.
+    Other,
+}
+
+/// Pure: what `lstat` of the path said (`None`: nothing there; else whether it is a socket, and
+/// its device and inode) against the file made (`None`: not known).
+pub(crate) fn found(at: Option<(bool, (u64, u64))>, made: Option<(u64, u64)>) -> Found {
+    match at {
+        None => Found::Gone,
+        Some((true, id)) if made.is_none_or(|m| m == id) => Found::Made,
+        Some(_) => Found::Other,
+    }
+}
+
+fn look(path: &Path) -> Option<(bool, (u64, u64))> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.file_type().is_socket(), (m.dev(), m.ino())))
 }
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        if file_id(&self.path).is_some_and(|id| id == self.file) {
+        if look(&self.path).is_some_and(|(_, id)| id == self.file) {
             match std::fs::remove_file(&self.path) {
                 Ok(()) => debug!("removed the control socket {}", self.path.display()),
                 Err(e) => warn!("removing the control socket {}: {e}", self.path.display()),
             }
         }
     }
-}
-
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
 }
 
 /// The group `controlGroup` names: `None` for the launcher's own.
@@ -106,10 +128,14 @@ fn may_give_to(gid: u32) -> bool {
     geteuid().is_root() || getegid() == gid || getgroups().is_ok_and(|groups| groups.contains(&gid))
 }
 
-/// Makes the control socket (or takes the inherited one over): `None` when it is off.
+/// Makes the control socket (or takes the inherited one over): `None` when it is off. At start
+/// (`inherited` is `None` and `upgraded` false) anything wrong stops the start; after an
+/// in-place upgrade (`upgraded`) nothing does: each is a `WARNING` and the launcher serves on,
+/// with the socket kept as it was, made anew, or none.
 pub(crate) fn open(
     settings: &Settings,
-    inherited: Option<StdListener>,
+    inherited: Option<Inherited>,
+    upgraded: bool,
 ) -> Result<Option<(ControlSocket, UnixListener)>> {
     let Some(path) = settings.control_socket_path() else {
         if let Some(old) = inherited {
@@ -117,34 +143,25 @@ pub(crate) fn open(
         }
         return Ok(None);
     };
-    let gid = group_id(&settings.cluster.control_group)?;
-    if let Some(gid) = gid.filter(|&g| !may_give_to(g)) {
-        bail!(
-            "server.cluster.controlGroup {:?} (gid {gid}): the launcher's user is not in it, so it \
-             can't give the control socket to it: add the service user to the group \
-             (usermod -aG), or name one it is in",
-            settings.cluster.control_group
-        );
-    }
-    let kept = inherited.and_then(|l| {
-        if placed(&l).is_some_and(|p| p == path) {
-            Some(l)
-        } else {
-            info!("upgrade: server.cluster.controlSocket changed");
-            retire(&l);
+    let gid = match (allowed_group(&settings.cluster.control_group), upgraded) {
+        (Ok(gid), _) => gid,
+        (Err(e), false) => return Err(e),
+        (Err(e), true) => {
+            warn!("{e:#}: the control socket keeps the launcher's own group");
             None
         }
-    });
-    let listener = match kept {
-        Some(l) => {
-            // The group may have changed with config.json: set again, on the same file.
-            permit(&path, gid)?;
-            l
-        }
+    };
+    let kept = inherited.and_then(|old| keep(old, &path, gid));
+    let (listener, file) = match kept {
+        Some(kept) => kept,
         None => {
-            check_place(&path)?;
-            match bind(&path, gid) {
-                Ok(l) => l,
+            // What is there refuses the start; after an upgrade the launcher serves on without.
+            let made = match check_place(&path) {
+                Err(e) if !upgraded => return Err(e),
+                placed => placed.and_then(|()| bind(&path, gid)),
+            };
+            match made {
+                Ok(made) => made,
                 // The directory can't take it (read-only, not the launcher's): the launcher
                 // serves on without, as it does when it can't write its databases there.
                 Err(e) => {
@@ -159,11 +176,61 @@ pub(crate) fn open(
             }
         }
     };
-    let file = file_id(&path).with_context(|| format!("the control socket {}", path.display()))?;
     let fd = listener.as_fd().try_clone_to_owned()?;
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     Ok(Some((ControlSocket { path, file, fd }, listener)))
+}
+
+/// The group `controlGroup` names, once the launcher's user may give the socket to it.
+pub(crate) fn allowed_group(name: &str) -> Result<Option<u32>> {
+    let gid = group_id(name)?;
+    if let Some(gid) = gid.filter(|&g| !may_give_to(g)) {
+        bail!(
+            "server.cluster.controlGroup {name:?} (gid {gid}): the launcher's user is not in it, so \
+             it can't give the control socket to it: add the service user to the group \
+             (usermod -aG), or name one it is in"
+        );
+    }
+    Ok(gid)
+}
+
+/// The inherited socket, kept when its file is still the one made at `path` (its group and
+/// mode set again, on that file only); `None`, the listener closed, when it is to be made anew.
+fn keep(old: Inherited, path: &Path, gid: Option<u32>) -> Option<(StdListener, (u64, u64))> {
+    if placed(&old.listener).is_none_or(|p| p != path) {
+        info!("upgrade: server.cluster.controlSocket changed");
+        retire(&old);
+        return None;
+    }
+    let fault = crate::supervisor::test_hook::failing("setup-control-file");
+    match fault.map(|()| found(look(path), old.file)) {
+        Ok(Found::Made) => {}
+        seen => {
+            let what = match seen {
+                Ok(Found::Gone) => "is gone".to_string(),
+                Ok(_) => "is no longer the socket this launcher made".to_string(),
+                Err(why) => why,
+            };
+            warn!(
+                "the control socket {} {what}: making a new one (the file there is not touched)",
+                path.display()
+            );
+            return None;
+        }
+    }
+    // The group may have changed with config.json: set again, on the same file.
+    let set = crate::supervisor::test_hook::failing("setup-control-permit")
+        .map_err(anyhow::Error::msg)
+        .and_then(|()| permit(path, gid, old.file));
+    match set {
+        Ok(file) => Some((old.listener, file)),
+        Err(e) => {
+            warn!("{e:#}: the control socket is kept with its group and mode as they were");
+            let file = old.file.or_else(|| look(path).map(|(_, id)| id))?;
+            Some((old.listener, file))
+        }
+    }
 }
 
 /// Where a listening socket made by [`bind`] is: the name it was bound to, less the `.new`
@@ -177,22 +244,43 @@ fn placed(l: &StdListener) -> Option<PathBuf> {
     Some(placed)
 }
 
-/// An inherited socket no longer wanted: its file goes (the old program made it).
-fn retire(old: &StdListener) {
-    if let Some(p) = placed(old) {
-        let _ = std::fs::remove_file(&p);
+/// An inherited socket no longer wanted: its file goes, if it is still the one the old program
+/// made.
+fn retire(old: &Inherited) {
+    if let Some(p) = placed(&old.listener) {
+        if found(look(&p), old.file) == Found::Made {
+            let _ = std::fs::remove_file(&p);
+        }
         info!("closed the control socket {}", p.display());
     }
 }
 
-/// The owner's group and mode: set on the file.
-fn permit(path: &Path, gid: Option<u32>) -> Result<()> {
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid))
-            .with_context(|| format!("giving {} to group {gid} (controlGroup)", path.display()))?;
+/// The owner's group and mode, set on the socket at `path` and nothing else: the path is opened
+/// without following a link (`O_PATH | O_NOFOLLOW`), the file found must be a socket (and the
+/// one made, `made`), and the changes go to that open file (`/proc/self/fd/N` names exactly it),
+/// so a link or a file put there meanwhile is never changed. Returns the file's device and inode.
+fn permit(path: &Path, gid: Option<u32>, made: Option<(u64, u64)>) -> Result<(u64, u64)> {
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("the control socket {shown}"))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("the control socket {shown}"))?;
+    let id = (meta.dev(), meta.ino());
+    if !meta.file_type().is_socket() || made.is_some_and(|m| m != id) {
+        bail!("the control socket {shown}: not the socket this launcher made (left untouched)");
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(MODE))
-        .with_context(|| format!("chmod {MODE:o} {}", path.display()))
+    let this = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(&this, None, Some(gid))
+            .with_context(|| format!("giving {shown} to group {gid} (controlGroup)"))?;
+    }
+    std::fs::set_permissions(&this, std::fs::Permissions::from_mode(MODE))
+        .with_context(|| format!("chmod {MODE:o} {shown}"))?;
+    Ok(id)
 }
 
 /// What is at `path` before the start: nothing, or a socket nobody answers on (replaced); a
@@ -211,7 +299,6 @@ fn check_place(path: &Path) -> Result<()> {
         Err(e) => bail!("the control socket {}: {e}", path.display()),
         Ok(m) => m,
     };
-    use std::os::unix::fs::FileTypeExt;
     if !meta.file_type().is_socket() {
         bail!(
             "server.cluster.controlSocket {} exists and is not a socket: move it, or set \
@@ -240,23 +327,24 @@ fn check_place(path: &Path) -> Result<()> {
     }
 }
 
-/// Binds under a temporary name, sets the group and mode, renames into place.
-fn bind(path: &Path, gid: Option<u32>) -> Result<StdListener> {
+/// Binds under a temporary name, sets the group and mode, renames into place: the listener and
+/// the file's device and inode.
+fn bind(path: &Path, gid: Option<u32>) -> Result<(StdListener, (u64, u64))> {
     let mut temp = path.as_os_str().to_owned();
     temp.push(".new");
     let temp = PathBuf::from(temp);
     let _ = std::fs::remove_file(&temp);
-    let made = (|| -> Result<StdListener> {
+    let made = (|| -> Result<(StdListener, (u64, u64))> {
         let l = StdListener::bind(&temp).with_context(|| {
             format!(
                 "server.cluster.controlSocket {}: cannot listen",
                 path.display()
             )
         })?;
-        permit(&temp, gid)?;
+        let file = permit(&temp, gid, None)?;
         std::fs::rename(&temp, path)
             .with_context(|| format!("putting the control socket at {}", path.display()))?;
-        Ok(l)
+        Ok((l, file))
     })();
     if made.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -264,122 +352,48 @@ fn bind(path: &Path, gid: Option<u32>) -> Result<StdListener> {
     made
 }
 
-/// Serves the control socket until the process exits.
-pub(crate) async fn serve(listener: UnixListener, admin: Arc<Admin>, desk: UpgradeDesk) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // Out of descriptors, say: a failed accept fails again at once, so pause rather
-            // than spin (the socket's backlog holds the clients meanwhile).
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let (admin, desk) = (admin.clone(), desk.clone());
-        tokio::spawn(async move {
-            if let Err(e) = exchange(stream, &admin, &desk).await {
-                debug!("control socket connection: {e}");
-            }
-        });
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// One request line read (bounded in size and time), one answer line written.
-async fn exchange(mut stream: UnixStream, admin: &Admin, desk: &UpgradeDesk) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(128);
-    let mut chunk = [0u8; 256];
-    let read = async {
-        while !buf.contains(&b'\n') && buf.len() < MAX_LINE {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n.min(MAX_LINE - buf.len())]);
-        }
-        io::Result::Ok(())
-    };
-    let answer = match tokio::time::timeout(READ_WAIT, read).await {
-        Err(_) => proto::error("no request line within 10 s"),
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(())) => match proto::request_line(&buf).and_then(proto::parse) {
-            Err(why) => proto::error(&why),
-            Ok(command) => {
-                if command.level() == Level::Action {
-                    // Who acted, for the log: the kernel's word for the peer.
-                    let who = stream
-                        .peer_cred()
-                        .map(|c| format!("uid {}, pid {}", c.uid(), c.pid().unwrap_or(0)))
-                        .unwrap_or_else(|_| "an unknown peer".into());
-                    info!("control socket: {line:?} from {who}", line = command.name());
-                }
-                answer(command, admin, desk).await
-            }
-        },
-    };
-    stream
-        .write_all(proto::answer_line(&answer).as_bytes())
-        .await?;
-    stream.shutdown().await
-}
+    #[test]
+    fn only_the_very_socket_made_is_taken_as_it() {
+        // spec: DEC-71 — a link (its own inode, not a socket), another file, another socket.
+        let made = Some((1, 42));
+        assert_eq!(found(Some((true, (1, 42))), made), Found::Made);
+        assert_eq!(found(None, made), Found::Gone);
+        assert_eq!(found(Some((false, (1, 43))), made), Found::Other);
+        assert_eq!(found(Some((true, (1, 43))), made), Found::Other);
+        assert_eq!(found(Some((true, (2, 42))), made), Found::Other);
+        // A program that did not say which file it made: a socket at all, never a link.
+        assert_eq!(found(Some((true, (1, 43))), None), Found::Made);
+        assert_eq!(found(Some((false, (1, 43))), None), Found::Other);
+    }
 
-/// A command's answer: one arm per command.
-async fn answer(command: Command, admin: &Admin, desk: &UpgradeDesk) -> Value {
-    match command {
-        Command::Help => proto::help(),
-        Command::Status => admin.status_value().await,
-        Command::UpgradeState => desk.state(),
-        Command::Upgrade => {
-            if desk.ask() {
-                json!({"upgrade": "asked"})
-            } else {
-                proto::error("an upgrade is already asked for")
-            }
-        }
-        Command::Scale(ask) => scale(ask, admin, desk).await,
-        Command::Restart => restart(admin, desk).await,
-    }
-}
-
-/// `scale`: the supervisor's decision, once made (the change begun, or the refusal). Refused
-/// during an upgrade, which hands over a steady cluster, and once the stop has begun (DEC-49).
-async fn scale(ask: crate::supervisor::scale::Ask, admin: &Admin, desk: &UpgradeDesk) -> Value {
-    if let Some(why) = desk.busy() {
-        return proto::error(&format!("{why}: the worker count stays"));
-    }
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    let s = crate::supervisor::Scale {
-        ask,
-        by: "fhircluster scale".into(),
-        reply: Some(reply),
-    };
-    let gone = || proto::error("the launcher is stopping");
-    if admin
-        .control
-        .send(crate::supervisor::Control::Scale(s))
-        .await
-        .is_err()
-    {
-        return gone();
-    }
-    match answer.await {
-        Ok(Ok((from, to))) => json!({"scale": {"from": from, "to": to}}),
-        Ok(Err(why)) => proto::error(&why),
-        Err(_) => gone(),
-    }
-}
-
-/// `restart`: every process in turn, answered once the rolling restart is over (the client
-/// waits on the connection meanwhile). Refused during an upgrade, as `scale` is (DEC-49).
-async fn restart(admin: &Admin, desk: &UpgradeDesk) -> Value {
-    if let Some(why) = desk.busy() {
-        return proto::error(&format!("{why}: nothing restarted"));
-    }
-    let (done, over) = tokio::sync::oneshot::channel();
-    let control = crate::supervisor::Control::Restart(done);
-    if admin.control.send(control).await.is_err() {
-        return proto::error("the supervisor has ended");
-    }
-    match over.await {
-        Ok(Ok(())) => json!({"restart": "done"}),
-        Ok(Err(why)) => proto::error(&why),
-        Err(_) => proto::error("the launcher stopped before the restart was over"),
+    #[test]
+    fn the_mode_is_never_set_through_a_link() {
+        // spec: DEC-71
+        let dir = tempfile::tempdir().expect("dir");
+        let target = dir.path().join("secret");
+        std::fs::write(&target, b"x").expect("write");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let link = dir.path().join("fhircluster.sock");
+        std::os::unix::fs::symlink(&target, &link).expect("link");
+        let err = permit(&link, None, None).expect_err("a link is refused");
+        assert!(format!("{err:#}").contains("not the socket"), "{err:#}");
+        let mode = std::fs::metadata(&target)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // The socket itself: its mode set, its inode returned.
+        let sock = dir.path().join("s.sock");
+        let _l = StdListener::bind(&sock).expect("bind");
+        let id = permit(&sock, None, None).expect("the socket");
+        let meta = std::fs::symlink_metadata(&sock).expect("meta");
+        assert_eq!((meta.dev(), meta.ino()), id);
+        assert_eq!(meta.permissions().mode() & 0o777, MODE);
+        // The same path, now another socket than the one made: left as it is.
+        assert!(permit(&sock, None, Some((id.0, id.1 + 1))).is_err());
     }
 }

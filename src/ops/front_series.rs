@@ -113,8 +113,9 @@ pub fn write(out: &mut String, fronts: &[(String, FrontFigures)], snapshot: Opti
         "fhircluster_restarts_total",
         "counter",
         "Restarts since the launcher started, by process and reason: crash (it ended on its \
-         own), rolling (a reload's rolling restart), recycle (memory), scale (a worker wanted \
-         again by a higher count).",
+         own) and hung (killed by the hang watchdog), the unplanned ones; rolling (a reload's or \
+         fhircluster restart's rolling restart), recycle (memory), scale (a worker wanted again \
+         by a higher count), the planned ones.",
     );
     for r in &rows {
         let Some(code) = r["code"].as_str() else {

@@ -299,6 +299,14 @@ fn write_snapshot(out: &mut String, s: &Value) {
             u8::from(w["setAtRunTime"].is_object())
         );
     }
+    if s.get("rollingRestart").is_some() {
+        family(out, "fhircluster_rolling_restart_stopped", "gauge", "1 while the last rolling restart stopped before its end (a replacement that did not come, or a refused reload), until the next reload or restart, else 0.");
+        let _ = writeln!(
+            out,
+            "fhircluster_rolling_restart_stopped {}",
+            u8::from(s["rollingRestart"].is_object())
+        );
+    }
     let procs = s["processes"].as_array().cloned().unwrap_or_default();
     family(
         out,

@@ -11,6 +11,7 @@
 //! decision (`judge`) is pure; `claim` and `release` do the I/O.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// What the file found at start says.
@@ -79,23 +80,34 @@ pub fn refuse_running(path: &Path) -> anyhow::Result<()> {
 }
 
 /// At start: refuses when the file names a running launcher, else writes this one's pid into it
-/// whole (a temporary file beside it, then renamed over it).
+/// whole (a temporary file beside it, then renamed over it). The temporary file is made anew
+/// (`O_EXCL`, so never through a link planted in the directory, which may be writable by others
+/// than the launcher's user) under a name no one can guess, as `tempfile` makes it.
 pub fn claim(path: &Path) -> anyhow::Result<()> {
     refuse_running(path)?;
     let own = std::process::id();
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map_or_else(|| "pid".into(), |n| n.to_string_lossy().into_owned());
-    let temp = dir.join(format!(".{name}.{own}.tmp"));
-    let written = std::fs::File::create(&temp)
-        .and_then(|mut f| {
-            writeln!(f, "{own}")?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&temp, path));
+    let written = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        // As a file created plainly would be under the usual umask: readable by the tools that
+        // look for the pid.
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)
+        .and_then(|mut temp| {
+            writeln!(temp, "{own}")?;
+            temp.as_file().sync_all()?;
+            // A failed rename removes the temporary file as it is dropped.
+            temp.persist(path).map_err(|e| e.error)?;
+            Ok(())
+        });
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
         anyhow::bail!(
             "server.cluster.pidFile {}: cannot be written: {e}",
             path.display()
@@ -164,6 +176,34 @@ mod tests {
         claim(&file).expect("pid 1 is init, not a launcher");
         release(&file);
         assert!(!file.exists());
+    }
+
+    #[test]
+    fn claim_never_writes_through_a_link_planted_where_its_temporary_file_could_go() {
+        // spec: issue 39 (the pid file's temporary file followed a symlink)
+        let dir = tempfile::tempdir().expect("dir");
+        let elsewhere = tempfile::tempdir().expect("another dir");
+        let target = elsewhere.path().join("precious");
+        std::fs::write(&target, "precious\n").expect("write");
+        let file = dir.path().join("fhircluster.pid");
+        let planted = dir
+            .path()
+            .join(format!(".fhircluster.pid.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&target, &planted).expect("plant a link");
+        claim(&file).expect("claim");
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("read"),
+            "precious\n",
+            "written through the link"
+        );
+        let meta = std::fs::symlink_metadata(&file).expect("the pid file");
+        assert!(!meta.file_type().is_symlink(), "the pid file is the link");
+        let own = std::process::id().to_string();
+        assert_eq!(std::fs::read_to_string(&file).expect("read").trim(), own);
+        assert!(
+            std::fs::symlink_metadata(&planted).is_ok(),
+            "the link left alone"
+        );
     }
 
     #[test]

@@ -50,10 +50,14 @@ pub const UNREACHABLE: u8 = 2;
 
 /// `fhircluster status [--json]` against the launcher at `target`: prints the table or the JSON
 /// on stdout, or why there is none on stderr, and returns the exit status.
-pub(crate) fn run(target: &super::control_client::Target, json: bool) -> ExitCode {
+pub(crate) fn run(target: &super::control_client::Target, json: bool, wide: bool) -> ExitCode {
     match super::control_client::status(target) {
         Ok(v) => {
-            let text = if json { format!("{v:#}\n") } else { render(&v) };
+            let text = if json {
+                format!("{v:#}\n")
+            } else {
+                render(&v, wide)
+            };
             super::stdout::emit_then("status", &text, ExitCode::from(exit_status(&v)))
         }
         Err(e) => {
@@ -75,8 +79,10 @@ fn mb(v: &Value) -> String {
         let m = b as f64 / 1_048_576.0;
         if m < 10.0 {
             format!("{m:.1} MB")
-        } else {
+        } else if m < 10_000.0 {
             format!("{m:.0} MB")
+        } else {
+            format!("{:.1} GB", m / 1024.0)
         }
     })
 }
@@ -106,9 +112,18 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// The median and p99 of the last interval at the front door, in ms (`—` with none).
+/// The median and p99 of the last interval at the front door, in ms (`—` with none): a
+/// decimal below 100 ms.
 fn latency(v: &Value) -> String {
-    let ms = |k: &str| v[k].as_f64().map_or("—".to_string(), |m| format!("{m:.1}"));
+    let ms = |k: &str| {
+        v[k].as_f64().map_or("—".to_string(), |m| {
+            if m < 100.0 {
+                format!("{m:.1}")
+            } else {
+                format!("{m:.0}")
+            }
+        })
+    };
     if v.is_null() || v["count"] == 0 {
         return "—".to_string();
     }
@@ -127,8 +142,91 @@ fn reload_lines(out: &mut String, reload: &Value) {
     }
 }
 
-/// The table for one `/status` answer.
-pub fn render(status: &Value) -> String {
+/// One column of the table: its head and width, and its cell for a process and for the
+/// launcher (none: blank).
+struct Column {
+    head: &'static str,
+    width: usize,
+    align: Align,
+    shown: Shown,
+    cell: fn(&Value) -> String,
+    launcher: Option<fn(&Value) -> String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// `Wide`: only with `--wide`; the table without those fits 100 columns.
+#[derive(Clone, Copy, PartialEq)]
+enum Shown {
+    Always,
+    Wide,
+}
+use Align::{Left, Right};
+use Shown::{Always, Wide};
+
+const fn col(
+    head: &'static str,
+    width: usize,
+    align: Align,
+    shown: Shown,
+    cell: fn(&Value) -> String,
+    launcher: Option<fn(&Value) -> String>,
+) -> Column {
+    Column {
+        head,
+        width,
+        align,
+        shown,
+        cell,
+        launcher,
+    }
+}
+
+/// The process's state, and whether it serves without sending its figures (no IPC channel):
+/// not stale.
+fn state(p: &Value) -> String {
+    if p["noChannel"].as_bool() == Some(true) {
+        format!("{} (no channel)", text(&p["status"]))
+    } else {
+        text(&p["status"])
+    }
+}
+
+/// The requests in flight at the front door, of the process's slots.
+fn in_flight(p: &Value) -> String {
+    match p["slots"].as_u64() {
+        Some(s) => format!("{}/{s}", text(&p["frontInFlight"])),
+        None => text(&p["frontInFlight"]),
+    }
+}
+
+/// The columns, in order. Without `--wide`: 99 columns at the widest values (a 7-digit pid,
+/// "ready (no channel)", 9999/9999 in flight, figures in the hundreds of GB).
+#[rustfmt::skip]
+const COLUMNS: &[Column] = &[
+    col("PROCESS", 8, Left, Always, |p| text(&p["code"]), Some(|_| "launcher".into())),
+    col("ROLE", 9, Left, Always, |p| text(&p["role"]), None),
+    col("PID", 7, Right, Always, |p| text(&p["pid"]), Some(|l| text(&l["pid"]))),
+    col("STATE", 18, Left, Always, state, None),
+    col("UPTIME", 7, Right, Always, |p| uptime(&p["uptimeMs"]), Some(|l| uptime(&l["uptimeMs"]))),
+    col("RESTARTS", 8, Right, Always, |p| text(&p["restarts"]), None),
+    col("IN FLIGHT", 9, Right, Always, in_flight, None),
+    col("QUEUED", 6, Right, Wide, |p| text(&p["queued"]), None),
+    col("PRIVATE", 8, Right, Always, |p| mb(&p["rssAnon"]), Some(|l| mb(&l["rssAnon"]))),
+    col("MAPPED", 8, Right, Wide, |p| mb(&p["rssFile"]), Some(|l| mb(&l["rssFile"]))),
+    col("REQUESTS", 9, Right, Wide, |p| text(&p["requests"]), None),
+    col("HEAP", 8, Right, Wide, |p| mb(&p["heapUsed"]), None),
+    col("FRONT", 9, Right, Wide, |p| text(&p["frontRequests"]), None),
+    col("P50/P99 MS", 11, Right, Always, |p| latency(&p["latencyMs"]), None),
+    col("CPU%", 6, Right, Always, |p| text(&p["cpuPercent"]), None),
+];
+
+/// The table for one `/status` answer; `wide`: every column (else those that fit 100).
+pub fn render(status: &Value, wide: bool) -> String {
     let mut out = String::new();
     let front = &status["front"];
     let ready = if front["ready"].as_bool() == Some(true) {
@@ -146,75 +244,35 @@ pub fn render(status: &Value) -> String {
     );
     reload_lines(&mut out, &front["reload"]);
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13} {:>6}",
-        "PROCESS",
-        "ROLE",
-        "PID",
-        "STATE",
-        "UPTIME",
-        "RESTARTS",
-        "IN FLIGHT",
-        "QUEUED",
-        "PRIVATE",
-        "MAPPED",
-        "REQUESTS",
-        "HEAP",
-        "FRONT",
-        "P50/P99 MS",
-        "CPU%"
+    let columns: Vec<&Column> = COLUMNS
+        .iter()
+        .filter(|c| wide || c.shown == Always)
+        .collect();
+    let row = |out: &mut String, cells: &mut dyn Iterator<Item = (&Column, String)>| {
+        let line: Vec<String> = cells
+            .map(|(c, v)| {
+                if c.align == Left {
+                    format!("{v:<w$}", w = c.width)
+                } else {
+                    format!("{v:>w$}", w = c.width)
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join(" ").trim_end());
+    };
+    row(
+        &mut out,
+        &mut columns.iter().map(|c| (*c, c.head.to_string())),
     );
     for p in status["processes"].as_array().into_iter().flatten() {
-        let slots = match p["slots"].as_u64() {
-            Some(s) => format!("{}/{s}", text(&p["frontInFlight"])),
-            None => text(&p["frontInFlight"]),
-        };
-        // A process that serves but never sent its figures (no IPC channel): not stale.
-        let state = if p["noChannel"].as_bool() == Some(true) {
-            format!("{} (no channel)", text(&p["status"]))
-        } else {
-            text(&p["status"])
-        };
-        let _ = writeln!(
-            out,
-            "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13} {:>6}",
-            text(&p["code"]),
-            text(&p["role"]),
-            text(&p["pid"]),
-            state,
-            uptime(&p["uptimeMs"]),
-            text(&p["restarts"]),
-            slots,
-            text(&p["queued"]),
-            mb(&p["rssAnon"]),
-            mb(&p["rssFile"]),
-            text(&p["requests"]),
-            mb(&p["heapUsed"]),
-            text(&p["frontRequests"]),
-            latency(&p["latencyMs"]),
-            text(&p["cpuPercent"]),
-        );
+        row(&mut out, &mut columns.iter().map(|c| (*c, (c.cell)(p))));
     }
     let l = &status["launcher"];
-    let _ = writeln!(
-        out,
-        "{:<10} {:<10} {:>8} {:<18} {:>8} {:>8} {:>10} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13} {:>6}",
-        "launcher",
-        "",
-        text(&l["pid"]),
-        "",
-        uptime(&l["uptimeMs"]),
-        "",
-        "",
-        "",
-        mb(&l["rssAnon"]),
-        mb(&l["rssFile"]),
-        "",
-        "",
-        "",
-        "",
-        "",
+    row(
+        &mut out,
+        &mut columns
+            .iter()
+            .map(|c| (*c, c.launcher.map_or(String::new(), |f| f(l)))),
     );
     let _ = writeln!(out);
     let w = &status["workers"];
@@ -280,7 +338,7 @@ mod tests {
                 "rejectAt": 3_650_722_201u64, "abortAt": 3_951_369_912u64},
             "missing": []
         });
-        let t = render(&s);
+        let t = render(&s, true);
         assert!(t.contains("ready · 2 queued · 5 refused"), "{t}");
         assert!(t.contains("m0"), "{t}");
         assert!(t.contains("3/20"), "{t}");
@@ -294,23 +352,55 @@ mod tests {
         assert_eq!(exit_status(&s), 0);
     }
 
+    /// Every field at its widest: a 7-digit pid, the longest state, figures in the thousands.
+    fn widest() -> Value {
+        let p = |code: &str| {
+            json!({"code": code, "role": "tx-worker", "pid": 4_194_303, "status": "ready",
+                "noChannel": true, "uptimeMs": 8_640_000_000u64, "restarts": 12_345,
+                "frontInFlight": 9999, "slots": 9999, "queued": 99_999,
+                "rssAnon": 999_999_999_999u64, "rssFile": 999_999_999_999u64,
+                "requests": 999_999_999, "heapUsed": 999_999_999_999u64,
+                "frontRequests": 999_999_999,
+                "latencyMs": {"count": 9, "median": 99_999.0, "p99": 99_999.0},
+                "cpuPercent": 199.5})
+        };
+        json!({"front": {"ready": false, "draining": true, "queued": 99_999,
+                "refusalsLastMinute": 99_999},
+            "processes": [p("m0"), p("tx1234")],
+            "launcher": {"pid": 4_194_303, "uptimeMs": 8_640_000_000u64,
+                "rssAnon": 999_999_999_999u64, "rssFile": 999_999_999_999u64},
+            "workers": {"wanted": 3, "settled": true},
+            "memory": {"cgroup": {"anon": 1_073_741_824u64}, "limit": 4_294_967_296u64,
+                "rejectAt": 3_650_722_201u64, "abortAt": 3_951_369_912u64}})
+    }
+
     #[test]
-    fn a_refused_reload_and_a_setting_waiting_for_a_restart_have_their_lines() {
-        // spec: DEC-91
-        let mut s =
-            json!({"front": {"ready": true, "reload": {"refused": null, "restartPending": []}}});
-        assert!(!render(&s).contains('⚠'), "{}", render(&s));
-        s["front"]["reload"] = json!({"refused": {"reason": "bad JSON", "atMs": 1},
-                                      "restartPending": ["server.port"]});
-        let t = render(&s);
-        assert!(
-            t.contains("⚠ The last reload was refused, the launcher runs as before: bad JSON."),
-            "{t}"
-        );
-        assert!(
-            t.contains("⚠ Waiting for a restart of the launcher (systemctl restart): server.port."),
-            "{t}"
-        );
+    fn the_table_fits_100_columns() {
+        let t = render(&widest(), false);
+        for line in t.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}\n{t}",
+                line.chars().count()
+            );
+        }
+        assert!(t.contains("PROCESS") && t.contains("STATE"), "{t}");
+        // The columns stay aligned at their widest: each row as long as the head's.
+        let wide = render(&widest(), true);
+        for t in [&t, &wide] {
+            let rows: Vec<&str> = t.lines().skip(2).take(3).collect();
+            assert!(
+                rows.iter()
+                    .all(|r| r.chars().count() == rows[0].chars().count()),
+                "{t}"
+            );
+        }
+        for head in ["QUEUED", "MAPPED", "REQUESTS", "HEAP", "FRONT"] {
+            assert!(
+                wide.contains(head) && !t.contains(head),
+                "{head}:\n{t}\n{wide}"
+            );
+        }
     }
 
     #[test]
@@ -331,7 +421,7 @@ mod tests {
             "processes": [{"code": "tx1", "role": "tx-worker", "pid": 11, "status": "ready",
                 "noChannel": true}],
         });
-        let t = render(&s);
+        let t = render(&s, true);
         assert!(t.contains("ready (no channel)"), "{t}");
         assert!(!t.contains("stale"), "{t}");
     }
@@ -346,15 +436,34 @@ mod tests {
                 {"code": "tx2", "role": "tx-worker", "pid": 12, "status": "ready",
                 "requests": null, "heapUsed": null, "noChannel": true}],
         });
-        let t = render(&s);
+        let t = render(&s, true);
         let header = t
             .lines()
             .find(|l| l.starts_with("PROCESS"))
             .unwrap_or_default();
-        assert!(header.contains("REQUESTS      HEAP"), "{t}");
+        assert!(header.contains("REQUESTS     HEAP"), "{t}");
         let tx1 = t.lines().find(|l| l.starts_with("tx1")).unwrap_or_default();
-        assert!(tx1.contains("1234     50 MB"), "{t}");
+        assert!(tx1.contains("1234    50 MB"), "{t}");
         let tx2 = t.lines().find(|l| l.starts_with("tx2")).unwrap_or_default();
         assert!(tx2.contains("—         —"), "{t}");
+    }
+
+    #[test]
+    fn a_refused_reload_and_a_setting_waiting_for_a_restart_have_their_lines() {
+        // spec: DEC-91
+        let mut s =
+            json!({"front": {"ready": true, "reload": {"refused": null, "restartPending": []}}});
+        assert!(!render(&s, false).contains('⚠'), "{}", render(&s, false));
+        s["front"]["reload"] = json!({"refused": {"reason": "bad JSON", "atMs": 1},
+                                      "restartPending": ["server.port"]});
+        let t = render(&s, false);
+        assert!(
+            t.contains("⚠ The last reload was refused, the launcher runs as before: bad JSON."),
+            "{t}"
+        );
+        assert!(
+            t.contains("⚠ Waiting for a restart of the launcher (systemctl restart): server.port."),
+            "{t}"
+        );
     }
 }

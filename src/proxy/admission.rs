@@ -43,6 +43,9 @@ struct Inner {
     /// ready in this program (before, the process is down here, and a process that comes back
     /// from down has no history).
     resumed_cooldowns: Vec<(ProcessId, std::time::Instant)>,
+    /// The processes draining now (almost always none): as each one's last request ends, the
+    /// supervisor is told at once (`drained`), not at its next upkeep tick.
+    draining: Vec<ProcessId>,
 }
 
 /// One request's decision to come: its task's waker until it is made, then the decision until
@@ -71,6 +74,13 @@ impl Inner {
             self.waiters.remove(&id);
         }
     }
+
+    /// Whether a draining process has nothing in flight any more.
+    fn any_drained(&self) -> bool {
+        self.draining
+            .iter()
+            .any(|&p| self.sched.load(p).in_flight == 0)
+    }
 }
 
 /// The scheduler and the requests waiting for its decisions.
@@ -86,6 +96,9 @@ pub struct Admission {
     /// How many requests wait for a decision, as of the last change: read without the lock by
     /// each client connection as its response ends (`conn::hyper_phase`).
     waiting: AtomicUsize,
+    /// Woken when a draining process's last request has ended (the supervisor's shell waits on
+    /// it, so a rolling restart's next step is not paced by a tick).
+    drained: Arc<Notify>,
 }
 
 impl Admission {
@@ -98,6 +111,7 @@ impl Admission {
                 next_serial: 0,
                 timer_at: None,
                 resumed_cooldowns: Vec::new(),
+                draining: Vec::new(),
             }),
             timer: Notify::new(),
             next_id: AtomicU64::new(1),
@@ -105,7 +119,21 @@ impl Admission {
             watch_idle: AtomicBool::new(false),
             watch_wake: Notify::new(),
             waiting: AtomicUsize::new(0),
+            drained: Arc::new(Notify::new()),
         })
+    }
+
+    /// Woken as a draining process's last request ends (or as one drains with none at work).
+    pub fn drained_news(&self) -> Arc<Notify> {
+        self.drained.clone()
+    }
+
+    /// After a request ended (its slot freed): the supervisor is woken if that drained a
+    /// process. Nothing drains nearly always: one look at an empty list.
+    fn wake_if_drained(&self, inner: &Inner) {
+        if !inner.draining.is_empty() && inner.any_drained() {
+            self.drained.notify_one();
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -290,6 +318,11 @@ impl Admission {
         let mut inner = self.lock();
         let now = crate::clock::now_std();
         inner.sched.set_process(id, state, now);
+        inner.draining.retain(|&p| p != id);
+        if state == ProcessState::Draining {
+            inner.draining.push(id);
+            self.wake_if_drained(&inner);
+        }
         if state == ProcessState::Ready {
             let Inner {
                 sched,
@@ -436,6 +469,7 @@ impl Ticket {
         let mut inner = self.admission.lock();
         inner.sched.finish(self.id, how, now.into_std());
         self.admission.pump(&mut inner, None);
+        self.admission.wake_if_drained(&inner);
     }
 
     /// Nothing was sent to the process: offer the request to another (the scheduler decides).
@@ -445,6 +479,7 @@ impl Ticket {
             .sched
             .finish(self.id, Finish::NotSent, crate::clock::now_std());
         let made = self.admission.pump(&mut inner, Some(self.id));
+        self.admission.wake_if_drained(&inner);
         self.admission.verdict(&mut inner, self.id, made)
     }
 
@@ -461,6 +496,7 @@ impl Drop for Ticket {
             inner.remove_waiter(self.id, None);
             inner.sched.cancel(self.id, crate::clock::now_std());
             self.admission.pump(&mut inner, None);
+            self.admission.wake_if_drained(&inner);
         }
     }
 }

@@ -219,3 +219,42 @@ async fn has_waiters_says_whether_a_request_waits_whoever_ended_the_wait() {
     timed_out.settled();
     second.finish(OK);
 }
+
+/// Whether the drained news has a wake-up waiting (taken if so), without waiting.
+async fn woken(news: &tokio::sync::Notify) -> bool {
+    tokio::time::timeout(Duration::ZERO, news.notified())
+        .await
+        .is_ok()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_draining_process_wakes_the_supervisor_as_its_last_request_ends() {
+    // spec: DEC-83: a roll's next step is not left to the supervisor's once-a-second look.
+    let a = admission(2, Duration::from_secs(30), &[TX1, TX2]);
+    let news = a.drained_news();
+    let (one, _) = a.admit(&TxDemand {
+        target: Target::Owner(TX1),
+        ..any()
+    });
+    let (two, _) = a.admit(&TxDemand {
+        target: Target::Owner(TX1),
+        ..any()
+    });
+    let (other, _) = a.admit(&TxDemand {
+        target: Target::Owner(TX2),
+        ..any()
+    });
+    a.set_state(TX1, ProcessState::Draining);
+    assert!(!woken(&news).await, "two at work on it");
+    one.finish(OK);
+    other.finish(OK);
+    assert!(
+        !woken(&news).await,
+        "one left on it; the other process drains not"
+    );
+    drop(two); // the client went away: its end counts as well
+    assert!(woken(&news).await, "its last request ended");
+    // One that drains with nothing at work says so at once.
+    a.set_state(TX2, ProcessState::Draining);
+    assert!(woken(&news).await);
+}

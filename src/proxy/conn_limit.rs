@@ -18,10 +18,15 @@ const PER_PROCESS: u64 = 32;
 /// The fewest client connections allowed, however low the limit.
 const AT_LEAST: u64 = 64;
 
-/// The launcher's own endpoint (`adminAddress`): at most this many connections at once; a
-/// scraper and a health check need one or two, and the endpoint may be published where anyone
-/// can open thousands.
+/// The launcher's own endpoint (`adminAddress`): at most this many connections hold a place at
+/// once, and as many again may be closing (`ops/admin_room.rs`); a scraper and a health check
+/// need one or two, and the endpoint may be published where anyone can open thousands.
 pub const ADMIN_AT_MOST: usize = 64;
+
+/// The control socket (`ops/control_conns.rs`, DEC-72): at most this many connections at
+/// once; `fhircluster` opens one per command, and the socket is for the service user and its
+/// group only.
+pub const CONTROL_AT_MOST: usize = 16;
 
 /// The client connections allowed at once with `open_files` descriptors and `places` process
 /// places.
@@ -36,6 +41,14 @@ pub fn client_connections(open_files: u64, places: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_launchers_own_connections_fit_in_what_it_keeps() {
+        // spec: DEC-54, DEC-72 — the admin endpoint's and the control socket's connections are
+        // of the launcher's own share, with room left for its logs, databases and `/proc`.
+        let own = (ADMIN_AT_MOST + CONTROL_AT_MOST) as u64;
+        assert!(own * 2 <= OWN, "{own} of {OWN}");
+    }
 
     #[test]
     fn the_launcher_keeps_its_share_and_clients_get_the_rest() {

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::forward::body::{BodyEnd, NotifyOnEnd};
-use super::forward::headers::{is_loopback, X_FORWARDED_FOR};
+use super::forward::headers::X_FORWARDED_FOR;
 use super::forward::{Peer, ProxyBody};
 use super::listener::ListenerSettings;
 use super::observed::{Observed, OutcomeClass, RouteClass};
@@ -60,20 +60,23 @@ pub fn access(in_force: &InForce, parts: &http::request::Parts, peer: &Peer) -> 
     } else {
         parts.uri.path()
     };
+    let client = client_address(&parts.headers, peer.addr.ip(), &log.trusted_proxies).to_string();
     Some(Pending {
         log,
-        client: client_address(&parts.headers, peer.addr.ip()).to_string(),
+        client,
         method: parts.method.clone(),
         target: target.to_string(),
     })
 }
 
-/// The client's address: the peer's, or, from a loopback peer (the nginx on the same host, the
-/// one the launcher trusts, as for `X-Forwarded-Proto`), the last `X-Forwarded-For` entry, the
-/// address that nginx saw, when it is an address.
-pub fn client_address(headers: &http::HeaderMap, peer: IpAddr) -> IpAddr {
-    if !is_loopback(peer) {
-        return peer.to_canonical();
+/// The client's address: the peer's, or, from a peer the operator named a trusted proxy
+/// (`trustedProxies`, DEC-85: nginx's `set_real_ip_from`), the last `X-Forwarded-For` entry,
+/// the address that proxy saw, when it is an address. Anyone else's header is never believed:
+/// any program on the host can reach loopback and send one.
+pub fn client_address(headers: &http::HeaderMap, peer: IpAddr, trusted: &[IpAddr]) -> IpAddr {
+    let peer = peer.to_canonical();
+    if !trusted.contains(&peer) {
+        return peer;
     }
     headers
         .get_all(X_FORWARDED_FOR)
@@ -82,7 +85,7 @@ pub fn client_address(headers: &http::HeaderMap, peer: IpAddr) -> IpAddr {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.rsplit(',').next())
         .and_then(|v| v.trim().parse::<IpAddr>().ok())
-        .map_or(peer.to_canonical(), |ip| ip.to_canonical())
+        .map_or(peer, |ip| ip.to_canonical())
 }
 
 /// The route class of a tx request: by its cache-id first (`owner`), then its lane.
@@ -144,7 +147,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_client_is_the_last_forwarded_for_entry_only_from_a_loopback_peer() {
+    fn the_client_is_the_last_forwarded_for_entry_only_from_a_trusted_proxy() {
+        // spec: DEC-85
         let mut h = http::HeaderMap::new();
         h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.1"));
         h.append(
@@ -153,17 +157,29 @@ mod tests {
         );
         let lo: IpAddr = "127.0.0.1".parse().expect("ip");
         let far: IpAddr = "192.0.2.5".parse().expect("ip");
-        assert_eq!(client_address(&h, lo).to_string(), "203.0.113.9");
+        let trusted = [lo, far];
+        assert_eq!(client_address(&h, lo, &trusted).to_string(), "203.0.113.9");
+        assert_eq!(client_address(&h, far, &trusted).to_string(), "203.0.113.9");
+        assert_eq!(client_address(&h, lo, &[]), lo, "none trusted: the peer");
         assert_eq!(
-            client_address(&h, far),
+            client_address(&h, far, &[lo]),
             far,
-            "a far peer's header is not believed"
+            "not named: not believed"
         );
         let mapped: IpAddr = "::ffff:192.0.2.5".parse().expect("ip");
-        assert_eq!(client_address(&h, mapped), far, "written as IPv4");
+        assert_eq!(client_address(&h, mapped, &[lo]), far, "written as IPv4");
+        assert_eq!(
+            client_address(&h, mapped, &trusted).to_string(),
+            "203.0.113.9",
+            "an IPv4 proxy seen through an IPv6 socket is the one named"
+        );
         let mut junk = http::HeaderMap::new();
         junk.insert(X_FORWARDED_FOR, HeaderValue::from_static("a\" b=c"));
-        assert_eq!(client_address(&junk, lo), lo, "no address: the peer's");
-        assert_eq!(client_address(&http::HeaderMap::new(), lo), lo);
+        assert_eq!(
+            client_address(&junk, lo, &trusted),
+            lo,
+            "no address: the peer's"
+        );
+        assert_eq!(client_address(&http::HeaderMap::new(), lo, &trusted), lo);
     }
 }

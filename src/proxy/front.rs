@@ -4,7 +4,7 @@
 //! supervisor's news (`supervisor::Hooks`) arrives here and is passed to the roster, admission
 //! and the pools.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,12 +38,21 @@ pub struct Front {
     /// Requests on the master's own paths forwarded and not yet answered whole (they take no
     /// slot), so the master's drain waits for them before its SIGTERM.
     pub master_paths_in_flight: AtomicU32,
+    /// The master is draining (a rolling restart's step): the end of its last request on its
+    /// own paths wakes the supervisor (`Admission::drained_news`).
+    master_draining: std::sync::atomic::AtomicBool,
     /// What `/metrics`' counters had reached in the program before an in-place upgrade.
     pub carried: std::sync::OnceLock<crate::proxy::carried_counters::Carried>,
     /// The access log in force (`accessLog`), put in by the launcher and replaced on reload.
     pub access_log: crate::logs::access_log::InForce,
     /// Each `502`'s WARNING, throttled per process and reason.
     pub bad_gateway_log: super::bad_gateway_log::BadGatewayLog,
+    /// A stop's lame duck (`lameDuckSeconds`, DEC-88): serving on, but no longer ready, so the
+    /// balancers in front leave before the port closes.
+    lame_duck: AtomicBool,
+    /// Per place, the connections still open to the process a replacement took over from
+    /// (`Upstream::move_to`): its drain's count.
+    outgoing: Vec<std::sync::Mutex<Option<Arc<AtomicUsize>>>>,
 }
 
 impl Front {
@@ -71,6 +80,7 @@ impl Front {
             })
             .collect();
         let bad_gateway_log = super::bad_gateway_log::BadGatewayLog::new(processes.len());
+        let outgoing = processes.iter().map(|_| Default::default()).collect();
         let roster = Roster::new(processes, |id| sched.has_process(id));
         Arc::new(Front {
             admission: Admission::new(sched),
@@ -81,10 +91,22 @@ impl Front {
             budget: Arc::default(),
             upstream_timeout: AtomicU64::new(nanos(upstream_timeout)),
             master_paths_in_flight: AtomicU32::new(0),
+            master_draining: Default::default(),
             carried: std::sync::OnceLock::new(),
             access_log: Default::default(),
             bad_gateway_log,
+            lame_duck: AtomicBool::new(false),
+            outgoing,
         })
+    }
+
+    /// The lame duck has begun: `/readyz` and the agent say so from now on.
+    pub fn begin_lame_duck(&self) {
+        self.lame_duck.store(true, Ordering::Release);
+    }
+
+    pub fn is_lame_duck(&self) -> bool {
+        self.lame_duck.load(Ordering::Acquire)
     }
 
     /// `upstreamTimeoutSeconds` now.
@@ -114,6 +136,21 @@ impl Front {
         Ok(route)
     }
 
+    /// A request on the master's own paths ended: if it was the last of a draining master's,
+    /// the supervisor is woken.
+    pub fn master_path_ended(&self) {
+        let was = self.master_paths_in_flight.fetch_sub(1, Ordering::AcqRel);
+        if was == 1 && self.master_draining.load(Ordering::Acquire) {
+            self.admission.drained_news().notify_one();
+        }
+    }
+
+    fn master_draining(&self, id: ProcessId, draining: bool) {
+        if id.is_master() {
+            self.master_draining.store(draining, Ordering::Release);
+        }
+    }
+
     /// Submits a tx request, counted by its lane: its decision, made now or to come.
     pub fn admit(&self, demand: &TxDemand) -> (Ticket, Verdict) {
         self.counters.lanes[demand.lane].fetch_add(1, Ordering::Relaxed);
@@ -123,6 +160,7 @@ impl Front {
 
 impl Hooks for Front {
     fn up(&self, id: ProcessId, pid: u32) {
+        self.master_draining(id, false);
         self.roster.up(id, pid);
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
@@ -131,6 +169,7 @@ impl Hooks for Front {
     }
 
     fn down(&self, id: ProcessId) {
+        self.master_draining(id, false);
         self.admission.set_state(id, ProcessState::Down);
         if let Some(u) = self.upstreams.get(id.index()) {
             u.clear();
@@ -140,7 +179,32 @@ impl Hooks for Front {
 
     fn draining(&self, id: ProcessId) {
         self.roster.draining(id);
+        self.master_draining(id, true);
         self.admission.set_state(id, ProcessState::Draining);
+    }
+
+    fn drained_news(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.admission.drained_news())
+    }
+
+    fn moved(&self, id: ProcessId, addr: std::net::SocketAddr, pid: u32) {
+        if let (Some(u), Some(out)) = (
+            self.upstreams.get(id.index()),
+            self.outgoing.get(id.index()),
+        ) {
+            let old = u.move_to(addr);
+            *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
+        }
+        self.roster.up(id, pid);
+    }
+
+    fn outgoing_in_flight(&self, id: ProcessId) -> u32 {
+        self.outgoing.get(id.index()).map_or(0, |out| {
+            let open = out.lock().unwrap_or_else(|p| p.into_inner());
+            open.as_ref().map_or(0, |n| {
+                u32::try_from(n.load(Ordering::Acquire)).unwrap_or(u32::MAX)
+            })
+        })
     }
 
     fn in_flight(&self, id: ProcessId) -> u32 {
@@ -150,6 +214,11 @@ impl Hooks for Front {
             0
         };
         self.admission.load(id).in_flight + own_paths
+    }
+
+    fn liveness(&self, id: ProcessId) -> Option<(u64, Option<super::forward::liveness::Owed>)> {
+        let l = self.upstreams.get(id.index())?.liveness();
+        Some((l.heard_count(), l.owed()))
     }
 
     fn tally(&self) -> Tally {

@@ -405,7 +405,7 @@ impl MasterInFlight {
 
 impl Drop for MasterInFlight {
     fn drop(&mut self) {
-        self.0.master_paths_in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.master_path_ended();
     }
 }
 

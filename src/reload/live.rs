@@ -25,6 +25,8 @@ pub(crate) struct Live {
     pub access_log: crate::logs::access_log::Wanted,
     pub supervisor: SupervisorSettings,
     pub workers: Count,
+    /// `lameDuckSeconds` (DEC-88), the next stop's.
+    pub lame_duck: Duration,
 }
 
 impl From<&Settings> for Live {
@@ -39,6 +41,7 @@ impl From<&Settings> for Live {
             access_log: crate::logs::access_log::Wanted::from(s),
             supervisor: SupervisorSettings::from(s),
             workers: Count::from(c),
+            lame_duck: c.lame_duck,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The `config.json` layer: finds a setting by its dotted path, checks that the objects holding
 //! settings are objects, and warns about keys under `server.cluster` and `server.memory` that
-//! fhircluster doesn't know (a misspelt `workerz` would otherwise silently mean the default).
+//! fhircluster doesn't know (a misspelt `workerz` would otherwise silently mean the default),
+//! and about a key beside those sections that is likely one of them misspelt (`server.clustr`).
 //!
 //! The rest of the file (FHIRsmith's own modules and settings) is FHIRsmith's business and is not
 //! checked here. A `null` value counts as not set, so the template can show optional settings.
@@ -59,7 +60,7 @@ impl<'a> ConfigFile<'a> {
                 }
             }
         }
-        let mut warnings = Vec::new();
+        let mut warnings = self.misspelt_sections();
         for &section in OWN_SECTIONS {
             let known: Vec<&str> = keys_under(section).collect();
             if let Some(Value::Object(map)) = self.get(section) {
@@ -69,6 +70,38 @@ impl<'a> ConfigFile<'a> {
             }
         }
         Ok(warnings)
+    }
+
+    /// One warning line per key beside one of fhircluster's own sections that is likely a
+    /// misspelling of it (`server.clustr`): every setting in it would go unread. Other keys
+    /// there are FHIRsmith's (`server.port`, `server.trustProxy` ...), so only a near miss is
+    /// named.
+    fn misspelt_sections(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for &section in OWN_SECTIONS {
+            let Some((parent, name)) = section.rsplit_once('.') else {
+                continue;
+            };
+            let known = |key: &str| {
+                TABLE.iter().any(|s| {
+                    s.path
+                        .strip_prefix(parent)
+                        .and_then(|p| p.strip_prefix('.'))
+                        .and_then(|p| p.split('.').next())
+                        == Some(key)
+                })
+            };
+            if let Some(Value::Object(map)) = self.get(parent) {
+                for key in map.keys().filter(|k| !known(k) && close(name, k)) {
+                    warnings.push(format!(
+                        "{}: unknown section {parent}.{key} is ignored, and every setting in it \
+                         (did you mean {section}?)",
+                        self.path.display()
+                    ));
+                }
+            }
+        }
+        warnings
     }
 
     /// The value at a dotted path; `None` when absent or `null`.
@@ -172,6 +205,16 @@ mod tests {
         assert!(w.iter().any(|l| l.contains("server.memory.rejectfraction")
             && l.contains("server.memory.rejectFraction")));
         assert!(w.iter().all(|l| l.starts_with("/d/config.json: ")));
+    }
+
+    #[test]
+    fn a_misspelt_section_is_a_warning_naming_the_section_meant() {
+        let j = json!({"server": {"Cluster": {"workers": 2}, "memroy": {}, "port": 3000,
+            "cluster": {}, "trustProxy": true, "clusterName": "x"}});
+        let w = file(&j).check().unwrap();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("server.Cluster") && w[0].contains("did you mean server.cluster?"));
+        assert!(w[1].contains("server.memroy") && w[1].contains("did you mean server.memory?"));
     }
 
     #[test]

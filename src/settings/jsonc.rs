@@ -33,20 +33,31 @@ impl fmt::Display for ConfigFileError {
 
 impl std::error::Error for ConfigFileError {}
 
-/// Parses JSON that may contain `//` and `/* */` comments.
+/// Parses JSON that may contain `//` and `/* */` comments (the settings' tests' way in).
+#[cfg(test)]
 pub(crate) fn parse(path: &Path, text: &str) -> Result<serde_json::Value, ConfigFileError> {
-    let blanked = blank_comments(text).map_err(|(line, column)| ConfigFileError {
+    parse_noting_comments(path, text).map(|(json, _)| json)
+}
+
+/// Parses JSON that may contain `//` and `/* */` comments; with where the first comment begins
+/// (line, column), if there is one.
+fn parse_noting_comments(
+    path: &Path,
+    text: &str,
+) -> Result<(serde_json::Value, Option<(usize, usize)>), ConfigFileError> {
+    let (blanked, first) = blank_comments(text).map_err(|(line, column)| ConfigFileError {
         path: path.to_path_buf(),
         line,
         column,
         message: "unterminated /* comment".to_string(),
     })?;
-    serde_json::from_str(&blanked).map_err(|e| ConfigFileError {
+    let json = serde_json::from_str(&blanked).map_err(|e| ConfigFileError {
         path: path.to_path_buf(),
         line: e.line(),
         column: e.column(),
         message: e.to_string(),
-    })
+    })?;
+    Ok((json, first))
 }
 
 /// Reads and parses `<data_dir>/config.json`; `Ok(None)` when there is no such file.
@@ -54,20 +65,22 @@ pub fn read(data_dir: &Path) -> Result<Option<serde_json::Value>, ConfigFileErro
     Ok(read_text(data_dir)?.map(|c| c.json))
 }
 
-/// A `config.json` as read: its content, and whether it is plain JSON — what FHIRsmith's own
-/// `server.js` reads the same file with (`JSON.parse`, which stops at a comment).
+/// A `config.json` as read: its content, and where its first comment is (line, column), which
+/// FHIRsmith's own `server.js`, reading the same file with `JSON.parse`, stops at.
 pub(crate) struct ConfigText {
     pub json: serde_json::Value,
-    pub plain: bool,
+    pub first_comment: Option<(usize, usize)>,
 }
 
-/// [`read`], saying also whether the file is plain JSON.
+/// [`read`], saying also where the file's first comment is.
 pub(crate) fn read_text(data_dir: &Path) -> Result<Option<ConfigText>, ConfigFileError> {
     let path = data_dir.join("config.json");
     match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&path, &text).map(|json| {
-            let plain = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
-            Some(ConfigText { json, plain })
+        Ok(text) => parse_noting_comments(&path, &text).map(|(json, first_comment)| {
+            Some(ConfigText {
+                json,
+                first_comment,
+            })
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ConfigFileError {
@@ -79,8 +92,11 @@ pub(crate) fn read_text(data_dir: &Path) -> Result<Option<ConfigText>, ConfigFil
     }
 }
 
+/// Text with its comments, and where the first begins (line, column).
+type Blanked = (String, Option<(usize, usize)>);
+
 /// Replaces comments with spaces. Err((line, column)) of an unterminated block comment.
-fn blank_comments(text: &str) -> Result<String, (usize, usize)> {
+fn blank_comments(text: &str) -> Result<Blanked, (usize, usize)> {
     #[derive(PartialEq)]
     enum State {
         Code,
@@ -91,6 +107,7 @@ fn blank_comments(text: &str) -> Result<String, (usize, usize)> {
     }
     let mut out = String::with_capacity(text.len());
     let mut state = State::Code;
+    let mut first = None;
     let (mut line, mut column) = (1usize, 0usize);
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -107,12 +124,14 @@ fn blank_comments(text: &str) -> Result<String, (usize, usize)> {
                     out.push(c);
                 }
                 ('/', Some('/')) => {
+                    first = first.or(Some((line, column)));
                     chars.next();
                     column += 1;
                     state = State::Line;
                     out.push_str("  ");
                 }
                 ('/', Some('*')) => {
+                    first = first.or(Some((line, column)));
                     chars.next();
                     state = State::Block { line, column };
                     column += 1;
@@ -156,7 +175,7 @@ fn blank_comments(text: &str) -> Result<String, (usize, usize)> {
     }
     match state {
         State::Block { line, column } => Err((line, column)),
-        _ => Ok(out),
+        _ => Ok((out, first)),
     }
 }
 
@@ -173,6 +192,18 @@ mod tests {
         let v = p("{\n  // the port\n  \"port\": 3000, /* inline */ \"a\": \"x\"\n}\n").unwrap();
         assert_eq!(v["port"], 3000);
         assert_eq!(v["a"], "x");
+    }
+
+    #[test]
+    fn the_first_comment_is_found_where_it_begins() {
+        let path = Path::new("config.json");
+        let at = |t: &str| parse_noting_comments(path, t).map(|(_, first)| first);
+        assert_eq!(
+            at("{\n \"a\": \"//\", // c\n /* d */ \"b\": 1}"),
+            Ok(Some((2, 13)))
+        );
+        assert_eq!(at("{\"a\": 1}\n/* c */"), Ok(Some((2, 1))));
+        assert_eq!(at("{\"url\": \"http://x/*y*/\"}"), Ok(None));
     }
 
     #[test]

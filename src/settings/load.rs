@@ -124,8 +124,13 @@ pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
     let text = jsonc::read_text(&dir)?;
     let path = dir.join("config.json");
     let mut s = from_sources(cli, &env, text.as_ref().map(|c| (path.as_path(), &c.json)))?;
-    if text.as_ref().is_some_and(|c| !c.plain) {
-        s.warnings.extend(commented_file_warning(&path, &s.command));
+    match text.as_ref().map(|c| c.first_comment) {
+        Some(Some(at)) => refuse_comments_for_node(&path, at, &s.command)?,
+        Some(None) => {}
+        None => s.warnings.push(format!(
+            "{}: no such file: the defaults, the flags and environment apply",
+            path.display()
+        )),
     }
     s.node_preload = s
         .cluster
@@ -162,18 +167,30 @@ pub(crate) fn servers_config(json: &Value) -> u64 {
 }
 
 /// fhircluster reads comments in `config.json`, but a Node server reading the same file with
-/// `JSON.parse` (FHIRsmith's `server.js` does) stops at the first one: a warning, when the
-/// servers are node's, so `--check` does not say "ok" to a file every process will refuse.
-fn commented_file_warning(path: &Path, command: &[String]) -> Option<String> {
-    let program = command.first().map(Path::new)?.file_name()?.to_str()?;
-    let node = program == "node" || program == "nodejs";
-    node.then(|| {
-        format!(
-            "{} is not plain JSON (it has comments): fhircluster reads it, but \
-             a Node server reading it with JSON.parse (FHIRsmith's server.js does) stops at the \
-             first comment; remove them",
-            path.display()
-        )
+/// `JSON.parse` (FHIRsmith's `server.js` does) stops at the first one: refused, naming it, when
+/// the servers are node's, so neither `--check` nor a start says "ok" to a file every process
+/// would refuse. Another server (any HTTP server's own reader) may have them.
+fn refuse_comments_for_node(
+    path: &Path,
+    (line, column): (usize, usize),
+    command: &[String],
+) -> Result<(), jsonc::ConfigFileError> {
+    let program = command
+        .first()
+        .map(Path::new)
+        .and_then(Path::file_name)
+        .and_then(|p| p.to_str());
+    if !matches!(program, Some("node" | "nodejs")) {
+        return Ok(());
+    }
+    Err(jsonc::ConfigFileError {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: "a comment: the servers are node's, and FHIRsmith's server.js reads config.json \
+                  with JSON.parse, which stops at the first comment, so none would start; remove \
+                  the comments (fhircluster reads them, node does not)"
+            .to_string(),
     })
 }
 

@@ -90,12 +90,20 @@ pub struct ClusterSettings {
     /// Where the processes listen (`127.0.0.1`).
     pub(crate) bind_address: String,
     pub drain: Duration,
+    /// `server.cluster.lameDuckSeconds` (fhircluster's own, DEC-88): how long a stop signal's
+    /// launcher goes on accepting and serving with `/readyz` at `503` before the drain begins,
+    /// so a balancer's health check sees the host leave before its port closes. 0: none.
+    pub lame_duck: Duration,
     /// 0: no limit.
     pub(crate) max_outstanding: u32,
     pub(crate) queue: Duration,
     pub(crate) owner_queue: Duration,
     pub(crate) cooldown: Duration,
     pub(crate) upstream_timeout: Duration,
+    /// `hangTimeoutSeconds` (fhircluster's own, DEC-82): a process owing an answer that has
+    /// written nothing (no byte of any answer, no IPC message) for this long is killed and
+    /// started again. Default three times `upstreamTimeoutSeconds`. 0: never.
+    pub(crate) hang_timeout: Duration,
     pub(crate) write_timeout: Duration,
     /// `headerTimeoutSeconds` (fhircluster's own): how long a client may take to send a
     /// request's head before its connection is closed. 0: no limit.
@@ -136,6 +144,10 @@ pub struct ClusterSettings {
     /// own endpoints (`/livez`, `/readyz`, `/status`, `/metrics`) listen. None: off. A port alone
     /// means loopback.
     pub(crate) admin_address: Option<std::net::SocketAddr>,
+    /// `server.cluster.agentAddress` (fhircluster's own, DEC-89): where the launcher answers
+    /// HAProxy's `agent-check` with its readiness and weight (`ops/agent.rs`). None: off. Read
+    /// as `adminAddress` is.
+    pub(crate) agent_address: Option<std::net::SocketAddr>,
     /// `server.cluster.controlSocket` / `--control-socket` (fhircluster's own): the control
     /// socket's path, relative to the data directory (`fhircluster.sock`); `off`: none. The
     /// actions (`fhircluster upgrade`) go there only: `ops/control_socket.rs`.
@@ -167,6 +179,10 @@ pub struct ClusterSettings {
     /// `server.cluster.accessLogQuery` (fhircluster's own): the query string is logged with the
     /// path (off: cache-ids and codes in it can be sensitive).
     pub(crate) access_log_query: bool,
+    /// `server.cluster.trustedProxies` (fhircluster's own, DEC-85): the peers whose
+    /// `X-Forwarded-For` names the client in the access log (nginx's `set_real_ip_from`).
+    /// Empty: none, every line names the peer.
+    pub(crate) trusted_proxies: Vec<std::net::IpAddr>,
     /// `server.cluster.pidFile` / `--pid-file` (fhircluster's own): a file holding the
     /// launcher's pid (relative to the data directory), from the start to the end.
     pub(crate) pid_file: String,

@@ -69,6 +69,8 @@ pub(crate) enum Kind {
     Address,
     /// `bindAddress`: an IP address, or a host name that resolves (DEC-40).
     BindAddress,
+    /// A list of IP addresses.
+    Addresses,
     /// `adminAddress`: a port (on loopback) or `address:port`.
     AdminAddress,
     /// `logFormat`: `text` or `json`.
@@ -125,6 +127,7 @@ impl Kind {
             Kind::Bool => "true, false".to_string(),
             Kind::Address => "an IP address".to_string(),
             Kind::BindAddress => "an IP address or a host name".to_string(),
+            Kind::Addresses => "a list of IP addresses".to_string(),
             Kind::LogFormat => backquoted(LogFormat::WORDS.iter().map(|(w, _)| *w)),
             Kind::AccessLog => backquoted(
                 std::iter::once(AccessLogFormat::OFF)
@@ -227,6 +230,7 @@ put_as_is!(
     bool,
     String,
     Vec<String>,
+    Vec<IpAddr>,
     Duration,
     LogFormat,
     AccessLogFormat,
@@ -320,6 +324,13 @@ impl Show for String {
 impl Show for Vec<String> {
     fn show(&self) -> Option<String> {
         serde_json::to_string(self).ok()
+    }
+}
+
+impl Show for Vec<IpAddr> {
+    fn show(&self) -> Option<String> {
+        let list: Vec<String> = self.iter().map(|ip| format!("\"{ip}\"")).collect();
+        Some(format!("[{}]", list.join(", ")))
     }
 }
 
@@ -455,6 +466,7 @@ macro_rules! settings_table {
     (@kind words) => { Kind::Words };
     (@kind address) => { Kind::Address };
     (@kind bind_address) => { Kind::BindAddress };
+    (@kind addresses) => { Kind::Addresses };
     (@kind admin_address) => { Kind::AdminAddress };
     (@kind log_format) => { Kind::LogFormat };
     (@kind log_level) => { Kind::LogLevel };
@@ -475,6 +487,7 @@ macro_rules! settings_table {
     (@read $r:ident, $d:expr, text) => { $r.string() };
     (@read $r:ident, $d:expr, words) => { $r.words() };
     (@read $r:ident, $d:expr, address) => { super::table::address($r) };
+    (@read $r:ident, $d:expr, addresses) => { super::table::addresses($r) };
     (@read $r:ident, $d:expr, bind_address) => { super::table::bind_address($r) };
     (@read $r:ident, $d:expr, admin_address) => { super::table::admin_address($r) };
     (@read $r:ident, $d:expr, log_format) => { super::table::log_format($r) };

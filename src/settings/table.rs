@@ -62,11 +62,14 @@ settings_table! {
             flag "--internal-port" internal_port, unset "port + 1" (internal_port_default)]
         bind_address ["server.cluster.bindAddress", "127.0.0.1".into(), bind_address, Restart]
         drain ["server.cluster.drainSeconds", secs(30), seconds, Live]
+        lame_duck ["server.cluster.lameDuckSeconds", secs(0), seconds, Live]
         max_outstanding ["server.cluster.maxOutstanding", 16, whole(0, MAX_COUNT), Live]
         queue ["server.cluster.queueSeconds", secs(1), seconds, Live]
         owner_queue ["server.cluster.ownerQueueSeconds", secs(30), seconds, Live]
         cooldown ["server.cluster.cooldownSeconds", secs(2), seconds, Live]
         upstream_timeout ["server.cluster.upstreamTimeoutSeconds", secs(60), seconds, Live]
+        hang_timeout ["server.cluster.hangTimeoutSeconds", secs(180), seconds, Live,
+            unset "3 × upstreamTimeoutSeconds" (hang_timeout_default)]
         write_timeout ["server.cluster.writeTimeoutSeconds", secs(60), seconds, Live]
         header_timeout ["server.cluster.headerTimeoutSeconds", secs(30), seconds, Live]
         header_max_kb ["server.cluster.headerMaxKB", 32, whole(8, 1024), Live]
@@ -89,6 +92,8 @@ settings_table! {
         kill_after ["server.cluster.killSeconds", secs(30), seconds, Upgrade]
         admin_address ["server.cluster.adminAddress", None, admin_address, Upgrade,
             flag "--admin-address" admin_address, unset "off"]
+        agent_address ["server.cluster.agentAddress", None, admin_address, Upgrade,
+            unset "off"]
         control_socket ["server.cluster.controlSocket", "fhircluster.sock".into(), control_socket,
             Upgrade, flag "--control-socket" control_socket]
         control_group ["server.cluster.controlGroup", String::new(), control_group, Upgrade,
@@ -108,6 +113,8 @@ settings_table! {
         access_log_path ["server.cluster.accessLogPath", String::new(), text, Live,
             unset "stderr"]
         access_log_query ["server.cluster.accessLogQuery", false, boolean, Live]
+        trusted_proxies ["server.cluster.trustedProxies", Vec::new(), addresses, Live,
+            unset "none"]
         pid_file ["server.cluster.pidFile", String::new(), text, Upgrade,
             flag "--pid-file" pid_file, unset "none"]
         node_report ["server.cluster.nodeReport", false, boolean, Upgrade]
@@ -156,6 +163,13 @@ fn internal_port_default(s: &mut Settings) -> Result<(), SettingsError> {
     Ok(())
 }
 
+/// `hangTimeoutSeconds` not given: three times `upstreamTimeoutSeconds`, read before it (0 when
+/// that is 0: with no upstream timeout a process may take as long as it likes).
+fn hang_timeout_default(s: &mut Settings) -> Result<(), SettingsError> {
+    s.cluster.hang_timeout = s.cluster.upstream_timeout.saturating_mul(3);
+    Ok(())
+}
+
 /// `stats.intervalMinutes` as FHIRsmith reads it (`if (config.intervalMinutes) intervalMs =
 /// intervalMinutes * 60000`): fractions are minutes too (0.5: 30 s), and 0 counts as not set
 /// (`default`). At most a year.
@@ -173,6 +187,23 @@ pub(super) fn address(r: &Raw<'_>) -> Result<(String, IpAddr), SettingsError> {
             r.invalid("must be an IP address, e.g. \"127.0.0.1\", \"::1\", \"0.0.0.0\" or \"::\"")
         ),
     }
+}
+
+/// A list of IP addresses (`trustedProxies`): each one as [`address`] reads it.
+pub(super) fn addresses(r: &Raw<'_>) -> Result<Vec<IpAddr>, SettingsError> {
+    const EXPECTED: &str = "must be a list of IP addresses, e.g. [\"127.0.0.1\", \"::1\"]";
+    let RawValue::Json(Value::Array(items)) = &r.value else {
+        return Err(r.invalid(EXPECTED));
+    };
+    items
+        .iter()
+        .map(|item| {
+            item.as_str()
+                .and_then(|t| t.parse::<IpAddr>().ok())
+                .map(|ip| ip.to_canonical())
+                .ok_or_else(|| r.invalid(EXPECTED))
+        })
+        .collect()
 }
 
 /// `server.cluster.bindAddress`: an IP address, or a host name as `cluster.js` takes one, which

@@ -153,35 +153,44 @@ pub fn check_port_range(s: &Settings, workers: u32) -> Result<(), SettingsError>
     check_admin_address(s, first..=last, &range, &port)
 }
 
-/// The launcher's own endpoints need a port of their own: not `server.port`, where the front
-/// door listens, nor one of the processes' (either would fail to bind, or take a process's port
-/// before it starts). Any address counts: the front door listens on every interface.
+/// The launcher's own endpoints and its agent (`agentAddress`) need a port each of their own:
+/// not `server.port`, where the front door listens, nor one of the processes' (either would
+/// fail to bind, or take a process's port before it starts), nor each other's. Any address
+/// counts: the front door listens on every interface.
 fn check_admin_address(
     s: &Settings,
     processes: std::ops::RangeInclusive<u64>,
     range: &str,
     port: &str,
 ) -> Result<(), SettingsError> {
-    let Some(admin) = s.cluster.admin_address else {
-        return Ok(());
-    };
-    let clash = if admin.port() == s.port {
-        format!("must not use the port clients use, {port}")
-    } else if processes.contains(&u64::from(admin.port())) {
-        format!(
-            "must not use one of {range}, from {}",
-            s.sources
-                .shown(cluster::internal_port, s.cluster.internal_port)
-        )
-    } else {
-        return Ok(());
-    };
-    Err(SettingsError::invalid(
-        cluster::admin_address,
-        admin.to_string(),
-        Some(s.sources.of(cluster::admin_address)),
-        format!("{clash}; choose another port"),
-    ))
+    let c = &s.cluster;
+    for (path, addr) in [
+        (cluster::admin_address, c.admin_address),
+        (cluster::agent_address, c.agent_address),
+    ] {
+        let Some(addr) = addr else { continue };
+        let clash = if addr.port() == s.port {
+            format!("must not use the port clients use, {port}")
+        } else if processes.contains(&u64::from(addr.port())) {
+            format!(
+                "must not use one of {range}, from {}",
+                s.sources.shown(cluster::internal_port, c.internal_port)
+            )
+        } else if path == cluster::agent_address
+            && c.admin_address.is_some_and(|a| a.port() == addr.port())
+        {
+            format!("must not use {}'s port", cluster::admin_address)
+        } else {
+            continue;
+        };
+        return Err(SettingsError::invalid(
+            path,
+            addr.to_string(),
+            Some(s.sources.of(path)),
+            format!("{clash}; choose another port"),
+        ));
+    }
+    Ok(())
 }
 
 /// An unknown `workerRule` is an error listing the known ones (DEC-23).

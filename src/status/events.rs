@@ -42,6 +42,15 @@ impl Event {
     pub fn is_counts(&self) -> bool {
         matches!(self.body, EventBody::Counts(_))
     }
+
+    /// An exit event's reason for the restart, and the hang's detail (DEC-82, DEC-84).
+    pub fn with_reason(mut self, why: Option<&str>, what: Option<String>) -> Event {
+        if let EventBody::Exit { reason, detail, .. } = &mut self.body {
+            *reason = why.map(str::to_string);
+            *detail = what;
+        }
+        self
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,6 +69,14 @@ pub enum EventBody {
         signal: Option<String>,
         /// The same, in words, for the report.
         how: String,
+        /// Why it is started again, when it is (`RestartReason`'s label: `crash`, `hung`, or a
+        /// planned `rolling`, `recycle`, `scale`; DEC-84); absent when it is not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// For a hang kill (DEC-82), what the watchdog saw: how long it was silent and the
+        /// oldest request it owed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// EVENT-3: a worker was recycled, and why.
     Recycle { code: String, reason: String },
@@ -244,6 +261,8 @@ impl EventLog {
                 exit_code: exit.code(),
                 signal: exit.signal_name(),
                 how: exit.to_string(),
+                reason: None,
+                detail: None,
             },
         ))
     }

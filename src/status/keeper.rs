@@ -14,6 +14,7 @@ use super::front::FrontFigures;
 use super::history::{memory_total, History};
 use super::outbox::Outbox;
 use super::readings::{NotRead, Readings};
+use super::restarts::RestartReason;
 use super::snapshot::{
     snapshot, CgroupLimit, LauncherFigures, Life, ProcessInput, SnapshotInput, SnapshotSettings,
     StatusFigures,
@@ -73,6 +74,8 @@ struct Row {
     recycles: u64,
     /// Why it is being recycled, until the exit that ends the recycle (DEC-25).
     recycle_reason: Option<String>,
+    /// What the hang watchdog saw when it killed it, until the exit that follows (DEC-82).
+    hang: Option<String>,
     /// What the launcher measured of it over the last status interval (`keeper/front.rs`).
     interval: front::IntervalFigures,
 }
@@ -87,6 +90,7 @@ impl Row {
             guard_limit: None,
             recycles: 0,
             recycle_reason: None,
+            hang: None,
             interval: front::IntervalFigures::default(),
         }
     }
@@ -111,6 +115,9 @@ pub struct Keeper {
     pid: u32,
     /// The worker count wanted, and whether it was set at run time (`keeper/workers.rs`).
     wanted: workers::Wanted,
+    /// Why the last rolling restart stopped before its end, until the next reload or restart
+    /// (DEC-79).
+    rolling_stopped: Option<String>,
 }
 
 impl Keeper {
@@ -147,7 +154,13 @@ impl Keeper {
                 workers: specs.len().saturating_sub(1),
                 ..Default::default()
             },
+            rolling_stopped: None,
         }
+    }
+
+    /// The last rolling restart stopped (`Some`: why), or a new one began (`None`).
+    pub fn rolling_stopped(&mut self, why: Option<String>) {
+        self.rolling_stopped = why;
     }
 
     /// The rows follow the processes in the cluster (the worker count moved on reload): rows
@@ -224,20 +237,37 @@ impl Keeper {
         self.rows.get(id.index()).and_then(|r| r.guard_limit)
     }
 
-    /// A process exited (`pid` was its pid), and what that meant (`fate`, the lifecycle's).
-    pub fn exited(&mut self, id: ProcessId, exit: Exit, pid: Option<u32>, fate: ExitFate) {
+    /// The hang watchdog is killing the process (DEC-82): `detail` says what it saw.
+    pub fn hung(&mut self, id: ProcessId, detail: String) {
+        if let Some(row) = self.rows.get_mut(id.index()) {
+            row.hang = Some(detail);
+        }
+    }
+
+    /// A process exited (`pid` was its pid), and what that meant (`fate`, the lifecycle's;
+    /// `why`: the reason it starts again, when it does).
+    pub fn exited(
+        &mut self,
+        id: ProcessId,
+        exit: Exit,
+        pid: Option<u32>,
+        fate: ExitFate,
+        why: Option<RestartReason>,
+    ) {
         let ms = crate::clock::unix_ms();
         let Some(row) = self.rows.get_mut(id.index()) else {
             return;
         };
         row.status = None;
         let recycled = row.recycle_reason.take();
+        let hang = row.hang.take();
         let (code, role) = (row.code.clone(), row.role.as_str());
         if fate == ExitFate::Restarting {
             // DEC-25: the exit that ends a recycle keeps the recycle's reason.
-            row.last_restart = Some(match recycled {
-                Some(reason) => format!("recycled: {reason}"),
-                None => exit.to_string(),
+            row.last_restart = Some(match (recycled, &hang) {
+                (Some(reason), _) => format!("recycled: {reason}"),
+                (None, Some(hang)) => format!("hung: {hang}"),
+                (None, None) => exit.to_string(),
             });
         }
         // GRAPH-10: not coming back (stopped, retired, given up): unavailable.
@@ -248,6 +278,7 @@ impl Keeper {
         self.queue_update(u);
         if fate != ExitFate::Stopped {
             let ev = self.events.exited(&code, role, pid, exit, ms);
+            let ev = ev.map(|e| e.with_reason(why.map(RestartReason::label), hang));
             self.hold(ev);
         }
     }
@@ -376,6 +407,10 @@ impl Keeper {
         };
         let mut v = snapshot(&input, now, crate::clock::unix_ms());
         v["workers"] = self.workers_json(lives);
+        v["rollingRestart"] = match &self.rolling_stopped {
+            Some(why) => serde_json::json!({"state": "rolling restart stopped", "why": why}),
+            None => Value::Null,
+        };
         v
     }
 

@@ -48,7 +48,8 @@ pub struct Life {
     pub started_at: Option<Instant>,
     /// When the current process became ready.
     pub ready_at: Option<Instant>,
-    /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
+    /// Restarts since the launcher started that it did not plan: crashes and hang kills
+    /// (STATUS-17, DEC-84; every restart by its reason in `restarts_by`, DEC-25).
     pub restarts: u32,
     /// The same, by reason.
     pub restarts_by: RestartCounts,
@@ -62,7 +63,7 @@ impl Life {
         started_at: None,
         ready_at: None,
         restarts: 0,
-        restarts_by: RestartCounts([0; 4]),
+        restarts_by: RestartCounts([0; 5]),
     };
 
     /// Whether it has a live process whose memory can be read.
@@ -94,7 +95,8 @@ pub struct ProcessInput {
     pub started_at: Option<Instant>,
     /// When the current process became ready.
     pub ready_at: Option<Instant>,
-    /// Restarts since the launcher started, recycles included (STATUS-17, DEC-25).
+    /// Restarts since the launcher started that it did not plan: crashes and hang kills
+    /// (STATUS-17, DEC-84; every restart by its reason in `restarts_by`, DEC-25).
     pub restarts: u32,
     /// The same, by reason.
     pub restarts_by: RestartCounts,

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+pub use super::hang::Owed;
 use super::recycle::RecyclePolicy;
 use crate::ipc::message::FromChild;
 use crate::process::{Ending, ProcessId, ProcessSpec};
@@ -22,6 +23,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn draining(&self, id: ProcessId);
     /// Requests at work on the process now.
     fn in_flight(&self, id: ProcessId) -> u32;
+    /// A replacement started beside the place's process is ready and takes its place: new
+    /// requests go to `addr` (its own port), with this pid; the old one keeps those it has.
+    fn moved(&self, _id: ProcessId, _addr: std::net::SocketAddr, _pid: u32) {}
+    /// Requests still at work on the process a replacement took over from (`moved`).
+    fn outgoing_in_flight(&self, _id: ProcessId) -> u32 {
+        0
+    }
     /// What the front door counted since the launcher started.
     fn tally(&self) -> Tally;
     /// What the front door knows of the process without its help (`status::front`).
@@ -31,6 +39,17 @@ pub trait Hooks: Send + Sync + 'static {
     /// The process's latency over the interval since the last call (the status tick's), the
     /// front door's histogram emptied for the next.
     fn take_latency(&self, _id: ProcessId) -> Option<crate::status::front::Latency> {
+        None
+    }
+    /// Woken as a draining process's last request ends: the shell stops it then, not at its
+    /// next upkeep tick. None: only the tick looks.
+    fn drained_news(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
+    /// What the hang watchdog reads of the process (DEC-82): how many reads from its
+    /// connections brought bytes so far, and the oldest request it owes an answer to. None: the
+    /// front door does not know it.
+    fn liveness(&self, _id: ProcessId) -> Option<(u64, Option<Owed>)> {
         None
     }
     /// A status, sample or count message from a process.
@@ -92,6 +111,8 @@ pub struct SupervisorSettings {
     pub sample_seconds: f64,
     /// `recycleSeconds` and `rejectFraction`, for the recycle decision.
     pub recycle: RecyclePolicy,
+    /// `hangTimeoutSeconds`, for the hang watchdog (DEC-82); zero: never.
+    pub hang_timeout: Duration,
     /// The settings `/status` reports and counts staleness by.
     pub snapshot: SnapshotSettings,
 }
@@ -106,6 +127,7 @@ impl From<&Settings> for SupervisorSettings {
                 reject_fraction: s.memory.reject_fraction,
                 recycle_after: s.cluster.recycle,
             },
+            hang_timeout: s.cluster.hang_timeout,
             snapshot: SnapshotSettings::from_settings(s),
         }
     }
@@ -133,6 +155,9 @@ pub enum Control {
     },
     /// One worker more or fewer, or a count, at run time (`SIGTTIN`, `SIGTTOU`, `scale N`).
     Scale(Scale),
+    /// A reload was refused (a bad config.json, which the servers read themselves): the
+    /// rolling restart under way restarts no other process (`why`: the refusal).
+    HaltRolling(String),
 }
 
 /// A run-time change of the worker count, and where its answer goes.

@@ -32,6 +32,7 @@ use crate::process::ProcessId;
 use crate::status::restarts::{RestartCounts, RestartReason};
 
 pub(crate) use actions::{Action, Aftermath, Exit, Status};
+pub(crate) use beside::Failed;
 pub(crate) use handover::LifecycleState;
 
 /// How long the workers' last request counts may take to reach the master (STOP-7). Public for
@@ -82,6 +83,15 @@ struct Slot {
     started: Option<Instant>,
     /// The shell was told `Up` and not yet `Down`: the proxy routes to it.
     up: bool,
+    /// The hang watchdog killed its current process (`hung.rs`): its exit is counted `hung`.
+    hung: bool,
+    /// Why it was last started again.
+    last_why: Option<RestartReason>,
+    /// A second process in the place: a replacement started beside the one routed to, or the
+    /// old one it took over from, leaving (`beside.rs`).
+    second: Option<beside::Second>,
+    /// How long its last process took to be ready (a replacement's start limit follows it).
+    took: Option<Duration>,
 }
 
 impl Slot {
@@ -93,12 +103,17 @@ impl Slot {
             restarts_by: RestartCounts::default(),
             started: None,
             up: false,
+            hung: false,
+            last_why: None,
+            second: None,
+            took: None,
         }
     }
 
     fn restarted(&mut self, why: RestartReason) {
         self.restarts += 1;
         self.restarts_by.add(why);
+        self.last_why = Some(why);
     }
 }
 
@@ -135,6 +150,9 @@ pub(crate) struct Lifecycle {
     recycling: Option<ProcessId>,
     /// `AllReady` has been said (it is said once).
     all_ready_said: bool,
+    /// A rolling restart's worker steps ask the shell for room to start the replacement beside
+    /// the old process (`Action::AskRoom`, DEC-78); off, each is replaced in place.
+    beside_first: bool,
 }
 
 impl Lifecycle {
@@ -155,7 +173,14 @@ impl Lifecycle {
             rolling: None,
             recycling: None,
             all_ready_said: false,
+            beside_first: false,
         }
+    }
+
+    /// From now on a rolling restart's worker steps start the replacement beside the old
+    /// process where the shell says there is room (DEC-78).
+    pub(crate) fn replace_beside_first(&mut self) {
+        self.beside_first = true;
     }
 
     /// Begins: the master is started first (LAUNCH-2).
@@ -183,11 +208,15 @@ impl Lifecycle {
             State::Draining { until, .. } => Some(until),
             _ => None,
         });
+        let seconds = self
+            .slots
+            .iter()
+            .filter_map(|s| s.second.and_then(beside::Second::deadline));
         let phase = match self.phase {
             Phase::Flushing { until } => Some(until),
             _ => None,
         };
-        slots.chain(phase).min()
+        slots.chain(seconds).chain(phase).min()
     }
 
     /// The process said on its channel that it is ready (LAUNCH-3).
@@ -199,6 +228,7 @@ impl Lifecycle {
             return;
         }
         slot.state = State::Ready { since: now };
+        slot.took = slot.started.map(|s| now.saturating_duration_since(s));
         slot.policy.ready();
         slot.up = true;
         self.actions.push_back(Action::Up(id));
@@ -239,7 +269,6 @@ impl Lifecycle {
     /// The process exited (or could not be spawned). Returns what that meant: started again,
     /// gone for good, and whether the launcher had asked for it.
     pub(crate) fn exited(&mut self, id: ProcessId, how: Exit, now: Instant) -> Aftermath {
-        let _ = how; // the shell logs how; the policy only needs when.
         let stopping = self.is_stopping();
         let Some(slot) = self.slots.get(id.index()) else {
             return Aftermath::NotRunning;
@@ -300,8 +329,15 @@ impl Lifecycle {
         match slot.policy.exited(ready_at, now, give_up_after) {
             Verdict::Restart { after, failing } => {
                 slot.state = State::Waiting { until: now + after };
-                slot.restarted(RestartReason::Crash);
-                self.rolling_failed(id, was_ready);
+                let why = if std::mem::take(&mut slot.hung) {
+                    RestartReason::Hung
+                } else {
+                    RestartReason::Crash
+                };
+                slot.restarted(why);
+                if !was_ready {
+                    self.replacement_failed(id, beside::Failed::Exited(how));
+                }
                 self.actions
                     .push_back(Action::RestartScheduled { id, after, failing });
                 // A worker that failed to start does not hold the next one back.
@@ -389,6 +425,7 @@ impl Lifecycle {
             State::Draining { .. } => self.slots[0].state = State::Ready { since: now },
             _ => {}
         }
+        self.stop_seconds(now);
         for i in 1..self.slots.len() {
             self.terminate_or_forget(ProcessId(i as u16), now);
         }
@@ -405,8 +442,10 @@ impl Lifecycle {
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.slots.len() {
             let id = ProcessId(i as u16);
+            // A replacement starting beside it takes the place if it gets ready.
+            let beside = matches!(self.slots[i].second, Some(beside::Second::Starting { .. }));
             match self.slots[i].state {
-                State::Waiting { until } if until <= now => self.spawn(id, now),
+                State::Waiting { until } if until <= now && !beside => self.spawn(id, now),
                 State::Stopping {
                     kill_at,
                     killed: false,
@@ -423,6 +462,7 @@ impl Lifecycle {
                 _ => {}
             }
         }
+        self.second_timeouts(now);
         self.advance_rolling(now);
         if let Phase::Flushing { until } = self.phase {
             if until <= now {
@@ -432,6 +472,7 @@ impl Lifecycle {
     }
 
     fn spawn(&mut self, id: ProcessId, now: Instant) {
+        self.slots[id.index()].hung = false;
         self.slots[id.index()].state = State::Starting { since: now };
         self.slots[id.index()].started = Some(now);
         self.actions.push_back(Action::Spawn(id));
@@ -473,7 +514,7 @@ impl Lifecycle {
         if self.phase == Phase::StoppingWorkers {
             let workers_left = self.slots[1..]
                 .iter()
-                .any(|s| matches!(s.state, State::Stopping { .. }));
+                .any(|s| matches!(s.state, State::Stopping { .. }) || s.second.is_some());
             if !workers_left {
                 if self.slots[0].state == State::Stopped || self.gave_up.is_some() {
                     self.stop_master(now);
@@ -498,7 +539,9 @@ impl Lifecycle {
 }
 
 mod actions;
+mod beside;
 mod handover;
+mod hung;
 mod rolling;
 mod status;
 

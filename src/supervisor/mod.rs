@@ -3,9 +3,11 @@
 
 mod api;
 pub(crate) mod child;
+pub(crate) mod hang;
 pub mod lifecycle;
 mod mailbox;
 pub(crate) mod output;
+mod ports;
 mod readings;
 pub(crate) mod recycle;
 mod recycle_watch;

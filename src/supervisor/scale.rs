@@ -121,27 +121,38 @@ pub fn decide(ask: Ask, f: &Facts) -> Decision {
     }
     if let (Some(m), true) = (f.memory, to > from) {
         let more = (to - from) as u64;
-        let need = m.per_worker.saturating_mul(more);
-        let headroom = (m.headroom_gb.max(0.0) * (1u64 << 30) as f64) as u64;
-        let left = m
-            .refuse_at
-            .saturating_sub(m.in_use)
-            .saturating_sub(headroom);
-        if need > left {
-            return Decision::Refused(format!(
-                "the memory fit: {more} more worker(s) need about {} (the master's private \
-                 memory each), {} is left under the refusal threshold {} with {} in use and \
-                 memoryHeadroomGB {} to spare: {} short; the worker count stays {from}",
-                gib(need),
-                gib(left),
-                gib(m.refuse_at),
-                gib(m.in_use),
-                plain(m.headroom_gb),
-                gib(need - left)
-            ));
+        if let Some(short) = m.short_of(more, "worker(s)") {
+            return Decision::Refused(format!("{short}; the worker count stays {from}"));
         }
     }
     Decision::Change { from, to }
+}
+
+impl MemoryRoom {
+    /// Why `more` processes more (`what`: "worker(s)") do not fit, with how much is short:
+    /// each counted as the master's private memory, under the refusal threshold with the
+    /// headroom to spare. None: they fit.
+    pub fn short_of(&self, more: u64, what: &str) -> Option<String> {
+        let need = self.per_worker.saturating_mul(more);
+        let headroom = (self.headroom_gb.max(0.0) * (1u64 << 30) as f64) as u64;
+        let left = self
+            .refuse_at
+            .saturating_sub(self.in_use)
+            .saturating_sub(headroom);
+        (need > left).then(|| {
+            format!(
+                "the memory fit: {more} more {what} need about {} (the master's private \
+                 memory each), {} is left under the refusal threshold {} with {} in use and \
+                 memoryHeadroomGB {} to spare: {} short",
+                gib(need),
+                gib(left),
+                gib(self.refuse_at),
+                gib(self.in_use),
+                plain(self.headroom_gb),
+                gib(need - left)
+            )
+        })
+    }
 }
 
 #[cfg(test)]

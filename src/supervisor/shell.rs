@@ -40,6 +40,7 @@ use ticks::Ticks;
 
 pub(crate) use handover::{HandedChild, ShellHandover, ShellState};
 
+mod beside;
 mod give_up;
 mod handover;
 mod keeping;
@@ -47,6 +48,7 @@ mod reload;
 mod scale;
 mod ticks;
 mod to_master;
+mod watchdog;
 
 /// The shell's state (its other parts, in `shell/`, are child modules and see every field).
 struct Shell {
@@ -64,6 +66,26 @@ struct Shell {
     /// The digest of what each running process was started with (`ProcessSpec::inputs`): a
     /// reload restarts in turn those whose place's inputs are no longer these.
     started_with: Vec<Option<u64>>,
+    /// Each place's second process: a replacement started beside its process, or the old one
+    /// it took over from, leaving (DEC-78, `shell/beside.rs`).
+    second: Vec<Option<ChildHandle>>,
+    /// Whether each second process has spoken on its channel (as `spoke`).
+    second_spoke: Vec<bool>,
+    /// The place whose port a replacement starting beside a place's process borrowed.
+    borrowed: Vec<Option<usize>>,
+    /// The port each place's process listens on (swapped at a replacement's switch).
+    ports: super::ports::Ports,
+    /// What each place's last process to be ready was started with: every start but a rolling
+    /// restart's replacement takes these, so a place keeps its last good inputs until its own
+    /// replacement has been ready once (DEC-79). None: none ready yet, or it was failing when
+    /// the inputs changed: the place's own.
+    last_good: Vec<Option<ProcessSpec>>,
+    /// What each running process (and second process) was started with.
+    started_spec: Vec<Option<ProcessSpec>>,
+    second_spec: Vec<Option<ProcessSpec>>,
+    /// The next start of the place is a rolling restart's replacement in place: with the
+    /// place's inputs now, not its last good ones.
+    renew: Vec<bool>,
     /// `fhircluster restart`s and reloads waiting for the rolling restart under way to end.
     roll_waiters: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
     generation: u64,
@@ -84,6 +106,8 @@ struct Shell {
     /// The cgroup's `oom_kill` count at the last exit (or the start): a `SIGKILL` while it rose
     /// was most likely the OOM killer's (DEC-73).
     oom_kills: Option<u64>,
+    /// Each process's last sign of life, for the hang watchdog (DEC-82).
+    hang: super::hang::Watch,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -136,11 +160,13 @@ impl Shell {
     ) -> (Shell, mpsc::UnboundedReceiver<Tagged>) {
         let n = setup.processes.len();
         let (events_tx, events) = mpsc::unbounded_channel();
-        let life = Lifecycle::new(
+        let mut life = Lifecycle::new(
             setup.workers.min(n.saturating_sub(1)),
             setup.max_start_failures,
             setup.kill_after,
         );
+        life.replace_beside_first();
+        let ports = super::ports::Ports::new(&setup.processes);
         let shell = Shell {
             recycle: RecycleWatch::new(setup.settings.recycle),
             setup,
@@ -151,6 +177,14 @@ impl Shell {
             children: (0..n).map(|_| None).collect(),
             spoke: vec![false; n],
             started_with: vec![None; n],
+            second: (0..n).map(|_| None).collect(),
+            second_spoke: vec![false; n],
+            borrowed: vec![None; n],
+            ports,
+            last_good: vec![None; n],
+            started_spec: vec![None; n],
+            second_spec: vec![None; n],
+            renew: vec![false; n],
             roll_waiters: Vec::new(),
             generation: 0,
             events_tx,
@@ -162,6 +196,7 @@ impl Shell {
             readings: SystemReadings::new(),
             master_end: None,
             oom_kills: crate::system::oom_kills::read_oom_kills(std::path::Path::new("/")),
+            hang: Default::default(),
         };
         (shell, events)
     }
@@ -177,6 +212,7 @@ impl Shell {
             shell.setup.settings.sample_seconds,
         );
         let mut control_open = true;
+        let drained = shell.hooks.drained_news();
         loop {
             if let Some(ended) = shell.carry_out() {
                 if let Some(failures) = shell.life.gave_up() {
@@ -207,6 +243,7 @@ impl Shell {
                         }
                     }
                     Some(Control::Scale(s)) => shell.scale(s),
+                    Some(Control::HaltRolling(why)) => shell.halt_rolling(&why),
                     Some(Control::Restart(done)) => shell.restart_all(done),
                     Some(Control::HandOver { reply, back }) => match shell.hand_over().await {
                         Ok(h) => {
@@ -228,11 +265,24 @@ impl Shell {
                     shell.life.handle_timeout(now_std())
                 }
                 _ = ticks.status.tick() => shell.send_snapshot(),
+                _ = notified(drained.as_deref()) => {
+                    let now = now_std();
+                    shell.stop_drained(now);
+                    shell.seconds_drained(now);
+                }
                 _ = ticks.upkeep.tick() => shell.upkeep(),
                 _ = ticks.minute.tick() => shell.minute(),
                 _ = ticks.sample.tick() => shell.front_samples(),
             }
         }
+    }
+}
+
+/// The front door's news that a draining process has nothing left at work; never without one.
+async fn notified(news: Option<&tokio::sync::Notify>) {
+    match news {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -260,6 +310,8 @@ impl Shell {
                     info!("{}: stopping (SIGTERM)", self.code(id));
                     self.signal(id, Signal::SIGTERM);
                 }
+                // The WARNING saying why was logged as it was decided (`watchdog.rs`).
+                Action::KillHung(id) => self.signal(id, Signal::SIGKILL),
                 Action::Kill(id) => {
                     warn!(
                         "{}: still running {} s after SIGTERM; sending SIGKILL",
@@ -269,6 +321,8 @@ impl Shell {
                     self.signal(id, Signal::SIGKILL);
                 }
                 Action::Up(id) => {
+                    self.hang.started(id, now_std());
+                    self.last_good[id.index()] = self.started_spec[id.index()].clone();
                     let pid = self.pid(id);
                     self.hooks.up(id, pid.unwrap_or(0));
                     self.keeper.ready(id);
@@ -324,25 +378,41 @@ impl Shell {
                     self.hooks.retired(id);
                     self.fit_rows();
                 }
-                Action::RollingStep { id, step, of } => info!(
-                    "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
-                    self.code(id),
-                    self.setup.settings.drain.as_secs_f64()
-                ),
+                Action::RollingStep { id, step, of } => {
+                    self.renew[id.index()] = true;
+                    info!(
+                        "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
+                        self.code(id),
+                        self.setup.settings.drain.as_secs_f64()
+                    );
+                }
+                Action::AskRoom { id, step, of } => self.ask_room(id, step, of),
+                Action::SpawnBeside(id) => self.spawn_beside(id),
+                Action::Switch { id, old_runs } => self.switch(id, old_runs),
+                Action::TerminateSecond(id) => {
+                    info!(
+                        "{}: stopping the process its replacement took over from (SIGTERM)",
+                        self.code(id)
+                    );
+                    self.signal_second(id, Signal::SIGTERM);
+                }
+                Action::KillSecond(id) => {
+                    warn!("{}: its second process gets SIGKILL", self.code(id));
+                    self.signal_second(id, Signal::SIGKILL);
+                }
                 Action::RollingDone => {
                     info!("rolling restart done: every process in it was started again");
                     self.hooks.reload_finished();
                     self.rolling_ended(Ok(()));
                 }
-                Action::RollingAborted(id) => {
-                    let why = format!(
-                        "{} exited before it was ready again; the processes after it carry on \
-                         as they were",
-                        self.code(id)
-                    );
-                    warn!("rolling restart stopped: {why}");
+                Action::RollingAborted { id, how } => self.rolling_aborted(id, how),
+                Action::RollingHalted => {
+                    let why = "a reload was refused (config.json, which the servers read as they \
+                               start, is not valid): the processes not reached carry on as they \
+                               were; the next good reload restarts them";
+                    self.keeper.rolling_stopped(Some(why.to_string()));
                     self.hooks.reload_finished();
-                    self.rolling_ended(Err(why));
+                    self.rolling_ended(Err(format!("rolling restart stopped: {why}")));
                 }
                 Action::Finished => {
                     return Some(if self.life.gave_up().is_some() {
@@ -356,38 +426,32 @@ impl Shell {
         None
     }
 
+    /// Starts the place's process: a rolling restart's replacement with the place's inputs
+    /// now, any other start with its last good ones (DEC-79), on the place's port.
     fn spawn(&mut self, id: ProcessId) {
-        self.generation += 1;
-        let spec = self.spec(id).clone();
-        let hello = ToChild::Hello {
-            protocol: PROTOCOL_VERSION.to_string(),
-            role: spec.role.as_str().to_string(),
-            code: spec.code.clone(),
-            status_seconds: self.setup.settings.status_seconds,
-            sample_seconds: self.setup.settings.sample_seconds,
+        let i = id.index();
+        let renew = std::mem::take(&mut self.renew[i]);
+        let inputs = match &self.last_good[i] {
+            Some(good) if !renew => good.clone(),
+            _ => self.spec(id).clone(),
         };
-        match child::spawn(
-            &spec,
-            self.generation,
-            hello,
-            self.events_tx.clone(),
-            &self.output,
-            self.setup.kill_after,
-        ) {
+        let spec = inputs.on_port(self.ports.of(i));
+        match self.start_child(&spec) {
             Ok(handle) => {
                 info!(
                     "{}: started {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
                 self.keeper.started(id);
-                self.spoke[id.index()] = false;
-                self.started_with[id.index()] = Some(spec.inputs());
+                self.spoke[i] = false;
+                self.started_with[i] = Some(inputs.inputs());
+                self.started_spec[i] = Some(inputs);
                 if id.is_master() {
                     self.master_acks = false;
                     self.master_stalled = false;
                 }
                 self.hooks.started(id, handle.pid);
-                self.children[id.index()] = Some(handle);
+                self.children[i] = Some(handle);
             }
             Err(e) => {
                 error!(
@@ -403,6 +467,26 @@ impl Shell {
         }
     }
 
+    /// Starts a child for `spec` with the next generation and its `hello`.
+    fn start_child(&mut self, spec: &ProcessSpec) -> std::io::Result<ChildHandle> {
+        self.generation += 1;
+        let hello = ToChild::Hello {
+            protocol: PROTOCOL_VERSION.to_string(),
+            role: spec.role.as_str().to_string(),
+            code: spec.code.clone(),
+            status_seconds: self.setup.settings.status_seconds,
+            sample_seconds: self.setup.settings.sample_seconds,
+        };
+        child::spawn(
+            spec,
+            self.generation,
+            hello,
+            self.events_tx.clone(),
+            &self.output,
+            self.setup.kill_after,
+        )
+    }
+
     fn signal(&self, id: ProcessId, sig: Signal) {
         if let Some(c) = &self.children[id.index()] {
             c.signal(sig);
@@ -415,11 +499,17 @@ impl Shell {
             .as_ref()
             .is_some_and(|c| c.generation == ev.generation);
         if !current {
+            self.on_second_event(ev);
             return;
         }
         let code = self.code(id).to_string();
         if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } = &ev.event {
             self.spoken(id);
+        }
+        if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } | ChildEvent::BadLine(_) =
+            &ev.event
+        {
+            self.hang.spoke(id, now_std());
         }
         match ev.event {
             ChildEvent::Message(FromChild::Hello { protocol, .. }) => {
@@ -487,7 +577,7 @@ impl Shell {
             ChildEvent::Exited(exit) => {
                 let pid = self.pid(id);
                 self.children[id.index()] = None;
-                let ending = self.ending(exit);
+                let ending = self.ending(id, exit);
                 self.hooks.exited(id, ending);
                 self.exited(id, exit, pid);
             }

@@ -8,7 +8,11 @@
 //! until the test removes `pause-S`. The steps: `child-<code>` (before each process is taken
 //! from its tasks; failing it loses that process's fds), `handed` (every process taken),
 //! `state` (before the state is written), `memfd` (failing only: the state's memfd) and `exec`
-//! (before the last look at the processes and the `execve`).
+//! (before the last look at the processes and the `execve`). After the `execve`, the new
+//! program's setup steps (failing only; each must leave the service serving, DEC-70):
+//! `setup-access-log`, `setup-pid-file`, `setup-preload`, `setup-admin` and `setup-listen` (a
+//! listener for a changed address), `setup-control-file` (the control socket's file found not to
+//! be the one made) and `setup-control-permit` (its group and mode).
 //!
 //! A file `<dir>/record-state` makes the program write the state it hands over, as encoded, to
 //! `<dir>/state.json` just before the `execve` (how `tests/fixtures/handover-format-1.json` was

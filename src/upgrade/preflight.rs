@@ -10,14 +10,22 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::exec::STATE_VAR;
-use super::state::{reads, takes_client_conns, FORMAT};
+use super::state::{reads, takes_client_conns, takes_listeners, FORMAT};
 
 /// How much of a failed `--check`'s output the reason quotes.
 const QUOTED: usize = 300;
 
-/// `Ok` when `program` may replace this one, saying whether it takes idle client connections
-/// over (`state::TAKES_CLIENT_CONNS`).
-pub(crate) fn check(program: &Path) -> Result<bool, String> {
+/// What a checked binary takes over beyond the format's fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Takes {
+    /// The idle client connections (`state::TAKES_CLIENT_CONNS`).
+    pub clients: bool,
+    /// The listeners bound for it (`state::TAKES_LISTENERS`).
+    pub listeners: bool,
+}
+
+/// `Ok` when `program` may replace this one, saying what it takes over.
+pub(crate) fn check(program: &Path) -> Result<Takes, String> {
     let shown = program.display();
     let meta = std::fs::metadata(program).map_err(|e| format!("{shown}: {e}"))?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
@@ -40,7 +48,10 @@ pub(crate) fn check(program: &Path) -> Result<bool, String> {
             quote(&checked.stdout, &checked.stderr)
         ));
     }
-    Ok(takes_client_conns(&line))
+    Ok(Takes {
+        clients: takes_client_conns(&line),
+        listeners: takes_listeners(&line),
+    })
 }
 
 /// Runs `program` with `flag` first, then this program's own arguments (so `--` and what

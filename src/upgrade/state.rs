@@ -77,6 +77,12 @@ pub(crate) struct Handover {
     /// The control socket's listening fd (its file stays where it is).
     #[serde(default)]
     pub control_fd: Option<i32>,
+    /// The control socket's file, its device and inode: the new program sets its group and
+    /// mode again on that file only, never on what a link there points to (DEC-71).
+    #[serde(default)]
+    pub control_file: Option<(u64, u64)>,
+    /// HAProxy's agent's listening fd (`agentAddress`, DEC-89).
+    pub agent_fd: Option<i32>,
     /// The run's mark (every child's `FHIRCLUSTER_TREE` begins with it) and the guardian.
     pub mark: String,
     pub guardian: Option<GuardianState>,
@@ -98,6 +104,11 @@ pub(crate) struct Handover {
     /// The idle client connections, kept open (`proxy::conn::handed`).
     #[serde(default)]
     pub client_conns: Vec<ClientConnState>,
+    /// Listening sockets the old program bound for the new settings (a changed `server.port`,
+    /// `listenAddress` or `adminAddress`, `upgrade::listeners`): the new program takes each by
+    /// its address. Only to a program whose `--upgrade-formats` says [`TAKES_LISTENERS`].
+    #[serde(default)]
+    pub prebound: Vec<i32>,
 }
 
 /// An idle client connection handed over: its fd and the bytes read from it ahead of its next
@@ -153,13 +164,23 @@ impl std::fmt::Display for StateError {
 /// upgrade to it closes them in the drain as before. Older readers skip the word (`reads`).
 pub(crate) const TAKES_CLIENT_CONNS: &str = "clientConns";
 
+/// The word `--upgrade-formats` prints when the program takes the listeners bound for it
+/// (`prebound`) by their address. An older program would leave them open and bind the same
+/// addresses itself, so they are bound only for a program that says it.
+pub(crate) const TAKES_LISTENERS: &str = "listeners";
+
+/// Whether a binary whose `--upgrade-formats` printed `line` takes the listeners bound for it.
+pub(crate) fn takes_listeners(line: &str) -> bool {
+    line.split_whitespace().any(|w| w == TAKES_LISTENERS)
+}
+
 /// What `--upgrade-formats` prints: the formats read, space-separated, then what else this
 /// program takes over (`1 clientConns`).
 pub(crate) fn formats_line() -> String {
     READS
         .iter()
         .map(u32::to_string)
-        .chain([TAKES_CLIENT_CONNS.to_string()])
+        .chain([TAKES_CLIENT_CONNS.to_string(), TAKES_LISTENERS.to_string()])
         .collect::<Vec<_>>()
         .join(" ")
 }

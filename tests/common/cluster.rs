@@ -9,6 +9,9 @@ pub struct ClusterBuilder {
     pub(super) env: Vec<(String, String)>,
     pub(super) args: Vec<String>,
     pub(super) command: Option<Vec<String>>,
+    /// The admin API on the port right after the workers': the run has room for no worker
+    /// more (DEC-21), so no spare port either.
+    pub(super) admin_after_workers: bool,
 }
 
 pub fn cluster() -> ClusterBuilder {
@@ -18,6 +21,7 @@ pub fn cluster() -> ClusterBuilder {
         env: Vec::new(),
         args: Vec::new(),
         command: None,
+        admin_after_workers: false,
     }
 }
 
@@ -67,6 +71,9 @@ impl ClusterBuilder {
         });
         if let Some(n) = self.workers {
             config["server"]["cluster"]["workers"] = json!(n);
+            if self.admin_after_workers {
+                config["server"]["cluster"]["adminAddress"] = json!(base + 2 + n as u16);
+            }
         }
         merge(&mut config, &self.config);
         config
@@ -74,7 +81,8 @@ impl ClusterBuilder {
 
     /// Free ports for this cluster: the client port, the master's and each worker's.
     pub(super) fn ports(&self) -> u16 {
-        free_ports(self.workers.map_or(PORT_BLOCK, |n| n as u16 + 2))
+        let extra = u16::from(self.admin_after_workers);
+        free_ports(self.workers.map_or(PORT_BLOCK, |n| n as u16 + 2 + extra))
     }
 
     /// The instance codes `start` waits for.
@@ -100,6 +108,13 @@ impl ClusterBuilder {
 
     pub fn arg(mut self, a: &str) -> Self {
         self.args.push(a.to_string());
+        self
+    }
+
+    /// The admin API on the port right after the last worker's (`internal + workers + 1`):
+    /// the ports leave room for no worker more (DEC-21).
+    pub fn admin_after_workers(mut self) -> Self {
+        self.admin_after_workers = true;
         self
     }
 

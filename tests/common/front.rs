@@ -20,15 +20,21 @@ impl Cluster {
     }
 
     /// The pid of the latest start of process `code`, from the launcher's log
-    /// (`tx1: started tx-worker (pid 123) ...`).
+    /// (`tx1: started tx-worker (pid 123) ...`), or of the replacement that took its place
+    /// (`tx1: switched to its replacement (pid 124) ...`, DEC-78).
     pub fn pid_of(&self, code: &str) -> i32 {
-        let prefix = format!("{code}: started ");
+        let prefixes = [
+            format!("{code}: started "),
+            format!("{code}: switched to its replacement "),
+        ];
         self.log_lines()
             .iter()
             .rev()
             .filter_map(|l| {
-                let rest = &l[l.find(&prefix)? + prefix.len()..];
-                let pid = rest.split("(pid ").nth(1)?.split(')').next()?;
+                let at = prefixes
+                    .iter()
+                    .find_map(|p| Some(l.find(p.as_str())? + p.len()))?;
+                let pid = l[at..].split("(pid ").nth(1)?.split(')').next()?;
                 pid.trim().parse().ok()
             })
             .next()

@@ -14,12 +14,13 @@
 # the same way, set up as `fhircluster-load compare` sets it up (one thread, `maxconn 16` to
 # the upstream, `timeout queue 1s`). CACHE_SIM=1 adds callgrind's cache simulation (the host's
 # first-level caches) and prints the instruction- and data-cache misses per request too.
-#   cargo build --release --bins && tests/perf/callgrind-per-request.sh [OUT_DIR] [SECONDS]
+#   ./release-lto.sh build --bins && tests/perf/callgrind-per-request.sh [OUT_DIR] [SECONDS]
 set -eu
 out=${1:-$(mktemp -d /tmp/callgrind-per-request.XXXX)}
 seconds=${2:-10}
 connections=${CONNECTIONS:-8}
-bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
+# PROFILE=release measures the plain build (`cargo build --release --bins`) instead.
+bin=$(cd "$(dirname "$0")/../.." && pwd)/target/${PROFILE:-release-lto}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 

@@ -1,8 +1,8 @@
 #!/bin/bash
-# Records the profile the release build is optimised with (`.cargo/rustc-pgo`, cluster.md
-# DEC-69): builds the launcher instrumented (`-Cprofile-generate`, its own target directory),
-# runs it under load against the fast upstream on loopback, and merges what it counted into
-# `.cargo/pgo/llvm-N.profdata` (N: rustc's LLVM major version; `llvm-profdata-N` from the
+# Records the profile the optimised build is made with (`./release-lto.sh`, cluster.md DEC-69):
+# builds the launcher instrumented (the release-lto profile with `-Cprofile-generate`, its own
+# target directory), runs it under load against the fast upstream on loopback, and merges what
+# it counted into `pgo/llvm-N.profdata` (N: rustc's LLVM major version; `llvm-profdata-N` from the
 # `llvm-N` package, or LLVM_PROFDATA=path). Run it again after a change to the request path:
 # a function changed since the profile was recorded is compiled as if there were none.
 # The load, each run `wrk -t1 -d${SECONDS_EACH}s` (5 s) after a 2 s warm-up, loopback only:
@@ -12,7 +12,7 @@
 #     keep-alive);
 #   - no workers (the master answers, as `fhircluster-load compare` sets it up): GET at 8
 #     and 256.
-#   tests/perf/pgo-profile.sh [WORK_DIR]     then: cargo build --release
+#   tests/perf/pgo-profile.sh [WORK_DIR]     then: ./release-lto.sh
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${1:-$(mktemp -d /tmp/pgo-profile.XXXX)}
@@ -25,8 +25,8 @@ command -v "$profdata" > /dev/null || { echo "no $profdata (apt-get install llvm
 . "$root/tests/perf/fast-upstream.sh"
 
 rm -rf "$work/raw"
-(cd "$root" && RUSTC_WRAPPER= CARGO_TARGET_DIR="$work/target" \
-    RUSTFLAGS="-Cprofile-generate=$work/raw" cargo build --release --bin fhircluster)
+(cd "$root" && CARGO_TARGET_DIR="$work/target" \
+    RUSTFLAGS="-Cprofile-generate=$work/raw" cargo build --profile release-lto --bin fhircluster)
 
 cat > "$work/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -41,7 +41,7 @@ train() {
     rm -rf "$dir"; mkdir -p "$dir"
     base=$(python3 "$root/tests/perf/free-ports.py" 3)
     fast_upstream_cluster "$dir" "$base" "$workers"
-    RUST_LOG=warn "$work/target/release/fhircluster" --data-dir "$dir" > "$dir/log" 2>&1 &
+    RUST_LOG=warn "$work/target/release-lto/fhircluster" --data-dir "$dir" > "$dir/log" 2>&1 &
     local pid=$!
     # A load that fails (set -e) still stops this launcher, and its processes with it.
     trap "kill -TERM $pid 2> /dev/null || true" EXIT
@@ -66,7 +66,7 @@ train() {
 train 2 "-c8" "-c256" "-c32 -H X-Cache-Id:session-7" "-c32 -s $work/post.lua" "-c8 -H Connection:close"
 train 0 "-c8" "-c256"
 
-mkdir -p "$root/.cargo/pgo"
-out="$root/.cargo/pgo/llvm-$llvm.profdata"
+mkdir -p "$root/pgo"
+out="$root/pgo/llvm-$llvm.profdata"
 "$profdata" merge --sparse -o "$out" "$work"/raw/*.profraw
-echo "profile $out ($(wc -c < "$out") bytes) from $(ls "$work"/raw/*.profraw | wc -l) runs; build with: cargo build --release"
+echo "profile $out ($(wc -c < "$out") bytes) from $(ls "$work"/raw/*.profraw | wc -l) runs; build with: ./release-lto.sh"

@@ -4,11 +4,12 @@
 # at 111.6 heavy/s (3x this 2-core machine's heavy capacity, as the compare's surge part) and
 # 5 s after, against 1 master + 2 fhirsmith-sim workers burning the compare's costs. Loopback
 # only; each launcher is stopped by its own pid. Prints one line per round and the medians.
-#   cargo build --release --bins && tests/perf/predictive-surge.sh [ROUNDS] [OUT_DIR]
+#   ./release-lto.sh build --bins && tests/perf/predictive-surge.sh [ROUNDS] [OUT_DIR]
 set -eu
 rounds=${1:-4}
 out=${2:-$(mktemp -d /tmp/predictive-surge.XXXX)}
-bin=$(cd "$(dirname "$0")/../.." && pwd)/target/release
+# PROFILE=release measures the plain build (`cargo build --release --bins`) instead.
+bin=$(cd "$(dirname "$0")/../.." && pwd)/target/${PROFILE:-release-lto}
 mkdir -p "$out"
 
 free_base() {

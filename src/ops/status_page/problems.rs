@@ -1,6 +1,7 @@
 //! The page's problems, a line each (spec "Status": "the problems, a line each with a ⚠ and a
 //! sentence"), taken from what `/status` holds: a process not ready (starting, restarting,
-//! stopping), refusing, its figures gone stale; restarts since the launcher started; memory at
+//! stopping), refusing, its figures gone stale; restarts since the launcher started it did not
+//! plan (crashes, hang kills: DEC-84); memory at
 //! 90% or more of the refuse threshold; the launcher not ready or draining, its own refusals in
 //! the last minute; an upgrade that did not happen; a refused reload and settings waiting for a
 //! restart of the launcher. Pure: the JSON in, the lines out.
@@ -21,7 +22,8 @@ pub(crate) enum Kind {
     Refusing,
     /// A process whose figures are older than three intervals.
     Stale,
-    /// Restarts since the launcher started.
+    /// Restarts since the launcher started that it did not plan: crashes and hang kills
+    /// (`restarts`, DEC-84; reloads, `restart`, recycles and scales are not problems).
     Restarts,
     /// The memory guard's measure at 90% or more of its refuse threshold.
     Memory,
@@ -155,7 +157,7 @@ pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
             Kind::Restarts,
             None,
             format!(
-                "{total} restart{s} since the launcher started ({}).",
+                "{total} restart{s} since the launcher started, crashes and hang kills ({}).",
                 restarted.join(", ")
             ),
         ));

@@ -79,6 +79,17 @@ fn polylines(html: &str) -> Vec<(String, Vec<String>)> {
 }
 
 #[test]
+fn planned_restarts_are_no_problem() {
+    // spec: DEC-84: a reload's, `restart`'s, a recycle's or a scale's restarts are counted by
+    // reason (`restartsBy`) but not in `restarts`, so no problem line.
+    let mut tx1 = process("tx1", "ready");
+    tx1["restartsBy"] = json!({"crash": 0, "hung": 0, "rolling": 3, "recycle": 1, "scale": 1});
+    let st = status(vec![process("m0", "ready"), tx1]);
+    let found = problems(&st, &Value::Null);
+    assert!(found.iter().all(|p| p.kind != Kind::Restarts), "{found:#?}");
+}
+
+#[test]
 fn every_problem_kind_has_a_line_of_its_own() {
     // spec: STATUS-17, STATUS-21 (the spec's "Status": the problems, a line each with a ⚠)
     let mut tx1 = process("tx1", "restarting");
@@ -123,7 +134,7 @@ fn every_problem_kind_has_a_line_of_its_own() {
         assert!(html.contains(&esc(&p.text)), "{} not on the page", p.text);
     }
     assert!(html.contains("tx1 is restarting, not ready (last: exited (signal 9))."));
-    assert!(html.contains("2 restarts since the launcher started (tx1 2)."));
+    assert!(html.contains("2 restarts since the launcher started, crashes and hang kills (tx1 2)."));
     assert!(html.contains("Memory is at 95% of the refuse threshold"));
     assert!(
         html.contains(r#"Problems <b data-figure="problems">11</b>"#),

@@ -11,6 +11,8 @@ pub mod compact;
 pub mod error;
 pub mod headers;
 mod idle_check;
+mod live;
+pub mod liveness;
 mod outgoing;
 pub mod pool;
 mod reach;

@@ -23,7 +23,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ use super::error::{ForwardError, SendFailure};
 use super::idle_check::{
     asks_the_kernel, look, look_as_the_reactor_knows, Idle as Look, Trust, REACTOR_TRUSTED_FOR,
 };
+use super::live::Live;
+use super::liveness::Liveness;
 use super::outgoing::OutgoingBody;
 use super::reach::Reach;
 use super::replay::{self, Next};
@@ -69,6 +71,7 @@ impl<B> Clone for Upstream<B> {
 }
 
 struct Inner {
+    /// The addresses the process may be reached at (DEC-40); the port is `Idle::addr`'s.
     reach: Reach,
     /// The process's instance code, for the log.
     name: String,
@@ -80,6 +83,8 @@ struct Inner {
     /// Requests sent again after the process closed without answering (DEC-33), shared with
     /// `fhircluster_retries_total`.
     retries: Arc<AtomicU64>,
+    /// What the hang watchdog reads of the process (DEC-82): bytes heard, the request owed.
+    liveness: Arc<Liveness>,
 }
 
 struct Idle {
@@ -89,6 +94,11 @@ struct Idle {
     generation: u64,
     /// Lost when the process writes outside a response; back when it restarts (`clear()`).
     trust: Trust,
+    /// Where the process listens: its place's port, or the other one after a replacement
+    /// started beside it took over (`move_to`).
+    addr: SocketAddr,
+    /// The connections made to `addr` and not yet closed, busy or idle (`Live`).
+    live: Arc<AtomicUsize>,
 }
 
 impl Inner {
@@ -215,9 +225,7 @@ impl<B: OutgoingBody> Upstream<B> {
         name: &str,
         retries: Arc<AtomicU64>,
     ) -> Upstream<B> {
-        let also = also_at.iter().map(|ip| SocketAddr::new(*ip, addr.port()));
-        let reach = Reach::new(addr, also);
-        Upstream::build(reach, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
+        Upstream::build(addr, also_at, max_idle, DEFAULT_IDLE_TIMEOUT, name, retries)
     }
 
     /// As [`Upstream::new`], with how long a connection may sit idle and still be reused (zero:
@@ -229,13 +237,7 @@ impl<B: OutgoingBody> Upstream<B> {
         idle_timeout: Duration,
     ) -> Upstream<B> {
         let name = addr.to_string();
-        Upstream::build(
-            Reach::new(addr, []),
-            max_idle,
-            idle_timeout,
-            &name,
-            Arc::default(),
-        )
+        Upstream::build(addr, &[], max_idle, idle_timeout, &name, Arc::default())
     }
 
     /// As it is, with its connections taken on the reactor's word for up to `trusted_for` after
@@ -250,7 +252,8 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     fn build(
-        reach: Reach,
+        addr: SocketAddr,
+        also_at: &[std::net::IpAddr],
         max_idle: usize,
         idle_timeout: Duration,
         name: &str,
@@ -258,7 +261,7 @@ impl<B: OutgoingBody> Upstream<B> {
     ) -> Upstream<B> {
         Upstream {
             inner: Arc::new(Inner {
-                reach,
+                reach: Reach::new(addr.ip(), also_at.iter().copied()),
                 name: name.to_string(),
                 max_idle,
                 idle_timeout,
@@ -267,8 +270,11 @@ impl<B: OutgoingBody> Upstream<B> {
                     conns: Vec::new(),
                     generation: 0,
                     trust: Trust::Reuse,
+                    addr,
+                    live: Arc::default(),
                 }),
                 retries,
+                liveness: Arc::default(),
             }),
             _body: PhantomData,
         }
@@ -306,6 +312,11 @@ impl<B: OutgoingBody> Upstream<B> {
             .any(|c| c.io().poll_read_ready(&mut cx).is_ready())
     }
 
+    /// What the hang watchdog reads of the process (DEC-82).
+    pub fn liveness(&self) -> &Liveness {
+        &self.inner.liveness
+    }
+
     /// Drops every idle connection, and keeps those now busy from coming back (the process
     /// restarted: its old connections lead nowhere). A new process is trusted again.
     pub fn clear(&self) {
@@ -316,6 +327,26 @@ impl<B: OutgoingBody> Upstream<B> {
             std::mem::take(&mut idle.conns)
         };
         drop(old);
+        self.inner.liveness.clear();
+    }
+
+    /// The process now listens at `addr` (a replacement started beside the old one took its
+    /// place): new requests go there, the idle connections to the old one are closed and the
+    /// busy ones never come back. Returns how many connections to the old one are still open,
+    /// counted down as each closes: its requests in flight (what its drain waits for).
+    pub fn move_to(&self, addr: SocketAddr) -> Arc<AtomicUsize> {
+        let (old, live) = {
+            let mut idle = self.inner.lock();
+            idle.addr = addr;
+            idle.generation = idle.generation.wrapping_add(1);
+            idle.trust = Trust::Reuse;
+            let live = std::mem::take(&mut idle.live);
+            (std::mem::take(&mut idle.conns), live)
+        };
+        drop(old);
+        // The hang watchdog watches the place's new process from here on.
+        self.inner.liveness.clear();
+        live
     }
 
     /// As [`Upstream::try_send`], without the request back on failure. For the tests.
@@ -380,7 +411,8 @@ impl<B: OutgoingBody> Upstream<B> {
         // The upstream leg is always HTTP/1.1 with keep-alive, whatever the client spoke.
         parts.version = Version::HTTP_11;
         if !parts.headers.contains_key(HOST) {
-            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now().to_string()) {
+            let port = self.inner.lock().addr.port();
+            if let Ok(v) = HeaderValue::from_str(&self.inner.reach.now(port).to_string()) {
                 parts.headers.insert(HOST, v);
             }
         }
@@ -413,6 +445,9 @@ impl<B: OutgoingBody> Upstream<B> {
             } else {
                 conn.write_request(&mut parts, &mut body).await
             };
+            if written.is_ok() {
+                self.inner.liveness.sent(now, &parts.method, &parts.uri);
+            }
             let error = match written {
                 Ok(()) => match conn.read_head(&parts.method).await {
                     Ok(head) => {
@@ -477,13 +512,19 @@ impl<B: OutgoingBody> Upstream<B> {
     }
 
     async fn connect(&self) -> Result<Conn, ForwardError> {
-        let generation = self.inner.lock().generation;
+        let (generation, addr, live) = {
+            let idle = self.inner.lock();
+            (idle.generation, idle.addr, Live::count(&idle.live))
+        };
         let stream = (self.inner.reach)
-            .connect(&self.inner.name)
+            .connect(addr.port(), &self.inner.name)
             .await
             .map_err(ForwardError::Connect)?;
         stream.set_nodelay(true).map_err(ForwardError::Connect)?;
-        Ok(Box::new(UpstreamConn::new(stream, generation)))
+        let mut conn = UpstreamConn::new(stream, generation);
+        conn.hearing = Some(self.inner.liveness.clone());
+        conn.live = Some(live);
+        Ok(Box::new(conn))
     }
 }
 

@@ -4,49 +4,55 @@
 //! for itself, so only a connection tells which address it listens on.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::net::TcpStream;
 use tracing::info;
 
 pub(super) struct Reach {
-    /// Never empty; the first is the plan's `connect_addr`.
-    addrs: Box<[SocketAddr]>,
+    /// Never empty; the first is the plan's `connect_addr`'s. The port is the pool's (a
+    /// replacement beside the old process moves it, DEC-78).
+    ips: Box<[IpAddr]>,
     /// The index of the address that took the last connection.
     at: AtomicUsize,
 }
 
 impl Reach {
-    pub(super) fn new(first: SocketAddr, also: impl IntoIterator<Item = SocketAddr>) -> Reach {
-        let addrs: Vec<SocketAddr> = std::iter::once(first).chain(also).collect();
+    pub(super) fn new(first: IpAddr, also: impl IntoIterator<Item = IpAddr>) -> Reach {
+        let ips: Vec<IpAddr> = std::iter::once(first).chain(also).collect();
         Reach {
-            addrs: addrs.into_boxed_slice(),
+            ips: ips.into_boxed_slice(),
             at: AtomicUsize::new(0),
         }
     }
 
-    /// The address the process is reached at now (the `Host` of a request that has none).
-    pub(super) fn now(&self) -> SocketAddr {
-        self.addrs[self.at.load(Ordering::Relaxed) % self.addrs.len()]
+    /// The address the process is reached at now on `port` (the `Host` of a request that has
+    /// none).
+    pub(super) fn now(&self, port: u16) -> SocketAddr {
+        SocketAddr::new(
+            self.ips[self.at.load(Ordering::Relaxed) % self.ips.len()],
+            port,
+        )
     }
 
-    /// A connection to the process, from the address that last took one; `name` (its instance
-    /// code) for the log line when another address takes over. The first address's error when
-    /// none takes it.
-    pub(super) async fn connect(&self, name: &str) -> io::Result<TcpStream> {
-        let at = self.at.load(Ordering::Relaxed) % self.addrs.len();
-        let first_error = match TcpStream::connect(self.addrs[at]).await {
+    /// A connection to the process on `port`, from the address that last took one; `name` (its
+    /// instance code) for the log line when another address takes over. The first address's
+    /// error when none takes it.
+    pub(super) async fn connect(&self, port: u16, name: &str) -> io::Result<TcpStream> {
+        let at = self.at.load(Ordering::Relaxed) % self.ips.len();
+        let first_error = match TcpStream::connect(SocketAddr::new(self.ips[at], port)).await {
             Ok(stream) => return Ok(stream),
             Err(e) => e,
         };
-        for (i, addr) in self.addrs.iter().enumerate().filter(|(i, _)| *i != at) {
+        for (i, ip) in self.ips.iter().enumerate().filter(|(i, _)| *i != at) {
+            let addr = SocketAddr::new(*ip, port);
             if let Ok(stream) = TcpStream::connect(addr).await {
                 self.at.store(i, Ordering::Relaxed);
                 info!(
                     "{name}: reached at {addr} (bindAddress resolves to {}; {} refused: {first_error})",
                     self.list(),
-                    self.addrs[at]
+                    SocketAddr::new(self.ips[at], port)
                 );
                 return Ok(stream);
             }
@@ -55,7 +61,7 @@ impl Reach {
     }
 
     fn list(&self) -> String {
-        let ips: Vec<String> = self.addrs.iter().map(|a| a.ip().to_string()).collect();
+        let ips: Vec<String> = self.ips.iter().map(ToString::to_string).collect();
         ips.join(", ")
     }
 }
@@ -81,14 +87,18 @@ mod tests {
             tries += 1;
             assert!(tries < 20, "no port free on 127.0.0.1 beside 127.0.0.2's");
         };
-        let reach = Reach::new(first, [second]);
-        assert_eq!(reach.now(), first);
-        let conn = reach.connect("tx1").await.expect("the second address");
+        let port = first.port();
+        let reach = Reach::new(first.ip(), [second.ip()]);
+        assert_eq!(reach.now(port), first);
+        let conn = reach
+            .connect(port, "tx1")
+            .await
+            .expect("the second address");
         assert_eq!(conn.peer_addr().expect("peer"), second);
-        assert_eq!(reach.now(), second, "kept for the next connection");
-        reach.connect("tx1").await.expect("again");
+        assert_eq!(reach.now(port), second, "kept for the next connection");
+        reach.connect(port, "tx1").await.expect("again");
         drop(listener);
-        let e = reach.connect("tx1").await.expect_err("none listens");
+        let e = reach.connect(port, "tx1").await.expect_err("none listens");
         assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused);
     }
 
@@ -97,8 +107,8 @@ mod tests {
         // spec: DEC-40
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let reach = Reach::new(addr, []);
-        reach.connect("m0").await.expect("connects");
-        assert_eq!(reach.now(), addr);
+        let reach = Reach::new(addr.ip(), []);
+        reach.connect(addr.port(), "m0").await.expect("connects");
+        assert_eq!(reach.now(addr.port()), addr);
     }
 }

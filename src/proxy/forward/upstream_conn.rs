@@ -76,8 +76,12 @@ pub struct UpstreamConn<IO> {
     /// The pool's generation when it was made.
     pub generation: u64,
     pub idle_since: Instant,
+    /// Counted among its process's open connections while it lives (`live.rs`).
+    pub live: Option<super::live::Live>,
     /// A header map for the next response head, cleared: the last request's (`recycle`).
     spare: HeaderMap,
+    /// Told of every read that brings bytes: the hang watchdog's sign of life (DEC-82).
+    pub(super) hearing: Option<Arc<super::liveness::Liveness>>,
 }
 
 /// The largest map kept for the next response (entries): more came from a request with many
@@ -142,7 +146,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             reused: false,
             generation,
             idle_since: Instant::now(),
+            live: None,
             spare: HeaderMap::new(),
+            hearing: None,
         }
     }
 
@@ -381,6 +387,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         let read = tokio::io::AsyncReadExt::read_buf(&mut self.io, &mut spare);
         let n = ready!(std::future::Future::poll(std::pin::pin!(read), cx))?;
         self.heard += n as u64;
+        if n > 0 {
+            if let Some(l) = &self.hearing {
+                l.heard();
+            }
+        }
         if n == want {
             self.next_read = (want * 2).min(UPSTREAM_READ_AT_MOST);
         } else if n < want / 4 && want > FIRST_READ {

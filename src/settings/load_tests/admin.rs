@@ -69,6 +69,41 @@ fn admin_address_must_not_take_the_client_port_or_a_process_port() {
 }
 
 #[test]
+fn the_agent_address_takes_no_port_the_clients_processes_or_admin_endpoints_use() {
+    // spec: DEC-89
+    refused(
+        settings(&[], &[], cluster(json!({"agentAddress": 3000}))),
+        "server.cluster.agentAddress",
+        "must not use the port clients use",
+    );
+    refused(
+        settings(
+            &["--workers=2"],
+            &[],
+            cluster(json!({"agentAddress": 3002})),
+        ),
+        "server.cluster.agentAddress",
+        "must not use one of the processes' ports 3001-3003",
+    );
+    refused(
+        settings(
+            &["--admin-address=9100"],
+            &[],
+            cluster(json!({"agentAddress": "0.0.0.0:9100"})),
+        ),
+        "server.cluster.agentAddress",
+        "must not use server.cluster.adminAddress's port",
+    );
+    let c = ok(
+        &["--admin-address=9100"],
+        &[],
+        cluster(json!({"agentAddress": "9101"})),
+    )
+    .cluster;
+    assert_eq!(c.agent_address, "127.0.0.1:9101".parse().ok());
+}
+
+#[test]
 fn the_control_socket_is_in_the_data_directory_or_off_and_its_group_a_name_or_number() {
     // #26.4
     let path = |args: &[&str], v: Option<Value>| {

@@ -46,7 +46,17 @@ fn load_reads_config_json_from_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     // Flags outrank whatever this process's environment holds.
-    let args = ["--data-dir", d, "--port", "4000", "--workers", "1"];
+    // A server that is not node's: config.json may have comments (fhircluster reads them).
+    let args = [
+        "--data-dir",
+        d,
+        "--port",
+        "4000",
+        "--workers",
+        "1",
+        "--command",
+        "python3 s.py",
+    ];
     let s = load(&cli(&args)).unwrap();
     assert_eq!(
         (s.data_dir.as_path(), s.cluster.drain),
@@ -65,6 +75,37 @@ fn load_reads_config_json_from_the_data_dir() {
     let e = load(&cli(&args)).unwrap_err();
     assert_eq!(e.setting(), "config.json");
     assert!(e.to_string().contains("config.json:2:"), "{e}");
+}
+
+#[test]
+fn a_commented_config_json_for_node_servers_is_refused_at_its_first_comment() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let file = "{\n \"server\": {\"port\": 4000}, /* the port */\n \"x\": 1 // more\n}";
+    std::fs::write(dir.path().join("config.json"), file).unwrap();
+    for command in ["node server.js", "/usr/bin/nodejs server.js"] {
+        let e = load(&cli(&["--data-dir", d, "--command", command])).unwrap_err();
+        assert_eq!(e.setting(), "config.json");
+        let text = e.to_string();
+        assert!(text.contains("config.json:2:28: a comment"), "{text}");
+        assert!(text.contains("JSON.parse"), "{text}");
+    }
+    assert!(load(&cli(&["--data-dir", d, "--command", "python3 s.py"])).is_ok());
+}
+
+#[test]
+fn a_data_directory_without_config_json_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let s = load(&cli(&["--data-dir", d])).unwrap();
+    let file = dir.path().join("config.json").display().to_string();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.starts_with(&file) && w.contains("no such file")),
+        "{:?}",
+        s.warnings
+    );
 }
 
 #[test]

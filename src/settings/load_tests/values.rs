@@ -126,6 +126,22 @@ fn proxy_threads_is_read_and_at_least_one() {
 }
 
 #[test]
+fn the_hang_timeout_is_three_upstream_timeouts_unless_given() {
+    // spec: DEC-82
+    assert_eq!(
+        ok(&[], &[], None).cluster.hang_timeout,
+        Duration::from_secs(180)
+    );
+    let s = ok(&[], &[], cluster(json!({"upstreamTimeoutSeconds": 2.5})));
+    assert_eq!(s.cluster.hang_timeout, Duration::from_millis(7500));
+    let given = json!({"upstreamTimeoutSeconds": 0, "hangTimeoutSeconds": 4});
+    assert_eq!(
+        ok(&[], &[], cluster(given)).cluster.hang_timeout,
+        Duration::from_secs(4)
+    );
+}
+
+#[test]
 fn seconds_may_be_fractional() {
     let s = ok(
         &[],
@@ -183,6 +199,8 @@ fn zero_is_read_as_zero_wherever_the_spec_gives_it_a_meaning() {
         c.write_timeout,
         c.recycle,
         c.kill_after,
+        // DEC-82: with no upstream timeout, no hang timeout unless one is given.
+        c.hang_timeout,
     ] {
         assert!(d.is_zero());
     }

@@ -39,11 +39,15 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         ("accessLog", json!("json")),
         ("accessLogPath", json!("access.log")),
         ("accessLogQuery", json!(true)),
+        ("trustedProxies", json!(["127.0.0.1", "::ffff:10.0.0.1"])),
         ("controlSocket", json!("/run/fhircluster/ctl.sock")),
         ("controlGroup", json!("fhirsmith")),
         ("pidFile", json!("run/fhircluster.pid")),
         ("nodeReport", json!(true)),
         ("predictiveAdmission", json!(true)),
+        ("hangTimeoutSeconds", json!(26)),
+        ("lameDuckSeconds", json!(27)),
+        ("agentAddress", json!("127.0.0.1:9101")),
     ] {
         json["server"]["cluster"][k] = v;
     }
@@ -77,6 +81,7 @@ fn every_setting_in_the_file_reaches_its_own_field() {
         (c.owner_queue, c.cooldown, c.upstream_timeout),
         (secs(14), secs(15), secs(16))
     );
+    assert_eq!(c.hang_timeout, secs(26));
     assert_eq!(
         (c.write_timeout, c.max_start_failures, c.recycle),
         (secs(17), 18, secs(19))
@@ -110,6 +115,13 @@ fn every_setting_in_the_file_reaches_its_own_field() {
     );
     assert_eq!(c.served_by_header, "X-Served-By");
     assert_eq!(
+        (c.lame_duck, c.agent_address),
+        (
+            secs(27),
+            Some(std::net::SocketAddr::from(([127, 0, 0, 1], 9101)))
+        )
+    );
+    assert_eq!(
         (c.control_socket.as_str(), c.control_group.as_str()),
         ("/run/fhircluster/ctl.sock", "fhirsmith")
     );
@@ -120,6 +132,11 @@ fn every_setting_in_the_file_reaches_its_own_field() {
             c.access_log_query
         ),
         ("json", "access.log", true)
+    );
+    // An IPv4 address written as IPv6-mapped is the IPv4 peer it names.
+    assert_eq!(
+        c.trusted_proxies,
+        ["127.0.0.1", "10.0.0.1"].map(|ip| ip.parse::<std::net::IpAddr>().expect("ip"))
     );
     assert_eq!(
         (c.pid_file.as_str(), c.node_report),

@@ -67,9 +67,9 @@ fn a_worker_that_exits_is_restarting_and_one_stopped_with_the_launcher_is_unavai
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut k, worker) = keeper(&dir);
     k.started(worker);
-    k.exited(worker, Exit::Code(1), Some(7), ExitFate::Restarting);
+    k.exited(worker, Exit::Code(1), Some(7), ExitFate::Restarting, None);
     k.started(worker);
-    k.exited(worker, Exit::Code(0), Some(8), ExitFate::Stopped);
+    k.exited(worker, Exit::Code(0), Some(8), ExitFate::Stopped, None);
     assert_eq!(
         states(&mut k),
         ["starting", "restarting", "starting", "unavailable"]
@@ -84,7 +84,7 @@ fn a_retired_worker_is_unavailable_with_no_exit_event_and_no_restart_reason() {
     let (mut k, worker) = keeper(&dir);
     k.started(worker);
     k.ready(worker);
-    k.exited(worker, Exit::Signal(15), Some(7), ExitFate::Stopped);
+    k.exited(worker, Exit::Signal(15), Some(7), ExitFate::Stopped, None);
     assert_eq!(states(&mut k), ["starting", "live", "unavailable"]);
     assert_eq!(event_kinds(&k), ["launcherStarted"]);
     let lives = [Life::NOT_STARTED; 2];
@@ -98,7 +98,13 @@ fn a_master_given_up_is_unavailable_and_its_exit_is_an_event() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (mut k, _) = keeper(&dir);
     k.started(ProcessId::MASTER);
-    k.exited(ProcessId::MASTER, Exit::Code(3), Some(9), ExitFate::Died);
+    k.exited(
+        ProcessId::MASTER,
+        Exit::Code(3),
+        Some(9),
+        ExitFate::Died,
+        None,
+    );
     assert_eq!(states(&mut k), ["starting", "unavailable"]);
     assert_eq!(event_kinds(&k), ["launcherStarted", "exit"]);
 }
@@ -110,7 +116,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
     let (mut k, worker) = keeper(&dir);
     let now = Instant::now();
     k.started(worker);
-    k.exited(worker, Exit::Signal(9), Some(7), ExitFate::Restarting);
+    k.exited(worker, Exit::Signal(9), Some(7), ExitFate::Restarting, None);
     let lives = [
         Life {
             state: ProcessState::Ready,

@@ -16,6 +16,9 @@ pub enum Action {
     Terminate(ProcessId),
     /// Send SIGKILL.
     Kill(ProcessId),
+    /// Send SIGKILL to a hung process (the hang watchdog's, DEC-82; the shell logged why):
+    /// its exit is then a crash's, counted `hung`.
+    KillHung(ProcessId),
     /// The process is ready: it may be sent requests.
     Up(ProcessId),
     /// The process is gone (exited, or stopping): send it nothing more.
@@ -49,9 +52,30 @@ pub enum Action {
     },
     /// The rolling restart is over: every process in it was started again.
     RollingDone,
-    /// The rolling restart stopped because the process it restarted exited before it was ready;
-    /// the processes after it keep running as they are.
-    RollingAborted(ProcessId),
+    /// The rolling restart was halted (`halt_rolling`): the process at hand is done, the rest
+    /// were left as they were.
+    RollingHalted,
+    /// The rolling restart stopped because the replacement it started exited, or was not ready
+    /// within its start limit; the processes after it keep running as they are (DEC-79).
+    RollingAborted { id: ProcessId, how: super::Failed },
+    /// The rolling restart's worker `step` of `of`: is there room for one more process beside
+    /// it (memory now, a spare port)? Answer with `room` (DEC-78).
+    AskRoom {
+        id: ProcessId,
+        step: usize,
+        of: usize,
+    },
+    /// Start the place's replacement beside its process, on a port of its own; tell
+    /// `second_ready` or `second_exited` of it.
+    SpawnBeside(ProcessId),
+    /// The replacement started beside the place's process is ready: it is the place's process
+    /// now (new requests to its port); the old one, if it still runs (`old_runs`), is the
+    /// second, draining: call `second_drained` once it has nothing at work.
+    Switch { id: ProcessId, old_runs: bool },
+    /// Send SIGTERM to the place's second process.
+    TerminateSecond(ProcessId),
+    /// Send SIGKILL to the place's second process.
+    KillSecond(ProcessId),
     /// Every wanted process is ready, the first time since the count was known: the shell logs
     /// what they use idle (MEM-12, MEM-13). Said once.
     AllReady,

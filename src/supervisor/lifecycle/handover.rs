@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::rolling::Rolling;
 use super::{Lifecycle, Phase, Slot, State};
 use crate::process::ProcessId;
-use crate::status::restarts::RestartCounts;
+use crate::status::restarts::{RestartCounts, RestartReason};
 use crate::supervisor::restart::RestartPolicy;
 
 /// The lifecycle, handed over.
@@ -40,9 +40,14 @@ struct SlotState {
     failures: u32,
     ever_ready: bool,
     restarts: u32,
-    /// By reason (a program before this field hands over none: all zero).
+    /// By reason, the four every program of the format knows (crash, rolling, recycle, scale;
+    /// a program before this field hands over none: all zero).
     #[serde(default)]
-    restarts_by: RestartCounts,
+    restarts_by: [u32; 4],
+    /// Hang kills (DEC-82): apart, so that an earlier program of the format still reads the
+    /// four above (absent: none).
+    #[serde(default)]
+    restarts_hung: u32,
     started_ms: Option<i64>,
     up: bool,
 }
@@ -203,7 +208,11 @@ impl Lifecycle {
                     failures: s.policy.failures(),
                     ever_ready: s.policy.ever_ready(),
                     restarts: s.restarts,
-                    restarts_by: s.restarts_by,
+                    restarts_by: {
+                        let [crash, rolling, recycle, scale, _] = s.restarts_by.0;
+                        [crash, rolling, recycle, scale]
+                    },
+                    restarts_hung: s.restarts_by.get(RestartReason::Hung),
                     started_ms: s.started.map(|t| from(at, t)),
                     up: s.up,
                 })
@@ -275,9 +284,16 @@ impl Lifecycle {
                 state: state(&x.state),
                 policy: RestartPolicy::resume(x.failures, x.ever_ready),
                 restarts: x.restarts,
-                restarts_by: x.restarts_by,
+                restarts_by: {
+                    let [crash, rolling, recycle, scale] = x.restarts_by;
+                    RestartCounts([crash, rolling, recycle, scale, x.restarts_hung])
+                },
                 started: x.started_ms.map(|ms| to(at, ms)),
                 up: x.up,
+                hung: false,
+                last_why: None,
+                second: None,
+                took: None,
             })
             .collect();
         Ok(Lifecycle {
@@ -294,9 +310,12 @@ impl Lifecycle {
                 drain: Duration::from_millis(r.drain_ms),
                 step: r.step,
                 of: r.of,
+                asking: false,
+                halted: false,
             }),
             recycling: s.recycling.map(ProcessId),
             all_ready_said: s.all_ready_said,
+            beside_first: false,
         })
     }
 }

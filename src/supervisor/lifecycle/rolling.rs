@@ -34,6 +34,10 @@ pub(super) struct Rolling {
     /// Steps taken and the sequence's length, for the log.
     pub(super) step: usize,
     pub(super) of: usize,
+    /// `AskRoom` said for `current`, not answered yet.
+    pub(super) asking: bool,
+    /// Halted (`halt_rolling`): the process at hand finishes, no other is reached.
+    pub(super) halted: bool,
 }
 
 impl Lifecycle {
@@ -125,9 +129,24 @@ impl Lifecycle {
             current,
             drain,
             step: 0,
+            asking: false,
+            halted: false,
         });
         self.advance_rolling(now);
         true
+    }
+
+    /// Halts the rolling restart under way (a reload was refused: the servers read config.json
+    /// themselves, so no other process is restarted on a broken file): the process at hand
+    /// finishes, the rest are left as they are, and `RollingHalted` ends it. The processes not
+    /// reached are picked by the next reload, whose inputs still differ. Returns the codes'
+    /// places left untouched; None with no rolling restart under way.
+    pub fn halt_rolling(&mut self, now: Instant) -> Option<Vec<ProcessId>> {
+        let r = self.rolling.as_mut()?;
+        r.halted = true;
+        let left: Vec<ProcessId> = r.queue.drain(..).collect();
+        self.advance_rolling(now);
+        Some(left)
     }
 
     /// Whether a rolling restart is under way.
@@ -146,7 +165,7 @@ impl Lifecycle {
                 self.slots.get(cur.index()).map(|s| &s.state),
                 Some(State::Draining { .. } | State::Stopping { .. } | State::Starting { .. })
             );
-            if busy {
+            if busy || r.asking {
                 return;
             }
             r.current = None;
@@ -158,7 +177,9 @@ impl Lifecycle {
                 State::Draining { restart: true, .. } | State::Stopping { restart: true, .. }
             )
         });
-        if recycling {
+        // One process more than wanted at most: the last replacement's old process has gone.
+        let second = self.slots.iter().any(|s| s.second.is_some());
+        if recycling || second {
             return;
         }
         while let Some(next) = r.queue.pop_front() {
@@ -171,11 +192,21 @@ impl Lifecycle {
             if !wanted || !matches!(slot.state, State::Ready { .. }) {
                 continue;
             }
+            r.current = Some(next);
+            if self.beside_first && !next.is_master() {
+                r.asking = true;
+                self.actions.push_back(Action::AskRoom {
+                    id: next,
+                    step: r.step,
+                    of: r.of,
+                });
+                return;
+            }
+            let slot = &mut self.slots[next.index()];
             slot.state = State::Draining {
                 until: now.later(r.drain),
                 restart: true,
             };
-            r.current = Some(next);
             self.actions.push_back(Action::RollingStep {
                 id: next,
                 step: r.step,
@@ -184,18 +215,13 @@ impl Lifecycle {
             self.actions.push_back(Action::Drain(next));
             return;
         }
+        let halted = r.halted;
         self.rolling = None;
-        self.actions.push_back(Action::RollingDone);
-    }
-
-    /// A process exited and waits out a backoff: if it was the rolling restart's, before it was
-    /// ready again, the sequence stops there.
-    pub(super) fn rolling_failed(&mut self, id: ProcessId, was_ready: bool) {
-        let current = self.rolling.as_ref().and_then(|r| r.current);
-        if current == Some(id) && !was_ready {
-            self.rolling = None;
-            self.actions.push_back(Action::RollingAborted(id));
-        }
+        self.actions.push_back(if halted {
+            Action::RollingHalted
+        } else {
+            Action::RollingDone
+        });
     }
 }
 

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use super::{Lifecycle, Phase, State, Status};
 use crate::process::ProcessId;
-use crate::status::restarts::RestartCounts;
+use crate::status::restarts::{RestartCounts, RestartReason};
 
 impl Lifecycle {
     /// Restarts decided since the launcher started, per process, recycles and rolling restarts
     /// included (STATUS-17, DEC-25); counted when the exit is seen, as the status shows it.
+    #[cfg(test)]
     pub(crate) fn restarts(&self, id: ProcessId) -> u32 {
         self.slots.get(id.index()).map_or(0, |s| s.restarts)
     }
@@ -20,6 +21,12 @@ impl Lifecycle {
         self.slots
             .get(id.index())
             .map_or_else(RestartCounts::default, |s| s.restarts_by)
+    }
+
+    /// Why the process was last started again (the reason its last exit's restart counts
+    /// under), if it ever was.
+    pub(crate) fn last_restart_reason(&self, id: ProcessId) -> Option<RestartReason> {
+        self.slots.get(id.index()).and_then(|s| s.last_why)
     }
 
     /// When the process's current (or last) run was started.

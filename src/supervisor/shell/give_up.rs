@@ -39,17 +39,22 @@ fn give_up_line<'a>(
     if let Some(end) = end {
         line.push_str(&format!(". Its last run ended with {end}"));
     }
+    line.push_str(&said_on_stderr(stderr));
+    line
+}
+
+/// `; its last lines on stderr: a | b`, or `; it wrote nothing on stderr`: one line, whatever
+/// the process wrote (DEC-12).
+pub(super) fn said_on_stderr<'a>(stderr: impl Iterator<Item = &'a str>) -> String {
     let said: Vec<String> = stderr
-        .map(|l| l.trim().replace(['\n', '\r'], " "))
+        .map(|l| crate::logs::terminal_safe::escape_controls(l.trim()).into_owned())
         .filter(|l| !l.is_empty())
         .collect();
     if said.is_empty() {
-        line.push_str("; it wrote nothing on stderr");
+        "; it wrote nothing on stderr".to_string()
     } else {
-        line.push_str("; its last lines on stderr: ");
-        line.push_str(&said.join(" | "));
+        format!("; its last lines on stderr: {}", said.join(" | "))
     }
-    line
 }
 
 #[cfg(test)]

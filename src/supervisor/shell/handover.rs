@@ -60,6 +60,8 @@ pub(crate) struct HandedChild {
     /// The digest of what it was started with (`ProcessSpec::inputs`); `None`: not known (a
     /// program before the digests handed it over).
     pub inputs: Option<u64>,
+    /// The port it listens on, when not its place's own (DEC-78).
+    pub port: Option<u16>,
 }
 
 impl Shell {
@@ -67,6 +69,14 @@ impl Shell {
     fn not_steady(&self) -> Option<String> {
         if self.life.is_stopping() {
             return Some("the launcher is stopping".into());
+        }
+        if let Some(i) =
+            (0..self.life.slot_count()).find(|&i| self.life.has_second(ProcessId(i as u16)))
+        {
+            return Some(format!(
+                "{} has a second process (a replacement, or the process it replaced) until it has gone",
+                self.code(ProcessId(i as u16))
+            ));
         }
         if self.life.restart_under_way() {
             return Some("a rolling restart or a memory recycle is under way".into());
@@ -154,6 +164,7 @@ impl Shell {
                         carried,
                         spoke: self.spoke[i],
                         inputs: self.started_with[i],
+                        port: self.moved_port(id),
                     });
                     continue;
                 }
@@ -168,6 +179,7 @@ impl Shell {
                     carried,
                     spoke: self.spoke[i],
                     inputs: self.started_with[i],
+                    port: self.moved_port(id),
                 }),
                 Err(e) => self.end_unheld(
                     id,
@@ -194,7 +206,7 @@ impl Shell {
     pub(super) fn give_back(&mut self, h: ShellHandover) {
         for c in h.children {
             let i = c.id.index();
-            let spec = self.setup.processes[i].clone();
+            let spec = self.setup.processes[i].on_port(self.ports.of(i));
             let pid = c.carried.pid;
             match child::attach_to(
                 &spec,
@@ -243,7 +255,10 @@ impl Shell {
                 mismatch.get_or_insert(why);
                 continue;
             }
-            let spec = self.setup.processes[i].clone();
+            if let Some(port) = c.port {
+                self.ports.take_over(i, port);
+            }
+            let spec = self.setup.processes[i].on_port(self.ports.of(i));
             let handle = match child::attach_to(
                 &spec,
                 c.carried,
@@ -261,10 +276,19 @@ impl Shell {
             self.spoke[i] = c.spoke;
             // Not known (handed over by a program without the digests): taken to be what this
             // program would start it with, so an upgrade alone restarts nothing.
-            self.started_with[i] = Some(c.inputs.unwrap_or_else(|| spec.inputs()));
+            self.started_with[i] = Some(c.inputs.unwrap_or_else(|| self.spec(c.id).inputs()));
             self.children[i] = Some(handle);
+            // Taken to run this program's inputs for the place (as its digest is, when not
+            // known): its last good ones once ready (DEC-79).
+            self.started_spec[i] = Some(self.setup.processes[i].clone());
+            if self.life.is_ready(c.id) {
+                self.last_good[i] = self.started_spec[i].clone();
+            }
             self.hooks.started(c.id, pid);
             if self.life.is_up(c.id) {
+                if spec.port != self.spec(c.id).port {
+                    self.hooks.moved(c.id, spec.connect_addr, pid);
+                }
                 self.hooks.up(c.id, pid);
                 self.recycle.ready(c.id, Some(pid), &self.readings);
             }
@@ -286,7 +310,7 @@ impl Shell {
         kill_group(pid);
         crate::tree::subreaper::forget(pid);
         let exit = Exit::Signal(libc::SIGKILL);
-        let ending = self.ending(exit);
+        let ending = self.ending(id, exit);
         self.hooks.exited(id, ending);
         self.exited(id, exit, Some(pid));
     }

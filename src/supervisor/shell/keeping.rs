@@ -52,17 +52,22 @@ impl Shell {
                 Status::Ready { since } => Some(since),
                 _ => None,
             },
-            restarts: self.life.restarts(id),
+            // DEC-84: the spec's Restarts are those the launcher did not plan.
+            restarts: self.life.restarts_by(id).unplanned(),
             restarts_by: self.life.restarts_by(id),
         }
     }
 
-    /// How a process that exited so ended, for the front door to judge the requests it had
-    /// (DEC-73): whether the cgroup's OOM killer struck since the last exit, read now.
-    pub(super) fn ending(&mut self, exit: Exit) -> Ending {
+    /// How process `id` that exited so ended, for the front door to judge the requests it had
+    /// (DEC-73): killed by the hang watchdog (DEC-82), or whether the cgroup's OOM killer struck
+    /// since the last exit, read now.
+    pub(super) fn ending(&mut self, id: ProcessId, exit: Exit) -> Ending {
         let now = crate::system::oom_kills::read_oom_kills(std::path::Path::new("/"));
         let oom_kills_rose = matches!((self.oom_kills, now), (Some(a), Some(b)) if b > a);
         self.oom_kills = now.or(self.oom_kills);
+        if self.life.killed_hung(id) {
+            return Ending::KilledHung;
+        }
         Ending::Exited {
             exit,
             oom_kills_rose,
@@ -94,7 +99,11 @@ impl Shell {
         if id.is_master() {
             self.master_end = Some(exit.to_string());
         }
-        self.keeper.exited(id, exit, pid, fate);
+        let why = match after {
+            Aftermath::Restart { .. } => self.life.last_restart_reason(id),
+            _ => None,
+        };
+        self.keeper.exited(id, exit, pid, fate, why);
     }
 
     /// What the front door knows of each status row's process, master first.

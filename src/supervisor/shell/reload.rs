@@ -64,7 +64,26 @@ impl Shell {
         info!(
             "restart asked for on the control socket: every worker, then the master, one at a time"
         );
+        self.keeper.rolling_stopped(None);
         self.roll_waiters.push(done);
+    }
+
+    /// A reload was refused: the rolling restart under way, if any, restarts no other process
+    /// (WARNING, naming those left as they were).
+    pub(super) fn halt_rolling(&mut self, why: &str) {
+        let Some(left) = self.life.halt_rolling(now_std()) else {
+            return;
+        };
+        let codes: Vec<&str> = left.iter().map(|&id| self.code(id)).collect();
+        warn!(
+            "rolling restart stopped: the reload was refused ({why}), and the servers read \
+             config.json as they start; {} left as they are until the next good reload",
+            if codes.is_empty() {
+                "none".to_string()
+            } else {
+                codes.join(", ")
+            }
+        );
     }
 
     /// The rolling restart under way ended (`Err`: stopped by a process that did not come
@@ -100,12 +119,21 @@ impl Shell {
         // Every field taken (no `..`): one added to `SupervisorSettings` is applied here too.
         if let Some(specs) = r.processes {
             take_specs(&mut self.setup.processes, specs);
+            // A place whose process is not ready now (starting, failing, waiting out a
+            // backoff) has no good inputs to keep: it starts with the new ones (DEC-79).
+            for (i, good) in self.last_good.iter_mut().enumerate() {
+                if !self.life.is_ready(ProcessId(i as u16)) {
+                    *good = None;
+                }
+            }
         }
+        self.keeper.rolling_stopped(None);
         let SupervisorSettings {
             drain,
             status_seconds,
             sample_seconds,
             recycle,
+            hang_timeout,
             snapshot,
         } = r.settings.clone();
         self.keeper.reconfigure(snapshot);
@@ -115,6 +143,7 @@ impl Shell {
             status_seconds,
             sample_seconds,
             recycle,
+            hang_timeout,
             snapshot,
         };
         let drain = self.setup.settings.drain;

@@ -1,5 +1,6 @@
 //! The shell's clocks: the status snapshot to the master every `statusSeconds` (STATUS-5), the
-//! upkeep every second (drained workers stopped, the recycle decision taken) and the front
+//! upkeep every second (drained workers stopped if the front door's news was missed, hung
+//! processes killed, the recycle decision taken) and the front
 //! door's counts every minute (EVENT-14). The intervals live here so the shell's loop only
 //! says which tick calls what, and a reload can move the status one alone.
 
@@ -93,14 +94,10 @@ impl Shell {
         }
     }
 
-    /// Every minute: the front door's counts as one event (EVENT-14).
-    pub(super) fn minute(&mut self) {
-        self.keeper.minute(self.hooks.tally());
-    }
-
-    /// Every second: a drained worker is stopped, and the recycle decision is taken.
-    pub(super) fn upkeep(&mut self) {
-        let now = now_std();
+    /// A draining process with nothing left at work is stopped: at each upkeep, and at once
+    /// when the front door says a draining process's last request has ended, so a rolling
+    /// restart of processes with nothing in flight is not paced by the tick (DEC-83).
+    pub(super) fn stop_drained(&mut self, now: std::time::Instant) {
         if self.life.is_stopping() {
             return;
         }
@@ -110,6 +107,23 @@ impl Shell {
                 self.life.drained(id, now);
             }
         }
+    }
+
+    /// Every minute: the front door's counts as one event (EVENT-14).
+    pub(super) fn minute(&mut self) {
+        self.keeper.minute(self.hooks.tally());
+    }
+
+    /// Every second: a drained worker is stopped, hung processes are killed (DEC-82), and the
+    /// recycle decision is taken.
+    pub(super) fn upkeep(&mut self) {
+        let now = now_std();
+        if self.life.is_stopping() {
+            return;
+        }
+        self.stop_drained(now);
+        self.seconds_drained(now);
+        self.watch_hangs(now);
         let (specs, children) = (&self.setup.processes, &self.children);
         let (hooks, keeper) = (&self.hooks, &self.keeper);
         let worker = |id: ProcessId| Worker {

@@ -41,6 +41,10 @@ pub(crate) struct ChildState {
     /// (a program before it): taken as the new program's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<String>,
+    /// The port it listens on, when not its place's own: a replacement started beside its
+    /// place's process took the other port (DEC-78). Missing: its place's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// A process's inputs digest as the state writes it.
@@ -79,6 +83,7 @@ impl ChildState {
             queued: k.queued.clone(),
             spoke: c.spoke,
             inputs: c.inputs.map(write_inputs),
+            port: c.port,
         }
     }
 
@@ -101,6 +106,7 @@ impl ChildState {
             },
             spoke: self.spoke,
             inputs: self.inputs.as_deref().and_then(read_inputs),
+            port: self.port,
         })
     }
 }

@@ -140,6 +140,9 @@ fn options_of_format_1() -> Vec<&'static str> {
 fn added_within_format_1() -> Vec<(&'static str, Value)> {
     vec![
         ("controlFd", Value::Null),
+        ("controlFile", Value::Null),
+        ("prebound", json!([])),
+        ("agentFd", Value::Null),
         ("cooldowns", json!([])),
         ("reloadPending", json!(false)),
         ("counters", json!({})),
@@ -153,8 +156,11 @@ fn added_within_format_1() -> Vec<(&'static str, Value)> {
         ),
         ("keeper/workers", Value::Null),
         ("lifecycle/slots/0/restartsBy", json!([0, 0, 0, 0])),
+        ("lifecycle/slots/0/restartsHung", json!(0)),
         ("lifecycle/slots/1/restartsBy", json!([0, 0, 0, 0])),
+        ("lifecycle/slots/1/restartsHung", json!(0)),
         ("lifecycle/slots/2/restartsBy", json!([0, 0, 0, 0])),
+        ("lifecycle/slots/2/restartsHung", json!(0)),
     ]
 }
 

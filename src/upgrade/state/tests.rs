@@ -43,6 +43,7 @@ pub(super) fn handover() -> Handover {
             queued: vec![ToChild::Events { events: vec![] }],
             spoke: true,
             inputs: Some(write_inputs(0x0123_4567_89ab_cdef)),
+            port: None,
         }],
         shell: ShellState {
             generation: 9,
@@ -82,6 +83,8 @@ pub(super) fn handover() -> Handover {
         client_fd: 5,
         admin_fd: Some(6),
         control_fd: Some(7),
+        control_file: Some((64_769, 1_234_567)),
+        agent_fd: Some(9),
         mark: "123.456".into(),
         guardian: Some(GuardianState {
             pid: 99,
@@ -107,6 +110,7 @@ pub(super) fn handover() -> Handover {
             unread: b"POST /r4/Patient HTTP/1.1\r\nHo".to_vec(),
             idle_ms: 1_250,
         }],
+        prebound: vec![22, 23],
     }
 }
 
@@ -118,6 +122,14 @@ fn only_a_binary_that_names_client_conns_is_handed_them() {
     assert!(reads(&formats_line(), FORMAT));
     assert!(!takes_client_conns("1"));
     assert!(!takes_client_conns("1 clientConnsX 2"));
+}
+
+#[test]
+fn only_a_binary_that_names_listeners_is_handed_the_ones_bound_for_it() {
+    // spec: DEC-70 — an older binary would leave them open and fail to bind the same address.
+    assert!(takes_listeners(&formats_line()));
+    assert!(!takes_listeners("1 clientConns"));
+    assert!(!takes_listeners("1 listenersX"));
 }
 
 #[test]

@@ -326,6 +326,13 @@ impl Model {
                 }
                 self.killed[p] = true;
             }
+            Action::KillHung(id) => {
+                let p = id.index();
+                if !self.alive[p] || self.killed[p] {
+                    return Err(format!("SIGKILL to hung {p}: only a live one, once"));
+                }
+                self.killed[p] = true;
+            }
             Action::Up(id) => {
                 let p = id.index();
                 if !self.alive[p] || self.up[p] {
@@ -426,7 +433,15 @@ impl Model {
                 }
             }
             Action::RollingStep { id, .. } => self.last_rolling_step = Some(id.index()),
-            Action::RollingDone | Action::RollingAborted(_) => {}
+            Action::RollingDone | Action::RollingHalted | Action::RollingAborted { .. } => {}
+            // The model runs with replacements in place (`replace_beside_first` not called).
+            Action::AskRoom { .. }
+            | Action::SpawnBeside(_)
+            | Action::Switch { .. }
+            | Action::TerminateSecond(_)
+            | Action::KillSecond(_) => {
+                return Err(format!("{a:?} without replace_beside_first"));
+            }
             Action::AllReady => {
                 self.all_ready += 1;
                 let all_up = (0..=self.l.workers()).all(|q| self.up[q]);

@@ -110,7 +110,13 @@ fn a_process_that_does_not_come_back_stops_the_sequence() {
     // The new tx1 fails: backoff as usual, and tx2 and the master are left alone.
     l.exited(T1, Exit::Code(1), t);
     let acts = drain(&mut l);
-    assert!(acts.contains(&Action::RollingAborted(T1)), "{acts:?}");
+    assert!(
+        acts.contains(&Action::RollingAborted {
+            id: T1,
+            how: super::super::Failed::Exited(Exit::Code(1))
+        }),
+        "{acts:?}"
+    );
     assert!(
         !acts.iter().any(|a| matches!(a, Action::Drain(_))),
         "{acts:?}"

@@ -1,0 +1,249 @@
+//! The replacement before the retirement (DEC-78): in a rolling restart, a tx-worker's
+//! replacement is started beside it when there is room for one more process (the shell answers
+//! `Action::AskRoom` with `room`), on a port of its own, while the old one serves on. Once the
+//! replacement is ready it takes the place (`Action::Switch`: same code, same place, new
+//! requests to its port) and the old one drains and stops as the place's second process; the
+//! next step waits until it has gone, so at most one process more runs than wanted. The ready
+//! tx places never drop below the wanted count.
+//!
+//! A replacement that exits, or is not ready within its start limit (`start_limit`), stops the
+//! rolling restart there (DEC-79): the old process was never touched and serves on, the
+//! processes after it are not reached, the master is not restarted.
+//!
+//! Without room (memory, or no spare port), the step is the recycle path as before: out of
+//! rotation, drained, stopped, started again.
+
+use std::time::{Duration, Instant};
+
+use super::{Action, Exit, Lifecycle, State};
+use crate::deadline::Later;
+use crate::process::ProcessId;
+use crate::status::restarts::RestartReason;
+
+/// The least time a replacement is given to be ready, whatever its place's last start took.
+pub(crate) const START_LIMIT_FLOOR: Duration = Duration::from_secs(10);
+/// A replacement is given this many times its place's last start.
+const START_LIMIT_TIMES: u32 = 3;
+
+/// A replacement's start limit (DEC-81): `START_LIMIT_TIMES` what its place's last process took
+/// to be ready, and at least `START_LIMIT_FLOOR` (a server that loads for minutes gets minutes).
+pub(crate) fn start_limit(last_start: Option<Duration>) -> Duration {
+    last_start
+        .map_or(START_LIMIT_FLOOR, |d| d.saturating_mul(START_LIMIT_TIMES))
+        .max(START_LIMIT_FLOOR)
+}
+
+/// A place's second process, beside the one routed to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Second {
+    /// The replacement, started beside the ready process, not ready yet; given up at `limit`.
+    Starting { since: Instant, limit: Instant },
+    /// The process the replacement took over from: no new requests, those it has finish (up
+    /// to `until`, `drainSeconds`).
+    Draining { until: Instant },
+    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first.
+    Stopping { kill_at: Instant, killed: bool },
+}
+
+impl Second {
+    pub(super) fn deadline(self) -> Option<Instant> {
+        match self {
+            Second::Starting { limit, .. } => Some(limit),
+            Second::Draining { until } => Some(until),
+            Second::Stopping {
+                kill_at,
+                killed: false,
+            } => Some(kill_at),
+            Second::Stopping { killed: true, .. } => None,
+        }
+    }
+}
+
+/// How a replacement ended without being ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failed {
+    /// It exited (or could not be started).
+    Exited(Exit),
+    /// It was not ready within its start limit, and was killed.
+    NotReady(Duration),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::Exited(how) => write!(f, "exited before it was ready ({how})"),
+            Failed::NotReady(limit) => write!(
+                f,
+                "was not ready within its start limit of {} s (killed)",
+                limit.as_secs_f64()
+            ),
+        }
+    }
+}
+
+impl Lifecycle {
+    /// The shell's answer to `AskRoom`: with room (`true`) the replacement starts beside the
+    /// process; without, the process is drained and replaced in place, as a recycle is.
+    pub(crate) fn room(&mut self, id: ProcessId, room: bool, now: Instant) {
+        let Some(r) = self.rolling.as_mut() else {
+            return;
+        };
+        if r.current != Some(id) || !std::mem::take(&mut r.asking) {
+            return;
+        }
+        let drain = r.drain;
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        if !matches!(slot.state, State::Ready { .. }) {
+            r.current = None;
+            self.advance_rolling(now);
+            return;
+        }
+        if room {
+            let limit = now.later(start_limit(slot.took));
+            slot.second = Some(Second::Starting { since: now, limit });
+            self.actions.push_back(Action::SpawnBeside(id));
+        } else {
+            slot.state = State::Draining {
+                until: now.later(drain),
+                restart: true,
+            };
+            self.actions.push_back(Action::Drain(id));
+        }
+    }
+
+    /// The replacement started beside the process is ready: it takes the place, and the old
+    /// one drains (`Action::Switch`). A place whose process ended meanwhile takes it too.
+    pub(crate) fn second_ready(&mut self, id: ProcessId, now: Instant) {
+        let drain = self.rolling.as_ref().map_or(Duration::ZERO, |r| r.drain);
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        let Some(Second::Starting { since, .. }) = slot.second else {
+            return;
+        };
+        let old_runs = matches!(slot.state, State::Ready { .. });
+        slot.second = old_runs.then_some(Second::Draining {
+            until: now.later(drain),
+        });
+        slot.took = Some(now.saturating_duration_since(since));
+        slot.state = State::Ready { since: now };
+        slot.started = Some(since);
+        slot.policy.ready();
+        slot.restarted(RestartReason::Rolling);
+        let announce = !slot.up;
+        slot.up = true;
+        self.actions.push_back(Action::Switch { id, old_runs });
+        if announce {
+            self.actions.push_back(Action::Up(id));
+        }
+        self.advance_rolling(now);
+    }
+
+    /// The place's second process exited: the replacement before it was ready (the rolling
+    /// restart stops: DEC-79), or the old one the replacement took over from.
+    pub(crate) fn second_exited(&mut self, id: ProcessId, how: Exit, now: Instant) {
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        let Some(second) = slot.second.take() else {
+            return;
+        };
+        if matches!(second, Second::Starting { .. }) && !self.is_stopping() {
+            self.replacement_failed(id, Failed::Exited(how));
+        }
+        self.advance_stop(now);
+        self.advance_rolling(now);
+    }
+
+    /// The process the replacement took over from has nothing left at work: stop it now.
+    pub(crate) fn second_drained(&mut self, id: ProcessId, now: Instant) {
+        let kill_at = now.later(self.kill_after);
+        if let Some(slot) = self.slots.get_mut(id.index()) {
+            if let Some(Second::Draining { .. }) = slot.second {
+                slot.second = Some(Second::Stopping {
+                    kill_at,
+                    killed: false,
+                });
+                self.actions.push_back(Action::TerminateSecond(id));
+            }
+        }
+    }
+
+    /// Whether the place's second process is the old one, draining.
+    pub(crate) fn is_second_draining(&self, id: ProcessId) -> bool {
+        matches!(
+            self.slots.get(id.index()).and_then(|s| s.second),
+            Some(Second::Draining { .. })
+        )
+    }
+
+    /// Whether the place has a second process (a replacement starting, or the old one leaving).
+    pub(crate) fn has_second(&self, id: ProcessId) -> bool {
+        self.slots
+            .get(id.index())
+            .is_some_and(|s| s.second.is_some())
+    }
+
+    /// The replacement `id`'s rolling restart was waiting for ended without being ready: the
+    /// sequence stops, the processes after it untouched (DEC-79).
+    pub(super) fn replacement_failed(&mut self, id: ProcessId, how: Failed) {
+        let current = self.rolling.as_ref().and_then(|r| r.current);
+        if current == Some(id) {
+            self.rolling = None;
+            self.actions.push_back(Action::RollingAborted { id, how });
+        }
+    }
+
+    /// The second processes' deadlines: a replacement's start limit, the old one's drain, its
+    /// SIGKILL.
+    pub(super) fn second_timeouts(&mut self, now: Instant) {
+        for i in 0..self.slots.len() {
+            let id = ProcessId(i as u16);
+            let Some(second) = self.slots[i].second else {
+                continue;
+            };
+            if second.deadline().is_none_or(|d| d > now) {
+                continue;
+            }
+            match second {
+                Second::Starting { since, limit } => {
+                    self.slots[i].second = Some(Second::Stopping {
+                        kill_at: now,
+                        killed: true,
+                    });
+                    self.actions.push_back(Action::KillSecond(id));
+                    let waited = limit.saturating_duration_since(since);
+                    self.replacement_failed(id, Failed::NotReady(waited));
+                }
+                Second::Draining { .. } => self.second_drained(id, now),
+                Second::Stopping { .. } => {
+                    self.slots[i].second = Some(Second::Stopping {
+                        kill_at: now,
+                        killed: true,
+                    });
+                    self.actions.push_back(Action::KillSecond(id));
+                }
+            }
+        }
+    }
+
+    /// The launcher stops: a replacement starting or an old process draining is stopped too.
+    pub(super) fn stop_seconds(&mut self, now: Instant) {
+        let kill_at = now.later(self.kill_after);
+        for i in 0..self.slots.len() {
+            if let Some(Second::Starting { .. } | Second::Draining { .. }) = self.slots[i].second {
+                self.slots[i].second = Some(Second::Stopping {
+                    kill_at,
+                    killed: false,
+                });
+                self.actions
+                    .push_back(Action::TerminateSecond(ProcessId(i as u16)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,207 @@
+//! Unit tests of the replacement before the retirement (DEC-78) and of a rolling restart
+//! stopped by its replacement (DEC-79).
+
+use std::time::{Duration, Instant};
+
+use super::super::test_support::*;
+use super::super::{Action, Exit, Lifecycle};
+use super::{start_limit, Failed, START_LIMIT_FLOOR};
+use crate::process::ProcessId;
+
+/// `n` workers running, replacements beside first, a rolling restart begun: its first step
+/// asked for room.
+fn rolling(n: usize, t: Instant) -> Lifecycle {
+    let mut l = running(n, t);
+    l.replace_beside_first();
+    assert!(l.rolling_restart(secs(30), t));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::AskRoom {
+            id: T1,
+            step: 1,
+            of: n + 1
+        }]
+    );
+    l
+}
+
+/// How many tx places are ready (the lifecycle's word the proxy follows).
+fn ready_tx(l: &Lifecycle, n: usize) -> usize {
+    (1..=n).filter(|&i| l.is_ready(ProcessId(i as u16))).count()
+}
+
+#[test]
+fn with_room_the_replacement_starts_beside_and_the_ready_places_never_drop() {
+    // spec: DEC-78
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    assert_eq!(drain(&mut l), vec![Action::SpawnBeside(T1)]);
+    assert_eq!(
+        ready_tx(&l, 2),
+        2,
+        "tx1 serves on while its replacement starts"
+    );
+    assert!(l.has_second(T1));
+    l.second_ready(T1, t + secs(2));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Switch {
+            id: T1,
+            old_runs: true
+        }],
+        "no Down, no Up: the place stays routed, to its new process"
+    );
+    assert_eq!(ready_tx(&l, 2), 2);
+    assert!(l.is_second_draining(T1));
+    assert!(l.is_rolling(), "the next step waits for the old tx1 to go");
+    l.second_drained(T1, t + secs(3));
+    assert_eq!(drain(&mut l), vec![Action::TerminateSecond(T1)]);
+    l.second_exited(T1, Exit::Code(0), t + secs(3));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::AskRoom {
+            id: T2,
+            step: 2,
+            of: 3
+        }]
+    );
+    assert_eq!(l.restarts(T1), 1);
+    // tx2 likewise, then the master in place, last.
+    l.room(T2, true, t);
+    l.second_ready(T2, t + secs(4));
+    l.second_exited(T2, Exit::Code(0), t + secs(4));
+    assert_eq!(
+        drain(&mut l)[2..],
+        [
+            Action::RollingStep {
+                id: M,
+                step: 3,
+                of: 3
+            },
+            Action::Drain(M)
+        ]
+    );
+    assert_eq!(ready_tx(&l, 2), 2);
+}
+
+#[test]
+fn without_room_the_step_is_the_replacement_in_place() {
+    // spec: DEC-78
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, false, t);
+    assert_eq!(drain(&mut l), vec![Action::Drain(T1)]);
+    assert!(!l.has_second(T1));
+}
+
+#[test]
+fn a_replacement_that_exits_stops_the_roll_and_leaves_the_old_process_serving() {
+    // spec: DEC-79
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    drain(&mut l);
+    l.second_exited(T1, Exit::Code(1), t + secs(1));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::RollingAborted {
+            id: T1,
+            how: Failed::Exited(Exit::Code(1))
+        }]
+    );
+    assert!(!l.is_rolling());
+    assert!(l.is_ready(T1) && l.is_ready(T2) && l.is_ready(M));
+    assert_eq!(l.restarts(T1), 0, "the old tx1 was never touched");
+    assert!(!l.has_second(T1));
+}
+
+#[test]
+fn a_replacement_not_ready_within_its_start_limit_is_killed_and_stops_the_roll() {
+    // spec: DEC-79, DEC-81
+    let t = Instant::now();
+    let mut l = rolling(1, t);
+    l.room(T1, true, t);
+    drain(&mut l);
+    let limit = start_limit(Some(Duration::ZERO));
+    assert_eq!(limit, START_LIMIT_FLOOR);
+    assert_eq!(l.poll_timeout(), Some(t + limit));
+    l.handle_timeout(t + limit);
+    assert_eq!(
+        drain(&mut l),
+        vec![
+            Action::KillSecond(T1),
+            Action::RollingAborted {
+                id: T1,
+                how: Failed::NotReady(limit)
+            }
+        ]
+    );
+    assert!(l.is_ready(T1) && l.is_ready(M));
+    // It exits from the SIGKILL: nothing more happens, and a new roll may begin.
+    l.second_exited(T1, Exit::Signal(9), t + limit);
+    assert_eq!(drain(&mut l), vec![]);
+    assert!(l.rolling_restart(secs(30), t + limit));
+    assert!(matches!(
+        drain(&mut l)[..],
+        [Action::AskRoom { id: T1, .. }]
+    ));
+}
+
+#[test]
+fn a_start_limit_follows_the_last_start_with_a_floor() {
+    // spec: DEC-81
+    assert_eq!(start_limit(None), START_LIMIT_FLOOR);
+    assert_eq!(start_limit(Some(secs(1))), START_LIMIT_FLOOR);
+    assert_eq!(start_limit(Some(secs(120))), secs(360));
+}
+
+#[test]
+fn the_launcher_stopping_stops_a_replacement_and_an_old_process_too() {
+    // spec: DEC-78, STOP-5
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    drain(&mut l);
+    l.stop(t);
+    let acts = drain(&mut l);
+    assert!(acts.contains(&Action::TerminateSecond(T1)), "{acts:?}");
+    assert!(
+        !acts.contains(&Action::Terminate(M)),
+        "the master last: {acts:?}"
+    );
+    l.exited(T1, Exit::Code(0), t);
+    l.exited(T2, Exit::Code(0), t);
+    let acts = drain(&mut l);
+    assert!(
+        !acts.contains(&Action::FlushMaster),
+        "tx1's replacement still runs: {acts:?}"
+    );
+    l.second_exited(T1, Exit::Code(0), t);
+    assert!(drain(&mut l).contains(&Action::FlushMaster));
+}
+
+#[test]
+fn a_refused_reload_halts_the_roll_after_the_process_at_hand() {
+    // spec: DEC-80
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    drain(&mut l);
+    assert_eq!(l.halt_rolling(t), Some(vec![T2, M]));
+    assert_eq!(drain(&mut l), vec![], "tx1's replacement goes on");
+    l.second_ready(T1, t);
+    l.second_exited(T1, Exit::Code(0), t);
+    assert_eq!(
+        drain(&mut l),
+        vec![
+            Action::Switch {
+                id: T1,
+                old_runs: true
+            },
+            Action::RollingHalted
+        ]
+    );
+    assert!(!l.is_rolling());
+    assert_eq!(l.halt_rolling(t), None);
+}
