@@ -43,6 +43,7 @@ mod ops_served_by;
 mod ops_signals;
 mod ops_status;
 mod ops_status_page;
+mod ops_status_page_truth;
 mod ops_systemd;
 mod package_files;
 mod proxy_drain;

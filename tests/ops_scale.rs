@@ -27,7 +27,7 @@ fn secs(n: u64) -> Duration {
 }
 
 /// `fhircluster <args...> --data-dir DIR`, run to its end.
-fn client(dir: &Path, args: &[&str]) -> RunOutput {
+pub(crate) fn client(dir: &Path, args: &[&str]) -> RunOutput {
     let mut cmd = Command::new(LAUNCHER);
     cmd.args(args)
         .arg("--data-dir")

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 const SIGKILL: i32 = 9;
 
-fn require_chromium() {
+pub(crate) fn require_chromium() {
     let found = Command::new("sh")
         .args(["-c", "command -v chromium"])
         .output()
@@ -30,7 +30,7 @@ fn require_chromium() {
 }
 
 /// Where the screenshots go, kept after the test for a person to look at.
-fn out_dir() -> PathBuf {
+pub(crate) fn out_dir() -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page");
     std::fs::create_dir_all(&d).expect("the screenshots' folder");
     d
@@ -38,7 +38,12 @@ fn out_dir() -> PathBuf {
 
 /// Runs headless Chromium on the admin page with `extra` flags, in a profile of its own; its
 /// standard output (the DOM, with `--dump-dom`).
-fn chromium(admin: u16, extra: &[&str]) -> String {
+pub(crate) fn chromium(admin: u16, extra: &[&str]) -> String {
+    chromium_at(&format!("http://127.0.0.1:{admin}/"), extra)
+}
+
+/// The same on any `url` (a `file://` copy of the page, with a script that measures it).
+pub(crate) fn chromium_at(url: &str, extra: &[&str]) -> String {
     let profile = tempfile::tempdir().expect("chromium profile");
     // coreutils' `timeout`: a browser that hangs fails the test instead of holding it.
     let out = Command::new("timeout")
@@ -56,7 +61,7 @@ fn chromium(admin: u16, extra: &[&str]) -> String {
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
-        .arg(format!("http://127.0.0.1:{admin}/"))
+        .arg(url)
         .output()
         .expect("running chromium");
     assert!(
@@ -68,12 +73,12 @@ fn chromium(admin: u16, extra: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn dump(admin: u16) -> String {
+pub(crate) fn dump(admin: u16) -> String {
     chromium(admin, &["--dump-dom"])
 }
 
 /// The value of each `attr="..."` following `prefix` in `html`.
-fn after_each(html: &str, prefix: &str, attr: &str) -> Vec<String> {
+pub(crate) fn after_each(html: &str, prefix: &str, attr: &str) -> Vec<String> {
     html.split(prefix)
         .skip(1)
         .filter_map(|rest| {
@@ -85,7 +90,7 @@ fn after_each(html: &str, prefix: &str, attr: &str) -> Vec<String> {
 }
 
 /// Each chart's id and the `data-code` of each of its polylines.
-fn charts(html: &str) -> Vec<(String, Vec<String>)> {
+pub(crate) fn charts(html: &str) -> Vec<(String, Vec<String>)> {
     html.split(r#"<svg class="chart" data-graph=""#)
         .skip(1)
         .map(|c| {
@@ -104,7 +109,7 @@ fn rows(html: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn problem_lines(html: &str) -> Vec<(String, String)> {
+pub(crate) fn problem_lines(html: &str) -> Vec<(String, String)> {
     let kinds = after_each(html, r#"<li class="problem""#, "data-kind");
     let codes: Vec<String> = html
         .split(r#"<li class="problem""#)
@@ -121,11 +126,11 @@ fn problem_lines(html: &str) -> Vec<(String, String)> {
     kinds.into_iter().zip(codes).collect()
 }
 
-fn status(admin: u16) -> Value {
+pub(crate) fn status(admin: u16) -> Value {
     admin_get(admin, "/status").json()
 }
 
-fn codes(st: &Value) -> Vec<String> {
+pub(crate) fn codes(st: &Value) -> Vec<String> {
     st["processes"]
         .as_array()
         .into_iter()
@@ -318,7 +323,11 @@ fn the_status_page_in_chromium_draws_every_process_of_a_server_without_a_channel
     });
     assert!(found, "no line per process in every graph: {last:?}");
     let dom = dump(admin);
-    assert!(dom.contains("Requests at the front door"), "{dom}");
+    // The headline is the front door's count (DEC-91), whether a process counts its own or not.
+    assert!(
+        dom.contains(r#"Requests <b data-figure="requests">"#) && !dom.contains("processes' own"),
+        "{dom}"
+    );
     let rows = rows(&dom);
     assert_eq!(rows.len(), procs.len() + 1, "{rows:?}");
     chromium(

@@ -73,6 +73,7 @@ impl Reloader {
             Err(e) => {
                 error!("SIGHUP: the settings were refused, nothing changed: {e:#}");
                 let why = format!("{e:#}");
+                observed.reload_note.refused(&why, crate::clock::unix_ms());
                 let _ = self.control.send(Control::HaltRolling(why.clone())).await;
                 return Err(why);
             }
@@ -83,6 +84,13 @@ impl Reloader {
         let changes = reload::changes(&self.running, &new);
         let upgrade = !changes.upgrade.is_empty() && changes.restart.is_empty();
         log_changes(&changes, after_upgrade);
+        observed.reload_note.taken(
+            changes
+                .restart
+                .iter()
+                .map(|c| c.path().to_string())
+                .collect(),
+        );
         let before = Live::from(&self.running);
         let running = reload::apply_live(&self.running, &new);
         // config.json's count: taken when it changed, after an upgrade (whatever the program

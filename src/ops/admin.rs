@@ -373,6 +373,7 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
             "stopping": t.refused[RefusalKind::Stopping],
         },
         "writeTimeoutCloses": t.write_timeout_closes,
+        "reload": front.counters.observed.reload_note.to_json(),
     });
     v
 }

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use fmt::{bytes, count, duration, esc, NONE};
 use problems::problems;
+pub(crate) use problems::{reload_refused, restart_pending};
 
 /// What the page is drawn from.
 pub(crate) struct PageInput<'a> {
@@ -105,10 +106,13 @@ fn live(s: &mut String, input: &PageInput) {
     if input.history.is_null() {
         s.push_str(r#"<p class="note">The graph history did not come in time.</p>"#);
     } else {
-        s.push_str(&graphs::legend(input.history));
+        // No process in `/status` (its figures did not come): the history's, all of them.
+        let codes: Vec<&str> = procs.iter().filter_map(|p| p["code"].as_str()).collect();
+        let plan = (!codes.is_empty()).then_some(codes.as_slice());
+        s.push_str(&graphs::legend(input.history, plan));
         s.push_str(r#"<div class="graphs">"#);
         let reject = st["memory"]["rejectAt"].as_u64();
-        for c in graphs::charts(input.history, reject, input.now_ms) {
+        for c in graphs::charts(input.history, plan, reject, input.now_ms) {
             let _ = write!(
                 s,
                 "<figure><figcaption>{}</figcaption>{}</figure>",
@@ -124,18 +128,19 @@ fn live(s: &mut String, input: &PageInput) {
     s.push_str("</main>");
 }
 
-/// Requests (the processes' own counts summed) and the average per minute, uptime (the
-/// master's), memory (what the guard measures), heap, problems.
+/// Requests (the front door's count) and the average per minute, uptime (the launcher's),
+/// memory (what the guard measures), heap, problems. The front door's count and the launcher's
+/// uptime (DEC-91): the processes' own counts start again with each process and come a
+/// status interval late, and the master's uptime is its process's, not the service's.
 fn summary(s: &mut String, st: &Value, problems: usize) {
     let t = &st["totals"];
-    // The processes' own counts (spec "Status"); where none reports its own (no channel), the
-    // front door's count of their answers, said to be that.
-    let (requests, whose) = match (t["requests"].as_u64(), t["frontRequests"].as_u64()) {
-        (Some(own), _) => (Some(own), ""),
-        (None, Some(front)) => (Some(front), " at the front door"),
+    // Where the front door has no count (no figures from it yet), the processes' own, said so.
+    let (requests, whose) = match (t["frontRequests"].as_u64(), t["requests"].as_u64()) {
+        (Some(front), _) => (Some(front), ""),
+        (None, Some(own)) => (Some(own), " (the processes' own)"),
         (None, None) => (None, ""),
     };
-    let uptime = t["uptimeMs"].as_u64();
+    let uptime = st["launcher"]["uptimeMs"].as_u64();
     let rate = match (requests, uptime) {
         (Some(r), Some(u)) if u >= 1000 => format!(" ({:.1}/min)", r as f64 * 60_000.0 / u as f64),
         _ => String::new(),

@@ -130,6 +130,18 @@ fn latency(v: &Value) -> String {
     format!("{}/{}", ms("median"), ms("p99"))
 }
 
+/// Under the status line, a refused reload and the settings waiting for a restart of the
+/// launcher (DEC-91): "ready" alone would hide them.
+fn reload_lines(out: &mut String, reload: &Value) {
+    use crate::ops::status_page::{reload_refused, restart_pending};
+    if let Some(why) = reload["refused"]["reason"].as_str() {
+        let _ = writeln!(out, "⚠ {}", reload_refused(why));
+    }
+    if let Some(line) = restart_pending(reload) {
+        let _ = writeln!(out, "⚠ {line}");
+    }
+}
+
 /// One column of the table: its head and width, and its cell for a process and for the
 /// launcher (none: blank).
 struct Column {
@@ -230,6 +242,7 @@ pub fn render(status: &Value, wide: bool) -> String {
         text(&front["queued"]),
         text(&front["refusalsLastMinute"]),
     );
+    reload_lines(&mut out, &front["reload"]);
     let _ = writeln!(out);
     let columns: Vec<&Column> = COLUMNS
         .iter()
@@ -433,5 +446,24 @@ mod tests {
         assert!(tx1.contains("1234    50 MB"), "{t}");
         let tx2 = t.lines().find(|l| l.starts_with("tx2")).unwrap_or_default();
         assert!(tx2.contains("—         —"), "{t}");
+    }
+
+    #[test]
+    fn a_refused_reload_and_a_setting_waiting_for_a_restart_have_their_lines() {
+        // spec: DEC-91
+        let mut s =
+            json!({"front": {"ready": true, "reload": {"refused": null, "restartPending": []}}});
+        assert!(!render(&s, false).contains('⚠'), "{}", render(&s, false));
+        s["front"]["reload"] = json!({"refused": {"reason": "bad JSON", "atMs": 1},
+                                      "restartPending": ["server.port"]});
+        let t = render(&s, false);
+        assert!(
+            t.contains("⚠ The last reload was refused, the launcher runs as before: bad JSON."),
+            "{t}"
+        );
+        assert!(
+            t.contains("⚠ Waiting for a restart of the launcher (systemctl restart): server.port."),
+            "{t}"
+        );
     }
 }

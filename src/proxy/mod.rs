@@ -25,6 +25,7 @@ pub(crate) mod observed;
 pub(crate) mod pipeline;
 pub(crate) mod process_counters;
 pub(crate) mod refusal_log;
+pub(crate) mod reload_note;
 pub(crate) mod roster;
 pub(crate) mod route;
 pub(crate) mod saturation;

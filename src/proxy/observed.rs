@@ -145,6 +145,8 @@ pub struct Observed {
     /// Connections outside hyper whose next request waits in the lobby for a process (queued).
     connections_waiting: AtomicUsize,
     reloads: Reloads,
+    /// The last reload's refusal and the settings waiting for a restart, for `/status`.
+    pub reload_note: super::reload_note::ReloadNote,
 }
 
 /// Counts a connection as waiting in the lobby while it lives.

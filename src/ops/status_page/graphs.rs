@@ -28,11 +28,26 @@ struct Series<'a> {
     points: &'a [Value],
 }
 
-fn series(history: &Value) -> Vec<Series<'_>> {
+/// The processes the plan has now (`/status`'s), when it came: a process `scale` removed keeps
+/// its points in the history, but is no line or legend entry of the cluster as it is.
+pub(crate) type Plan<'a> = Option<&'a [&'a str]>;
+
+/// The history's processes in `plan` (all of them when the plan is not known).
+fn in_plan<'a, 'p>(
+    history: &'a Value,
+    plan: Plan<'p>,
+) -> impl Iterator<Item = &'a Value> + use<'a, 'p> {
     history["processes"]
         .as_array()
         .into_iter()
         .flatten()
+        .filter(move |p| {
+            plan.is_none_or(|codes| codes.contains(&p["code"].as_str().unwrap_or("?")))
+        })
+}
+
+fn series<'a>(history: &'a Value, plan: Plan) -> Vec<Series<'a>> {
+    in_plan(history, plan)
         .map(|p| Series {
             code: p["code"].as_str().unwrap_or("?"),
             state: p["state"].as_str().unwrap_or(""),
@@ -106,8 +121,13 @@ fn total_line(points: &[Value], from_ms: u64, get: &dyn Fn(&Value) -> Option<f64
 
 /// The four charts, over the last 24 hours up to `now_ms` (from the oldest point kept when that
 /// is later). `reject_at` is the memory guard's refuse threshold, when known.
-pub(crate) fn charts(history: &Value, reject_at: Option<u64>, now_ms: u64) -> Vec<Chart> {
-    let ss = series(history);
+pub(crate) fn charts(
+    history: &Value,
+    plan: Plan,
+    reject_at: Option<u64>,
+    now_ms: u64,
+) -> Vec<Chart> {
+    let ss = series(history, plan);
     let floor = now_ms.saturating_sub(KEEP_MS);
     let oldest = ss
         .iter()
@@ -183,11 +203,11 @@ pub(crate) fn charts(history: &Value, reject_at: Option<u64>, now_ms: u64) -> Ve
     ]
 }
 
-/// The one legend above the graphs: a swatch per process (its state when not live), the
-/// Total, and how many processes are left out past eight.
-pub(crate) fn legend(history: &Value) -> String {
-    let ss = series(history);
-    let all = history["processes"].as_array().map_or(0, Vec::len);
+/// The one legend above the graphs: a swatch per process of the plan (its state when not
+/// live), the Total, and how many processes are left out past eight.
+pub(crate) fn legend(history: &Value, plan: Plan) -> String {
+    let ss = series(history, plan);
+    let all = in_plan(history, plan).count();
     let mut s = String::from(r#"<div class="legend">"#);
     for (i, p) in ss.iter().enumerate() {
         let state = match p.state {

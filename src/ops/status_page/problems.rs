@@ -3,7 +3,8 @@
 //! stopping), refusing, its figures gone stale; restarts since the launcher started it did not
 //! plan (crashes, hang kills: DEC-84); memory at
 //! 90% or more of the refuse threshold; the launcher not ready or draining, its own refusals in
-//! the last minute; an upgrade that did not happen. Pure: the JSON in, the lines out.
+//! the last minute; an upgrade that did not happen; a refused reload and settings waiting for a
+//! restart of the launcher. Pure: the JSON in, the lines out.
 
 use serde_json::Value;
 
@@ -32,6 +33,10 @@ pub(crate) enum Kind {
     Refusals,
     /// The last upgrade asked for was refused or failed.
     Upgrade,
+    /// The last reload's settings were refused: the service runs on as it was.
+    ReloadRefused,
+    /// Settings changed in `config.json` wait for a restart of the launcher.
+    RestartPending,
 }
 
 impl Kind {
@@ -46,6 +51,8 @@ impl Kind {
             Kind::LauncherNotReady => "launcher-not-ready",
             Kind::Refusals => "refusals",
             Kind::Upgrade => "upgrade",
+            Kind::ReloadRefused => "reload-refused",
+            Kind::RestartPending => "restart-pending",
         }
     }
 }
@@ -167,6 +174,7 @@ pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
             ),
         ));
     }
+    out.extend(reload(&front["reload"]));
     if let Some(outcome) = upgrade["outcome"].as_str() {
         let reason = upgrade["reason"].as_str().unwrap_or("no reason given");
         out.push(line(
@@ -176,6 +184,39 @@ pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
         ));
     }
     out
+}
+
+/// The last reload's refusal and the settings waiting for a restart of the launcher
+/// (`front.reload`, DEC-91), in the words `fhircluster status` has them.
+fn reload(reload: &Value) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Some(why) = reload["refused"]["reason"].as_str() {
+        out.push(line(Kind::ReloadRefused, None, reload_refused(why)));
+    }
+    if let Some(text) = restart_pending(reload) {
+        out.push(line(Kind::RestartPending, None, text));
+    }
+    out
+}
+
+/// The sentence for a refused reload.
+pub(crate) fn reload_refused(why: &str) -> String {
+    format!("The last reload was refused, the launcher runs as before: {why}.")
+}
+
+/// The sentence for the settings waiting for a restart of the launcher, if any.
+pub(crate) fn restart_pending(reload: &Value) -> Option<String> {
+    let paths: Vec<&str> = reload["restartPending"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    (!paths.is_empty()).then(|| {
+        format!(
+            "Waiting for a restart of the launcher (systemctl restart): {}.",
+            paths.join(", ")
+        )
+    })
 }
 
 /// What the memory guard measures (the cgroup's private memory, or without a cgroup limit of

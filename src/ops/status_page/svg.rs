@@ -38,7 +38,11 @@ pub(crate) struct Chart {
 
 const W: f64 = 360.0;
 const H: f64 = 200.0;
-const LEFT: f64 = 44.0;
+/// The left margin at least; wider when the value labels need it (`left_margin`).
+const LEFT: f64 = 30.0;
+/// A character of a tick label at its 12 px at most (`M` is about 10, a digit 7): the margin is
+/// sized on the label's text, as the SVG clips what is left of its box.
+const LABEL_CHAR: f64 = 7.5;
 const RIGHT: f64 = 8.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 22.0;
@@ -70,7 +74,6 @@ pub(crate) fn render(c: &Chart) -> String {
         id = c.id,
         t = esc(&c.title)
     );
-    let (x0, x1, y0, y1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
     if !drawable(c) {
         let _ = write!(
             s,
@@ -87,18 +90,20 @@ pub(crate) fn render(c: &Chart) -> String {
         .chain(c.marks.iter().map(|(v, _)| *v))
         .fold(0.0, f64::max);
     let top = nice_top(max);
+    let values = [0.0, top / 2.0, top].map(|v| (v, (c.format)(v)));
+    let (x0, x1, y0, y1) = (left_margin(&values), W - RIGHT, H - BOTTOM, TOP);
     let span = c.to_ms.saturating_sub(c.from_ms).max(1) as f64;
     let px = |at: u64| x0 + (at.saturating_sub(c.from_ms) as f64 / span).min(1.0) * (x1 - x0);
     let py = |v: f64| y0 - (v.max(0.0) / top).min(1.0) * (y0 - y1);
     // Value ticks: 0, half, top.
-    for v in [0.0, top / 2.0, top] {
-        let y = py(v);
+    for (v, label) in &values {
+        let y = py(*v);
         let _ = write!(
             s,
             r#"<line class="grid" x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
             x0 - 4.0,
             y + 4.0,
-            esc(&(c.format)(v))
+            esc(label)
         );
     }
     // Time ticks: four, the first and last at the ends.
@@ -165,6 +170,16 @@ pub(crate) fn render(c: &Chart) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+/// Room left of the plot for the longest value label and the gap before the axis.
+fn left_margin(labels: &[(f64, String)]) -> f64 {
+    let longest = labels
+        .iter()
+        .map(|(_, l)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    (longest as f64 * LABEL_CHAR + 8.0).max(LEFT)
 }
 
 /// One point per pixel column at most: 1,440 samples on a 340-pixel chart would be a page of

@@ -107,6 +107,8 @@ fn every_problem_kind_has_a_line_of_its_own() {
     st["memory"]["rejectAt"] = json!(100);
     st["front"]["ready"] = json!(false);
     st["front"]["refusalsLastMinute"] = json!(7);
+    st["front"]["reload"] = json!({"refused": {"reason": "config.json: bad", "atMs": 1},
+                                   "restartPending": ["server.cluster.hostPrefix"]});
     let upgrade = json!({"seq": 1, "outcome": "failed", "reason": "the new binary exited"});
     let found = problems(&st, &upgrade);
     let kinds: Vec<Kind> = found.iter().map(|p| p.kind).collect();
@@ -119,6 +121,8 @@ fn every_problem_kind_has_a_line_of_its_own() {
         Kind::LauncherNotReady,
         Kind::Refusals,
         Kind::Upgrade,
+        Kind::ReloadRefused,
+        Kind::RestartPending,
     ] {
         assert!(kinds.contains(&k), "{k:?} missing from {found:#?}");
     }
@@ -133,7 +137,7 @@ fn every_problem_kind_has_a_line_of_its_own() {
     assert!(html.contains("2 restarts since the launcher started, crashes and hang kills (tx1 2)."));
     assert!(html.contains("Memory is at 95% of the refuse threshold"));
     assert!(
-        html.contains(r#"Problems <b data-figure="problems">9</b>"#),
+        html.contains(r#"Problems <b data-figure="problems">11</b>"#),
         "{html}"
     );
 
@@ -201,6 +205,35 @@ fn a_chart_with_no_two_samples_says_it_waits_and_a_lone_sample_is_a_dot() {
     let html = page(&st, &h, &Value::Null);
     assert!(html.contains(r#"<circle class="dot" data-code="tx1""#));
     assert_eq!(html.matches("waiting for two samples").count(), 2);
+}
+
+#[test]
+fn the_headline_is_the_front_doors_count_and_the_launchers_uptime() {
+    // spec: DEC-91
+    let mut st = status(vec![process("m0", "ready")]);
+    st["totals"]["frontRequests"] = json!(4007);
+    let html = page(&st, &Value::Null, &Value::Null);
+    assert!(
+        html.contains("Requests <b data-figure=\"requests\">4\u{2009}007</b>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"Uptime <b data-figure="uptime">1 min 10 s</b>"#),
+        "{html}"
+    );
+}
+
+#[test]
+fn a_process_out_of_the_plan_is_no_legend_entry_nor_line() {
+    // spec: DEC-91
+    let two = vec![sample(NOW - 2000, 1), sample(NOW - 1000, 2)];
+    let mut h = history(vec![("tx1", two.clone()), ("tx3", two)]);
+    h["processes"][1]["state"] = json!("unavailable");
+    let html = page(&status(vec![process("tx1", "ready")]), &h, &Value::Null);
+    assert!(!html.contains("tx3"), "{html}");
+    // Without the plan (no figures came), the history's processes, all of them.
+    let html = page(&status(vec![]), &h, &Value::Null);
+    assert!(html.contains("tx3 (unavailable)"), "{html}");
 }
 
 #[test]
@@ -346,7 +379,7 @@ fn without_a_channel_the_front_doors_figures_are_shown_and_drawn() {
     )]);
     let html = page(&st, &h, &Value::Null);
     assert!(
-        html.contains(r#"Requests at the front door <b data-figure="requests">12</b>"#),
+        html.contains(r#"Requests <b data-figure="requests">12</b>"#),
         "{html}"
     );
     assert!(html.contains(r#"<td data-figure="front-requests">12</td>"#));
