@@ -162,6 +162,33 @@ fn one_hup_changing_command_access_log_and_proxy_threads_takes_all_three() {
 }
 
 #[test]
+fn a_hup_with_config_json_removed_is_refused_and_changes_nothing() {
+    // spec: DEC-44, DEC-70. A routine reload with a file of the data directory removed never
+    // stops the service: config.json gone (an operator's slip, a deploy tool's window) is
+    // refused as a broken file is, where the defaults used to replace every setting.
+    let mut c = cluster().workers(1).start();
+    let before = pids(&c, &["m0", "tx1"]);
+    let config = c.data_dir().join("config.json");
+    let kept = std::fs::read(&config).expect("config.json");
+    std::fs::remove_file(&config).expect("remove config.json");
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    let line = c.wait_for_after(mark, "the settings were refused", secs(20));
+    assert!(line.contains("config.json: no such file"), "{line}");
+    holds_for("nothing restarted", Duration::from_millis(1500), || {
+        c.count_lines("rolling restart") == 0
+    });
+    assert_eq!(pids(&c, &["m0", "tx1"]), before);
+    assert_eq!(c.get("/r4/metadata").status, 200);
+    // Put back, the next reload is taken.
+    std::fs::write(&config, kept).expect("put config.json back");
+    let mark = c.mark();
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "reload: no process restarts", secs(20));
+    assert_eq!(pids(&c, &["m0", "tx1"]), before);
+}
+
+#[test]
 fn a_hup_changing_only_live_settings_keeps_every_process() {
     // spec: DEC-44
     let mut c = cluster().workers(2).start();
