@@ -59,6 +59,7 @@ mod proxy_saturation;
 mod proxy_slots;
 mod pure_core;
 mod readiness;
+mod readme_docker;
 mod reliability_admin;
 mod reliability_attribution;
 mod reliability_clients;
