@@ -65,21 +65,19 @@ impl Reloader {
     /// reload follows an in-place upgrade (a `SIGHUP` deferred, or the one that asked for it),
     /// so the worker count is asked for as the settings say, whatever the program before ran.
     pub(super) async fn reload(&mut self, after_upgrade: bool) -> Result<Reloaded, String> {
-        let read = read(&self.cli, &self.cwd).and_then(|s| {
-            // A reload takes the whole file (DEC-44): with none, the defaults would replace every
-            // setting (the port, the command) and the servers, which read it too, would not
-            // start. A file removed is refused as a broken one is.
-            let file = self.cwd.join(&s.data_dir).join("config.json");
-            if file.is_file() {
-                Ok(s)
-            } else {
-                anyhow::bail!(
-                    "{}: no such file: a reload takes the whole file, and without one the \
-                     defaults would replace every setting; put it back, then reload",
-                    file.display()
-                )
-            }
-        });
+        // A reload takes the whole file (DEC-44): with none, the defaults would replace every
+        // setting (the port, the command) and the servers, which read it too, would not start.
+        // A file removed is refused as a broken one is.
+        let file = self.cwd.join(&self.running.data_dir).join("config.json");
+        let read = if file.is_file() {
+            read(&self.cli, &self.cwd)
+        } else {
+            Err(anyhow::anyhow!(
+                "{}: no such file: a reload takes the whole file, and without one the defaults \
+                 would replace every setting; put it back, then reload",
+                file.display()
+            ))
+        };
         let observed = &self.front.counters.observed;
         observed.reloaded(read.is_ok(), crate::clock::unix_ms());
         let new = match read {
