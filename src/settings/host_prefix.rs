@@ -100,7 +100,7 @@ mod tests {
             host_prefix: Some("ordinal:h".into()),
             ..Cli::default()
         };
-        let prefix = |cli: &Cli, env: &dyn Fn(&str) -> Option<String>, json| {
+        let prefix = |cli: &Cli, env: &dyn Fn(&str) -> Option<String>, json: Option<serde_json::Value>| {
             let path = std::path::Path::new("/d/config.json");
             super::super::from_sources(cli, env, json.as_ref().map(|j| (path, j)))
                 .map(|s| s.cluster.host_prefix)
