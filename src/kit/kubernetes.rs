@@ -270,3 +270,83 @@ fn nginx(c: &Cluster<'_>) -> String {
         nginx_image = NGINX_IMAGE,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(config_json: Option<&str>) -> Cluster<'_> {
+        Cluster {
+            name: NAME,
+            namespace: "fhir",
+            image: "r/fhirsmith:1",
+            replicas: 3,
+            memory_limit: "8Gi",
+            storage: "20Gi",
+            resolver: "10.96.0.10",
+            port: 3000,
+            admin_port: 9100,
+            grace_secs: 120,
+            endpoints: &[],
+            master_code: "m0",
+            config_json,
+        }
+    }
+
+    #[test]
+    fn sizes_are_kubernetes_quantities_and_a_namespace_a_dns_label() {
+        for ok in ["16Gi", "512Mi", "8G", "1.5Gi", "1073741824", "500k"] {
+            assert!(valid_quantity(ok), "{ok}");
+        }
+        for bad in ["", "Gi", "16 Gi", "16GiB", "-1Gi", "1.Gi", "16gi", "16Gi\n"] {
+            assert!(!valid_quantity(bad), "{bad:?}");
+        }
+        for ok in ["default", "fhir-prod", "a1"] {
+            assert!(valid_label(ok), "{ok}");
+        }
+        for bad in ["", "Fhir", "-a", "a-", "a.b", "a_b", &"a".repeat(64)] {
+            assert!(!valid_label(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn each_pod_is_named_in_the_namespace_and_the_map_takes_its_ordinal_from_the_cache_id() {
+        // spec: DEC-90
+        let c = cluster(None);
+        assert_eq!(
+            pod_host(&c, "0"),
+            "fhircluster-0.fhircluster.fhir.svc.cluster.local"
+        );
+        let conf = nginx_conf(&Cluster {
+            endpoints: &["/r4".to_string(), "/r5".to_string()],
+            ..c
+        });
+        assert!(conf.contains(
+            "\"~^h(?<fhir_ord>[0-9]+)(m0|tx[0-9]+)\\.\" \
+             fhircluster-$fhir_ord.fhircluster.fhir.svc.cluster.local:3000;"
+        ));
+        assert!(conf.contains("resolver 10.96.0.10 valid=5s;"), "{conf}");
+        assert!(conf.contains("location /r5/ {"), "{conf}");
+    }
+
+    #[test]
+    fn config_json_goes_into_the_config_map_as_given_or_a_placeholder_says_to_give_it() {
+        let text = render(&cluster(Some("{\n  \"server\": {}\n}\n")));
+        assert!(
+            text.contains("  config.json: |2\n    {\n      \"server\": {}\n    }\n---"),
+            "{text}"
+        );
+        let text = render(&cluster(None));
+        assert!(text.contains("no config.json was given"), "{text}");
+        for line in [
+            "  replicas: 3\n",
+            "          image: \"r/fhirsmith:1\"\n",
+            "      terminationGracePeriodSeconds: 120\n",
+            "              memory: \"8Gi\"\n",
+            "            storage: \"20Gi\"\n",
+            "            - ordinal:h\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in:\n{text}");
+        }
+    }
+}
