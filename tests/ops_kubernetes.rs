@@ -267,3 +267,35 @@ fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_p
     assert_eq!(to("/r4/ConceptMap/$closure", None), format!("master {}", pod("0")));
     assert_eq!(to("/metadata", Some("h1tx2.x")), format!("master {}", pod("0")));
 }
+
+#[test]
+fn a_cache_id_whose_pod_nginx_cannot_reach_goes_to_a_ready_pod() {
+    // spec: DEC-90
+    let dir = tempfile::tempdir().expect("data dir");
+    let yaml = print_kubernetes(dir.path(), &settings(), &[]);
+    assert_valid(dir.path(), &yaml);
+    let docs = documents(dir.path());
+    let conf = kind(&docs, "ConfigMap", "fhircluster-nginx")["data"]["default.conf"]
+        .as_str()
+        .expect("default.conf")
+        .to_string();
+    // No cluster DNS here, so no pod's name resolves: the request for pod 1's cache-id fails
+    // in nginx (a 502 of its own) and goes on to the ready pods, whose address nginx answers
+    // with instead of sending the request there.
+    let conf = conf
+        .replace("resolver kube-dns.kube-system.svc.cluster.local", "resolver 127.0.0.1")
+        .replace("listen 80;", "listen {{LISTEN}};")
+        .replace("proxy_pass http://$fhir_ready;", "return 200 \"ready $fhir_ready\";");
+    let nginx = Nginx::start(&conf, &[]);
+    let r = nginx.request("GET", "/r4/ValueSet/$expand", &[("X-Cache-Id", "h1tx2.x")], b"");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "ready fhircluster-ready.default.svc.cluster.local:3100".to_string()),
+        "{}",
+        nginx.error_log()
+    );
+    // The master host unreachable: the FHIR 503, not nginx's HTML page.
+    let r = nginx.request("GET", "/metadata", &[], b"");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("OperationOutcome"), "{}", r.text());
+}

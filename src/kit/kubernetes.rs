@@ -224,7 +224,8 @@ pub(super) fn nginx_conf(c: &Cluster<'_>) -> String {
          resolver {resolver} valid={RESOLVER_VALID_SECS}s;\nresolver_timeout 2s;\n\n\
          # A cache-id goes to the pod whose prefix begins it; others to a ready pod.\n\
          map $http_x_cache_id $fhir_tx_host {{\n    default {any};\n    \"~{ord_re}\" {pod}:{port};\n}}\n\n\
-         server {{\n    listen 80;\n    server_name _;\n    set $fhir_master {master};\n{server}",
+         server {{\n    listen 80;\n    server_name _;\n    set $fhir_master {master};\n    set $fhir_ready {any};\n\
+         \x20   # A fallback's own failure goes on to the FHIR 503 below.\n    recursive_error_pages on;\n{server}",
         resolver = c.resolver,
         pod = pod_host(c, "$fhir_ord"),
         port = c.port,
@@ -237,13 +238,16 @@ pub(super) fn nginx_conf(c: &Cluster<'_>) -> String {
             "\n    # The master's paths inside {e}: the designated master host, pod 0.\n\
              \x20   location ~ ^{e}/(.*\\$closure|syndication|info/) {{\n\
              \x20       proxy_pass http://$fhir_master;\n    }}\n\n\
-             \x20   # Tx requests, by cache-id or to a ready pod.\n\
-             \x20   location {e}/ {{\n        proxy_pass http://$fhir_tx_host;\n    }}\n"
+             \x20   # Tx requests, by cache-id or to a ready pod. A cache-id whose pod nginx can't reach\n\
+             \x20   # (gone, restarting) goes to a ready pod, which answers cache-id-unknown for it.\n\
+             \x20   location {e}/ {{\n        proxy_pass http://$fhir_tx_host;\n\
+             \x20       error_page 502 = @fhir_ready;\n        error_page 503 504 = @fhircluster_down;\n    }}\n"
         );
     }
     let _ = write!(
         out,
-        "\n    # Everything else is the master's.\n    location / {{\n        proxy_pass http://$fhir_master;\n    }}\n{}",
+        "\n    location @fhir_ready {{\n        proxy_pass http://$fhir_ready;\n    }}\n\n\
+         \x20   # Everything else is the master's.\n    location / {{\n        proxy_pass http://$fhir_master;\n    }}\n{}",
         super::nginx::DOWN_PAGE
     );
     out
