@@ -50,7 +50,9 @@ fn assert_valid(dir: &Path, yaml: &str) {
     let file = dir.join("fhircluster.yaml");
     std::fs::write(&file, yaml).expect("write the manifests");
     let out = run_bounded(
-        Command::new("kubernetes-validate").arg("--strict").arg(&file),
+        Command::new("kubernetes-validate")
+            .arg("--strict")
+            .arg(&file),
         Duration::from_secs(120),
     );
     assert!(
@@ -59,7 +61,12 @@ fn assert_valid(dir: &Path, yaml: &str) {
          (python3 -m pip install kubernetes-validate): {}",
         out.all()
     );
-    assert_eq!(out.code, Some(0), "kubernetes-validate --strict:\n{}\n{yaml}", out.all());
+    assert_eq!(
+        out.code,
+        Some(0),
+        "kubernetes-validate --strict:\n{}\n{yaml}",
+        out.all()
+    );
     assert!(
         !out.all().contains("FAIL") && !out.all().contains("ERROR"),
         "{}",
@@ -70,11 +77,13 @@ fn assert_valid(dir: &Path, yaml: &str) {
 /// The YAML stream's documents, parsed by PyYAML (kubernetes-validate's own parser).
 fn documents(dir: &Path) -> Vec<Value> {
     let out = run_bounded(
-        Command::new("python3").arg("-c").arg(
-            "import json, sys, yaml\n\
+        Command::new("python3")
+            .arg("-c")
+            .arg(
+                "import json, sys, yaml\n\
              json.dump(list(yaml.safe_load_all(open(sys.argv[1]))), sys.stdout)",
-        )
-        .arg(dir.join("fhircluster.yaml")),
+            )
+            .arg(dir.join("fhircluster.yaml")),
         Duration::from_secs(60),
     );
     assert_eq!(out.code, Some(0), "PyYAML: {}", out.all());
@@ -100,7 +109,14 @@ fn print_kubernetes_passes_kubernetes_validate_strict_and_its_probes_and_grace_a
     let yaml = print_kubernetes(
         dir.path(),
         &config,
-        &["--image", "registry.example.org/fhirsmith:1", "--replicas", "3", "--memory-limit", "12Gi"],
+        &[
+            "--image",
+            "registry.example.org/fhirsmith:1",
+            "--replicas",
+            "3",
+            "--memory-limit",
+            "12Gi",
+        ],
     );
     assert_valid(dir.path(), &yaml);
     let docs = documents(dir.path());
@@ -116,8 +132,13 @@ fn print_kubernetes_passes_kubernetes_validate_strict_and_its_probes_and_grace_a
         + secs(&config, "drainSeconds")
         + 2 * secs(&config, "killSeconds")
         + 5;
-    let grace = pod["terminationGracePeriodSeconds"].as_u64().expect("grace");
-    assert!(grace >= stop, "terminationGracePeriodSeconds {grace} < the stop's {stop} s");
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("grace");
+    assert!(
+        grace >= stop,
+        "terminationGracePeriodSeconds {grace} < the stop's {stop} s"
+    );
 
     // The probes ask the admin address's port, which the pod listens on for the kubelet.
     let admin_port = 9250;
@@ -142,7 +163,11 @@ fn print_kubernetes_passes_kubernetes_validate_strict_and_its_probes_and_grace_a
             .and_then(|i| command.get(i + 1))
             .copied()
     };
-    assert_eq!(after("--admin-address"), Some("0.0.0.0:9250"), "{command:?}");
+    assert_eq!(
+        after("--admin-address"),
+        Some("0.0.0.0:9250"),
+        "{command:?}"
+    );
     assert_eq!(after("--host-prefix"), Some("ordinal:h"), "{command:?}");
     let ports: Vec<u64> = c["ports"]
         .as_array()
@@ -191,9 +216,14 @@ fn print_kubernetes_passes_kubernetes_validate_strict_and_its_probes_and_grace_a
         .as_str()
         .expect("default.conf")
         .to_string();
-    assert!(conf.contains("\nresolver kube-dns.kube-system.svc.cluster.local "), "{conf}");
     assert!(
-        !conf.lines().any(|l| l.trim_start().starts_with("upstream ")),
+        conf.contains("\nresolver kube-dns.kube-system.svc.cluster.local "),
+        "{conf}"
+    );
+    assert!(
+        !conf
+            .lines()
+            .any(|l| l.trim_start().starts_with("upstream ")),
         "{conf}"
     );
     for line in conf.lines().filter(|l| l.contains("proxy_pass ")) {
@@ -210,18 +240,32 @@ fn the_pods_command_gives_each_pod_its_prefix_from_its_ordinal() {
         let at = yaml.find(&format!("- {flag}\n")).expect(flag);
         let rest = &yaml[at..];
         let next = rest.lines().nth(1).expect("its value");
-        next.trim().trim_start_matches("- ").trim_matches('"').to_string()
+        next.trim()
+            .trim_start_matches("- ")
+            .trim_matches('"')
+            .to_string()
     };
     let prefix = line("--host-prefix");
     for (pod, code) in [("fhircluster-0", "h0m0"), ("fhircluster-12", "h12tx1")] {
         let out = run_bounded(
             launcher_command(dir.path())
-                .args(["--demo", "--check", "--workers", "1", "--host-prefix", &prefix])
+                .args([
+                    "--demo",
+                    "--check",
+                    "--workers",
+                    "1",
+                    "--host-prefix",
+                    &prefix,
+                ])
                 .env("HOSTNAME", pod),
             CHECK_LIMIT,
         );
         assert_eq!(out.code, Some(0), "{}", out.all());
-        assert!(out.stdout.contains(&format!(" {code} on ")), "{pod}: {}", out.all());
+        assert!(
+            out.stdout.contains(&format!(" {code} on ")),
+            "{pod}: {}",
+            out.all()
+        );
     }
     let out = run_bounded(
         launcher_command(dir.path())
@@ -230,7 +274,11 @@ fn the_pods_command_gives_each_pod_its_prefix_from_its_ordinal() {
         CHECK_LIMIT,
     );
     assert_eq!(out.code, Some(1), "{}", out.all());
-    assert!(out.stderr.contains("\"fhircluster\" has none"), "{}", out.all());
+    assert!(
+        out.stderr.contains("\"fhircluster\" has none"),
+        "{}",
+        out.all()
+    );
 }
 
 #[test]
@@ -247,10 +295,19 @@ fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_p
     // No cluster DNS here: nginx answers with where it would send each request instead of
     // sending it (the map and the variables are the printed ones).
     let conf = conf
-        .replace("resolver kube-dns.kube-system.svc.cluster.local", "resolver 127.0.0.1")
+        .replace(
+            "resolver kube-dns.kube-system.svc.cluster.local",
+            "resolver 127.0.0.1",
+        )
         .replace("listen 80;", "listen {{LISTEN}};")
-        .replace("proxy_pass http://$fhir_tx_host;", "return 200 \"tx $fhir_tx_host\";")
-        .replace("proxy_pass http://$fhir_master;", "return 200 \"master $fhir_master\";");
+        .replace(
+            "proxy_pass http://$fhir_tx_host;",
+            "return 200 \"tx $fhir_tx_host\";",
+        )
+        .replace(
+            "proxy_pass http://$fhir_master;",
+            "return 200 \"master $fhir_master\";",
+        );
     let nginx = Nginx::start(&conf, &[]);
     let to = |path: &str, id: Option<&str>| {
         let headers: Vec<(&str, &str)> = id.map(|i| ("X-Cache-Id", i)).into_iter().collect();
@@ -258,14 +315,33 @@ fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_p
     };
     let pod = |n: &str| format!("fhircluster-{n}.fhircluster.default.svc.cluster.local:3100");
     let ready = "fhircluster-ready.default.svc.cluster.local:3100";
-    assert_eq!(to("/r4/ValueSet/$expand", Some("h1tx2.ab.c")), format!("tx {}", pod("1")));
-    assert_eq!(to("/r4/ValueSet/$expand", Some("h12m0.x")), format!("tx {}", pod("12")));
-    assert_eq!(to("/r4/ValueSet/$expand", Some("h3tx10.x")), format!("tx {}", pod("3")));
+    assert_eq!(
+        to("/r4/ValueSet/$expand", Some("h1tx2.ab.c")),
+        format!("tx {}", pod("1"))
+    );
+    assert_eq!(
+        to("/r4/ValueSet/$expand", Some("h12m0.x")),
+        format!("tx {}", pod("12"))
+    );
+    assert_eq!(
+        to("/r4/ValueSet/$expand", Some("h3tx10.x")),
+        format!("tx {}", pod("3"))
+    );
     for other in [None, Some("atx1.x"), Some("h1zz.x"), Some("htx1.x")] {
-        assert_eq!(to("/r4/CodeSystem/$lookup", other), format!("tx {ready}"), "{other:?}");
+        assert_eq!(
+            to("/r4/CodeSystem/$lookup", other),
+            format!("tx {ready}"),
+            "{other:?}"
+        );
     }
-    assert_eq!(to("/r4/ConceptMap/$closure", None), format!("master {}", pod("0")));
-    assert_eq!(to("/metadata", Some("h1tx2.x")), format!("master {}", pod("0")));
+    assert_eq!(
+        to("/r4/ConceptMap/$closure", None),
+        format!("master {}", pod("0"))
+    );
+    assert_eq!(
+        to("/metadata", Some("h1tx2.x")),
+        format!("master {}", pod("0"))
+    );
 }
 
 #[test]
@@ -283,14 +359,28 @@ fn a_cache_id_whose_pod_nginx_cannot_reach_goes_to_a_ready_pod() {
     // in nginx (a 502 of its own) and goes on to the ready pods, whose address nginx answers
     // with instead of sending the request there.
     let conf = conf
-        .replace("resolver kube-dns.kube-system.svc.cluster.local", "resolver 127.0.0.1")
+        .replace(
+            "resolver kube-dns.kube-system.svc.cluster.local",
+            "resolver 127.0.0.1",
+        )
         .replace("listen 80;", "listen {{LISTEN}};")
-        .replace("proxy_pass http://$fhir_ready;", "return 200 \"ready $fhir_ready\";");
+        .replace(
+            "proxy_pass http://$fhir_ready;",
+            "return 200 \"ready $fhir_ready\";",
+        );
     let nginx = Nginx::start(&conf, &[]);
-    let r = nginx.request("GET", "/r4/ValueSet/$expand", &[("X-Cache-Id", "h1tx2.x")], b"");
+    let r = nginx.request(
+        "GET",
+        "/r4/ValueSet/$expand",
+        &[("X-Cache-Id", "h1tx2.x")],
+        b"",
+    );
     assert_eq!(
         (r.status, r.text()),
-        (200, "ready fhircluster-ready.default.svc.cluster.local:3100".to_string()),
+        (
+            200,
+            "ready fhircluster-ready.default.svc.cluster.local:3100".to_string()
+        ),
         "{}",
         nginx.error_log()
     );

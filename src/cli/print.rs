@@ -83,7 +83,11 @@ pub enum Print {
         #[arg(long, value_name = "NAME", default_value = "default")]
         namespace: String,
         /// The DNS server nginx asks for the pods' addresses as it runs
-        #[arg(long, value_name = "NAME", default_value = "kube-dns.kube-system.svc.cluster.local")]
+        #[arg(
+            long,
+            value_name = "NAME",
+            default_value = "kube-dns.kube-system.svc.cluster.local"
+        )]
         resolver: String,
     },
     /// The Prometheus alert rules (for rule_files: in prometheus.yml)

@@ -50,13 +50,19 @@ pub(super) fn valid_quantity(text: &str) -> bool {
         Some((whole, frac)) => digits(whole) && digits(frac),
         None => digits(number),
     };
-    number_ok && ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"].contains(&suffix)
+    number_ok
+        && [
+            "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
+        ]
+        .contains(&suffix)
 }
 
 /// A DNS label (a namespace's name): lowercase letters, digits and `-`, not at either end.
 pub(super) fn valid_label(text: &str) -> bool {
     (1..=63).contains(&text.len())
-        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !text.starts_with('-')
         && !text.ends_with('-')
 }
@@ -86,7 +92,13 @@ fn q(text: &str) -> String {
 fn block(text: &str, indent: usize) -> String {
     let pad = " ".repeat(indent);
     text.lines()
-        .map(|l| if l.is_empty() { "\n".to_string() } else { format!("{pad}{l}\n") })
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("{pad}{l}\n")
+            }
+        })
         .collect()
 }
 
@@ -217,7 +229,10 @@ pub(super) fn nginx_conf(c: &Cluster<'_>) -> String {
         "{}-ready.{}.svc.cluster.local:{}",
         c.name, c.namespace, c.port
     );
-    let ord_re = cache_id_regex(&format!("{PREFIX_LETTERS}(?<fhir_ord>[0-9]+)"), c.master_code);
+    let ord_re = cache_id_regex(
+        &format!("{PREFIX_LETTERS}(?<fhir_ord>[0-9]+)"),
+        c.master_code,
+    );
     let mut out = format!(
         "# Names are looked up as requests come (variables in proxy_pass), not once at the start:\n\
          # a pod that restarts gets a new address.\n\

@@ -179,7 +179,9 @@ fn kubernetes(what: &Print, s: &Settings, config_json: Option<&str>) -> anyhow::
         anyhow::bail!("not print kubernetes");
     };
     if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        anyhow::bail!("--image {image:?}: give the image's name, e.g. registry.example.org/fhirsmith:1");
+        anyhow::bail!(
+            "--image {image:?}: give the image's name, e.g. registry.example.org/fhirsmith:1"
+        );
     }
     for (flag, size) in [("--memory-limit", memory_limit), ("--storage", storage)] {
         anyhow::ensure!(

@@ -48,14 +48,15 @@ pub(super) fn apply(
 ) -> Result<(), SettingsError> {
     let path = paths::cluster::host_prefix;
     let hostname = env(HOSTNAME);
-    s.cluster.host_prefix = resolve(&s.cluster.host_prefix, hostname.as_deref()).map_err(|why| {
-        SettingsError::invalid(
-            path,
-            quote(&s.cluster.host_prefix),
-            Some(s.sources.of(path)),
-            why,
-        )
-    })?;
+    s.cluster.host_prefix =
+        resolve(&s.cluster.host_prefix, hostname.as_deref()).map_err(|why| {
+            SettingsError::invalid(
+                path,
+                quote(&s.cluster.host_prefix),
+                Some(s.sources.of(path)),
+                why,
+            )
+        })?;
     Ok(())
 }
 
@@ -76,10 +77,7 @@ mod tests {
         assert_eq!(r("fhircluster-0").as_deref(), Ok("h0"));
         assert_eq!(r("fhircluster-12").as_deref(), Ok("h12"));
         assert_eq!(r("tx-2-fhir-7").as_deref(), Ok("h7"));
-        assert_eq!(
-            resolve("ordinal:fhir", Some("a-1")).as_deref(),
-            Ok("fhir1")
-        );
+        assert_eq!(resolve("ordinal:fhir", Some("a-1")).as_deref(), Ok("fhir1"));
         for bad_host in ["fhircluster", "", "a-", "a-99999999999999999999999"] {
             let e = r(bad_host).expect_err(bad_host);
             assert!(e.contains("number that ends"), "{e}");
@@ -100,18 +98,21 @@ mod tests {
             host_prefix: Some("ordinal:h".into()),
             ..Cli::default()
         };
-        let prefix = |cli: &Cli, env: &dyn Fn(&str) -> Option<String>, json: Option<serde_json::Value>| {
-            let path = std::path::Path::new("/d/config.json");
-            super::super::from_sources(cli, env, json.as_ref().map(|j| (path, j)))
-                .map(|s| s.cluster.host_prefix)
-        };
+        let prefix =
+            |cli: &Cli, env: &dyn Fn(&str) -> Option<String>, json: Option<serde_json::Value>| {
+                let path = std::path::Path::new("/d/config.json");
+                super::super::from_sources(cli, env, json.as_ref().map(|j| (path, j)))
+                    .map(|s| s.cluster.host_prefix)
+            };
         let file = Some(serde_json::json!({"server": {"cluster": {"hostPrefix": "ordinal:f"}}}));
         assert_eq!(prefix(&flag, &env, file.clone()), Ok("h3".to_string()));
         assert_eq!(prefix(&Cli::default(), &env, file.clone()), Ok("e3".into()));
         let no_var = |k: &str| (k == HOSTNAME).then(|| "fhircluster-3".to_string());
         assert_eq!(prefix(&Cli::default(), &no_var, file), Ok("f3".into()));
         let no_number = |k: &str| (k == HOSTNAME).then(|| "web".to_string());
-        let e = prefix(&flag, &no_number, None).expect_err("no number").to_string();
+        let e = prefix(&flag, &no_number, None)
+            .expect_err("no number")
+            .to_string();
         assert!(
             e.contains("hostPrefix") && e.contains("--host-prefix") && e.contains("\"web\""),
             "{e}"
