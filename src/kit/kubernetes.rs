@@ -239,13 +239,13 @@ pub(super) fn nginx_conf(c: &Cluster<'_>) -> String {
          resolver {resolver} valid={RESOLVER_VALID_SECS}s;\nresolver_timeout 2s;\n\n\
          # A cache-id goes to the pod whose prefix begins it; others to a ready pod.\n\
          map $http_x_cache_id $fhir_tx_host {{\n    default {any};\n    \"~{ord_re}\" {pod}:{port};\n}}\n\n\
-         server {{\n    listen 80;\n    server_name _;\n    set $fhir_master {master};\n    set $fhir_ready {any};\n\
+         server {{\n    listen 80;\n    server_name _;\n    set $fhir_master {master}:{port};\n    set $fhir_ready {any};\n\
          \x20   # A fallback's own failure goes on to the FHIR 503 below.\n    recursive_error_pages on;\n{server}",
         resolver = c.resolver,
         pod = pod_host(c, "$fhir_ord"),
         port = c.port,
         server = super::nginx::MANY_SERVER,
-        master = format!("{}:{}", pod_host(c, "0"), c.port),
+        master = pod_host(c, "0"),
     );
     for e in c.endpoints {
         let _ = write!(
