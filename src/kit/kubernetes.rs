@@ -31,6 +31,8 @@ pub(super) struct Cluster<'a> {
     pub admin_port: u16,
     /// `terminationGracePeriodSeconds`.
     pub grace_secs: u64,
+    /// `lameDuckSeconds`: a warning when it is shorter than nginx takes to leave a stopping pod.
+    pub lame_duck_secs: u64,
     /// The tx endpoints, and the master's instance code (the cache-ids' process code).
     pub endpoints: &'a [String],
     pub master_code: &'a str,
@@ -82,6 +84,22 @@ const NGINX_IMAGE: &str = "nginx:1.22";
 /// first failed readiness probe (every 5 s), and nginx follows within this (kubernetes.md:
 /// `lameDuckSeconds` covers both).
 pub(super) const RESOLVER_VALID_SECS: u64 = 5;
+/// The readiness probe's period.
+const READY_PERIOD_SECS: u64 = 5;
+
+/// What the manifests say of a lame duck shorter than a stopping pod takes to leave nginx's
+/// answers (its readiness probe fails, then nginx's copy of the ready pods' addresses expires).
+pub(super) fn lame_duck_note(lame_duck_secs: u64) -> String {
+    let needed = READY_PERIOD_SECS + RESOLVER_VALID_SECS;
+    if lame_duck_secs >= needed {
+        return String::new();
+    }
+    format!(
+        "\x20     # lameDuckSeconds is {lame_duck_secs}: a stopping pod leaves nginx's addresses within\n\
+         \x20     # {needed} s (its readiness probe, then nginx's DNS answers), so set it to {needed} or more\n\
+         \x20     # in config.json: else requests reach a pod that has begun its drain (kubernetes.md).\n"
+    )
+}
 
 /// A YAML scalar as a double-quoted string (JSON's escapes are YAML's).
 fn q(text: &str) -> String {
@@ -175,7 +193,7 @@ spec:\n  serviceName: {name}\n  replicas: {replicas}\n\
 \x20 template:\n    metadata:\n      labels:\n        app: {name}\n    spec:\n\
 \x20     # The lame duck, the drain and the stop in order (the settings' longest stop and a\n\
 \x20     # margin, as the systemd unit's TimeoutStopSec=), before Kubernetes sends SIGKILL.\n\
-\x20     terminationGracePeriodSeconds: {grace}\n\
+\x20     terminationGracePeriodSeconds: {grace}\n{note}\
 \x20     containers:\n        - name: fhircluster\n          image: {image}\n\
 \x20         workingDir: {wd}\n\
 \x20         # fhircluster is PID 1: build the image with an init (tini) as its entrypoint, as\n\
@@ -192,7 +210,7 @@ spec:\n  serviceName: {name}\n  replicas: {replicas}\n\
 \x20           periodSeconds: {startup_period}\n            failureThreshold: {startup_failures}\n\
 \x20         # 503 while the master loads, no tx process is ready, or it stops (lame duck, drain).\n\
 \x20         readinessProbe:\n            httpGet:\n              path: /readyz\n              port: {admin_port}\n\
-\x20           periodSeconds: 5\n            failureThreshold: 1\n\
+\x20           periodSeconds: {READY_PERIOD_SECS}\n            failureThreshold: 1\n\
 \x20         # 200 while the launcher runs, through the lame duck and the drain.\n\
 \x20         livenessProbe:\n            httpGet:\n              path: /livez\n              port: {admin_port}\n\
 \x20           periodSeconds: 10\n            timeoutSeconds: 5\n            failureThreshold: 6\n\
@@ -205,6 +223,7 @@ spec:\n  serviceName: {name}\n  replicas: {replicas}\n\
         ns = c.namespace,
         replicas = c.replicas,
         grace = c.grace_secs,
+        note = lame_duck_note(c.lame_duck_secs),
         image = q(c.image),
         wd = WORKING_DIR,
         letters = PREFIX_LETTERS,
@@ -306,6 +325,7 @@ mod tests {
             port: 3000,
             admin_port: 9100,
             grace_secs: 120,
+            lame_duck_secs: 0,
             endpoints: &[],
             master_code: "m0",
             config_json,
@@ -357,6 +377,12 @@ mod tests {
         );
         let text = render(&cluster(None));
         assert!(text.contains("no config.json was given"), "{text}");
+        assert!(text.contains("# lameDuckSeconds is 0:"), "{text}");
+        let quiet = render(&Cluster {
+            lame_duck_secs: 10,
+            ..cluster(None)
+        });
+        assert!(!quiet.contains("lameDuckSeconds is"), "{quiet}");
         for line in [
             "  replicas: 3\n",
             "          image: \"r/fhirsmith:1\"\n",

@@ -1,7 +1,8 @@
 //! `fhircluster print ...`: what a package would ship beside the binary, printed by the binary
 //! itself so an operator has it wherever the binary is, and it always matches the binary: the
-//! systemd unit, a logrotate config for the access log, nginx's one-host configuration (from
-//! nginx.md), the Prometheus alert rules and the Grafana dashboard (embedded from this folder).
+//! systemd unit, a logrotate config for the access log, nginx's and HAProxy's configurations,
+//! Kubernetes manifests, the Prometheus alert rules and the Grafana dashboard (embedded from
+//! this folder).
 //!
 //! The paths, ports and stop time come from the settings where they have one (the data
 //! directory given with `--data-dir` or `FHIRSMITH_DATA_DIR` and its `config.json`); without a
@@ -211,6 +212,7 @@ fn kubernetes(what: &Print, s: &Settings, config_json: Option<&str>) -> anyhow::
         port: s.port,
         admin_port: s.cluster.admin_address.map_or(POD_ADMIN_PORT, |a| a.port()),
         grace_secs: unit::timeout_stop_secs(s),
+        lame_duck_secs: s.cluster.lame_duck.as_secs(),
         endpoints: &endpoints(s),
         master_code: &s.tx.instance_code,
         config_json,
