@@ -150,9 +150,9 @@ fn print_kubernetes_passes_kubernetes_validate_strict_and_its_probes_and_grace_a
         assert_eq!(c[probe]["httpGet"]["port"], admin_port, "{probe}: {c:#}");
         assert_eq!(c[probe]["httpGet"]["path"], path, "{probe}");
     }
-    let command: Vec<&str> = c["command"]
+    let command: Vec<&str> = c["args"]
         .as_array()
-        .expect("command")
+        .expect("args")
         .iter()
         .filter_map(Value::as_str)
         .collect();
@@ -236,43 +236,42 @@ fn the_pods_command_gives_each_pod_its_prefix_from_its_ordinal() {
     // spec: DEC-90
     let dir = tempfile::tempdir().expect("data dir");
     let yaml = print_kubernetes(dir.path(), &settings(), &[]);
-    let line = |flag: &str| {
-        let at = yaml.find(&format!("- {flag}\n")).expect(flag);
-        let rest = &yaml[at..];
-        let next = rest.lines().nth(1).expect("its value");
-        next.trim()
-            .trim_start_matches("- ")
-            .trim_matches('"')
-            .to_string()
-    };
-    let prefix = line("--host-prefix");
-    for (pod, code) in [("fhircluster-0", "h0m0"), ("fhircluster-12", "h12tx1")] {
-        let out = run_bounded(
+    assert_valid(dir.path(), &yaml);
+    let docs = documents(dir.path());
+    let c = &kind(&docs, "StatefulSet", "fhircluster")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args.first(), Some(&"fhircluster"), "{args:?}");
+    // The pod's own arguments, on this data directory (the ConfigMap's config.json), checked
+    // and the plan printed as a pod of that name would start it.
+    let pod_check = |pod: &str| {
+        run_bounded(
             launcher_command(dir.path())
-                .args([
-                    "--demo",
-                    "--check",
-                    "--workers",
-                    "1",
-                    "--host-prefix",
-                    &prefix,
-                ])
+                .args(&args[1..])
+                .args(["--demo", "--check", "--workers", "1"])
                 .env("HOSTNAME", pod),
             CHECK_LIMIT,
-        );
+        )
+    };
+    for (pod, code) in [("fhircluster-0", "h0m0"), ("fhircluster-12", "h12tx1")] {
+        let out = pod_check(pod);
         assert_eq!(out.code, Some(0), "{}", out.all());
         assert!(
             out.stdout.contains(&format!(" {code} on ")),
             "{pod}: {}",
             out.all()
         );
+        assert!(
+            out.stdout.contains("admin endpoint: 0.0.0.0:9250 "),
+            "{}",
+            out.all()
+        );
     }
-    let out = run_bounded(
-        launcher_command(dir.path())
-            .args(["--demo", "--check", "--host-prefix", &prefix])
-            .env("HOSTNAME", "fhircluster"),
-        CHECK_LIMIT,
-    );
+    let out = pod_check("fhircluster");
     assert_eq!(out.code, Some(1), "{}", out.all());
     assert!(
         out.stderr.contains("\"fhircluster\" has none"),

@@ -156,7 +156,7 @@ fn config_map(c: &Cluster<'_>) -> String {
     };
     format!(
         "---\n# config.json for every pod ({note}); each pod's hostPrefix, admin address and\n\
-         # port are given on its command line and override it.\n\
+         # port are given in its arguments and override it.\n\
          apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}-config\n  namespace: {ns}\n\
          data:\n  config.json: |2\n{body}",
         name = c.name,
@@ -196,9 +196,9 @@ spec:\n  serviceName: {name}\n  replicas: {replicas}\n\
 \x20     terminationGracePeriodSeconds: {grace}\n{note}\
 \x20     containers:\n        - name: fhircluster\n          image: {image}\n\
 \x20         workingDir: {wd}\n\
-\x20         # fhircluster is PID 1: build the image with an init (tini) as its entrypoint, as\n\
-\x20         # Docker's --init, so orphans are reaped.\n\
-\x20         command:\n            - fhircluster\n            - --host-prefix\n            - ordinal:{letters}\n\
+\x20         # Arguments to the image's entrypoint: an init (tini) there reaps orphans, as Docker's\n\
+\x20         # --init does (without one, fhircluster is PID 1).\n\
+\x20         args:\n            - fhircluster\n            - --host-prefix\n            - ordinal:{letters}\n\
 \x20           - --admin-address\n            - {admin}\n            - --port\n            - {port_q}\n\
 \x20         env:\n            - name: FHIRSMITH_DATA_DIR\n              value: {data}\n\
 \x20         ports:\n            - name: http\n              containerPort: {port}\n\
