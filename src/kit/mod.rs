@@ -37,8 +37,12 @@ pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
         other => match settings_for_print(cli).and_then(|(s, given)| match other {
             // The data directory's config.json goes into the manifests as it is.
             Print::Kubernetes { .. } => {
-                let config = given.then(|| std::fs::read_to_string(s.data_dir.join("config.json")));
-                kubernetes(other, &s, config.transpose()?.as_deref())
+                let config = if given {
+                    config_text(&s.data_dir.join("config.json"))?
+                } else {
+                    None
+                };
+                kubernetes(other, &s, config.as_deref())
             }
             _ => render(other, &s),
         }) {
@@ -161,6 +165,15 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
     })
+}
+
+/// A config.json's text, `None` when there is none (the manifests then hold a placeholder).
+fn config_text(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
 }
 
 /// The admin address's port in the pods (the probes'): the settings', else README's 9100.
@@ -346,6 +359,37 @@ mod tests {
         for bad in ["", "a b", "x; include /etc/passwd", "a{", "$host"] {
             assert!(nginx("80", bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn print_kubernetes_refuses_what_the_manifests_cant_carry() {
+        let s = Settings::default();
+        let print = |image: &str, memory: &str, namespace: &str| {
+            kubernetes(
+                &Print::Kubernetes {
+                    image: image.into(),
+                    replicas: 2,
+                    memory_limit: memory.into(),
+                    storage: "10Gi".into(),
+                    namespace: namespace.into(),
+                    resolver: "kube-dns.kube-system.svc.cluster.local".into(),
+                },
+                &s,
+                None,
+            )
+        };
+        let ok = print("r/f:1", "8Gi", "fhir").expect("prints");
+        assert!(ok.contains("          image: \"r/f:1\"\n"), "{ok}");
+        let e = |r: anyhow::Result<String>| r.expect_err("refused").to_string();
+        assert!(e(print("r/f 1", "8Gi", "fhir")).contains("--image"));
+        assert!(e(print("r/f:1", "80%", "fhir")).contains("--memory-limit"));
+        assert!(e(print("r/f:1", "8Gi", "Fhir")).contains("--namespace"));
+        let dir = tempfile::tempdir().expect("dir");
+        assert_eq!(
+            config_text(&dir.path().join("config.json")).ok(),
+            Some(None)
+        );
+        assert!(config_text(dir.path()).is_err(), "a directory is no file");
     }
 
     #[test]
