@@ -19,6 +19,7 @@ Environment:
   FHIRSMITH_WORKERS         How many tx-workers (as --workers)
   PORT                      The port clients use (as --port)
   FHIRSMITH_LISTEN_ADDRESS  The address that port listens on (as --listen-address)
+  FHIRSMITH_HOST_PREFIX     The host's prefix in every cache-id (as --host-prefix)
   RUST_LOG                  Which log lines (as --log-level, or a whole tracing filter)
 
 Precedence: flag, then environment, then config.json in the data directory, then the default.
@@ -83,6 +84,13 @@ pub struct Cli {
     /// [default: every interface, IPv6 and IPv4]
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen_address: Option<String>,
+
+    /// This host's prefix before every instance code, when many hosts share a balancer: letters
+    /// and digits (a), or ordinal:LETTERS for LETTERS and the number that ends the host's name
+    /// ($HOSTNAME: a StatefulSet's pod fhircluster-1 takes h1 from ordinal:h)
+    /// [env: FHIRSMITH_HOST_PREFIX] [default: none]
+    #[arg(long, value_name = "PREFIX")]
+    pub(crate) host_prefix: Option<String>,
 
     /// A file to hold the launcher's pid while it runs (relative to the data directory)
     /// [default: none]; `status`, `upgrade`, `scale` and `restart` find the launcher (its

@@ -31,6 +31,7 @@ mod ops_agent;
 mod ops_control;
 mod ops_demo;
 mod ops_haproxy;
+mod ops_kubernetes;
 mod ops_listen;
 mod ops_logrotate;
 mod ops_logs;

@@ -34,6 +34,17 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y --no-install-recommends "${need[@]}"
 fi
 
+# kubernetes-validate (PyPI): tests/ops_kubernetes.rs validates `fhircluster print kubernetes`
+# against the Kubernetes API's schemas. Debian's python3 takes pip's packages only when told to.
+if ! command -v kubernetes-validate >/dev/null; then
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    apt-get update
+    apt-get install -y --no-install-recommends python3-pip
+  fi
+  python3 -m pip install kubernetes-validate \
+    || python3 -m pip install --break-system-packages kubernetes-validate
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked
 fi

@@ -113,10 +113,13 @@ const NOT_A_SETTING: &[(&str, &str)] = &[
 ];
 
 /// Words in messages that look like a setting (`server.x`, `...Seconds`) but are none: the
-/// FHIRsmith program file, and the fields of the status document and of the access log's JSON
-/// lines.
+/// FHIRsmith program file, the fields of the status document and of the access log's JSON
+/// lines, and those of the Kubernetes manifests `print kubernetes` writes.
 const NOT_SETTINGS: &[&str] = &[
     "server.js",
+    "terminationGracePeriodSeconds",
+    "periodSeconds",
+    "timeoutSeconds",
     "cpuPercent",
     "cpuSeconds",
     "queuedSeconds",

@@ -59,6 +59,37 @@ pub enum Print {
         #[command(flatten)]
         hosts: HostArgs,
     },
+    /// Kubernetes manifests (kubernetes.md): a StatefulSet of hosts, each pod's hostPrefix from
+    /// its ordinal (h0, h1 ...), its data directory on a volume, the probes on the admin
+    /// address, and nginx in front routing each cache-id to its pod:
+    /// `fhircluster print kubernetes --image IMAGE > fhircluster.yaml`
+    Kubernetes {
+        /// The image you build: FHIRsmith (server.js in /opt/fhirsmith) with fhircluster on its
+        /// PATH (README, In Docker)
+        #[arg(long, value_name = "IMAGE", default_value = "fhirsmith:latest")]
+        image: String,
+        /// How many hosts (pods); pod 0 is the designated master host
+        #[arg(long, value_name = "N", default_value_t = 2,
+              value_parser = clap::value_parser!(u32).range(1..=999))]
+        replicas: u32,
+        /// Each pod's memory limit (resources.limits.memory), which the launcher sizes the
+        /// workers against: 16Gi, 8G, 512Mi
+        #[arg(long, value_name = "SIZE", default_value = "16Gi")]
+        memory_limit: String,
+        /// Each pod's data directory's volume (its databases)
+        #[arg(long, value_name = "SIZE", default_value = "50Gi")]
+        storage: String,
+        /// The namespace, which the pods' names in nginx's configuration name
+        #[arg(long, value_name = "NAME", default_value = "default")]
+        namespace: String,
+        /// The DNS server nginx asks for the pods' addresses as it runs
+        #[arg(
+            long,
+            value_name = "NAME",
+            default_value = "kube-dns.kube-system.svc.cluster.local"
+        )]
+        resolver: String,
+    },
     /// The Prometheus alert rules (for rule_files: in prometheus.yml)
     Alerts,
     /// The Grafana dashboard (Dashboards > New > Import)

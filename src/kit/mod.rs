@@ -1,7 +1,8 @@
 //! `fhircluster print ...`: what a package would ship beside the binary, printed by the binary
 //! itself so an operator has it wherever the binary is, and it always matches the binary: the
-//! systemd unit, a logrotate config for the access log, nginx's one-host configuration (from
-//! nginx.md), the Prometheus alert rules and the Grafana dashboard (embedded from this folder).
+//! systemd unit, a logrotate config for the access log, nginx's and HAProxy's configurations,
+//! Kubernetes manifests, the Prometheus alert rules and the Grafana dashboard (embedded from
+//! this folder).
 //!
 //! The paths, ports and stop time come from the settings where they have one (the data
 //! directory given with `--data-dir` or `FHIRSMITH_DATA_DIR` and its `config.json`); without a
@@ -11,6 +12,7 @@
 
 mod haproxy;
 mod hosts;
+mod kubernetes;
 mod logrotate;
 mod nginx;
 mod unit;
@@ -32,7 +34,18 @@ pub(crate) fn run(cli: &Cli, what: &Print) -> ExitCode {
     let text = match what {
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
-        other => match settings_for_print(cli).and_then(|s| render(other, &s)) {
+        other => match settings_for_print(cli).and_then(|(s, given)| match other {
+            // The data directory's config.json goes into the manifests as it is.
+            Print::Kubernetes { .. } => {
+                let config = if given {
+                    config_text(&s.data_dir.join("config.json"))?
+                } else {
+                    None
+                };
+                kubernetes(other, &s, config.as_deref())
+            }
+            _ => render(other, &s),
+        }) {
             Ok(text) => text,
             Err(e) => {
                 eprintln!("fhircluster print: {e:#}");
@@ -148,9 +161,75 @@ fn render(what: &Print, s: &Settings) -> anyhow::Result<String> {
                 master_code: &s.tx.instance_code,
             })
         }
+        Print::Kubernetes { .. } => kubernetes(what, s, None)?,
         Print::Alerts => ALERTS.to_string(),
         Print::Dashboard => DASHBOARD.to_string(),
     })
+}
+
+/// A config.json's text, `None` when there is none (the manifests then hold a placeholder).
+fn config_text(path: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
+}
+
+/// The admin address's port in the pods (the probes'): the settings', else README's 9100.
+const POD_ADMIN_PORT: u16 = 9100;
+
+/// `print kubernetes`'s manifests from the settings, its options and config.json's text.
+fn kubernetes(what: &Print, s: &Settings, config_json: Option<&str>) -> anyhow::Result<String> {
+    let Print::Kubernetes {
+        image,
+        replicas,
+        memory_limit,
+        storage,
+        namespace,
+        resolver,
+    } = what
+    else {
+        anyhow::bail!("not print kubernetes");
+    };
+    if image.is_empty() || image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        anyhow::bail!(
+            "--image {image:?}: give the image's name, e.g. registry.example.org/fhirsmith:1"
+        );
+    }
+    for (flag, size) in [("--memory-limit", memory_limit), ("--storage", storage)] {
+        anyhow::ensure!(
+            kubernetes::valid_quantity(size),
+            "{flag} {size:?}: give a Kubernetes quantity, e.g. 16Gi or 512Mi"
+        );
+    }
+    anyhow::ensure!(
+        kubernetes::valid_label(namespace),
+        "--namespace {namespace:?}: a namespace's name is lowercase letters, digits and -"
+    );
+    anyhow::ensure!(
+        !resolver.is_empty()
+            && resolver
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)),
+        "--resolver {resolver:?}: give a DNS server's name or address"
+    );
+    Ok(kubernetes::render(&kubernetes::Cluster {
+        name: kubernetes::NAME,
+        namespace,
+        image,
+        replicas: *replicas,
+        memory_limit,
+        storage,
+        resolver,
+        port: s.port,
+        admin_port: s.cluster.admin_address.map_or(POD_ADMIN_PORT, |a| a.port()),
+        grace_secs: unit::timeout_stop_secs(s),
+        lame_duck_secs: s.cluster.lame_duck.as_secs(),
+        endpoints: &endpoints(s),
+        master_code: &s.tx.instance_code,
+        config_json,
+    }))
 }
 
 /// The tx endpoints the balancer routes as such: the settings', or FHIRsmith's usual `/r4` when
@@ -208,14 +287,18 @@ fn check_path(what: &str, path: &Path) -> anyhow::Result<()> {
 
 /// The settings of the data directory given; when none is, Deploy's layout's directory and
 /// no config.json (the flags and environment still count: `--port 8080 print nginx`).
-fn settings_for_print(cli: &Cli) -> anyhow::Result<Settings> {
+/// Whether a data directory was given comes with them.
+fn settings_for_print(cli: &Cli) -> anyhow::Result<(Settings, bool)> {
     let env = |key: &str| std::env::var(key).ok();
     match settings::data_dir(cli, &env).1 {
-        Some(_) => Ok(settings::load(cli)?),
-        None => Ok(Settings {
-            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
-            ..settings::from_sources(cli, &env, None)?
-        }),
+        Some(_) => Ok((settings::load(cli)?, true)),
+        None => Ok((
+            Settings {
+                data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+                ..settings::from_sources(cli, &env, None)?
+            },
+            false,
+        )),
     }
 }
 
@@ -243,7 +326,7 @@ mod tests {
         // FHIRSMITH_DATA_DIR may be set where the tests run; only the unset case is Deploy's.
         if std::env::var_os("FHIRSMITH_DATA_DIR").is_none() {
             assert_eq!(
-                s.expect("defaults").data_dir,
+                s.expect("defaults").0.data_dir,
                 PathBuf::from(DEFAULT_DATA_DIR)
             );
         }
@@ -279,6 +362,37 @@ mod tests {
     }
 
     #[test]
+    fn print_kubernetes_refuses_what_the_manifests_cant_carry() {
+        let s = Settings::default();
+        let print = |image: &str, memory: &str, namespace: &str| {
+            kubernetes(
+                &Print::Kubernetes {
+                    image: image.into(),
+                    replicas: 2,
+                    memory_limit: memory.into(),
+                    storage: "10Gi".into(),
+                    namespace: namespace.into(),
+                    resolver: "kube-dns.kube-system.svc.cluster.local".into(),
+                },
+                &s,
+                None,
+            )
+        };
+        let ok = print("r/f:1", "8Gi", "fhir").expect("prints");
+        assert!(ok.contains("          image: \"r/f:1\"\n"), "{ok}");
+        let e = |r: anyhow::Result<String>| r.expect_err("refused").to_string();
+        assert!(e(print("r/f 1", "8Gi", "fhir")).contains("--image"));
+        assert!(e(print("r/f:1", "80%", "fhir")).contains("--memory-limit"));
+        assert!(e(print("r/f:1", "8Gi", "Fhir")).contains("--namespace"));
+        let dir = tempfile::tempdir().expect("dir");
+        assert_eq!(
+            config_text(&dir.path().join("config.json")).ok(),
+            Some(None)
+        );
+        assert!(config_text(dir.path()).is_err(), "a directory is no file");
+    }
+
+    #[test]
     fn relative_paths_are_made_absolute_without_dots() {
         let p = absolute(Path::new("./data/."));
         assert!(p.is_absolute() && p.ends_with("data"), "{p:?}");
@@ -298,6 +412,7 @@ mod tests {
             "logrotate",
             "nginx",
             "haproxy",
+            "kubernetes",
             "alerts",
             "dashboard",
         ] {

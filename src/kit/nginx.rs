@@ -125,6 +125,7 @@ pub(super) fn render_many(
         );
     }
     out.push_str(MANY_TAIL);
+    out.push_str(DOWN_PAGE);
     out
 }
 
@@ -135,7 +136,7 @@ const MANY_HEAD: &str = "\
 #   fhircluster print nginx --host ... > /etc/nginx/conf.d/fhircluster.conf && nginx -t && nginx -s reload
 ";
 
-const MANY_SERVER: &str = "    # ssl_certificate ...; ssl_certificate_key ...;
+pub(super) const MANY_SERVER: &str = "    # ssl_certificate ...; ssl_certificate_key ...;
 
     client_max_body_size 50m;
 
@@ -157,7 +158,10 @@ const MANY_TAIL: &str = "
     location / {
         proxy_pass http://fhir_master;
     }
+";
 
+/// The FHIR answer when no host answers, and the server block's end.
+pub(super) const DOWN_PAGE: &str = "
     # No host answering: a FHIR 503, not nginx's HTML 502 (see the one-host configuration).
     error_page 502 503 504 = @fhircluster_down;
     location @fhircluster_down {

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::error::{quote, SettingsError, Source};
 use super::file::ConfigFile;
+use super::host_prefix;
 use super::node_flags::check_node_flags;
 use super::setting::{key, Setting};
 use super::validate::{unset_endpoints_warning, validate};
@@ -91,6 +92,7 @@ pub fn from_sources(
             None => (setting.otherwise)(&mut s)?,
         }
     }
+    host_prefix::apply(&mut s, env)?;
     validate(&s)?;
     s.warnings.extend(unset_endpoints_warning(&s));
     if !s.cluster.master_serves_tx && s.cluster.workers == Some(0) {
@@ -106,7 +108,18 @@ pub fn from_sources(
 /// Reads the real environment and `<data dir>/config.json` (none: all defaults), then
 /// [`from_sources`]. A data directory given but missing is an error naming it.
 pub fn load(cli: &Cli) -> Result<Settings, SettingsError> {
-    let env = |key: &str| std::env::var_os(key).map(|v| v.to_string_lossy().into_owned());
+    // HOSTNAME is a shell's variable, not always exported (a systemd service has none): the
+    // system's host name stands in for it.
+    let env = |key: &str| {
+        std::env::var_os(key)
+            .map(|v| v.to_string_lossy().into_owned())
+            .or_else(|| {
+                (key == host_prefix::HOSTNAME)
+                    .then(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+                    .flatten()
+                    .map(|h| h.trim().to_string())
+            })
+    };
     let (dir, from) = data_dir(cli, &env);
     if from.is_some() && !dir.is_dir() {
         let why = if dir.exists() {

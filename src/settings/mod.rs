@@ -16,6 +16,7 @@ pub(crate) mod bounds;
 mod command;
 mod error;
 mod file;
+mod host_prefix;
 pub mod jsonc;
 mod load;
 mod node_flags;
@@ -164,9 +165,10 @@ pub struct ClusterSettings {
     /// `server.cluster.logLevel` / `--log-level` (fhircluster's own), with `RUST_LOG` as its
     /// environment layer: which of the launcher's log lines are written.
     pub(crate) log_level: LogLevel,
-    /// `server.cluster.hostPrefix` (fhircluster's own): put before every instance code, so each
-    /// cache-id names its host as well as its process when nginx fronts several hosts
-    /// (`a` → `am0`, `atx1`). Empty: none.
+    /// `server.cluster.hostPrefix` / `--host-prefix` / `FHIRSMITH_HOST_PREFIX` (fhircluster's
+    /// own): put before every instance code, so each cache-id names its host as well as its
+    /// process when nginx fronts several hosts (`a` → `am0`, `atx1`). Empty: none. Given as
+    /// `ordinal:LETTERS`, it is resolved as it is read (`host_prefix.rs`, DEC-90).
     pub(crate) host_prefix: String,
     /// `server.cluster.servedByHeader` (fhircluster's own): the response header that names the
     /// process that answered (`X-Served-By`). Empty: off.

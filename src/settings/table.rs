@@ -106,7 +106,8 @@ settings_table! {
         // RUST_LOG, the usual variable of Rust programs, is this setting's environment layer.
         log_level ["server.cluster.logLevel", LogLevel::Info, log_level, Live,
             flag "--log-level" log_level, env "RUST_LOG"]
-        host_prefix ["server.cluster.hostPrefix", String::new(), text, Restart, unset "none"]
+        host_prefix ["server.cluster.hostPrefix", String::new(), text, Restart,
+            flag "--host-prefix" host_prefix, env "FHIRSMITH_HOST_PREFIX", unset "none"]
         served_by_header ["server.cluster.servedByHeader", String::new(), header_name, Live,
             unset "off"]
         access_log ["server.cluster.accessLog", AccessLogFormat(None), access_log, Live]

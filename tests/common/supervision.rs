@@ -29,6 +29,7 @@ pub fn launcher_command(dir: &Path) -> Command {
         .env("RUST_LOG", "info")
         .env_remove("FHIRSMITH_WORKERS")
         .env_remove("PORT")
+        .env_remove("FHIRSMITH_HOST_PREFIX")
         .env_remove("FHIRSMITH_DATA_DIR");
     cmd
 }
