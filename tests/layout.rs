@@ -1,6 +1,7 @@
 //! The test suite's own layout: every file in `tests/` is a module of the one integration
 //! binary. Cargo.toml turns `autotests` off, so a file `tests/integration.rs` doesn't name would
-//! be built and run by nothing, silently.
+//! be built and run by nothing, silently. No compiler lint sees this: an unnamed file under
+//! `tests/` is not compiled at all, so nothing but a look at the folder can say it is there.
 
 use std::path::Path;
 
