@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     // Before anything else: once the file is replaced, /proc/self/exe says "(deleted)".
     fhircluster::upgrade::exec::record_path();
     fatal::install();
-    fatal::test_hook_from_env();
+    fhircluster::test_hooks::panic_when_file();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

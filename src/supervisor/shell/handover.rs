@@ -23,7 +23,7 @@ use crate::supervisor::child::{self, Carried};
 use crate::supervisor::lifecycle::{LifecycleState, Status};
 use crate::supervisor::mailbox::MasterMailbox;
 use crate::supervisor::recycle_watch::RecycleState;
-use crate::supervisor::test_hook;
+use crate::test_hooks;
 
 /// The supervisor shell's own flags, as an in-place upgrade hands them over (`upgrade::state`'s
 /// `shell`).
@@ -147,7 +147,7 @@ impl Shell {
             if self.children[i].is_none() {
                 continue;
             }
-            let hook = test_hook::step(&format!("child-{code}")).await;
+            let hook = test_hooks::step(&format!("child-{code}")).await;
             let Some(handle) = self.children[i].take() else {
                 continue;
             };
@@ -189,7 +189,7 @@ impl Shell {
             }
             return Err(why);
         }
-        test_hook::step("handed").await?;
+        test_hooks::step("handed").await?;
         match h.children.iter().find(|c| c.carried.has_ended()) {
             Some(c) => Err(format!(
                 "{} (pid {}) ended during the handover",
