@@ -62,14 +62,14 @@ pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
 /// (`park_after`).
 pub(crate) fn server_builder(max_head: usize) -> http1::Builder {
     let mut builder = http1::Builder::new();
-    // The header count is hyper's default, which is the codec's (`http1::limits::MAX_HEADERS`,
-    // held equal by the lobby's differential test at 99, 100 and 101 headers): set here, hyper
-    // fills two 100-slot arrays per head instead of leaving them uninitialised, work on every
-    // request for nothing. `writev` is left to hyper (on: the stream is vectored): off, or
-    // `pipeline_flush` on (which turns it off), saved a little by copying each body into
-    // hyper's write buffer, but that buffer keeps its capacity for the connection's life, so
-    // one large body would stay as memory held by an idle connection. `max_buf_size` is the head bound, not a read size: hyper's
-    // reads stay adaptive (8 KB first), a smaller bound changed nothing measured.
+    // The header count is hyper's default, which is the codec's (`http1::limits::MAX_HEADERS`, held
+    // equal by the lobby's differential test at 99, 100 and 101 headers): set here, hyper fills two
+    // 100-slot arrays per head instead of leaving them uninitialised, work on every request for
+    // nothing. `writev` is left to hyper (on: the stream is vectored): off, or `pipeline_flush` on
+    // (which turns it off), saved a little by copying each body into hyper's write buffer, but that
+    // buffer keeps its capacity for the connection's life, so one large body would stay as memory
+    // held by an idle connection. `max_buf_size` is the head bound, not a read size: hyper's reads
+    // stay adaptive (8 KB first), a smaller bound changed nothing measured.
     builder
         .keep_alive(true)
         .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(max_head));

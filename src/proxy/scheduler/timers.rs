@@ -3,12 +3,12 @@
 //! all would give them.
 //!
 //! Why not one heap: under load nearly every request waits, and as it is dispatched its wait's
-//! timer goes dead at the top and is dropped, a heap pop (a sift through log n levels) per
-//! queued request. But the waits of one kind all have one length (`queueSeconds`, or
-//! `ownerQueueSeconds` for the others), so they end in the order they began: each kind's ends
-//! are a deque, pushed at the back and taken from the front. A wait is placed by its end only
-//! when it ends before the last one pushed (a `now` read before another's, or a reload that
-//! shortened the wait): found by a binary search, so nothing here scans. Cooldowns (rare) keep a heap.
+//! timer goes dead at the top and is dropped, a heap pop (a sift through log n levels) per queued
+//! request. But the waits of one kind all have one length (`queueSeconds`, or `ownerQueueSeconds`
+//! for the others), so they end in the order they began: each kind's ends are a deque, pushed at
+//! the back and taken from the front. A wait is placed by its end only when it ends before the last
+//! one pushed (a `now` read before another's, or a reload that shortened the wait): found by a
+//! binary search, so nothing here scans. Cooldowns (rare) keep a heap.
 //!
 //! Dead timers (a wait that ended otherwise, a cooldown superseded) stay until they come to the
 //! front; the caller says which are live (`Scheduler::settle`).
