@@ -77,8 +77,8 @@ impl Verdict {
     }
 
     /// Nothing was decided as it was admitted: the request waits (its decision may come at
-    /// any moment; awaiting it says). Without a look at the waiter, which takes the lock (~75
-    /// instructions of a queued request's): the callers ask just after admitting, to know
+    /// any moment; awaiting it says). Without a look at the waiter, which would take the lock
+    /// again for every queued request: the callers ask just after admitting, to know
     /// whether to make the request small while it waits.
     pub fn is_empty(&self) -> bool {
         !matches!(self.0, State::Made(_))

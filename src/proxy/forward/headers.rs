@@ -136,8 +136,7 @@ fn strip_found(headers: &mut HeaderMap, found: &Found) {
         return;
     }
     // Almost no `Connection` value names a header (nginx's `keep-alive`, a client's `close`):
-    // one look at the values says so, where reading them for names cost about 700
-    // instructions a response.
+    // one look at the values says so, where reading them for names is work on every response.
     let names_some = |headers: &HeaderMap| {
         found.named_close
             || !headers
@@ -279,8 +278,8 @@ pub fn check_looked_host(
 }
 
 /// What routing reads of a request's head, from one pass over its headers: a lookup each
-/// (`Host`, `Content-Length`, `Transfer-Encoding`, `x-cache-id`) hashed its name, about 450
-/// instructions a request. The first value of a name is the one `HeaderMap::get` gives.
+/// (`Host`, `Content-Length`, `Transfer-Encoding`, `x-cache-id`) would hash its name, four
+/// hashes a request. The first value of a name is the one `HeaderMap::get` gives.
 pub struct Looked<'a> {
     host: Option<&'a HeaderValue>,
     more_hosts: bool,

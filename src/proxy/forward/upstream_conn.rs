@@ -8,8 +8,8 @@
 //! [`Reading`], as hyper's `proto::h1::conn::State`), not kept in flags.
 //!
 //! Why not hyper's client here: it drives each connection in a task of its own, reached through
-//! a channel and a oneshot per request, and builds its response in its dispatcher; that was
-//! about a third of the launcher's instructions per forwarded request. Here one request has the
+//! a channel and a oneshot per request, and builds its response in its dispatcher, a large part
+//! of what the launcher spent forwarding a request. Here one request has the
 //! connection to itself (the pool hands it out whole), so no task, channel or lock is needed
 //! between the request and its connection.
 

@@ -59,8 +59,8 @@ pub(crate) struct Timers {
     waits: [VecDeque<(Instant, u64, RequestId)>; 2],
     cools: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     /// The earliest of them all, kept as they change: asked several times a call (`advance`,
-    /// `settle`, `poll_timeout`), where finding it among the three each time cost ~240
-    /// instructions a queued request.
+    /// `settle`, `poll_timeout`), where finding it among the three each time would be done
+    /// several times for every queued request.
     head: Option<(Source, Instant, Timer)>,
 }
 
