@@ -12,13 +12,10 @@
 //! from a thread of its own; either way it is waited for at most `WRITE_WAIT`: a stderr that is
 //! stuck (a full pipe, a stalled journal) must not keep the process alive.
 //!
-//! Test hook: `FHIRCLUSTER_TEST_PANIC=<path>` makes a launcher thread panic once a file exists at
-//! `<path>`, so a test can make a running launcher panic at a moment of its choosing. It is read
-//! only by `fhircluster`, only this variable, and does nothing else.
+//! A test makes a running launcher panic through `test_hooks::panic_when_file`.
 
 use std::io::Write;
 use std::panic::PanicHookInfo;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -27,9 +24,6 @@ pub(crate) const PANIC_STATUS: i32 = 101;
 
 /// How long the panic's line may take to be written before the process ends anyway.
 pub(crate) const WRITE_WAIT: Duration = Duration::from_secs(2);
-
-/// The test hook's environment variable (see the module's notes).
-pub(crate) const TEST_PANIC_ENV: &str = "FHIRCLUSTER_TEST_PANIC";
 
 /// Makes every panic, in any thread or task, end the process promptly with its message.
 pub fn install() {
@@ -81,22 +75,6 @@ fn write_within(line: &str, wait: Duration) {
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
     }
-}
-
-/// Starts the test hook when `FHIRCLUSTER_TEST_PANIC` names a path: a thread that panics once a
-/// file exists there.
-pub fn test_hook_from_env() {
-    let Some(path) = std::env::var_os(TEST_PANIC_ENV).map(PathBuf::from) else {
-        return;
-    };
-    let _ = std::thread::Builder::new()
-        .name("test-panic".into())
-        .spawn(move || loop {
-            if path.exists() {
-                panic!("test panic: {} exists ({TEST_PANIC_ENV})", path.display());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        });
 }
 
 #[cfg(test)]

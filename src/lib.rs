@@ -80,7 +80,8 @@
 //! * `cli`, `process`
 //! * `build_info`, `clock`, `deadline`, `digest`, `exposition`, `ipc`, `log_throttle`,
 //!   `node_report`, `outcome`, `per_kind`, `signals`
-//! * `system` (the machine; its ffi.rs is the one home of the FFI)
+//! * `system` (the machine; its ffi.rs is the one home of the FFI), `test_hooks` (what the
+//!   integration tests may make happen by a FHIRCLUSTER_TEST_ variable; nothing when unset)
 
 // `unsafe` only in `system::ffi`, each block with its `SAFETY:` comment: the compiler holds both.
 #![deny(unsafe_code)]
@@ -119,5 +120,6 @@ pub(crate) mod sizing;
 pub(crate) mod status;
 pub mod supervisor;
 pub mod system;
+pub mod test_hooks;
 pub mod tree;
 pub mod upgrade;

@@ -14,20 +14,15 @@ use fhircluster::cli::Cli;
 use fhircluster::{fatal, launcher};
 
 /// jemalloc, not glibc's malloc: the request path's allocations (the request's future, the
-/// forwarding's, the response's head and body) cost 2.9k instructions a request under glibc,
-/// whose thread cache stops at 1,032 bytes (callgrind, `tests/perf/callgrind-per-request.sh`:
-/// 30.4k a request, 29.0k with jemalloc). CPU per request, means of four interleaved
-/// `fhircluster-load compare --only fast --rounds 2` runs of each: 17.1 → 16.5 µs at `wrk -t1
-/// -c32`, 20.1 → 18.7 at `-t1 -c256` (lower in 13 of the 16 pairs). mimalloc was as fast
-/// (29.3k) but held twice the memory (23 MB idle against 10, 5,000 queued requests in 43 MB
-/// against 20). tikv-jemallocator: the maintained binding (TiKV's), jemalloc 5.3.
+/// forwarding's, the response's head and body) are too large for glibc's thread cache and all
+/// fit jemalloc's, so each is taken without a lock; mimalloc was as fast but held more memory
+/// (cluster.md, DEC-60, has the figures). tikv-jemallocator: the maintained binding (TiKV's).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read before `main`. One arena: the launcher's threads are few and the
 /// thread caches take the request path's allocations, while jemalloc's default (four arenas a
-/// CPU) kept 1.4 MB more resident than glibc idle and 5,000 queued requests in 20.4 MB, over the
-/// 20 MB target; with one, 19.7 (glibc 20.0) and 10,000 idle clients in 25.3 MB (glibc 25.7).
+/// CPU) kept more resident, over the memory target for queued requests (DEC-60).
 // The product's one `unsafe` outside `system::ffi`: an exported symbol jemalloc reads, which
 // must be defined in the binary itself.
 #[allow(unsafe_code)]
@@ -60,7 +55,7 @@ fn main() -> ExitCode {
     // Before anything else: once the file is replaced, /proc/self/exe says "(deleted)".
     fhircluster::upgrade::exec::record_path();
     fatal::install();
-    fatal::test_hook_from_env();
+    fhircluster::test_hooks::panic_when_file();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

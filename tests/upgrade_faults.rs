@@ -1,7 +1,7 @@
 //! The in-place upgrade when something goes wrong during its handover (#25): a process killed
 //! at each step of it, a step failing, the `execve` failing (the binary removed or made
 //! unexecutable after it was checked), and a `SIGHUP` sent meanwhile. The launcher's test hook
-//! (`FHIRCLUSTER_TEST_HANDOVER`, `src/supervisor/test_hook.rs`) pauses the handover at a named step
+//! (`FHIRCLUSTER_TEST_HANDOVER`, `src/test_hooks.rs`) pauses the handover at a named step
 //! or makes it fail. Whatever happens, a refusal changes nothing: the cluster serves on, a
 //! process that died is seen to have (logged, restarted as after any crash), the next upgrade
 //! works, and SIGTERM stops the launcher with exit 0.

@@ -1,6 +1,6 @@
 //! How `tests/fixtures/handover-format-1.json` was captured: a real cluster (the simulator's
 //! master and two workers) through one real in-place upgrade, with the test hook's
-//! `record-state` (`src/supervisor/test_hook.rs`) writing the state the old program handed over.
+//! `record-state` (`src/test_hooks.rs`) writing the state the old program handed over.
 //! The fixture is frozen (never captured again, never edited; a new format number gets a fixture
 //! of its own, captured the same way). The suite runs the capture every time and holds what
 //! today's program writes to the fixture's top level (each part still written, under the same

@@ -6,7 +6,7 @@
 //! the real binary (the control socket's file removed, a `controlGroup` the service user is not
 //! in, a port held by another program for `adminAddress` or `server.port`, a link in the socket's
 //! place), and a fault injected at every setup step of the new program through the test hook
-//! (`FHIRCLUSTER_TEST_HANDOVER`, `src/supervisor/test_hook.rs`).
+//! (`FHIRCLUSTER_TEST_HANDOVER`, `src/test_hooks.rs`).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use super::resume::Resume;
 use crate::ops::client_port::{self, Bound};
 use crate::settings::Settings;
-use crate::supervisor::test_hook;
+use crate::test_hooks;
 use crate::upgrade::listeners::{client_in_force, overlaps, serves_client};
 
 /// The client listener for `server.port` as `listenAddress` asks. After an upgrade, when it
@@ -33,7 +33,7 @@ pub(super) fn client(settings: &mut Settings, resume: Option<&Resume>) -> std::i
         other => other,
     };
     let prebound = r.take_prebound(|at| serves_client(at, port, listen));
-    let fault = test_hook::failing("setup-listen").map_err(std::io::Error::other);
+    let fault = test_hooks::failing("setup-listen").map_err(std::io::Error::other);
     let (old, closed) = give_way(old, port, prebound.is_some());
     let new = fault.and_then(|()| match prebound {
         Some((l, at)) => adopted(l, at, "bound before the upgrade"),
@@ -82,7 +82,7 @@ pub(super) async fn admin(
         other => other,
     };
     let prebound = r.take_prebound(|at| at == addr);
-    let fault = test_hook::failing("setup-admin").map_err(std::io::Error::other);
+    let fault = test_hooks::failing("setup-admin").map_err(std::io::Error::other);
     let (old, closed) = give_way(old, addr.port(), prebound.is_some());
     let new = match (fault, prebound) {
         (Err(e), _) => Err(e),

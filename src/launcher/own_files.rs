@@ -1,7 +1,7 @@
 //! The launcher's own files, opened or written as it starts: the access log, the pid file and
 //! the Node preload. At a start a failure stops it; after an in-place upgrade the processes and
 //! the clients are already this program's, so it is a `WARNING` saying what it costs, and the
-//! launcher serves on (DEC-70). Each is a step of the test hook (`supervisor::test_hook`).
+//! launcher serves on (DEC-70). Each is a step of the test hook (`test_hooks`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ pub(super) fn preload(path: &Path, upgraded: bool) -> Result<()> {
 
 /// `run`, unless the test hook makes step `name` fail.
 fn hooked<T>(name: &str, run: impl FnOnce() -> Result<T>) -> Result<T> {
-    crate::supervisor::test_hook::failing(name).map_err(anyhow::Error::msg)?;
+    crate::test_hooks::failing(name).map_err(anyhow::Error::msg)?;
     run()
 }
 

@@ -23,8 +23,8 @@ use crate::proxy::conn::HandedClient;
 use crate::proxy::listener::{self, Kept, Shutdown};
 use crate::signals::Sig;
 use crate::signals::{meaning, Meaning, Phase};
-use crate::supervisor::test_hook;
 use crate::supervisor::{Control, ShellHandover};
+use crate::test_hooks;
 use crate::upgrade::exec;
 use crate::upgrade::state::{ChildState, ClientConnState, CooldownState, Handover, FORMAT};
 
@@ -232,13 +232,13 @@ impl Launcher {
         reload: &mut bool,
         drained: std::time::Duration,
     ) -> NotExecuted {
-        if let Err(why) = test_hook::step("state").await {
+        if let Err(why) = test_hooks::step("state").await {
             return NotExecuted::Failed(why);
         }
         let (mut h, mut keep) = self.handover(handed, kept);
         h.prebound = prebound.iter().map(AsRawFd::as_raw_fd).collect();
         keep.extend(&h.prebound);
-        if let Err(why) = test_hook::step("exec").await {
+        if let Err(why) = test_hooks::step("exec").await {
             return NotExecuted::Failed(why);
         }
         // Signals that came since the drain: the new program would never hear them.

@@ -203,7 +203,7 @@ fn keep(old: Inherited, path: &Path, gid: Option<u32>) -> Option<(StdListener, (
         retire(&old);
         return None;
     }
-    let fault = crate::supervisor::test_hook::failing("setup-control-file");
+    let fault = crate::test_hooks::failing("setup-control-file");
     match fault.map(|()| found(look(path), old.file)) {
         Ok(Found::Made) => {}
         seen => {
@@ -220,7 +220,7 @@ fn keep(old: Inherited, path: &Path, gid: Option<u32>) -> Option<(StdListener, (
         }
     }
     // The group may have changed with config.json: set again, on the same file.
-    let set = crate::supervisor::test_hook::failing("setup-control-permit")
+    let set = crate::test_hooks::failing("setup-control-permit")
         .map_err(anyhow::Error::msg)
         .and_then(|()| permit(path, gid, old.file));
     match set {

@@ -14,6 +14,7 @@ pub(crate) mod control_socket;
 pub(crate) mod extend;
 pub(crate) mod front_series;
 pub(crate) mod launcher_lookup;
+pub mod line_chart;
 pub(crate) mod metrics;
 pub mod notify;
 pub(crate) mod pid_file;

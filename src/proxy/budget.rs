@@ -3,11 +3,11 @@
 //! whole requests waiting in the lobby.
 //!
 //! Why: each of those is held for as long as a client takes (a client that never reads keeps its
-//! response for `writeTimeoutSeconds`), and the launcher shares its memory limit with the
-//! servers. 64 clients that never read a 16 MiB response held 820 MB. Past the budget nothing
-//! more is read ahead: a tx response is streamed as the client takes it (the process's slot is
-//! then held until the client has it all, or the write timeout cuts it off), and a request body
-//! is passed on as it arrives.
+//! response for `writeTimeoutSeconds`), and the launcher shares its memory limit with the servers:
+//! a few clients that never read a large response would hold it all. Past the budget nothing more
+//! is read ahead: a tx response is streamed as the client takes it (the process's slot is then held
+//! until the client has it all, or the write timeout cuts it off), and a request body is passed on
+//! as it arrives.
 //!
 //! A `Lease` is the bytes one holder counts; it gives them back when dropped. The rule is the
 //! pure `fits`; the shell is two atomics.

@@ -66,9 +66,9 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// The future is built of parts that each hold their state once (`Handled`, `Answering`, and
 /// the steps as blocks that use what they capture in place): an `async` block or `fn` that
 /// moves what it holds into an awaited future keeps both (rust-lang/rust#62958). It is boxed
-/// per request (see `conn::hyper_phase`), and its size is that allocation's: 1,696 bytes as one
-/// `async` block, over glibc's 1,032-byte thread cache (`malloc` 375 instructions a request
-/// against 64 below it, callgrind); 864 so.
+/// per request (see `conn::hyper_phase`), and its size is that allocation's, made and freed for
+/// every request and held by every queued one: built so, it is about half what one `async`
+/// block holding it all was.
 pub(super) fn handle<B, W>(
     front: Arc<Front>,
     cfg: Arc<ListenerSettings>,

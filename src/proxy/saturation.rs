@@ -17,8 +17,9 @@
 //! and another would have used the time. Only a sample read while the loop was asleep counts
 //! for that: read while it runs or waits for a core, the wait in progress is not counted yet
 //! (see `LOW_SAMPLES_TO_LEAVE`), and the sample reads low for a loop with no idle time at all.
-//! It shrinks by one after a second busy all the time, to find out whether fewer would do now. In a 3x surge on 2 cores the
-//! `$lookup` probe waits behind one 25 ms turn instead of four: median 110 → 33 ms.
+//! It shrinks by one after a second busy all the time, to find out whether fewer would do now.
+//! So in a surge a light request waits behind one heavy turn of the event loop instead of
+//! several (cluster.md has the surge's figures).
 //!
 //! Pure: the shell reads the main thread's cumulative run + wait nanoseconds and whether it is
 //! asleep (`system::schedstat`), the clock and whether heavy requests wait, and passes them in.

@@ -1,6 +1,6 @@
 //! Hands back to the system the memory that parked connections no longer use. A crowd of new
-//! keep-alive clients is served by hyper (about 13 KB each) before it goes quiet and is parked
-//! (about 3 KB); the allocator keeps what hyper freed for reuse, so without this the launcher's
+//! keep-alive clients is served by hyper (its buffers each) before it goes quiet and is parked
+//! (a few KB); the allocator keeps what hyper freed for reuse, so without this the launcher's
 //! RSS stays at the crowd's peak. After every `BATCH` parks, once the crowd has settled for
 //! `SETTLE`, the free pages are returned (`ffi::allocator_purge`: jemalloc's arenas and glibc's
 //! heap; on a blocking thread, a few ms for a large heap, once per crowd, not per connection).

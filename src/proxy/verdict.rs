@@ -2,14 +2,12 @@
 //! common case: a free slot), or to come while the request waits.
 //!
 //! Why not always a channel: a decision made while the request is being admitted needs no
-//! waiter registered, no channel allocated, sent and polled; that was about 800 instructions of
-//! every forwarded request's ~41,000 (callgrind, issue #19).
+//! waiter registered, no channel allocated, sent and polled, work on every forwarded request.
 //!
 //! Why no channel for one to come either: the admission's waiters, behind the one lock every
 //! decision is made under, hold it (`admission::Waiter`): the request's task leaves its waker
-//! there and takes the decision out. A tokio oneshot's allocation, atomics and release were
-//! ~220 instructions of every queued request's (callgrind at 256 connections, issue #27), and
-//! its ~100 bytes on the heap more than the slot's.
+//! there and takes the decision out, where a tokio oneshot is an allocation, its atomics and its
+//! release for every queued request, and more bytes on the heap than the slot's.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -79,8 +77,8 @@ impl Verdict {
     }
 
     /// Nothing was decided as it was admitted: the request waits (its decision may come at
-    /// any moment; awaiting it says). Without a look at the waiter, which takes the lock (~75
-    /// instructions of a queued request's): the callers ask just after admitting, to know
+    /// any moment; awaiting it says). Without a look at the waiter, which would take the lock
+    /// again for every queued request: the callers ask just after admitting, to know
     /// whether to make the request small while it waits.
     pub fn is_empty(&self) -> bool {
         !matches!(self.0, State::Made(_))

@@ -1,13 +1,12 @@
 //! The graph history's save, off the launcher's runtime thread.
 //!
-//! Every minute the whole 24 h history is kept (`Outbox::save_history`). Measured with 9
-//! processes and a full day (1,440 points each): 2.3 MB of JSON, 50–260 ms per save in a release
-//! build on a loaded 2-core machine, half of it `History::to_json`, half the SQLite write. On the
-//! runtime thread that stalled every request with the default `proxyThreads: 1`. Here a thread
-//! of its own, with a connection of its own to the same database (WAL: its write holds the lock
-//! only while the pages are written, after the JSON is made), takes the latest history handed
-//! to it and writes it; a newer one handed while it writes replaces the one waiting (only the
-//! last matters). Dropping the saver writes what waits and ends the thread.
+//! Every minute the whole 24 h history is kept (`Outbox::save_history`). A full day of many
+//! processes is megabytes of JSON, and making it and writing it to SQLite takes long enough that,
+//! on the runtime thread, it stalled every request with the default `proxyThreads: 1`. Here a
+//! thread of its own, with a connection of its own to the same database (WAL: its write holds the
+//! lock only while the pages are written, after the JSON is made), takes the latest history handed
+//! to it and writes it; a newer one handed while it writes replaces the one waiting (only the last
+//! matters). Dropping the saver writes what waits and ends the thread.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

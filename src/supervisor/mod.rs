@@ -17,7 +17,6 @@ pub(crate) mod shell;
 pub(crate) mod socket_watch;
 pub(crate) mod spawner;
 pub(crate) mod stderr_tail;
-pub(crate) mod test_hook;
 
 pub(crate) use api::{
     Control, Ended, Hooks, Reload, Rolling, Scale, ScaleLimits, SupervisorSettings,

@@ -16,7 +16,9 @@
 //! (`to_master.rs`, with the master's mailbox in `../mailbox.rs`), the status, upkeep and minute
 //! ticks (`ticks.rs`, the memory recycle's reading in `../recycle_watch.rs`), reload handling
 //! (`reload.rs`), the keeper's feed (`keeping.rs`) and the give-up line (`give_up.rs`); the
-//! types its callers see are in `api.rs`.
+//! types its callers see are in `api.rs`. Its state besides the lifecycle is in five parts
+//! (`parts.rs`): the places' processes, the roll's replacements, the master's channel, the
+//! keeper's feed and the watches.
 
 use std::sync::Arc;
 
@@ -28,14 +30,13 @@ use tracing::{debug, error, info, warn};
 use super::api::{Control, Ended, Hooks, Sizer, SupervisorSetup};
 use super::child::{self, ChildEvent, ChildHandle, Tagged};
 use super::lifecycle::{Action, Exit, Lifecycle};
-use super::mailbox::MasterMailbox;
 use super::output::OutputSink;
-use super::readings::SystemReadings;
 use super::recycle_watch::RecycleWatch;
 use crate::clock::now_std;
 use crate::ipc::message::{acknowledges_events, same_major, FromChild, ToChild, PROTOCOL_VERSION};
 use crate::process::{ProcessId, ProcessSpec};
 use crate::status::keeper::Keeper;
+use parts::{Keeping, MasterLink, Places, Roll, Watches};
 use ticks::Ticks;
 
 pub(crate) use handover::{HandedChild, ShellHandover, ShellState};
@@ -44,6 +45,7 @@ mod beside;
 mod give_up;
 mod handover;
 mod keeping;
+mod parts;
 mod reload;
 mod scale;
 mod ticks;
@@ -56,58 +58,14 @@ struct Shell {
     hooks: Arc<dyn Hooks>,
     sizer: Sizer,
     output: OutputSink,
-    /// Every decision about the processes, and their state: the flags below are the channel's
-    /// and the master's, never a copy of the lifecycle's.
+    /// Every decision about the processes, and their state: the parts below hold what is the
+    /// channels' and the children's, never a copy of the lifecycle's.
     life: Lifecycle,
-    children: Vec<Option<ChildHandle>>,
-    /// Whether each process has sent anything valid on its channel in this run: if so, only its
-    /// `ready` makes it ready, never its socket (LAUNCH-3, DEC-27).
-    spoke: Vec<bool>,
-    /// The digest of what each running process was started with (`ProcessSpec::inputs`): a
-    /// reload restarts in turn those whose place's inputs are no longer these.
-    started_with: Vec<Option<u64>>,
-    /// Each place's second process: a replacement started beside its process, or the old one
-    /// it took over from, leaving (DEC-78, `shell/beside.rs`).
-    second: Vec<Option<ChildHandle>>,
-    /// Whether each second process has spoken on its channel (as `spoke`).
-    second_spoke: Vec<bool>,
-    /// The place whose port a replacement starting beside a place's process borrowed.
-    borrowed: Vec<Option<usize>>,
-    /// The port each place's process listens on (swapped at a replacement's switch).
-    ports: super::ports::Ports,
-    /// What each place's last process to be ready was started with: every start but a rolling
-    /// restart's replacement takes these, so a place keeps its last good inputs until its own
-    /// replacement has been ready once (DEC-79). None: none ready yet, or it was failing when
-    /// the inputs changed: the place's own.
-    last_good: Vec<Option<ProcessSpec>>,
-    /// What each running process (and second process) was started with.
-    started_spec: Vec<Option<ProcessSpec>>,
-    second_spec: Vec<Option<ProcessSpec>>,
-    /// The next start of the place is a rolling restart's replacement in place: with the
-    /// place's inputs now, not its last good ones.
-    renew: Vec<bool>,
-    /// `fhircluster restart`s and reloads waiting for the rolling restart under way to end.
-    roll_waiters: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
-    generation: u64,
-    events_tx: mpsc::UnboundedSender<Tagged>,
-    master_mailbox: MasterMailbox,
-    /// The master acknowledges the events it takes (`eventsReceived`, protocol 1.1 on); if not,
-    /// its channel write counts as delivery.
-    master_acks: bool,
-    /// The master's queue was found full: what is for it waits until it reads again.
-    master_stalled: bool,
-    /// The master's channel was asked to flush (the stop's counts): waiting for `Flushed`.
-    flushing: bool,
-    keeper: Keeper,
-    recycle: RecycleWatch,
-    readings: SystemReadings,
-    /// How the master's last run ended ("exit code 3"): the give-up error names it.
-    master_end: Option<String>,
-    /// The cgroup's `oom_kill` count at the last exit (or the start): a `SIGKILL` while it rose
-    /// was most likely the OOM killer's (DEC-73).
-    oom_kills: Option<u64>,
-    /// Each process's last sign of life, for the hang watchdog (DEC-82).
-    hang: super::hang::Watch,
+    places: Places,
+    roll: Roll,
+    master: MasterLink,
+    keeping: Keeping,
+    watch: Watches,
 }
 
 /// Runs the cluster's processes until `Control::Stop` has been carried out, or the master is
@@ -166,37 +124,20 @@ impl Shell {
             setup.kill_after,
         );
         life.replace_beside_first();
-        let ports = super::ports::Ports::new(&setup.processes);
         let shell = Shell {
-            recycle: RecycleWatch::new(setup.settings.recycle),
+            places: Places::new(&setup, events_tx),
+            roll: Roll::new(n),
+            master: MasterLink::default(),
+            keeping: Keeping::new(keeper),
+            watch: Watches {
+                hang: Default::default(),
+                recycle: RecycleWatch::new(setup.settings.recycle),
+            },
             setup,
             hooks,
             sizer,
             output,
             life,
-            children: (0..n).map(|_| None).collect(),
-            spoke: vec![false; n],
-            started_with: vec![None; n],
-            second: (0..n).map(|_| None).collect(),
-            second_spoke: vec![false; n],
-            borrowed: vec![None; n],
-            ports,
-            last_good: vec![None; n],
-            started_spec: vec![None; n],
-            second_spec: vec![None; n],
-            renew: vec![false; n],
-            roll_waiters: Vec::new(),
-            generation: 0,
-            events_tx,
-            master_mailbox: MasterMailbox::default(),
-            master_acks: false,
-            master_stalled: false,
-            flushing: false,
-            keeper,
-            readings: SystemReadings::new(),
-            master_end: None,
-            oom_kills: crate::system::oom_kills::read_oom_kills(std::path::Path::new("/")),
-            hang: Default::default(),
         };
         (shell, events)
     }
@@ -217,7 +158,10 @@ impl Shell {
             if let Some(ended) = shell.carry_out() {
                 if let Some(failures) = shell.life.gave_up() {
                     let code = shell.code(ProcessId::MASTER).to_string();
-                    let (max, end) = (shell.setup.max_start_failures, shell.master_end.take());
+                    let (max, end) = (
+                        shell.setup.max_start_failures,
+                        shell.keeping.master_end.take(),
+                    );
                     give_up::log(shell.output.clone(), code, failures, max, end).await;
                 }
                 return ended;
@@ -321,34 +265,43 @@ impl Shell {
                     self.signal(id, Signal::SIGKILL);
                 }
                 Action::Up(id) => {
-                    self.hang.started(id, now_std());
-                    self.last_good[id.index()] = self.started_spec[id.index()].clone();
+                    self.watch.hang.started(id, now_std());
+                    self.places.last_good[id.index()] =
+                        self.places.started_spec[id.index()].clone();
                     let pid = self.pid(id);
                     self.hooks.up(id, pid.unwrap_or(0));
-                    self.keeper.ready(id);
-                    self.recycle.ready(id, pid, &self.readings);
+                    self.keeping.keeper.ready(id);
+                    self.watch.recycle.ready(id, pid, &self.keeping.readings);
                     if id.is_master() {
-                        let hello_again = self.keeper.master_ready();
-                        self.master_mailbox.append(hello_again);
+                        let hello_again = self.keeping.keeper.master_ready();
+                        self.master.mailbox.append(hello_again);
                         self.deliver_to_master();
                     }
                 }
                 Action::Down(id) => {
                     self.hooks.down(id);
                     if id.is_master() {
-                        self.keeper.master_down();
+                        self.keeping.keeper.master_down();
                     }
                 }
                 Action::AllReady => {
-                    let pids: Vec<u32> = self.children.iter().flatten().map(|c| c.pid).collect();
+                    let pids: Vec<u32> = self
+                        .places
+                        .children
+                        .iter()
+                        .flatten()
+                        .map(|c| c.pid)
+                        .collect();
                     (self.setup.idle_report)(&pids);
                 }
                 Action::Drain(id) => self.hooks.draining(id),
                 Action::SizeWorkers => {
-                    let pid = self.children[0].as_ref().map_or(0, |c| c.pid);
+                    let pid = self.places.children[0].as_ref().map_or(0, |c| c.pid);
                     let n = (self.sizer)(pid);
                     self.life.set_workers(n, now_std());
-                    self.keeper.set_workers(self.life.workers(), None, false);
+                    self.keeping
+                        .keeper
+                        .set_workers(self.life.workers(), None, false);
                     // Fewer than planned: the rest are not in the cluster (a reload may add them).
                     for i in self.life.workers() + 1..=self.setup.workers {
                         self.hooks.retired(ProcessId(i as u16));
@@ -379,7 +332,7 @@ impl Shell {
                     self.fit_rows();
                 }
                 Action::RollingStep { id, step, of } => {
-                    self.renew[id.index()] = true;
+                    self.roll.renew[id.index()] = true;
                     info!(
                         "rolling restart {step}/{of}: {}: out of rotation, draining (up to {} s)",
                         self.code(id),
@@ -410,7 +363,7 @@ impl Shell {
                     let why = "a reload was refused (config.json, which the servers read as they \
                                start, is not valid): the processes not reached carry on as they \
                                were; the next good reload restarts them";
-                    self.keeper.rolling_stopped(Some(why.to_string()));
+                    self.keeping.keeper.rolling_stopped(Some(why.to_string()));
                     self.hooks.reload_finished();
                     self.rolling_ended(Err(format!("rolling restart stopped: {why}")));
                 }
@@ -430,28 +383,28 @@ impl Shell {
     /// now, any other start with its last good ones (DEC-79), on the place's port.
     fn spawn(&mut self, id: ProcessId) {
         let i = id.index();
-        let renew = std::mem::take(&mut self.renew[i]);
-        let inputs = match &self.last_good[i] {
+        let renew = std::mem::take(&mut self.roll.renew[i]);
+        let inputs = match &self.places.last_good[i] {
             Some(good) if !renew => good.clone(),
             _ => self.spec(id).clone(),
         };
-        let spec = inputs.on_port(self.ports.of(i));
+        let spec = inputs.on_port(self.places.ports.of(i));
         match self.start_child(&spec) {
             Ok(handle) => {
                 info!(
                     "{}: started {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
-                self.keeper.started(id);
-                self.spoke[i] = false;
-                self.started_with[i] = Some(inputs.inputs());
-                self.started_spec[i] = Some(inputs);
+                self.keeping.keeper.started(id);
+                self.places.spoke[i] = false;
+                self.places.started_with[i] = Some(inputs.inputs());
+                self.places.started_spec[i] = Some(inputs);
                 if id.is_master() {
-                    self.master_acks = false;
-                    self.master_stalled = false;
+                    self.master.acks = false;
+                    self.master.stalled = false;
                 }
                 self.hooks.started(id, handle.pid);
-                self.children[i] = Some(handle);
+                self.places.children[i] = Some(handle);
             }
             Err(e) => {
                 error!(
@@ -460,7 +413,7 @@ impl Shell {
                     spec.argv.first().map(String::as_str).unwrap_or("")
                 );
                 if id.is_master() {
-                    self.master_end = Some(format!("{}: {e}", Exit::SpawnFailed));
+                    self.keeping.master_end = Some(format!("{}: {e}", Exit::SpawnFailed));
                 }
                 self.exited(id, Exit::SpawnFailed, None);
             }
@@ -469,7 +422,7 @@ impl Shell {
 
     /// Starts a child for `spec` with the next generation and its `hello`.
     fn start_child(&mut self, spec: &ProcessSpec) -> std::io::Result<ChildHandle> {
-        self.generation += 1;
+        self.places.generation += 1;
         let hello = ToChild::Hello {
             protocol: PROTOCOL_VERSION.to_string(),
             role: spec.role.as_str().to_string(),
@@ -479,23 +432,23 @@ impl Shell {
         };
         child::spawn(
             spec,
-            self.generation,
+            self.places.generation,
             hello,
-            self.events_tx.clone(),
+            self.places.events_tx.clone(),
             &self.output,
             self.setup.kill_after,
         )
     }
 
     fn signal(&self, id: ProcessId, sig: Signal) {
-        if let Some(c) = &self.children[id.index()] {
+        if let Some(c) = &self.places.children[id.index()] {
             c.signal(sig);
         }
     }
 
     fn on_event(&mut self, ev: Tagged) {
         let id = ev.id;
-        let current = self.children[id.index()]
+        let current = self.places.children[id.index()]
             .as_ref()
             .is_some_and(|c| c.generation == ev.generation);
         if !current {
@@ -509,7 +462,7 @@ impl Shell {
         if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } | ChildEvent::BadLine(_) =
             &ev.event
         {
-            self.hang.spoke(id, now_std());
+            self.watch.hang.spoke(id, now_std());
         }
         match ev.event {
             ChildEvent::Message(FromChild::Hello { protocol, .. }) => {
@@ -517,13 +470,13 @@ impl Shell {
             }
             ChildEvent::Message(FromChild::EventsReceived { up_to }) => {
                 if id.is_master() {
-                    self.keeper.events_delivered(up_to);
+                    self.keeping.keeper.events_delivered(up_to);
                     self.flushed_if_confirmed();
                 }
             }
             ChildEvent::Written { receipt } => {
-                if id.is_master() && !self.master_acks {
-                    self.keeper.events_delivered(receipt);
+                if id.is_master() && !self.master.acks {
+                    self.keeping.keeper.events_delivered(receipt);
                 }
             }
             ChildEvent::Message(FromChild::Ready {
@@ -537,7 +490,7 @@ impl Shell {
             }
             ChildEvent::ListeningSeen => {
                 let port = self.spec(id).port;
-                if self.spoke[id.index()] {
+                if self.places.spoke[id.index()] {
                     // LAUNCH-3, DEC-27: it speaks the protocol, so its `ready` says when.
                     debug!("{code}: listens on port {port}; ready only on its `ready` message");
                 } else {
@@ -553,8 +506,9 @@ impl Shell {
             }
             ChildEvent::Message(msg) => {
                 let lives = self.lives();
-                self.keeper
-                    .message(id, &msg, &lives, &self.readings, now_std());
+                self.keeping
+                    .keeper
+                    .message(id, &msg, &lives, &self.keeping.readings, now_std());
                 self.hooks.message(id, &msg);
             }
             ChildEvent::Unknown {
@@ -569,14 +523,14 @@ impl Shell {
             // The channel is optional: a closed one is not an exit; the exit event says that.
             ChildEvent::ChannelClosed => debug!("{code}: closed its IPC channel"),
             ChildEvent::Flushed => {
-                if id.is_master() && self.flushing {
-                    self.flushing = false;
+                if id.is_master() && self.master.flushing {
+                    self.master.flushing = false;
                     self.flushed_if_confirmed();
                 }
             }
             ChildEvent::Exited(exit) => {
                 let pid = self.pid(id);
-                self.children[id.index()] = None;
+                self.places.children[id.index()] = None;
                 let ending = self.ending(id, exit);
                 self.hooks.exited(id, ending);
                 self.exited(id, exit, pid);
@@ -592,7 +546,9 @@ impl Shell {
             .find(|&i| i <= self.life.workers() || self.life.is_running(ProcessId(i as u16)))
             .map_or(1, |i| i + 1)
             .min(self.setup.processes.len());
-        self.keeper.resize_rows(&self.setup.processes[..keep]);
+        self.keeping
+            .keeper
+            .resize_rows(&self.setup.processes[..keep]);
     }
 
     /// The first of the two signs (its `ready` message, its own listening socket) makes a
@@ -601,7 +557,7 @@ impl Shell {
         let was = self.life.is_ready(id);
         self.life.ready(id, now_std());
         if memory_limit.is_some() || (!was && self.life.is_ready(id)) {
-            self.keeper.guard_limit(id, memory_limit);
+            self.keeping.keeper.guard_limit(id, memory_limit);
         }
         if was || !self.life.is_ready(id) {
             debug!("{}: {how} (not starting any more)", self.code(id));
@@ -618,10 +574,10 @@ impl Shell {
     /// Any valid message on its channel: the process speaks the protocol, so it needs no
     /// watching for its socket (LAUNCH-3, DEC-27).
     fn spoken(&mut self, id: ProcessId) {
-        if std::mem::replace(&mut self.spoke[id.index()], true) {
+        if std::mem::replace(&mut self.places.spoke[id.index()], true) {
             return;
         }
-        if let Some(c) = &self.children[id.index()] {
+        if let Some(c) = &self.places.children[id.index()] {
             c.stop_watching();
         }
     }
@@ -639,7 +595,7 @@ impl Shell {
             );
         }
         if id.is_master() {
-            self.master_acks = acknowledges_events(v);
+            self.master.acks = acknowledges_events(v);
         }
     }
 }

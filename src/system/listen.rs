@@ -224,9 +224,8 @@ pub fn read_listening(root: &Path) -> Result<Vec<ListenSocket>, Unreadable> {
 
 /// The listening sockets one `/proc/net/tcp*` file lists (`None`: no such file), read a line
 /// at a time. On a busy host the file lists every connection, including those in TIME_WAIT: read
-/// whole it was tens of MB (20 MB measured after a load test), taken by each look at a
-/// process's sockets and kept by the allocator afterwards (an idle launcher measured 52-66 MB
-/// instead of 11).
+/// whole it was tens of MB after a load test, taken by each look at a process's sockets and
+/// kept by the allocator afterwards, so an idle launcher stayed several times its size.
 fn read_net_tcp(path: &Path) -> Result<Option<Vec<ListenSocket>>, Unreadable> {
     use std::io::BufRead;
     let file = match std::fs::File::open(path) {

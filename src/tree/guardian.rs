@@ -93,7 +93,7 @@ pub fn start(kill_after: Duration, run: &str) -> io::Result<u32> {
 }
 
 fn spawn_unless_refused(kill_after: Duration, run: &str) -> io::Result<(File, u32)> {
-    match test_refusal() {
+    match crate::test_hooks::guardian_refusal() {
         Some(e) => Err(e),
         None => spawn(kill_after, run),
     }
@@ -237,25 +237,6 @@ fn tell(pgid: u32, add: bool) {
         // one included.
         Err(_) => {}
     }
-}
-
-/// Test hook: `FHIRCLUSTER_TEST_GUARDIAN_FAIL=<n>` in the launcher's environment makes its first
-/// `n` guardian starts fail (the first one included), so a test can see the launcher keep
-/// trying (nothing else makes a fork fail reliably from outside).
-pub(crate) const TEST_FAIL_ENV: &str = "FHIRCLUSTER_TEST_GUARDIAN_FAIL";
-
-fn test_refusal() -> Option<io::Error> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static LEFT: OnceLock<AtomicU32> = OnceLock::new();
-    let left = LEFT.get_or_init(|| {
-        let n = std::env::var(TEST_FAIL_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok());
-        AtomicU32::new(n.unwrap_or(0))
-    });
-    left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-        .ok()
-        .map(|_| io::Error::other(format!("{TEST_FAIL_ENV} is set (a test hook)")))
 }
 
 /// How [`replace`] went.

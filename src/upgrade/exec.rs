@@ -18,11 +18,6 @@ use super::state::{self, Handover};
 /// Names the inherited fd holding the handed-over state.
 pub(crate) const STATE_VAR: &str = "FHIRCLUSTER_UPGRADE_STATE";
 
-/// Test hook: set in the launcher's environment, the `execve` itself is made to fail (after
-/// everything before it was done), so the tests can prove the old program serves on. No other
-/// way to make a checked binary's `execve` fail is reliable from outside.
-pub(crate) const TEST_EXEC_FAIL_ENV: &str = "FHIRCLUSTER_TEST_EXEC_FAIL";
-
 static PROGRAM: OnceLock<Option<PathBuf>> = OnceLock::new();
 static STARTED_MS: OnceLock<u64> = OnceLock::new();
 
@@ -72,11 +67,11 @@ fn cstring(b: &[u8]) -> io::Result<CString> {
 /// Replaces this program with `program`, handing it `h` and the fds in `keep` (every fd `h`
 /// names). Returns only on failure, with every fd as it was (close-on-exec again).
 pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error {
-    if let Err(why) = crate::supervisor::test_hook::failing("memfd") {
+    if let Err(why) = crate::test_hooks::failing("memfd") {
         return io::Error::other(why);
     }
     let encoded = state::encode(h);
-    crate::supervisor::test_hook::record_state(&encoded);
+    crate::test_hooks::record_state(&encoded);
     let state = match memfd(&encoded) {
         Ok(fd) => fd,
         Err(e) => return e,
@@ -119,12 +114,12 @@ pub(crate) fn exec(program: PathBuf, h: &Handover, keep: &[RawFd]) -> io::Error 
     // The signals the launcher catches are held back across the execve (the mask is kept,
     // the handlers are not): one sent meanwhile waits for the new program's handlers instead
     // of ending the launcher by its default action.
-    let test_fail = std::env::var_os(TEST_EXEC_FAIL_ENV).is_some();
+    let test_fail = crate::test_hooks::exec_refusal();
     let failed = crate::supervisor::spawner::on_spawner(move || {
         mask(SigmaskHow::SIG_BLOCK);
-        if test_fail {
+        if let Some(refusal) = test_fail {
             mask(SigmaskHow::SIG_UNBLOCK);
-            return io::Error::other(format!("{TEST_EXEC_FAIL_ENV} is set (a test hook)"));
+            return refusal;
         }
         // Returns only on failure, and then nothing was changed.
         let e = match nix::unistd::execve(&path, &argv, &envp) {

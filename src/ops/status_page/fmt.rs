@@ -6,21 +6,7 @@ use std::fmt::Write as _;
 
 pub(crate) const NONE: &str = "—";
 
-/// Text safe in HTML content and in a quoted attribute.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub(crate) use crate::ops::line_chart::esc;
 
 /// Bytes as MB (10⁶, as the spec's table has them), or GB past 10 000 MB.
 pub(crate) fn bytes(b: Option<u64>) -> String {

@@ -63,14 +63,14 @@ fn runs(
     points: &[Value],
     from_ms: u64,
     get: &dyn Fn(&Value) -> Option<f64>,
-) -> Vec<Vec<(u64, f64)>> {
-    let mut out: Vec<Vec<(u64, f64)>> = Vec::new();
+) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut cur = Vec::new();
     for p in points {
         let at = p["at"].as_u64().unwrap_or(0);
         let v = (p["kind"] == "sample").then(|| get(p)).flatten();
         match v {
-            Some(v) if at >= from_ms => cur.push((at, v)),
+            Some(v) if at >= from_ms => cur.push((at as f64, v)),
             Some(_) => {}
             None => {
                 if !cur.is_empty() {
@@ -100,11 +100,14 @@ fn process_lines(ss: &[Series], from_ms: u64, get: &dyn Fn(&Value) -> Option<f64
 
 /// A Total line: one run of the points with a figure, broken where one is missing.
 fn total_line(points: &[Value], from_ms: u64, get: &dyn Fn(&Value) -> Option<f64>) -> Line {
-    let mut runs: Vec<Vec<(u64, f64)>> = vec![Vec::new()];
+    let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
     for p in points {
         let at = p["at"].as_u64().unwrap_or(0);
         match get(p) {
-            Some(v) if at >= from_ms => runs.last_mut().into_iter().for_each(|r| r.push((at, v))),
+            Some(v) if at >= from_ms => runs
+                .last_mut()
+                .into_iter()
+                .for_each(|r| r.push((at as f64, v))),
             Some(_) => {}
             None => runs.push(Vec::new()),
         }

@@ -1,27 +1,17 @@
-//! The status page's line charts as inline SVG, drawn on the server: a polyline per unbroken
-//! run of a line (a gap in the history, a restart or a skipped interval, starts a new one: the
-//! spec's GRAPH-4/5 gaps are not joined up), a dot for a run of one sample, dashed level marks
-//! (the refuse threshold), three value ticks and four time ticks; a point per pixel column at
-//! most. Pure: the lines in, the markup out. No script, no font: the page's stylesheet sizes it.
+//! The status page's line charts, inline in the page: over the last hours, time across and a
+//! value axis from 0 to a round top, the refuse threshold as a mark, three value ticks and four
+//! time ticks, drawn by the crate's line-chart writer. A gap in a line's history (a restart, a
+//! skipped interval) starts a new run, not joined up (the spec's GRAPH-4/5). Pure: the lines
+//! in, the markup out. No script, no font: the page's stylesheet sizes and styles it.
 
 use std::fmt::Write as _;
 
 use super::fmt::{clock, esc, short};
+use crate::ops::line_chart::{body, Axis, Frame, Plot, Scale};
 
-/// One line of a chart: a process, or a Total.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Line {
-    /// The process code (`tx1`) or `total`: the polylines' `data-code`.
-    pub code: String,
-    pub color: &'static str,
-    /// `stroke-dasharray`, empty for solid: the pattern tells lines apart without colour.
-    pub dash: &'static str,
-    pub width: f64,
-    /// Unbroken runs of (ms since the epoch, value), oldest first.
-    pub runs: Vec<Vec<(u64, f64)>>,
-}
+pub(crate) use crate::ops::line_chart::Line;
 
-/// A chart over `[from_ms, to_ms]`.
+/// A chart over `[from_ms, to_ms]`; its lines' x is ms since the epoch.
 #[derive(Clone, Debug)]
 pub(crate) struct Chart {
     /// The chart's `data-graph` (`requests`, `memory` ...).
@@ -43,9 +33,6 @@ const LEFT: f64 = 30.0;
 /// A character of a tick label at its 12 px at most (`M` is about 10, a digit 7): the margin is
 /// sized on the label's text, as the SVG clips what is left of its box.
 const LABEL_CHAR: f64 = 7.5;
-const RIGHT: f64 = 8.0;
-const TOP: f64 = 10.0;
-const BOTTOM: f64 = 22.0;
 
 /// A round top for the value axis at or above `max` (1, 2 or 5 × 10ⁿ, halved into ticks).
 fn nice_top(max: f64) -> f64 {
@@ -83,6 +70,14 @@ pub(crate) fn render(c: &Chart) -> String {
         );
         return s;
     }
+    body(&mut s, &plot(c), &c.lines);
+    s.push_str("</svg>");
+    s
+}
+
+/// The axes and marks of `c`: time from `from_ms` to `to_ms`, values from 0 to a round top over
+/// the lines and marks.
+fn plot(c: &Chart) -> Plot {
     let max = c
         .lines
         .iter()
@@ -90,86 +85,43 @@ pub(crate) fn render(c: &Chart) -> String {
         .chain(c.marks.iter().map(|(v, _)| *v))
         .fold(0.0, f64::max);
     let top = nice_top(max);
-    let values = [0.0, top / 2.0, top].map(|v| (v, (c.format)(v)));
-    let (x0, x1, y0, y1) = (left_margin(&values), W - RIGHT, H - BOTTOM, TOP);
-    let span = c.to_ms.saturating_sub(c.from_ms).max(1) as f64;
-    let px = |at: u64| x0 + (at.saturating_sub(c.from_ms) as f64 / span).min(1.0) * (x1 - x0);
-    let py = |v: f64| y0 - (v.max(0.0) / top).min(1.0) * (y0 - y1);
-    // Value ticks: 0, half, top.
-    for (v, label) in &values {
-        let y = py(*v);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            x0 - 4.0,
-            y + 4.0,
-            esc(label)
-        );
+    let values: Vec<(f64, String)> = [0.0, top / 2.0, top]
+        .into_iter()
+        .map(|v| (v, (c.format)(v)))
+        .collect();
+    let span = c.to_ms.saturating_sub(c.from_ms);
+    // Time ticks: four, the first and last at the ends; seconds on a chart under ten minutes.
+    let times = (0..4u64)
+        .map(|i| {
+            let at = c.from_ms + span * i / 3;
+            (at as f64, clock(at, span < 600_000))
+        })
+        .collect();
+    Plot {
+        frame: Frame {
+            width: W,
+            height: H,
+            left: left_margin(&values),
+            right: 8.0,
+            top: 10.0,
+            bottom: 22.0,
+        },
+        x: Axis {
+            lo: c.from_ms as f64,
+            hi: c.from_ms.saturating_add(span.max(1)) as f64,
+            scale: Scale::Linear,
+            ticks: times,
+        },
+        y: Axis {
+            lo: 0.0,
+            hi: top,
+            scale: Scale::Linear,
+            ticks: values,
+        },
+        x_marks: Vec::new(),
+        y_marks: c.marks.clone(),
+        dots: false,
     }
-    // Time ticks: four, the first and last at the ends.
-    for i in 0..4u64 {
-        let at = c.from_ms + (c.to_ms.saturating_sub(c.from_ms)) * i / 3;
-        let anchor = match i {
-            0 => "start",
-            3 => "end",
-            _ => "middle",
-        };
-        let _ = write!(
-            s,
-            r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
-            px(at),
-            H - 6.0,
-            clock(at, span < 600_000.0)
-        );
-    }
-    for (v, label) in &c.marks {
-        let y = py(*v);
-        let _ = write!(
-            s,
-            r#"<line class="mark" x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}"/><text class="mark-label" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            x1 - 2.0,
-            y - 3.0,
-            esc(label)
-        );
-    }
-    for l in &c.lines {
-        let dash = if l.dash.is_empty() {
-            String::new()
-        } else {
-            format!(r#" stroke-dasharray="{}""#, l.dash)
-        };
-        for run in &l.runs {
-            match run.as_slice() {
-                [] => {}
-                [(at, v)] => {
-                    let _ = write!(
-                        s,
-                        r#"<circle class="dot" data-code="{}" cx="{:.1}" cy="{:.1}" r="2.5" fill="{}"/>"#,
-                        esc(&l.code),
-                        px(*at),
-                        py(*v),
-                        l.color
-                    );
-                }
-                run => {
-                    let mut pts = String::new();
-                    for (x, y) in columns(run.iter().map(|(at, v)| (px(*at), py(*v)))) {
-                        let _ = write!(pts, "{x:.1},{y:.1} ");
-                    }
-                    let _ = write!(
-                        s,
-                        r#"<polyline class="line" data-code="{}" fill="none" stroke="{}" stroke-width="{}"{dash} points="{}"/>"#,
-                        esc(&l.code),
-                        l.color,
-                        l.width,
-                        pts.trim_end()
-                    );
-                }
-            }
-        }
-    }
-    s.push_str("</svg>");
-    s
 }
 
 /// Room left of the plot for the longest value label and the gap before the axis.
@@ -180,20 +132,6 @@ fn left_margin(labels: &[(f64, String)]) -> f64 {
         .max()
         .unwrap_or(0);
     (longest as f64 * LABEL_CHAR + 8.0).max(LEFT)
-}
-
-/// One point per pixel column at most: 1,440 samples on a 340-pixel chart would be a page of
-/// 600 KB for nine processes, refreshed every interval. Within a column the highest point (the
-/// least `y`) is kept, so a spike of refusals or requests never disappears.
-fn columns(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
-    let mut out: Vec<(f64, f64)> = Vec::new();
-    for (x, y) in points {
-        match out.last_mut() {
-            Some(last) if x.round() == last.0.round() => last.1 = last.1.min(y),
-            _ => out.push((x, y)),
-        }
-    }
-    out
 }
 
 /// A value axis label in the chart's own unit, for counts.

@@ -62,15 +62,14 @@ pub fn pipelined_at_once(workers: usize) -> Arc<tokio::sync::Semaphore> {
 /// (`park_after`).
 pub(crate) fn server_builder(max_head: usize) -> http1::Builder {
     let mut builder = http1::Builder::new();
-    // The header count is hyper's default, which is the codec's (`http1::limits::MAX_HEADERS`,
-    // held equal by the lobby's differential test at 99, 100 and 101 headers): set here, hyper
-    // fills two 100-slot arrays per head instead of leaving them uninitialised, 1.7k
-    // instructions a request (callgrind). `writev` is left to hyper (on: the stream is
-    // vectored): off, or `pipeline_flush` on (which turns it off), saved about 400
-    // instructions a request by copying each body into hyper's write buffer, but that buffer
-    // keeps its capacity for the connection's life, so one large body would stay as memory
-    // held by an idle connection. `max_buf_size` is the head bound, not a read size: hyper's
-    // reads stay adaptive (8 KB first), a smaller bound changed nothing measured.
+    // The header count is hyper's default, which is the codec's (`http1::limits::MAX_HEADERS`, held
+    // equal by the lobby's differential test at 99, 100 and 101 headers): set here, hyper fills two
+    // 100-slot arrays per head instead of leaving them uninitialised, work on every request for
+    // nothing. `writev` is left to hyper (on: the stream is vectored): off, or `pipeline_flush` on
+    // (which turns it off), saved a little by copying each body into hyper's write buffer, but that
+    // buffer keeps its capacity for the connection's life, so one large body would stay as memory
+    // held by an idle connection. `max_buf_size` is the head bound, not a read size: hyper's reads
+    // stay adaptive (8 KB first), a smaller bound changed nothing measured.
     builder
         .keep_alive(true)
         .max_buf_size(crate::proxy::http1::limits::hyper_max_buf(max_head));
@@ -95,10 +94,8 @@ fn tracked(guard: RequestGuard) -> impl FnOnce(ProxyBody, bool) -> TrackedBody {
 /// connection back, to be parked, only with an `Unpin` future.) A request on the common path
 /// boxes the pipeline's future alone (`Now`); one that must wait before it is routed (a client
 /// that pipelines, or leaves its answers unread) boxes the waiting too (`Later`), which would
-/// otherwise make every request's allocation larger: one async block for both was 2,168 bytes,
-/// over glibc's 1,032-byte thread cache, the pipeline's future alone 864 (callgrind per request:
-/// 30.9k instructions, 30.6k with the waiting boxed apart, 30.4k with the pipeline's future
-/// under the cache's limit).
+/// otherwise make every request's allocation larger: one async block for both was more than
+/// twice the pipeline's future alone, a cost every request would pay for the few that wait.
 enum Served<N, L> {
     Now { fut: Pin<Box<N>> },
     Later { fut: Pin<Box<L>> },
@@ -219,8 +216,8 @@ pub(super) async fn serve_until_idle(
     tokio::pin!(look);
     // The select below polls every branch at every wake of the task (twice a request): the
     // look's timer and the drain's watch are polled for real once each (which registers their
-    // wakers) and then only when they may be ready, `is_elapsed` or `has_changed`: about 500
-    // instructions a request (callgrind).
+    // wakers) and then only when they may be ready, `is_elapsed` or `has_changed`, not polled
+    // for nothing on every wake.
     let mut look_armed = false;
     let peek = drain.clone();
     let mut at_once = false;

@@ -4,9 +4,9 @@
 //! the socket; hyper is given the connection once the scheduler has decided, and the request's
 //! service takes the decision made here instead of asking again.
 //!
-//! Why: a request waiting inside hyper holds hyper's read and write buffers (8 KB each) for as
-//! long as it waits, about 13 KB in all; a surge of clients that each open a connection and
-//! wait would cost the launcher that much apiece. Here one costs about 2 KB.
+//! Why: a request waiting inside hyper holds hyper's read and write buffers for as long as it
+//! waits; a surge of clients that each open a connection and wait would cost the launcher those
+//! apiece. Here one costs a small part of that (DEC-57).
 //!
 //! A head still arriving is waited for here, with the header timeout counted from when the
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
@@ -249,8 +249,8 @@ fn read_available(stream: &TcpStream, buf: &mut Vec<u8>, up_to: usize) -> io::Re
 
 thread_local! {
     /// One read's room per thread, zeroed once: a fresh `[0; CHUNK]` on the stack at each
-    /// read was 8 KB of `memset`, twice a request (a read, then the one that would block):
-    /// 16k instructions, as much as half a forwarded request (callgrind).
+    /// read would be a `memset` of the whole chunk twice a request (a read, then the one that
+    /// would block), a large part of what forwarding a request costs.
     static SCRATCH: std::cell::RefCell<Box<[u8]>> =
         std::cell::RefCell::new(vec![0u8; CHUNK].into_boxed_slice());
 }

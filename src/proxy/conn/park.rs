@@ -4,8 +4,8 @@
 //! read before a park (`park_io::ParkIo`), and the response body that says when hyper is done with it
 //! (`TrackedBody`).
 //!
-//! Why: hyper holds about 13 KB per connection for its whole life (an 8 KB read buffer, its
-//! write buffer, its state), idle or not. A parked connection is only the socket and its task,
+//! Why: hyper holds its read buffer, its write buffer and its state per connection for the
+//! connection's whole life, idle or not. A parked connection is only the socket and its task,
 //! so many idle keep-alive clients (nginx's `keepalive 32` and more, EDGE-6) cost little.
 //!
 //! When hyper may be stopped without the client seeing anything: no request in flight, the last
@@ -21,11 +21,11 @@
 //!
 //! The first response: most keep-alive clients that send one request and stay open (health
 //! checkers, a proxy's idle pool, a browser's spare connection) would otherwise hold hyper's
-//! 16 KB for a second, and 10,000 of them arriving together cost the launcher 36 MB after the
-//! parks (the freed buffers pin the pages the parked connections' own few KB share), against
-//! about 2 KB each given back at once. A client that goes on sending costs one more hyper
-//! connection made, once per connection (its next hyper phase parks by the other rules), not
-//! per request.
+//! buffers for a second, and a crowd of them arriving together would leave the launcher large after
+//! the parks (the freed buffers pin the pages the parked connections' own few KB share), where
+//! parked at once they give them back (DEC-56). A client that goes on sending costs one more hyper
+//! connection made, once per connection (its next hyper phase parks by the other rules), not per
+//! request.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -68,16 +68,16 @@ pub struct Activity {
 }
 
 /// Connections served by hyper at once above which idle ones are parked sooner: a crowd of
-/// idle clients costs hyper's 13 KB each, a few keep-alive ones do not matter.
+/// idle clients costs hyper's buffers each, a few keep-alive ones do not matter.
 pub const CROWD: usize = 1000;
 
 /// How long a connection must be idle before it is parked, with `hyper_phase` connections served by
-/// hyper: about a second (a keep-alive client between requests is not parked and re-served
-/// each time), a quarter of that in a crowd; and no longer than the header timeout (`header`,
-/// zero: none), which only the lobby keeps: hyper is given no timer (its per-request header
-/// timer cost about 1.9k instructions a request, measured with callgrind), so a client that
-/// sends no next head, or sends it slowly, is parked by then and cut off by the lobby at the
-/// deadline counted from its last response, as hyper would have.
+/// hyper: about a second (a keep-alive client between requests is not parked and re-served each
+/// time), a quarter of that in a crowd; and no longer than the header timeout (`header`, zero:
+/// none), which only the lobby keeps: hyper is given no timer (its header timer is armed and
+/// dropped on every request), so a client that sends no next head, or sends it slowly, is parked by
+/// then and cut off by the lobby at the deadline counted from its last response, as hyper would
+/// have.
 pub fn park_after(served: usize, header: Duration) -> Duration {
     let after = if served > CROWD {
         Duration::from_millis(250)
@@ -93,13 +93,10 @@ pub fn park_after(served: usize, header: Duration) -> Duration {
 
 /// Whether a connection whose response has just ended is parked at once (not after
 /// `park_after`): when requests wait in the queue, its next request is likely to wait too, and
-/// it waits in the lobby for about 2.5 KB instead of in hyper for 13. Only in a crowd (more than
+/// it waits in the lobby for a small part of what it holds in hyper. Only in a crowd (more than
 /// `CROWD` connections served by hyper): taking each request through the lobby (a hyper
-/// connection given back and made again per request, the head read twice) costs 19.8k → 34.1k
-/// instructions a request with nearly every request queued (callgrind, `CONNECTIONS=256`, the
-/// release build with its profile), half of it jemalloc refilling its thread cache with
-/// hyper's 8 KB buffers, and 13-26% more CPU a request at `wrk -t1 -c256`; while below the
-/// crowd what waits in hyper is at most `CROWD` × 16 KB (DEC-57).
+/// connection given back and made again per request, the head read twice) costs much CPU a
+/// request, while below the crowd what waits in hyper is bounded by `CROWD` (DEC-57).
 pub fn park_at_once(served: usize, requests_wait: bool) -> bool {
     requests_wait && served > CROWD
 }

@@ -37,10 +37,9 @@ const CHUNK: usize = 8192;
 pub const HALF_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Writes of several slices (an answer's head and its body, answers one after another) up to
-/// this many bytes in all are copied into one and go out with one `send`: on this machine a
-/// `writev` of a 136-byte head and a 628-byte body cost the kernel 0.2–0.5 µs more than a `send`
-/// of the 764 bytes, and the copy a few tens of nanoseconds. Larger writes stay vectored (the
-/// copy would grow with them, the saving not).
+/// this many bytes in all are copied into one and go out with one `send`: a small `writev`
+/// costs the kernel more than copying its slices does (DEC-66). Larger writes stay vectored
+/// (the copy would grow with them, the saving not).
 const GATHER_AT_MOST: usize = 4096;
 
 thread_local! {

@@ -79,7 +79,7 @@ impl ConnContext {
 ///   bytes, its ticket and the socket (`lobby`). A connection with nothing sent holds no buffer.
 /// * **Hyper**: hyper serves the socket, first the bytes the lobby read, its first request
 ///   taking the lobby's admission instead of asking again (`hyper_phase`).
-/// * **Parked**: idle, hyper's state dropped (its 13 KB), only the socket and this task kept; the
+/// * **Parked**: idle, hyper's state dropped (its buffers), only the socket and this task kept; the
 ///   bytes of a next request hyper had read go first. The lobby waits for the client's next
 ///   bytes.
 /// * **Closed**: the task ends, and the socket is closed.

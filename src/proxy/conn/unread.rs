@@ -3,8 +3,8 @@
 //! Why: a client that pipelines requests and never reads its answers is answered one request
 //! after another, each taking a process's slot in its turn, while the kernel's buffers absorb
 //! the answers (about 128 KB in the client's receive buffer, up to 4 MB in the launcher's send
-//! buffer on Linux): the write timeout never runs, because no write ever waits. 150 such
-//! connections raised a fast-lane probe's median from 1.5 ms to 663 ms on this machine
+//! buffer on Linux): the write timeout never runs, because no write ever waits, and a crowd of
+//! such connections takes the slots a client that reads is waiting for
 //! (`reliability_front::pipelining_clients_that_never_read_do_not_slow_a_client_that_does`).
 //!
 //! So before a request on a kept-alive connection is routed, the bytes of earlier answers still

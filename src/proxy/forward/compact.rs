@@ -13,13 +13,7 @@
 //! their own, never hyper's: a head with the same target, or the same `Host`, shares them
 //! instead of copying and parsing again. `Host` is nearly always the same on a listener, and a
 //! client that sends the same request again and again (a batch of the same `POST`, a health
-//! check, a load generator) has the same target.
-//!
-//! Measured (`CONNECTIONS=256 tests/perf/callgrind-per-request.sh`, nearly every request
-//! queued, wrk's head a target and `Host`): the compaction cost 1,180 instructions a queued
-//! request written out through `Display` and parsed again as a whole `Uri`; 787 with the path
-//! and query parsed alone; 414 with the target and `Host` shared with the last head's (26.9k ->
-//! 26.1k a request in all, the same run's conditions).
+//! check, a load generator) has the same target. What each step saved is in cluster.md (DEC-68).
 
 use std::cell::RefCell;
 use std::fmt::Write as _;

@@ -9,14 +9,14 @@
 //! one after it, and so on: other clients' answers.
 //!
 //! Which look (DEC-67): the reactor's view is free, and stale by at most the loop turn it is in
-//! (tokio polls the I/O driver between batches of tasks); `recv(MSG_PEEK | MSG_DONTWAIT)` asks
-//! the kernel, whatever the reactor knows, and costs a system call (0.6 µs here, one request in
-//! five's system calls). A connection handed on within [`REACTOR_TRUSTED_FOR`] of its answer is
-//! taken on the reactor's word, as HAProxy, nginx, hyper and pingora take every idle connection;
-//! one idle longer is asked of the kernel, so a stray written later than that, or while the
-//! runtime was held up, is always seen before the connection is used. The reactor's word costs
-//! nothing only because tokio forgets a socket's readiness when a read leaves it drained (a read
-//! shorter than the buffer, or `EAGAIN`); when it says "readable", the kernel is asked what came.
+//! (tokio polls the I/O driver between batches of tasks); `recv(MSG_PEEK | MSG_DONTWAIT)` asks the
+//! kernel, whatever the reactor knows, and costs a system call on every reuse (DEC-67). A
+//! connection handed on within [`REACTOR_TRUSTED_FOR`] of its answer is taken on the reactor's
+//! word, as HAProxy, nginx, hyper and pingora take every idle connection; one idle longer is asked
+//! of the kernel, so a stray written later than that, or while the runtime was held up, is always
+//! seen before the connection is used. The reactor's word costs nothing only because tokio forgets
+//! a socket's readiness when a read leaves it drained (a read shorter than the buffer, or
+//! `EAGAIN`); when it says "readable", the kernel is asked what came.
 //!
 //! Why distrust: no look can be made after the request is written. Bytes that arrive after it
 //! (a stray response written a moment after the answer, while the next request is on its way)

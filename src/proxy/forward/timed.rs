@@ -2,18 +2,17 @@
 //! its response head has not begun within `upstreamTimeoutSeconds`, on a timer reused from
 //! request to request.
 //!
-//! Why reused: nearly every request is answered long before its timeout, so its timer is armed
-//! and dropped without ever firing, and a new `tokio::time::Sleep` per request cost about 640
-//! instructions of the ~31k a forwarded request takes (callgrind): a registration in the
-//! runtime's timer wheel under the driver's lock at its first poll and a removal under the same
-//! lock when dropped, besides making it. A timer given back here stays in the wheel as it is,
-//! and the next request takes it with its deadline unchanged if that is still ahead and no
-//! later than its own: such a timer can only fire early, never late, and one that fires before
-//! the request's own deadline is set to it then (`reset`, rare: only a request still waiting
-//! then). Moving every spare's deadline on each request would cost half as much as a new timer
-//! (tokio's `Sleep::reset`, 164 instructions), so a spare is set anew only once it has gone
-//! past: about once per timeout each. A spare that nobody takes fires once at its deadline and
-//! wakes, for nothing, the task that last polled it.
+//! Why reused: nearly every request is answered long before its timeout, so its timer is armed and
+//! dropped without ever firing, and a new `tokio::time::Sleep` per request costs a registration in
+//! the runtime's timer wheel under the driver's lock at its first poll and a removal under the same
+//! lock when dropped, besides making it (DEC-62). A timer given back here stays in the wheel as it
+//! is, and the next request takes it with its deadline unchanged if that is still ahead and no
+//! later than its own: such a timer can only fire early, never late, and one that fires before the
+//! request's own deadline is set to it then (`reset`, rare: only a request still waiting then).
+//! Moving every spare's deadline on each request (tokio's `Sleep::reset`) would cost much of what a
+//! new timer does, so a spare is set anew only once it has gone past: about once per timeout each.
+//! A spare that nobody takes fires once at its deadline and wakes, for nothing, the task that last
+//! polled it.
 //!
 //! The spares are kept per thread (no lock), a few only ([`KEEP`]), each with the runtime it
 //! belongs to: a timer is only ever polled in its own runtime (another's driver may not be

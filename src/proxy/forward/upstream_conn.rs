@@ -8,8 +8,8 @@
 //! [`Reading`], as hyper's `proto::h1::conn::State`), not kept in flags.
 //!
 //! Why not hyper's client here: it drives each connection in a task of its own, reached through
-//! a channel and a oneshot per request, and builds its response in its dispatcher; that was
-//! about a third of the launcher's instructions per forwarded request. Here one request has the
+//! a channel and a oneshot per request, and builds its response in its dispatcher, a large part
+//! of what the launcher spent forwarding a request. Here one request has the
 //! connection to itself (the pool hands it out whole), so no task, channel or lock is needed
 //! between the request and its connection.
 
@@ -37,9 +37,9 @@ const FIRST_READ: usize = 8 * 1024;
 
 /// The largest read from a process's connection (hyper's default is about 400 KB). Each frame of
 /// a response is a slice of one read, and a slice waiting for a client that doesn't read keeps
-/// that whole read alive: a streamed response held one to three of them. 24 clients that never
-/// read cost 14 MB more on an idle machine with hyper's reads and up to 48 MB more on a busy one,
-/// outside `bufferMaxMB`. 64 KB reads cost a large response no measurable speed; the cap is also
+/// that whole read alive: a streamed response held one to three of them, so with hyper's reads
+/// clients that never read held many megabytes more, outside `bufferMaxMB`. Smaller reads cost
+/// a large response no measurable speed; the cap is also
 /// the largest response head a process may send (the codec's limit).
 pub use crate::proxy::http1::limits::UPSTREAM_READ_AT_MOST;
 

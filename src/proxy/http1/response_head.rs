@@ -16,8 +16,8 @@
 //! `Connection`, the headers it names, `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`,
 //! `Upgrade`, and `Transfer-Encoding` with a `Content-Length` beside it) are read for the
 //! framing and keep-alive and never put in the map (`forward::headers::strip_hop_by_hop`'s
-//! rule, which the tests hold this to): adding them and taking them out again cost about 1k
-//! instructions an answer (nginx's `Connection: keep-alive` on every one; Node's `Keep-Alive`
+//! rule, which the tests hold this to): adding them only to take them out again would be work
+//! on nearly every answer (nginx's `Connection: keep-alive` on every one; Node's `Keep-Alive`
 //! too). The names are told by their bytes (`names`).
 //!
 //! Nothing here takes a position from a pointer without checking it lies in the head
@@ -111,14 +111,13 @@ pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadEr
 
 /// As [`parse`], the headers put in `spare` (taken when the head is whole), a map cleared for
 /// another head: the connection's last request's map, so that no map is made and none freed a
-/// response (two allocations each, with its slots set up: about 600 instructions a request).
+/// response (two allocations each, with its slots set up; DEC-63).
 pub fn parse_into(
     buf: &mut BytesMut,
     method: &Method,
     spare: &mut HeaderMap,
 ) -> Result<Option<Head>, HeadError> {
-    // On the stack, filled by `locate`: a `Vec` here was an allocation and about 1k
-    // instructions per response (callgrind, tests/perf/callgrind-per-request.sh).
+    // On the stack, filled by `locate`: a `Vec` here would be an allocation per response.
     let mut spans = [NO_SPAN; MAX_HEADERS];
     loop {
         let Some(Located {
@@ -373,7 +372,7 @@ impl Seen {
         if self.length == Some(None) {
             return;
         }
-        // Bytes, not `str::split`/`trim` (about 350 instructions a response). hyper read the
+        // Bytes, not `str::split`/`trim` (which work by char, on every response). hyper read the
         // value with `to_str` and `str::trim`; here each part is only spaces and tabs around
         // digits: any other byte, text or not (`to_str`'s failure), is no number either.
         for n in value.split(|&b| b == b',') {

@@ -3,13 +3,12 @@
 //! all would give them.
 //!
 //! Why not one heap: under load nearly every request waits, and as it is dispatched its wait's
-//! timer goes dead at the top and is dropped, a heap pop (a sift through log n levels) per
-//! queued request: ~300 instructions of one at 256 connections (callgrind, issue #27). But the
-//! waits of one kind all have one length (`queueSeconds`, or `ownerQueueSeconds` for the
-//! others), so they end in the order they began: each kind's ends are a deque, pushed at the
-//! back and taken from the front. A wait is placed by its end only when it ends before the
-//! last one pushed (a `now` read before another's, or a reload that shortened the wait):
-//! found by a binary search, so nothing here scans. Cooldowns (rare) keep a heap.
+//! timer goes dead at the top and is dropped, a heap pop (a sift through log n levels) per queued
+//! request. But the waits of one kind all have one length (`queueSeconds`, or `ownerQueueSeconds`
+//! for the others), so they end in the order they began: each kind's ends are a deque, pushed at
+//! the back and taken from the front. A wait is placed by its end only when it ends before the last
+//! one pushed (a `now` read before another's, or a reload that shortened the wait): found by a
+//! binary search, so nothing here scans. Cooldowns (rare) keep a heap.
 //!
 //! Dead timers (a wait that ended otherwise, a cooldown superseded) stay until they come to the
 //! front; the caller says which are live (`Scheduler::settle`).
@@ -60,8 +59,8 @@ pub(crate) struct Timers {
     waits: [VecDeque<(Instant, u64, RequestId)>; 2],
     cools: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     /// The earliest of them all, kept as they change: asked several times a call (`advance`,
-    /// `settle`, `poll_timeout`), where finding it among the three each time cost ~240
-    /// instructions a queued request.
+    /// `settle`, `poll_timeout`), where finding it among the three each time would be done
+    /// several times for every queued request.
     head: Option<(Source, Instant, Timer)>,
 }
 
@@ -93,8 +92,8 @@ impl Timers {
         self.offer(cool_timer((until, process, generation)));
     }
 
-    /// The earliest of the three fronts (written out: an iterator's `min_by` over them cost
-    /// ~70 instructions a time).
+    /// The earliest of the three fronts (written out: it is asked for on every turn of the
+    /// scheduler, and an iterator's `min_by` over them took more).
     fn first(&self) -> Option<(Source, Instant, Timer)> {
         // Between waits, the earlier end, then the lower `seq` (unique across both kinds).
         let wait = match (self.waits[0].front(), self.waits[1].front()) {

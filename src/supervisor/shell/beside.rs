@@ -25,16 +25,16 @@ impl Shell {
         let code = self.code(id).to_string();
         match self.room_beside() {
             Ok(spare) => {
-                self.borrowed[id.index()] = Some(spare);
+                self.roll.borrowed[id.index()] = Some(spare);
                 info!(
                     "rolling restart {step}/{of}: {code}: starting its replacement beside it on \
                      port {}; {code} serves on until the replacement is ready",
-                    self.ports.of(spare)
+                    self.places.ports.of(spare)
                 );
                 self.life.room(id, true, now);
             }
             Err(why) => {
-                self.renew[id.index()] = true;
+                self.roll.renew[id.index()] = true;
                 warn!(
                     "rolling restart {step}/{of}: {code}: no room for its replacement beside it \
                      ({why}); out of rotation, draining (up to {} s), then started again",
@@ -54,10 +54,10 @@ impl Shell {
         let spare = (self.life.workers() + 1..places).find(|&k| {
             let id = ProcessId(k as u16);
             !self.life.is_running(id)
-                && self.children[k].is_none()
-                && self.second[k].is_none()
-                && !self.borrowed.contains(&Some(k))
-                && std::net::TcpListener::bind((bind.as_str(), self.ports.of(k))).is_ok()
+                && self.places.children[k].is_none()
+                && self.roll.second[k].is_none()
+                && !self.roll.borrowed.contains(&Some(k))
+                && std::net::TcpListener::bind((bind.as_str(), self.places.ports.of(k))).is_ok()
         });
         let Some(spare) = spare else {
             let spares = places.saturating_sub(self.life.workers() + 1);
@@ -82,21 +82,21 @@ impl Shell {
     /// `SpawnBeside`: the replacement, with the place's inputs now, on the borrowed port.
     pub(super) fn spawn_beside(&mut self, id: ProcessId) {
         let i = id.index();
-        let Some(spare) = self.borrowed[i] else {
+        let Some(spare) = self.roll.borrowed[i] else {
             self.life.second_exited(id, Exit::SpawnFailed, now_std());
             return;
         };
         let inputs = self.spec(id).clone();
-        let spec = inputs.on_port(self.ports.of(spare));
+        let spec = inputs.on_port(self.places.ports.of(spare));
         match self.start_child(&spec) {
             Ok(handle) => {
                 info!(
                     "{}: its replacement started, {} (pid {}) on {}:{}",
                     spec.code, spec.role, handle.pid, spec.bind_address, spec.port
                 );
-                self.second_spoke[i] = false;
-                self.second_spec[i] = Some(inputs);
-                self.second[i] = Some(handle);
+                self.roll.second_spoke[i] = false;
+                self.roll.second_spec[i] = Some(inputs);
+                self.roll.second[i] = Some(handle);
             }
             Err(e) => {
                 error!(
@@ -104,7 +104,7 @@ impl Shell {
                     spec.code,
                     spec.argv.first().map(String::as_str).unwrap_or("")
                 );
-                self.borrowed[i] = None;
+                self.roll.borrowed[i] = None;
                 self.life.second_exited(id, Exit::SpawnFailed, now_std());
             }
         }
@@ -114,22 +114,27 @@ impl Shell {
     /// (if it still runs) is the second, draining, its requests in flight left to finish.
     pub(super) fn switch(&mut self, id: ProcessId, old_runs: bool) {
         let i = id.index();
-        std::mem::swap(&mut self.children[i], &mut self.second[i]);
-        std::mem::swap(&mut self.spoke[i], &mut self.second_spoke[i]);
-        std::mem::swap(&mut self.started_spec[i], &mut self.second_spec[i]);
-        if let Some(spare) = self.borrowed[i].take() {
-            self.ports.swap(i, spare);
+        std::mem::swap(&mut self.places.children[i], &mut self.roll.second[i]);
+        std::mem::swap(&mut self.places.spoke[i], &mut self.roll.second_spoke[i]);
+        std::mem::swap(
+            &mut self.places.started_spec[i],
+            &mut self.roll.second_spec[i],
+        );
+        if let Some(spare) = self.roll.borrowed[i].take() {
+            self.places.ports.swap(i, spare);
         }
-        self.started_with[i] = self.started_spec[i].as_ref().map(|s| s.inputs());
-        self.last_good[i] = self.started_spec[i].clone();
+        self.places.started_with[i] = self.places.started_spec[i].as_ref().map(|s| s.inputs());
+        self.places.last_good[i] = self.places.started_spec[i].clone();
         let pid = self.pid(id).unwrap_or(0);
-        let addr = self.spec(id).on_port(self.ports.of(i)).connect_addr;
+        let addr = self.spec(id).on_port(self.places.ports.of(i)).connect_addr;
         self.hooks.moved(id, addr, pid);
         self.hooks.started(id, pid);
-        self.keeper.started(id);
-        self.keeper.ready(id);
-        self.recycle.ready(id, Some(pid), &self.readings);
-        let old = self.second[i].as_ref().map(|c| c.pid);
+        self.keeping.keeper.started(id);
+        self.keeping.keeper.ready(id);
+        self.watch
+            .recycle
+            .ready(id, Some(pid), &self.keeping.readings);
+        let old = self.roll.second[i].as_ref().map(|c| c.pid);
         match (old_runs, old) {
             (true, Some(old)) => info!(
                 "{}: switched to its replacement (pid {pid}) on port {}; the old process (pid \
@@ -147,7 +152,7 @@ impl Shell {
     }
 
     pub(super) fn signal_second(&self, id: ProcessId, sig: Signal) {
-        if let Some(c) = &self.second[id.index()] {
+        if let Some(c) = &self.roll.second[id.index()] {
             c.signal(sig);
         }
     }
@@ -155,15 +160,15 @@ impl Shell {
     /// An event of a place's second process (the events of neither process are dropped).
     pub(super) fn on_second_event(&mut self, ev: Tagged) {
         let (id, i) = (ev.id, ev.id.index());
-        let ours = self.second[i]
+        let ours = self.roll.second[i]
             .as_ref()
             .is_some_and(|c| c.generation == ev.generation);
         if !ours {
             return;
         }
         if let ChildEvent::Message(_) | ChildEvent::Unknown { .. } = &ev.event {
-            if !std::mem::replace(&mut self.second_spoke[i], true) {
-                if let Some(c) = &self.second[i] {
+            if !std::mem::replace(&mut self.roll.second_spoke[i], true) {
+                if let Some(c) = &self.roll.second[i] {
                     c.stop_watching();
                 }
             }
@@ -172,7 +177,7 @@ impl Shell {
             ChildEvent::Message(FromChild::Ready { .. }) => {
                 self.second_ready(id, "said so on its channel")
             }
-            ChildEvent::ListeningSeen if !self.second_spoke[i] => {
+            ChildEvent::ListeningSeen if !self.roll.second_spoke[i] => {
                 self.second_ready(id, "its listening socket was seen")
             }
             // The old process's last counts still reach the master.
@@ -183,9 +188,9 @@ impl Shell {
                 self.mail_master(ToChild::WorkerCounts { code, counts });
             }
             ChildEvent::Exited(exit) => {
-                let pid = self.second[i].take().map(|c| c.pid);
-                self.second_spec[i] = None;
-                self.borrowed[i] = None;
+                let pid = self.roll.second[i].take().map(|c| c.pid);
+                self.roll.second_spec[i] = None;
+                self.roll.borrowed[i] = None;
                 debug!(
                     "{}: its second process (pid {pid:?}) exited ({exit})",
                     self.code(id)
@@ -213,7 +218,7 @@ impl Shell {
 
     /// The port place `id`'s process listens on, when not its place's own (for the handover).
     pub(super) fn moved_port(&self, id: ProcessId) -> Option<u16> {
-        let port = self.ports.of(id.index());
+        let port = self.places.ports.of(id.index());
         (port != self.spec(id).port).then_some(port)
     }
 
@@ -231,7 +236,7 @@ impl Shell {
                  master is not restarted"
             )
         };
-        self.keeper.rolling_stopped(Some(why.clone()));
+        self.keeping.keeper.rolling_stopped(Some(why.clone()));
         self.hooks.reload_finished();
         self.rolling_ended(Err(format!("rolling restart stopped: {why}")));
         let output = self.output.clone();

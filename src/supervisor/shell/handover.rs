@@ -23,7 +23,7 @@ use crate::supervisor::child::{self, Carried};
 use crate::supervisor::lifecycle::{LifecycleState, Status};
 use crate::supervisor::mailbox::MasterMailbox;
 use crate::supervisor::recycle_watch::RecycleState;
-use crate::supervisor::test_hook;
+use crate::test_hooks;
 
 /// The supervisor shell's own flags, as an in-place upgrade hands them over (`upgrade::state`'s
 /// `shell`).
@@ -95,7 +95,7 @@ impl Shell {
                 }
             }
         }
-        if self.flushing {
+        if self.master.flushing {
             return Some("the master's channel is being flushed".into());
         }
         None
@@ -115,19 +115,19 @@ impl Shell {
         let lifecycle = self.life.capture(at).map_err(|e| e.to_string())?;
         // Its minute is closed (the counts become an event, as each minute's do); its rows are
         // only read.
-        let keeper = self.keeper.hand_over(self.hooks.tally(), at);
+        let keeper = self.keeping.keeper.hand_over(self.hooks.tally(), at);
         let mut h = ShellHandover {
             at,
             lifecycle,
             children: Vec::new(),
             shell: ShellState {
-                generation: self.generation,
-                master_acks: self.master_acks,
-                master_stalled: self.master_stalled,
-                flushing: self.flushing,
-                recycle: self.recycle.capture(at),
+                generation: self.places.generation,
+                master_acks: self.master.acks,
+                master_stalled: self.master.stalled,
+                flushing: self.master.flushing,
+                recycle: self.watch.recycle.capture(at),
             },
-            mailbox: self.master_mailbox.copied(),
+            mailbox: self.master.mailbox.copied(),
             keeper,
         };
         match self.take_children(&mut h).await {
@@ -142,13 +142,13 @@ impl Shell {
     /// Takes each child from its tasks into `h`, then makes sure none has ended meanwhile.
     /// `Err`: `h` holds every child taken so far (the caller gives them back).
     async fn take_children(&mut self, h: &mut ShellHandover) -> Result<(), String> {
-        for i in 0..self.children.len() {
+        for i in 0..self.places.children.len() {
             let code = self.setup.processes[i].code.clone();
-            if self.children[i].is_none() {
+            if self.places.children[i].is_none() {
                 continue;
             }
-            let hook = test_hook::step(&format!("child-{code}")).await;
-            let Some(handle) = self.children[i].take() else {
+            let hook = test_hooks::step(&format!("child-{code}")).await;
+            let Some(handle) = self.places.children[i].take() else {
                 continue;
             };
             let id = ProcessId(i as u16);
@@ -162,8 +162,8 @@ impl Shell {
                     h.children.push(HandedChild {
                         id,
                         carried,
-                        spoke: self.spoke[i],
-                        inputs: self.started_with[i],
+                        spoke: self.places.spoke[i],
+                        inputs: self.places.started_with[i],
                         port: self.moved_port(id),
                     });
                     continue;
@@ -177,8 +177,8 @@ impl Shell {
                 Ok(carried) => h.children.push(HandedChild {
                     id,
                     carried,
-                    spoke: self.spoke[i],
-                    inputs: self.started_with[i],
+                    spoke: self.places.spoke[i],
+                    inputs: self.places.started_with[i],
                     port: self.moved_port(id),
                 }),
                 Err(e) => self.end_unheld(
@@ -189,7 +189,7 @@ impl Shell {
             }
             return Err(why);
         }
-        test_hook::step("handed").await?;
+        test_hooks::step("handed").await?;
         match h.children.iter().find(|c| c.carried.has_ended()) {
             Some(c) => Err(format!(
                 "{} (pid {}) ended during the handover",
@@ -206,17 +206,17 @@ impl Shell {
     pub(super) fn give_back(&mut self, h: ShellHandover) {
         for c in h.children {
             let i = c.id.index();
-            let spec = self.setup.processes[i].on_port(self.ports.of(i));
+            let spec = self.setup.processes[i].on_port(self.places.ports.of(i));
             let pid = c.carried.pid;
             match child::attach_to(
                 &spec,
                 c.carried,
                 false,
-                self.events_tx.clone(),
+                self.places.events_tx.clone(),
                 &self.output,
                 self.setup.kill_after,
             ) {
-                Ok(handle) => self.children[i] = Some(handle),
+                Ok(handle) => self.places.children[i] = Some(handle),
                 // Not seen in practice (the fds were just taken from the same tasks).
                 Err(e) => self.end_unheld(c.id, pid, &format!("cannot be taken back ({e})")),
             }
@@ -231,12 +231,12 @@ impl Shell {
             .map_err(|e| e.to_string())?;
         self.life
             .set_limits(self.setup.max_start_failures, self.setup.kill_after);
-        self.generation = h.shell.generation;
-        self.master_acks = h.shell.master_acks;
-        self.master_stalled = h.shell.master_stalled;
-        self.flushing = h.shell.flushing;
-        self.recycle.resume(&h.shell.recycle, h.at);
-        self.master_mailbox = MasterMailbox::resumed(h.mailbox);
+        self.places.generation = h.shell.generation;
+        self.master.acks = h.shell.master_acks;
+        self.master.stalled = h.shell.master_stalled;
+        self.master.flushing = h.shell.flushing;
+        self.watch.recycle.resume(&h.shell.recycle, h.at);
+        self.master.mailbox = MasterMailbox::resumed(h.mailbox);
         let n = self.setup.processes.len();
         // The master last: its `up` lets the launcher serve, and by then every worker must be
         // up in the front door (or a cache-id of theirs would read as lost).
@@ -256,14 +256,14 @@ impl Shell {
                 continue;
             }
             if let Some(port) = c.port {
-                self.ports.take_over(i, port);
+                self.places.ports.take_over(i, port);
             }
-            let spec = self.setup.processes[i].on_port(self.ports.of(i));
+            let spec = self.setup.processes[i].on_port(self.places.ports.of(i));
             let handle = match child::attach_to(
                 &spec,
                 c.carried,
                 false,
-                self.events_tx.clone(),
+                self.places.events_tx.clone(),
                 &self.output,
                 self.setup.kill_after,
             ) {
@@ -273,16 +273,17 @@ impl Shell {
                     continue;
                 }
             };
-            self.spoke[i] = c.spoke;
+            self.places.spoke[i] = c.spoke;
             // Not known (handed over by a program without the digests): taken to be what this
             // program would start it with, so an upgrade alone restarts nothing.
-            self.started_with[i] = Some(c.inputs.unwrap_or_else(|| self.spec(c.id).inputs()));
-            self.children[i] = Some(handle);
+            self.places.started_with[i] =
+                Some(c.inputs.unwrap_or_else(|| self.spec(c.id).inputs()));
+            self.places.children[i] = Some(handle);
             // Taken to run this program's inputs for the place (as its digest is, when not
             // known): its last good ones once ready (DEC-79).
-            self.started_spec[i] = Some(self.setup.processes[i].clone());
+            self.places.started_spec[i] = Some(self.setup.processes[i].clone());
             if self.life.is_ready(c.id) {
-                self.last_good[i] = self.started_spec[i].clone();
+                self.places.last_good[i] = self.places.started_spec[i].clone();
             }
             self.hooks.started(c.id, pid);
             if self.life.is_up(c.id) {
@@ -290,14 +291,16 @@ impl Shell {
                     self.hooks.moved(c.id, spec.connect_addr, pid);
                 }
                 self.hooks.up(c.id, pid);
-                self.recycle.ready(c.id, Some(pid), &self.readings);
+                self.watch
+                    .recycle
+                    .ready(c.id, Some(pid), &self.keeping.readings);
             }
             info!("{}: taken over (pid {pid})", spec.code);
         }
         for i in self.life.workers() + 1..n {
             self.hooks.retired(ProcessId(i as u16));
         }
-        self.keeper.align_workers(self.life.workers());
+        self.keeping.keeper.align_workers(self.life.workers());
         self.fit_rows();
         mismatch.map_or(Ok(()), Err)
     }

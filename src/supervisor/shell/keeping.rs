@@ -16,7 +16,11 @@ use crate::supervisor::lifecycle::{Aftermath, Status};
 impl Shell {
     /// The pid of the process's live child, if it has one.
     pub(super) fn pid(&self, id: ProcessId) -> Option<u32> {
-        self.children.get(id.index())?.as_ref().map(|c| c.pid)
+        self.places
+            .children
+            .get(id.index())?
+            .as_ref()
+            .map(|c| c.pid)
     }
 
     /// Seconds since the process's current run was started (0 if it never was).
@@ -28,7 +32,7 @@ impl Shell {
 
     /// Every status row's process as the lifecycle has it now, master first.
     pub(super) fn lives(&self) -> Vec<Life> {
-        (0..self.keeper.rows())
+        (0..self.keeping.keeper.rows())
             .map(|i| self.life_of(ProcessId(i as u16)))
             .collect()
     }
@@ -63,8 +67,8 @@ impl Shell {
     /// since the last exit, read now.
     pub(super) fn ending(&mut self, id: ProcessId, exit: Exit) -> Ending {
         let now = crate::system::oom_kills::read_oom_kills(std::path::Path::new("/"));
-        let oom_kills_rose = matches!((self.oom_kills, now), (Some(a), Some(b)) if b > a);
-        self.oom_kills = now.or(self.oom_kills);
+        let oom_kills_rose = matches!((self.keeping.oom_kills, now), (Some(a), Some(b)) if b > a);
+        self.keeping.oom_kills = now.or(self.keeping.oom_kills);
         if self.life.killed_hung(id) {
             return Ending::KilledHung;
         }
@@ -97,18 +101,18 @@ impl Shell {
             _ => warn!("{line}"),
         }
         if id.is_master() {
-            self.master_end = Some(exit.to_string());
+            self.keeping.master_end = Some(exit.to_string());
         }
         let why = match after {
             Aftermath::Restart { .. } => self.life.last_restart_reason(id),
             _ => None,
         };
-        self.keeper.exited(id, exit, pid, fate, why);
+        self.keeping.keeper.exited(id, exit, pid, fate, why);
     }
 
     /// What the front door knows of each status row's process, master first.
     pub(super) fn fronts(&self) -> Vec<Option<FrontFigures>> {
-        (0..self.keeper.rows())
+        (0..self.keeping.keeper.rows())
             .map(|i| self.hooks.front(ProcessId(i as u16)))
             .collect()
     }
@@ -116,25 +120,28 @@ impl Shell {
     /// The launcher's view for its own endpoints, the machine read now.
     pub(super) fn report(&self) -> Report {
         let fronts = self.fronts();
-        self.keeper
-            .report(&self.lives(), &fronts, &self.readings, now_std())
+        self.keeping
+            .keeper
+            .report(&self.lives(), &fronts, &self.keeping.readings, now_std())
     }
 
     /// Every `statusSeconds`, whether the master is up or not: the interval's latencies (the
     /// front door's histograms emptied) and each process's CPU.
     pub(super) fn close_interval(&mut self) {
-        let latencies: Vec<_> = (0..self.keeper.rows())
+        let latencies: Vec<_> = (0..self.keeping.keeper.rows())
             .map(|i| self.hooks.take_latency(ProcessId(i as u16)))
             .collect();
         let lives = self.lives();
-        self.keeper
-            .close_interval(&lives, &latencies, &self.readings, now_std());
+        self.keeping
+            .keeper
+            .close_interval(&lives, &latencies, &self.keeping.readings, now_std());
     }
 
     /// Every sample interval: the launcher's samples for processes that take none themselves.
     pub(super) fn front_samples(&mut self) {
         let (lives, fronts) = (self.lives(), self.fronts());
-        self.keeper
-            .front_samples(&lives, &fronts, &self.readings, now_std());
+        self.keeping
+            .keeper
+            .front_samples(&lives, &fronts, &self.keeping.readings, now_std());
     }
 }

@@ -64,8 +64,8 @@ impl Shell {
         info!(
             "restart asked for on the control socket: every worker, then the master, one at a time"
         );
-        self.keeper.rolling_stopped(None);
-        self.roll_waiters.push(done);
+        self.keeping.keeper.rolling_stopped(None);
+        self.roll.waiters.push(done);
     }
 
     /// A reload was refused: the rolling restart under way, if any, restarts no other process
@@ -89,7 +89,7 @@ impl Shell {
     /// The rolling restart under way ended (`Err`: stopped by a process that did not come
     /// back): those waiting for it hear.
     pub(super) fn rolling_ended(&mut self, outcome: Result<(), String>) {
-        for w in self.roll_waiters.drain(..) {
+        for w in self.roll.waiters.drain(..) {
             let _ = w.send(outcome.clone());
         }
     }
@@ -103,9 +103,10 @@ impl Shell {
             .map(ProcessSpec::inputs)
             .collect();
         let running: Vec<Option<u64>> = self
+            .places
             .started_with
             .iter()
-            .zip(&self.children)
+            .zip(&self.places.children)
             .map(|(s, c)| s.filter(|_| c.is_some()))
             .collect();
         changed_inputs(&running, &now)
@@ -121,13 +122,13 @@ impl Shell {
             take_specs(&mut self.setup.processes, specs);
             // A place whose process is not ready now (starting, failing, waiting out a
             // backoff) has no good inputs to keep: it starts with the new ones (DEC-79).
-            for (i, good) in self.last_good.iter_mut().enumerate() {
+            for (i, good) in self.places.last_good.iter_mut().enumerate() {
                 if !self.life.is_ready(ProcessId(i as u16)) {
                     *good = None;
                 }
             }
         }
-        self.keeper.rolling_stopped(None);
+        self.keeping.keeper.rolling_stopped(None);
         let SupervisorSettings {
             drain,
             status_seconds,
@@ -136,8 +137,8 @@ impl Shell {
             hang_timeout,
             snapshot,
         } = r.settings.clone();
-        self.keeper.reconfigure(snapshot);
-        self.recycle.set_policy(recycle);
+        self.keeping.keeper.reconfigure(snapshot);
+        self.watch.recycle.set_policy(recycle);
         self.setup.settings = SupervisorSettings {
             drain,
             status_seconds,
@@ -151,14 +152,14 @@ impl Shell {
         // A count set at run time (`scale`) holds until a reload: this one goes back to
         // config.json's even when config.json's is unchanged (DEC-48).
         let asked = match r.workers {
-            WorkerCount::Keep if self.keeper.workers_set_at_run_time() => r.configured,
+            WorkerCount::Keep if self.keeping.keeper.workers_set_at_run_time() => r.configured,
             w => w,
         };
         let wanted = match asked {
             WorkerCount::Keep => current,
             WorkerCount::Exactly(n) => n,
             WorkerCount::Size(mut sizer) => {
-                let n = match &self.children[0] {
+                let n = match &self.places.children[0] {
                     Some(master) if self.life.is_up(ProcessId::MASTER) => sizer(master.pid),
                     _ => current,
                 };
@@ -186,7 +187,7 @@ impl Shell {
                 self.hooks.added(ProcessId(i as u16));
             }
         }
-        self.keeper.set_workers(n, Some("reload"), false);
+        self.keeping.keeper.set_workers(n, Some("reload"), false);
         self.fit_rows();
         if r.rolling == Rolling::Changed {
             let mut ids = self.to_restart();

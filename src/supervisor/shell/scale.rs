@@ -66,7 +66,7 @@ impl Shell {
                     for i in from + 1..=to {
                         self.hooks.added(ProcessId(i as u16));
                     }
-                    self.keeper.set_workers(to, Some(&by), true);
+                    self.keeping.keeper.set_workers(to, Some(&by), true);
                     self.fit_rows();
                     Ok((from, to))
                 } else {

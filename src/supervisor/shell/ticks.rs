@@ -86,10 +86,11 @@ impl Shell {
             return;
         }
         let fronts = self.fronts();
-        let status = self
-            .keeper
-            .snapshot(&self.lives(), &fronts, &self.readings, now_std());
-        if let Some(master) = &self.children[0] {
+        let status =
+            self.keeping
+                .keeper
+                .snapshot(&self.lives(), &fronts, &self.keeping.readings, now_std());
+        if let Some(master) = &self.places.children[0] {
             master.send(ToChild::Snapshot { status });
         }
     }
@@ -111,7 +112,7 @@ impl Shell {
 
     /// Every minute: the front door's counts as one event (EVENT-14).
     pub(super) fn minute(&mut self) {
-        self.keeper.minute(self.hooks.tally());
+        self.keeping.keeper.minute(self.hooks.tally());
     }
 
     /// Every second: a drained worker is stopped, hung processes are killed (DEC-82), and the
@@ -124,8 +125,8 @@ impl Shell {
         self.stop_drained(now);
         self.seconds_drained(now);
         self.watch_hangs(now);
-        let (specs, children) = (&self.setup.processes, &self.children);
-        let (hooks, keeper) = (&self.hooks, &self.keeper);
+        let (specs, children) = (&self.setup.processes, &self.places.children);
+        let (hooks, keeper) = (&self.hooks, &self.keeping.keeper);
         let worker = |id: ProcessId| Worker {
             code: specs.get(id.index()).map_or("", |p| p.code.as_str()),
             pid: children
@@ -134,11 +135,14 @@ impl Shell {
             in_flight: hooks.in_flight(id),
             guard_limit: keeper.reported_limit(id),
         };
-        let choice = self.recycle.due(&self.life, &worker, &self.readings, now);
+        let choice = self
+            .watch
+            .recycle
+            .due(&self.life, &worker, &self.keeping.readings, now);
         if let Some(choice) = choice {
             if self.life.recycle(choice.id, self.setup.settings.drain, now) {
                 warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
-                self.keeper.recycling(choice.id, &choice.reason);
+                self.keeping.keeper.recycling(choice.id, &choice.reason);
             }
         }
     }

@@ -17,18 +17,19 @@ impl Shell {
         // The master's exit is seen a step before its `Down`: with no master to write to, the
         // events stay in the outbox (taken out, they would count as delivered and be lost with
         // the launcher).
-        if !self.life.is_up(ProcessId::MASTER) || self.children[0].is_none() {
+        if !self.life.is_up(ProcessId::MASTER) || self.places.children[0].is_none() {
             return;
         }
-        let changes = self.keeper.history_for_master();
-        let keeper = &mut self.keeper;
-        self.master_mailbox
+        let changes = self.keeping.keeper.history_for_master();
+        let keeper = &mut self.keeping.keeper;
+        self.master
+            .mailbox
             .append_history(changes, || keeper.whole_history_for_master());
         self.deliver_to_master();
         // Events leave the outbox only when delivered (`Written` or `eventsReceived`): queued
         // for the channel they are still waiting, and a full queue just means later.
-        while let Some((msg, last)) = self.keeper.events_to_send() {
-            let queued = self.children[0]
+        while let Some((msg, last)) = self.keeping.keeper.events_to_send() {
+            let queued = self.places.children[0]
                 .as_ref()
                 .is_some_and(|m| m.send_tracked(msg, last));
             if !queued {
@@ -36,13 +37,13 @@ impl Shell {
                 return;
             }
             self.stalled(false);
-            self.keeper.events_sent(last);
+            self.keeping.keeper.events_sent(last);
         }
     }
 
     /// Passes a message to the master, or holds it while the master is down.
     pub(super) fn mail_master(&mut self, msg: ToChild) {
-        self.master_mailbox.post(msg);
+        self.master.mailbox.post(msg);
         if self.life.is_up(ProcessId::MASTER) {
             self.deliver_to_master();
         }
@@ -51,16 +52,16 @@ impl Shell {
     /// Passes what the mailbox holds to the master's channel, oldest first; what its full
     /// queue won't take stays held (nothing is dropped) and goes at the next chance.
     pub(super) fn deliver_to_master(&mut self) {
-        let Some(master) = &self.children[0] else {
+        let Some(master) = &self.places.children[0] else {
             return;
         };
         let mut took = false;
-        while let Some(msg) = self.master_mailbox.next() {
+        while let Some(msg) = self.master.mailbox.next() {
             if !master.send(msg.clone()) {
                 self.stalled(true);
                 return;
             }
-            self.master_mailbox.sent();
+            self.master.mailbox.sent();
             took = true;
         }
         if took {
@@ -70,10 +71,10 @@ impl Shell {
 
     /// The master's queue was full (`true`) or took everything (`false`): said once each way.
     pub(super) fn stalled(&mut self, full: bool) {
-        if full == self.master_stalled {
+        if full == self.master.stalled {
             return;
         }
-        self.master_stalled = full;
+        self.master.stalled = full;
         if full {
             warn!(
                 "the master is not reading its IPC channel (its queue is full); what is \
@@ -87,10 +88,10 @@ impl Shell {
     /// The master has written everything queued: the stop goes on once it has also
     /// acknowledged every event sent to it (a master that acknowledges), or at the flush's cap.
     pub(super) fn flushed_if_confirmed(&mut self) {
-        if self.flushing || !self.life.is_flushing() {
+        if self.master.flushing || !self.life.is_flushing() {
             return;
         }
-        if self.master_acks && self.keeper.events_on_their_way() {
+        if self.master.acks && self.keeping.keeper.events_on_their_way() {
             return;
         }
         self.life.master_flushed(now_std());
@@ -98,12 +99,12 @@ impl Shell {
 
     pub(super) fn flush_master(&mut self) {
         // The last minute's counts go with the workers' last request counts.
-        self.keeper.minute(self.hooks.tally());
+        self.keeping.keeper.minute(self.hooks.tally());
         self.deliver_keeper();
         self.deliver_to_master();
-        match &self.children[0] {
+        match &self.places.children[0] {
             Some(master) if self.life.is_up(ProcessId::MASTER) && master.flush() => {
-                self.flushing = true
+                self.master.flushing = true
             }
             _ => self.life.master_flushed(now_std()),
         }
@@ -112,7 +113,7 @@ impl Shell {
     /// Called each turn of the loop: what waits for an up master (held counts, events) is
     /// retried, so a master that reads again gets it without waiting for something new.
     pub(super) fn retry_master(&mut self) {
-        if self.life.is_up(ProcessId::MASTER) && !self.master_mailbox.is_empty() {
+        if self.life.is_up(ProcessId::MASTER) && !self.master.mailbox.is_empty() {
             self.deliver_to_master();
         }
     }

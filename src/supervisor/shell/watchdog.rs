@@ -28,8 +28,8 @@ impl Shell {
             let Some((heard, owed)) = self.hooks.liveness(id) else {
                 continue;
             };
-            self.hang.heard(id, heard, now);
-            let last = self.hang.last_activity(id, now);
+            self.watch.hang.heard(id, heard, now);
+            let last = self.watch.hang.last_activity(id, now);
             // Requests in flight sent before its last sign of life are owed from that sign.
             let in_flight = self.hooks.in_flight(id);
             let oldest = owed
@@ -58,7 +58,7 @@ impl Shell {
                 key(paths::cluster::hang_timeout),
                 timeout.as_secs_f64()
             );
-            self.keeper.hung(id, detail);
+            self.keeping.keeper.hung(id, detail);
         }
     }
 }

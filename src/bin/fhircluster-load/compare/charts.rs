@@ -5,8 +5,9 @@
 
 use super::curves::CurvePoint;
 use super::figures::{Round, SURGE_DOORS};
-use super::svg::{self, Axis, Plot, Scale, Series};
 use super::table::{group, Door};
+use fhircluster::ops::line_chart::figure::{document, AxisSpec, Figure};
+use fhircluster::ops::line_chart::{Line, Scale};
 
 /// Where each chart goes, under the chart directory.
 pub const PROBE_SVG: &str = "surge-probe.svg";
@@ -34,12 +35,24 @@ fn ms(v: f64) -> String {
     }
 }
 
+/// A line of the points of one door or measure, left to right.
+fn series(label: &str, color: &'static str, mut points: Vec<(f64, f64)>) -> Line {
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Line {
+        code: label.to_string(),
+        color,
+        dash: "",
+        width: 1.5,
+        runs: vec![points],
+    }
+}
+
 fn whole(v: f64) -> String {
     group(v, 0)
 }
 
-fn axis(label: &str, scale: Scale, span: &[f64], format: fn(f64) -> String) -> Axis {
-    Axis {
+fn axis(label: &str, scale: Scale, span: &[f64], format: fn(f64) -> String) -> AxisSpec {
+    AxisSpec {
         label: label.to_string(),
         scale,
         span: span.to_vec(),
@@ -55,23 +68,19 @@ pub fn probe(rounds: &[Round], title: &str, surge_end_s: f64) -> Option<String> 
         .iter()
         .rev()
         .find(|r| r.surge.iter().any(Option::is_some))?;
-    let series: Vec<Series> = SURGE_DOORS
+    let series: Vec<Line> = SURGE_DOORS
         .iter()
         .zip(&last.surge)
         .filter_map(|(&door, f)| {
-            Some(Series {
-                label: door.name().to_string(),
-                color: color(door).to_string(),
-                points: f
-                    .as_ref()?
-                    .series
-                    .iter()
-                    .filter_map(|&(t, ms)| Some((t, ms?)))
-                    .collect(),
-            })
+            let points = f.as_ref()?.series.iter();
+            Some(series(
+                door.name(),
+                color(door),
+                points.filter_map(|&(t, ms)| Some((t, ms?))).collect(),
+            ))
         })
         .collect();
-    let plot = Plot {
+    let plot = Figure {
         title: title.to_string(),
         x: axis(
             "seconds from the start of the surge",
@@ -84,7 +93,7 @@ pub fn probe(rounds: &[Round], title: &str, surge_end_s: f64) -> Option<String> 
         y_marks: vec![(10.0, "10 ms".into())],
         dots: false,
     };
-    Some(svg::render(&plot, &series))
+    Some(document(&plot, &series))
 }
 
 /// fhircluster's RSS against idle keep-alive clients and against queued requests, from the
@@ -94,15 +103,16 @@ pub fn memory(rounds: &[Round]) -> Option<String> {
         .iter()
         .rev()
         .find(|r| !r.idle_clients.is_empty() || !r.waiting.is_empty())?;
-    let line = |label: &str, color: &str, points: &[super::memory::MemoryPoint]| Series {
-        label: label.to_string(),
-        color: color.to_string(),
-        points: points
-            .iter()
-            .filter_map(|p| Some((p.count as f64, p.rss_mb?)))
-            .collect(),
+    let line = |label: &str, color: &'static str, points: &[super::memory::MemoryPoint]| {
+        let rss = points.iter();
+        series(
+            label,
+            color,
+            rss.filter_map(|p| Some((p.count as f64, p.rss_mb?)))
+                .collect(),
+        )
     };
-    let plot = Plot {
+    let plot = Figure {
         title: "fhircluster's resident memory against connections held open".into(),
         x: axis("connections", Scale::Linear, &[0.0], whole),
         y: axis("RSS (MB)", Scale::Linear, &[0.0], whole),
@@ -110,7 +120,7 @@ pub fn memory(rounds: &[Round]) -> Option<String> {
         y_marks: vec![],
         dots: true,
     };
-    Some(svg::render(
+    Some(document(
         &plot,
         &[
             line("idle keep-alive", "#1f77b4", &last.idle_clients),
@@ -119,18 +129,17 @@ pub fn memory(rounds: &[Round]) -> Option<String> {
     ))
 }
 
-fn per_door(points: &[CurvePoint], f: fn(&CurvePoint) -> Option<f64>) -> Vec<Series> {
+fn per_door(points: &[CurvePoint], f: fn(&CurvePoint) -> Option<f64>) -> Vec<Line> {
     Door::ALL
         .iter()
         .filter(|&&d| points.iter().any(|p| p.door == d))
-        .map(|&d| Series {
-            label: d.name().to_string(),
-            color: color(d).to_string(),
-            points: points
-                .iter()
-                .filter(|p| p.door == d)
-                .filter_map(|p| Some((p.x as f64, f(p)?)))
-                .collect(),
+        .map(|&d| {
+            let of_door = points.iter().filter(|p| p.door == d);
+            series(
+                d.name(),
+                color(d),
+                of_door.filter_map(|p| Some((p.x as f64, f(p)?))).collect(),
+            )
         })
         .collect()
 }
@@ -153,13 +162,13 @@ pub fn connections(points: &[CurvePoint], wrk_threads: u32) -> Option<(String, S
     if points.is_empty() {
         return None;
     }
-    let x = Axis {
+    let x = AxisSpec {
         ticks: Some(x_ticks(points)),
         ..axis("wrk connections", Scale::Log, &[], whole)
     };
     let title =
         |what: &str| format!("{what} against connections (fast upstream, wrk -t{wrk_threads})");
-    let rps = Plot {
+    let rps = Figure {
         title: title("Throughput"),
         x: x.clone(),
         y: axis("2xx responses a second", Scale::Linear, &[0.0], whole),
@@ -167,7 +176,7 @@ pub fn connections(points: &[CurvePoint], wrk_threads: u32) -> Option<(String, S
         y_marks: vec![],
         dots: true,
     };
-    let p99 = Plot {
+    let p99 = Figure {
         title: title("p99 latency"),
         x,
         y: axis("p99 latency", Scale::Log, &[], ms),
@@ -176,8 +185,8 @@ pub fn connections(points: &[CurvePoint], wrk_threads: u32) -> Option<(String, S
         dots: true,
     };
     Some((
-        svg::render(&rps, &per_door(points, throughput)),
-        svg::render(
+        document(&rps, &per_door(points, throughput)),
+        document(
             &p99,
             &per_door(points, |p| Some(p.measured.as_ref()?.wrk.p99_ms)),
         ),
@@ -189,11 +198,11 @@ pub fn threads(points: &[CurvePoint], connections: u32, pinned: &str) -> Option<
     if points.is_empty() {
         return None;
     }
-    let plot = Plot {
+    let plot = Figure {
         title: format!(
             "Throughput against the front door's threads (wrk -t1 -c{connections}, {pinned})"
         ),
-        x: Axis {
+        x: AxisSpec {
             ticks: Some(x_ticks(points)),
             ..axis(
                 "threads (proxyThreads, worker_processes, nbthread)",
@@ -207,7 +216,7 @@ pub fn threads(points: &[CurvePoint], connections: u32, pinned: &str) -> Option<
         y_marks: vec![],
         dots: true,
     };
-    Some(svg::render(&plot, &per_door(points, throughput)))
+    Some(document(&plot, &per_door(points, throughput)))
 }
 
 /// A curve as a table: a line per x, a column per door, each cell "2xx/s · p99 ms · CPU µs".
@@ -294,10 +303,11 @@ mod tests {
         };
         for svg in [&rps, &p99] {
             assert_eq!(
-                svg.matches("<polyline").count(),
+                svg.matches(r#"<line class="key""#).count(),
                 3,
                 "fhircluster, nginx, direct"
             );
+            assert_eq!(svg.matches("<polyline").count(), 2, "nginx has no point");
             assert!(svg.contains(">4,096<") && svg.contains(">32<"));
             assert_eq!(
                 svg.matches("<circle").count(),
@@ -336,7 +346,8 @@ mod tests {
             ..Round::default()
         };
         let svg = memory(&[measured, Round::default()]).unwrap_or_default();
-        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches(r#"<line class="key""#).count(), 2);
+        assert_eq!(svg.matches("<polyline").count(), 1, "one point is a dot");
         assert_eq!(svg.matches("<circle").count(), 3);
         assert!(svg.contains(">idle keep-alive<") && svg.contains(">queued requests<"));
         assert_eq!(memory(&[Round::default()]), None);

@@ -25,7 +25,6 @@ pub mod round;
 pub mod run;
 pub mod setup;
 pub mod spread;
-pub mod svg;
 pub mod table;
 pub mod upstream;
 pub mod wrk;
