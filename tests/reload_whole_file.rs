@@ -166,7 +166,7 @@ fn a_hup_with_config_json_removed_is_refused_and_changes_nothing() {
     // spec: DEC-44, DEC-70. A routine reload with a file of the data directory removed never
     // stops the service: config.json gone (an operator's slip, a deploy tool's window) is
     // refused as a broken file is, where the defaults used to replace every setting.
-    let mut c = cluster().workers(1).start();
+    let c = cluster().workers(1).start();
     let before = pids(&c, &["m0", "tx1"]);
     let config = c.data_dir().join("config.json");
     let kept = std::fs::read(&config).expect("config.json");
