@@ -280,25 +280,30 @@ fn the_pods_command_gives_each_pod_its_prefix_from_its_ordinal() {
     );
 }
 
-#[test]
-fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_pods() {
-    // spec: DEC-90
+/// The printed routing tier's nginx configuration (validated), its resolver this machine's and
+/// its `listen` a placeholder for the test's port.
+fn printed_nginx_conf() -> String {
     let dir = tempfile::tempdir().expect("data dir");
     let yaml = print_kubernetes(dir.path(), &settings(), &[]);
     assert_valid(dir.path(), &yaml);
     let docs = documents(dir.path());
-    let conf = kind(&docs, "ConfigMap", "fhircluster-nginx")["data"]["default.conf"]
+    kind(&docs, "ConfigMap", "fhircluster-nginx")["data"]["default.conf"]
         .as_str()
         .expect("default.conf")
-        .to_string();
-    // No cluster DNS here: nginx answers with where it would send each request instead of
-    // sending it (the map and the variables are the printed ones).
-    let conf = conf
         .replace(
             "resolver kube-dns.kube-system.svc.cluster.local",
             "resolver 127.0.0.1",
         )
         .replace("listen 80;", "listen {{LISTEN}};")
+}
+
+#[test]
+fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_pods() {
+    // spec: DEC-90
+    let conf = printed_nginx_conf();
+    // No cluster DNS here: nginx answers with where it would send each request instead of
+    // sending it (the map and the variables are the printed ones).
+    let conf = conf
         .replace(
             "proxy_pass http://$fhir_tx_host;",
             "return 200 \"tx $fhir_tx_host\";",
@@ -346,27 +351,14 @@ fn the_printed_nginx_map_names_each_cache_ids_pod_and_other_requests_the_ready_p
 #[test]
 fn a_cache_id_whose_pod_nginx_cannot_reach_goes_to_a_ready_pod() {
     // spec: DEC-90
-    let dir = tempfile::tempdir().expect("data dir");
-    let yaml = print_kubernetes(dir.path(), &settings(), &[]);
-    assert_valid(dir.path(), &yaml);
-    let docs = documents(dir.path());
-    let conf = kind(&docs, "ConfigMap", "fhircluster-nginx")["data"]["default.conf"]
-        .as_str()
-        .expect("default.conf")
-        .to_string();
+    let conf = printed_nginx_conf();
     // No cluster DNS here, so no pod's name resolves: the request for pod 1's cache-id fails
     // in nginx (a 502 of its own) and goes on to the ready pods, whose address nginx answers
     // with instead of sending the request there.
-    let conf = conf
-        .replace(
-            "resolver kube-dns.kube-system.svc.cluster.local",
-            "resolver 127.0.0.1",
-        )
-        .replace("listen 80;", "listen {{LISTEN}};")
-        .replace(
-            "proxy_pass http://$fhir_ready;",
-            "return 200 \"ready $fhir_ready\";",
-        );
+    let conf = conf.replace(
+        "proxy_pass http://$fhir_ready;",
+        "return 200 \"ready $fhir_ready\";",
+    );
     let nginx = Nginx::start(&conf, &[]);
     let r = nginx.request(
         "GET",
