@@ -14,7 +14,6 @@ use crate::common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -141,11 +140,6 @@ impl Host {
     }
 }
 
-/// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
-fn issuer(id: &str) -> &str {
-    id.split('.').next().unwrap_or("")
-}
-
 #[test]
 fn the_printed_haproxy_config_for_one_host_and_for_many_passes_haproxy_c() {
     // One host: this one's settings (its admin and agent addresses).
@@ -202,18 +196,7 @@ fn three_hosts_behind_haproxy_keep_their_sessions_spread_the_rest_and_a_lame_duc
     let hp = Haproxy::start(&config, addr);
 
     // Sessions started through HAProxy land on every host (leastconn), each id its host's.
-    let mut ids: Vec<String> = Vec::new();
-    poll("sessions on all three hosts", secs(30), || {
-        let r = hp.request("POST", "/r4/$cache-control", &[], b"{}");
-        if r.status == 200 {
-            let id = r.header("x-cache-id").unwrap_or("").to_string();
-            assert_eq!(issuer(&id), r.served_by(), "{id}");
-            ids.push(id);
-        }
-        let hosts: std::collections::BTreeSet<char> =
-            ids.iter().filter_map(|i| i.chars().next()).collect();
-        (hosts.len() == 3 && ids.len() >= 9).then_some(())
-    });
+    let ids = sessions_on_every_host(addr, "abc");
     // Every id goes to the process that issued it, on its host, every time.
     for id in &ids {
         for _ in 0..2 {
@@ -230,107 +213,9 @@ fn three_hosts_behind_haproxy_keep_their_sessions_spread_the_rest_and_a_lame_duc
     let r = hp.request("POST", "/r4/$closure", &[], b"{}");
     assert_eq!(r.served_by(), "am0", "{} {}", r.status, r.text());
 
-    // Load (new sessions and host a's and c's sessions) while host b stops with its lame duck.
-    let stop = Arc::new(AtomicBool::new(false));
-    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
-    let served = Arc::new(Mutex::new(std::collections::BTreeMap::<String, u64>::new()));
-    let kept: Vec<String> = ids
-        .iter()
-        .filter(|i| !i.starts_with('b'))
-        .cloned()
-        .collect();
-    let workers: Vec<_> = (0..4)
-        .map(|n| {
-            let (stop, failures, served, kept) =
-                (stop.clone(), failures.clone(), served.clone(), kept.clone());
-            std::thread::spawn(move || {
-                let mut i = n;
-                while !stop.load(Ordering::Relaxed) {
-                    i += 1;
-                    let r = if i % 2 == 0 {
-                        let id = &kept[i % kept.len()];
-                        let r = request(
-                            addr,
-                            "GET",
-                            "/r4/CodeSystem/$lookup",
-                            &[("X-Cache-Id", id)],
-                            b"",
-                        );
-                        if r.status == 200 && r.served_by() != issuer(id) {
-                            failures
-                                .lock()
-                                .expect("lock")
-                                .push(format!("{id} on {}", r.served_by()));
-                        }
-                        r
-                    } else {
-                        request(addr, "GET", "/r4/metadata", &[], b"")
-                    };
-                    if r.status != 200 {
-                        failures
-                            .lock()
-                            .expect("lock")
-                            .push(format!("{} {}", r.status, r.text()));
-                    }
-                    let host = r
-                        .served_by()
-                        .chars()
-                        .next()
-                        .map(String::from)
-                        .unwrap_or_default();
-                    *served.lock().expect("lock").entry(host).or_default() += 1;
-                }
-            })
-        })
-        .collect();
-    wait_until("load on host b", secs(10), || {
-        served
-            .lock()
-            .expect("lock")
-            .get("b")
-            .is_some_and(|n| *n > 3)
-    });
-    let mark = b.c.mark();
-    b.c.signal(SIGTERM);
-    b.c.wait_for_after(mark, "lame duck over", secs(30));
-    assert_eq!(b.c.wait_exit(secs(30)).code(), Some(0));
-    // A little more load with host b gone, then the tally.
-    let before = served.lock().expect("lock").values().sum::<u64>();
-    wait_until("more requests with host b gone", secs(10), || {
-        served.lock().expect("lock").values().sum::<u64>() > before + 20
-    });
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().expect("load thread");
-    }
-    let failures = failures.lock().expect("lock").clone();
-    let served = served.lock().expect("lock").clone();
-    eprintln!("served by host during b's stop: {served:?}");
-    assert!(failures.is_empty(), "{} lost: {failures:?}", failures.len());
-
-    // Host b gone: its ids get cache-id-unknown from another host; the others carry on.
-    for id in ids.iter().filter(|i| i.starts_with('b')) {
-        let r = hp.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
-        assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
-        assert!(!r.served_by().starts_with('b'), "{id}: {}", r.served_by());
-    }
-
-    // Host c killed outright (SIGKILL: its processes go with it): its ids get cache-id-unknown
-    // from host a, and new requests go to host a, at once, before any health check notices.
+    // Host b stopped under load with its lame duck, then host c killed outright.
     let mut cc = cc;
-    cc.c.signal(9);
-    cc.c.wait_exit(secs(10));
-    wait_until("host c's port closed", secs(10), || !accepting(cc.c.port));
-    for id in ids.iter().filter(|i| i.starts_with('c')) {
-        let r = hp.request("GET", "/r4/CodeSystem/$lookup", &[("X-Cache-Id", id)], b"");
-        assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
-        assert!(r.served_by().starts_with('a'), "{id}: {}", r.served_by());
-    }
-    for _ in 0..6 {
-        let r = hp.request("POST", "/r4/$cache-control", &[], b"{}");
-        assert_eq!(r.status, 200, "{}", r.text());
-        assert!(r.served_by().starts_with('a'), "{}", r.served_by());
-    }
+    common::a_lame_duck_stop_and_a_kill_behind(addr, &mut b.c, &mut cc.c, &ids);
     drop(hp);
     drop(a);
 }

@@ -149,11 +149,6 @@ fn print_many(hosts: &[(&str, String)]) -> String {
     out.stdout.replace("listen 80;", "listen {{LISTEN}};")
 }
 
-/// The host code part of a cache-id or instance code: `atx1.x.y` → `atx1`.
-fn issuer(id: &str) -> &str {
-    id.split('.').next().unwrap_or("")
-}
-
 #[test]
 fn many_hosts_conf_routes_cache_ids_to_their_host_closure_to_the_master_host_and_a_down_hosts_ids_to_cache_id_unknown(
 ) {
@@ -309,6 +304,30 @@ fn one_host_conf_answers_a_fhir_503_while_fhircluster_is_down_and_passes_its_own
         assert_eq!(v["issue"][0]["code"], "transient", "{v}");
         assert_eq!(v["issue"][0]["severity"], "error", "{v}");
     }
+}
+
+#[test]
+fn many_hosts_conf_a_lame_duck_stop_under_load_loses_nothing_and_a_killed_hosts_ids_are_unknown() {
+    // spec: DEC-88, ROUTE-3a (one level up). The printed many-hosts configuration (`print nginx
+    // --host`) in front of three launchers: host b stopped under load with its lame duck loses
+    // no request, host c killed outright sends its ids to cache-id-unknown and new sessions on.
+    let launcher = |prefix: &str| {
+        cluster()
+            .workers(1)
+            .config(json!({ "server": { "cluster": {
+                "hostPrefix": prefix, "lameDuckSeconds": 4, "drainSeconds": 5
+            } } }))
+            .start()
+    };
+    let (a, mut b, mut c) = (launcher("a"), launcher("b"), launcher("c"));
+    let nginx = Nginx::start(
+        &print_many(&[("a", host(&a)), ("b", host(&b)), ("c", host(&c))]),
+        &[],
+    );
+    let ids = sessions_on_every_host(nginx.addr, "abc");
+    a_lame_duck_stop_and_a_kill_behind(nginx.addr, &mut b, &mut c, &ids);
+    drop(nginx);
+    drop(a);
 }
 
 #[test]

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 pub const LAUNCHER: &str = env!("CARGO_BIN_EXE_fhircluster");
 pub const SIM: &str = env!("CARGO_BIN_EXE_fhirsmith-sim");
 
+mod balancer;
 mod cgroup;
 mod check;
 mod cluster;
@@ -35,6 +36,7 @@ mod status;
 mod supervision;
 mod wait;
 
+pub use balancer::*;
 pub use cgroup::*;
 pub use check::*;
 pub use cluster::*;
