@@ -11,7 +11,8 @@
 #   4. N+1 installed over N while a launcher from the package serves under load (run by hand
 #      from /usr/bin as the service user: no systemd here) keeps its pid and its processes,
 #      now runs the new file, and fails no request: the postinst found it by its control socket
-#      in /var/lib/fhirsmith and asked for the in-place upgrade.
+#      in /var/lib/fhirsmith and asked for the in-place upgrade (spec: DEC-87, an upgrade of the
+#      package restarts nothing).
 #   tests/package/run.sh [--no-build]     (--no-build: package target/release-lto/ as it is)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
