@@ -140,6 +140,16 @@ impl Host {
     }
 }
 
+/// A free loopback address for HAProxy, and its printed configuration for hosts a, b and c.
+fn three_hosts_config(a: &Host, b: &Host, c: &Host) -> (SocketAddr, String) {
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut args = vec!["--listen".to_string(), addr.to_string()];
+    for (prefix, host) in [("a", a), ("b", b), ("c", c)] {
+        args.extend(["--host".to_string(), host.spec(prefix)]);
+    }
+    (addr, print_haproxy(&args))
+}
+
 #[test]
 fn the_printed_haproxy_config_for_one_host_and_for_many_passes_haproxy_c() {
     // One host: this one's settings (its admin and agent addresses).
@@ -181,18 +191,7 @@ fn three_hosts_behind_haproxy_keep_their_sessions_spread_the_rest_and_a_lame_duc
     let a = host("a", 8);
     let mut b = host("b", 8);
     let cc = host("c", 8);
-    let port = free_port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let config = print_haproxy(&[
-        "--listen".into(),
-        addr.to_string(),
-        "--host".into(),
-        a.spec("a"),
-        "--host".into(),
-        b.spec("b"),
-        "--host".into(),
-        cc.spec("c"),
-    ]);
+    let (addr, config) = three_hosts_config(&a, &b, &cc);
     let hp = Haproxy::start(&config, addr);
 
     // Sessions started through HAProxy land on every host (leastconn), each id its host's.
@@ -257,17 +256,7 @@ fn a_host_whose_slots_other_clients_hold_gets_fewer_new_sessions_through_haproxy
         host_with("b", slots.clone()),
         host_with("c", slots),
     );
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let config = print_haproxy(&[
-        "--listen".into(),
-        addr.to_string(),
-        "--host".into(),
-        a.spec("a"),
-        "--host".into(),
-        b.spec("b"),
-        "--host".into(),
-        cc.spec("c"),
-    ]);
+    let (addr, config) = three_hosts_config(&a, &b, &cc);
     // The test's own look at HAProxy's weights: its stats socket.
     let sockdir = tempfile::tempdir().expect("socket dir");
     let sock = sockdir.path().join("admin.sock");

@@ -126,14 +126,7 @@ pub fn a_lame_duck_stop_and_a_kill_behind(
     assert!(failures.is_empty(), "{} lost: {failures:?}", failures.len());
 
     // Host b gone: its ids get cache-id-unknown from another host; the others carry on.
-    for id in ids.iter().filter(|i| i.starts_with('b')) {
-        let r = request(
-            front,
-            "GET",
-            "/r4/CodeSystem/$lookup",
-            &[("X-Cache-Id", id)],
-            b"",
-        );
+    for (id, r) in lookups_of(front, ids, 'b') {
         assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
         assert!(!r.served_by().starts_with('b'), "{id}: {}", r.served_by());
     }
@@ -143,14 +136,7 @@ pub fn a_lame_duck_stop_and_a_kill_behind(
     c.signal(9);
     c.wait_exit(secs(10));
     wait_until("host c's port closed", secs(10), || !accepting(c.port));
-    for id in ids.iter().filter(|i| i.starts_with('c')) {
-        let r = request(
-            front,
-            "GET",
-            "/r4/CodeSystem/$lookup",
-            &[("X-Cache-Id", id)],
-            b"",
-        );
+    for (id, r) in lookups_of(front, ids, 'c') {
         assert!(r.is_cache_id_unknown(), "{id}: {} {}", r.status, r.text());
         assert!(r.served_by().starts_with('a'), "{id}: {}", r.served_by());
     }
@@ -159,4 +145,24 @@ pub fn a_lame_duck_stop_and_a_kill_behind(
         assert_eq!(r.status, 200, "{}", r.text());
         assert!(r.served_by().starts_with('a'), "{}", r.served_by());
     }
+}
+
+/// A `$lookup` through `front` with each of host `host`'s ids, and its answer.
+fn lookups_of<'a>(
+    front: SocketAddr,
+    ids: &'a [String],
+    host: char,
+) -> impl Iterator<Item = (&'a String, Response)> + 'a {
+    ids.iter()
+        .filter(move |i| i.starts_with(host))
+        .map(move |id| {
+            let r = request(
+                front,
+                "GET",
+                "/r4/CodeSystem/$lookup",
+                &[("X-Cache-Id", id)],
+                b"",
+            );
+            (id, r)
+        })
 }
