@@ -144,7 +144,7 @@ fn refused_by_hyper(e: &hyper::Error, ctx: &ConnContext, since: Instant) {
         answer.status().as_u16()
     );
     ctx.front.counters.count(&answer, None);
-    refused::log(&ctx.front.access_log, b"", &ctx.peer, &answer, since);
+    refused::log_hypers(&ctx.front.access_log, &ctx.peer, &answer, since);
 }
 
 /// One hyper connection on the socket, until the client is done, the drain ends it (`None`), or

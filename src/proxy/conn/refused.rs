@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use tokio::time::Instant;
 
-use crate::logs::access_log::{InForce, Record};
+use crate::logs::access_log::{AccessLog, InForce, Record};
 use crate::proxy::answer::Answer;
 use crate::proxy::forward::Peer;
 
@@ -42,12 +42,33 @@ pub fn log(in_force: &InForce, head: &[u8], peer: &Peer, answer: &Answer, starte
             .map_or(target, |n| &target[..n])
     };
     let target = printable(target);
+    let method = if method.is_empty() { "-" } else { &method };
+    let bytes = answer.outcome().to_bytes().len() as u64;
+    write(&log, peer, (method, &target), answer, bytes, started);
+}
+
+/// Writes the line of `answer`, written by hyper itself (a status line, no body) to a head its
+/// parser refused: without a method or target (hyper keeps none of the head).
+pub fn log_hypers(in_force: &InForce, peer: &Peer, answer: &Answer, started: Instant) {
+    if let Some(log) = in_force.get() {
+        write(&log, peer, ("-", "-"), answer, 0, started);
+    }
+}
+
+fn write(
+    log: &AccessLog,
+    peer: &Peer,
+    (method, target): (&str, &str),
+    answer: &Answer,
+    bytes: u64,
+    started: Instant,
+) {
     log.write(&Record {
         client: &peer.addr.ip().to_canonical().to_string(),
-        method: if method.is_empty() { "-" } else { &method },
-        target: if target.is_empty() { "-" } else { &target },
+        method,
+        target,
         status: answer.status().as_u16(),
-        bytes: answer.outcome().to_bytes().len() as u64,
+        bytes,
         process: None,
         queued: None,
         first_byte: None,
