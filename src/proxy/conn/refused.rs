@@ -157,7 +157,7 @@ mod tests {
         let many = "X-N: 1\r\n".repeat(100);
         let long = "a".repeat(70_000);
         let cases = [
-            format!("GET /a?q=\"x\" HTTP/1.1\r\nHost: a\r\n\r\n"),
+            "GET /a?q=\"x\" HTTP/1.1\r\nHost: a\r\n\r\n".to_string(),
             "GET /a HTTP/1.2\r\nHost: a\r\n\r\n".to_string(),
             "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 2, 3\r\n\r\n{}".to_string(),
             format!("GET /a HTTP/1.1\r\nHost: a\r\n{many}\r\n"),
