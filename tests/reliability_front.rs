@@ -14,7 +14,7 @@ use common::*;
 use serde_json::json;
 
 /// Heads hyper's parser refuses with a bare answer of its own; the launcher's answer status.
-fn refused_heads() -> Vec<(&'static str, Vec<u8>, u16)> {
+pub(crate) fn refused_heads() -> Vec<(&'static str, Vec<u8>, u16)> {
     let many = "X-N: 1\r\n".repeat(100);
     vec![
         (
