@@ -676,17 +676,21 @@ fn absolute_form_targets_are_served_host_is_required_and_heads_are_capped_at_hea
     assert_eq!(r.status, 431, "{}", r.text());
     assert_eq!(r.json()["issue"][0]["code"], "too-long", "{}", r.text());
     assert!(r.text().contains("16 KB"), "{}", r.text());
+    // The third request on a kept-alive connection: hyper reads it (the second, after the
+    // first answer's park, the lobby), and answers its own bare `431`.
     let mut conn = Conn::open(addr).expect("connect");
-    conn.send("GET", LOOKUP, &[], b"", true).expect("send");
-    assert_eq!(conn.read().status, 200);
+    for _ in 0..2 {
+        conn.send("GET", LOOKUP, &[], b"", true).expect("send");
+        assert_eq!(conn.read().status, 200);
+    }
     let raw = format!("GET {LOOKUP} HTTP/1.1\r\nHost: x\r\n{}\r\n", line(20));
     conn.stream.write_all(raw.as_bytes()).expect("send");
     let r = conn.read();
     assert_eq!(r.status, 431, "on a kept connection: {}", r.text());
     assert_eq!(
         answered_total(&c, 1) - before,
-        2,
-        "only the two heads under the cap reached a process"
+        3,
+        "only the three heads under the cap reached a process"
     );
     report_figures(
         "http_conformance",
