@@ -152,8 +152,7 @@ impl Activity {
         let before = self.started.fetch_add(1, Ordering::Relaxed);
         // Its bytes came by the last read at the latest: if a request before it had not ended
         // then, the client sent this one without waiting for that one's answer. (What the lobby
-        // read is not counted as a read: such a request is either the lobby's own, admitted
-        // there, or was read with it, before its answer, and an older count says so too.)
+        // read counts as read when hyper is given the stream, every answer before it written.)
         let pipelined = self.ended_at_read.load(Ordering::Relaxed) != before;
         self.pipelined.store(pipelined, Ordering::Relaxed);
         RequestGuard(self.clone())

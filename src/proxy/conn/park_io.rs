@@ -57,6 +57,9 @@ pub struct ParkIo<T> {
 impl<T> ParkIo<T> {
     /// `prefix` is read first, then `inner`.
     pub fn new(inner: T, prefix: Bytes, activity: Arc<Activity>) -> ParkIo<T> {
+        // Hyper is given the stream once every answer before is written (a new connection, or
+        // one that was parked): what was read meanwhile (`prefix`) came after them.
+        activity.read();
         ParkIo {
             inner,
             prefix,
@@ -226,6 +229,23 @@ mod tests {
         assert_eq!(taker.calls[1].0, "writev");
         assert_eq!(&taker.calls[1].1[..head.len()], &head[..]);
         assert_eq!(taker.calls.len(), 2);
+    }
+
+    #[test]
+    fn a_request_read_by_the_lobby_after_every_answer_is_not_pipelined() {
+        // spec: DEC-39
+        let a = Arc::new(Activity::new(Instant::now()));
+        // An earlier hyper phase: two requests read at once, so the second was pipelined.
+        a.read();
+        drop(a.begin(false));
+        drop(a.begin(false));
+        assert!(a.pipelined());
+        // Parked; the lobby reads the next request (no read of the stream's) and gives hyper
+        // the stream with it.
+        let (_client, server) = tokio::io::duplex(64);
+        let _io = ParkIo::new(server, Bytes::from_static(b"GET / HTTP/1.1\r\n"), a.clone());
+        drop(a.begin(false));
+        assert!(!a.pipelined(), "sent after every answer");
     }
 
     #[tokio::test]
