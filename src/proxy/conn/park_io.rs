@@ -48,9 +48,6 @@ thread_local! {
         std::cell::RefCell::new(Vec::with_capacity(GATHER_AT_MOST));
 }
 
-static AB_GATHER: std::sync::LazyLock<bool> =
-    std::sync::LazyLock::new(|| std::env::var_os("AB_GATHER").is_none_or(|v| v != "0"));
-
 /// Writes `bufs` copied into one slice (at most [`GATHER_AT_MOST`] bytes in all).
 fn poll_gathered<W: AsyncWrite>(
     inner: Pin<&mut W>,
@@ -256,8 +253,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for ParkIo<T> {
         let polled = match bufs {
             // A head alone (no body) is one slice: `send`, which costs the kernel less than a
             // `writev` of one (no vector to copy in, no file-layer checks).
-            [one] if *AB_GATHER => inner.poll_write(cx, one),
-            _ if *AB_GATHER && bufs.iter().map(|b| b.len()).sum::<usize>() <= GATHER_AT_MOST => {
+            [one] => inner.poll_write(cx, one),
+            _ if bufs.iter().map(|b| b.len()).sum::<usize>() <= GATHER_AT_MOST => {
                 poll_gathered(inner, cx, bufs)
             }
             _ => inner.poll_write_vectored(cx, bufs),

@@ -18,6 +18,7 @@ pub mod pool;
 mod reach;
 pub mod refuse;
 mod replay;
+mod timed;
 mod upstream_body;
 mod upstream_conn;
 mod upstream_error;
