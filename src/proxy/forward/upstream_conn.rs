@@ -145,7 +145,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         }
     }
 
-
     /// The socket, for a real look at it between requests (`idle_check::look`).
     pub fn io(&self) -> &IO {
         &self.io
@@ -343,9 +342,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         }
         loop {
             if !self.read.is_empty() {
-                if let Some(head) = parse(&mut self.read, method)
-                    .map_err(UpstreamError::Head)?
-                {
+                if let Some(head) = parse(&mut self.read, method).map_err(UpstreamError::Head)? {
                     return Ok(head);
                 }
                 if self.read.len() >= UPSTREAM_READ_AT_MOST {

@@ -226,4 +226,3 @@ async fn a_process_that_answers_while_the_client_stops_sending_is_heard_at_once(
     // spec: LAUNCH-8
     heard_before_the_body(&mut Stalls(false)).await;
 }
-
