@@ -451,8 +451,6 @@ impl<B: OutgoingBody> Upstream<B> {
             let error = match written {
                 Ok(()) => match conn.read_head(&parts.method).await {
                     Ok(head) => {
-                        // Answered: its map serves the connection's next response head.
-                        conn.recycle(std::mem::take(&mut parts.headers));
                         let home = (self.inner.max_idle > 0).then(|| {
                             let inner: Arc<dyn Home<TcpStream>> = self.inner.clone();
                             inner

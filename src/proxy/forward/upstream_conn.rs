@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Method};
+use http::Method;
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
@@ -30,7 +30,7 @@ pub use super::upstream_body::UpstreamBody;
 use super::upstream_error::UpstreamError;
 use crate::proxy::http1::decode::Decoder;
 use crate::proxy::http1::encode::{encode, frame_request, BodyFraming, Encoder};
-use crate::proxy::http1::response_head::{parse_into, Head, HeadError};
+use crate::proxy::http1::response_head::{parse, Head, HeadError};
 
 /// The first read buffer of a connection, and the size of its first read (hyper's).
 const FIRST_READ: usize = 8 * 1024;
@@ -78,15 +78,9 @@ pub struct UpstreamConn<IO> {
     pub idle_since: Instant,
     /// Counted among its process's open connections while it lives (`live.rs`).
     pub live: Option<super::live::Live>,
-    /// A header map for the next response head, cleared: the last request's (`recycle`).
-    spare: HeaderMap,
     /// Told of every read that brings bytes: the hang watchdog's sign of life (DEC-82).
     pub(super) hearing: Option<Arc<super::liveness::Liveness>>,
 }
-
-/// The largest map kept for the next response (entries): more came from a request with many
-/// headers, and would be held by an idle connection for nothing.
-const SPARE_AT_MOST: usize = 24;
 
 /// Where the request being carried is in its sending (hyper's `Writing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,18 +141,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             generation,
             idle_since: Instant::now(),
             live: None,
-            spare: HeaderMap::new(),
             hearing: None,
-        }
-    }
-
-    /// Keeps `headers`, a request's once it is answered, cleared for this connection's next
-    /// response head (see `response_head::parse_into`): with hyper's server reusing each
-    /// response's map for the next request's head, no map is made or freed per request.
-    pub fn recycle(&mut self, mut headers: HeaderMap) {
-        if headers.capacity() <= SPARE_AT_MOST {
-            headers.clear();
-            self.spare = headers;
         }
     }
 
@@ -281,7 +264,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
             }
             match ready!(self.poll_fill(cx)) {
                 Ok(0) | Err(_) => return Poll::Ready(()),
-                Ok(_) => match parse_into(&mut self.read, method, &mut self.spare) {
+                Ok(_) => match parse(&mut self.read, method) {
                     Ok(None) => {}
                     Ok(Some(head)) => self.reading = Reading::Early(Ok(head)),
                     Err(e) => self.reading = Reading::Early(Err(e)),
@@ -359,9 +342,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> UpstreamConn<IO> {
         }
         loop {
             if !self.read.is_empty() {
-                if let Some(head) = parse_into(&mut self.read, method, &mut self.spare)
-                    .map_err(UpstreamError::Head)?
-                {
+                if let Some(head) = parse(&mut self.read, method).map_err(UpstreamError::Head)? {
                     return Ok(head);
                 }
                 if self.read.len() >= UPSTREAM_READ_AT_MOST {

@@ -226,39 +226,3 @@ async fn a_process_that_answers_while_the_client_stops_sending_is_heard_at_once(
     // spec: LAUNCH-8
     heard_before_the_body(&mut Stalls(false)).await;
 }
-
-#[tokio::test]
-async fn the_last_requests_header_map_takes_the_next_answer_cleared_and_a_large_one_is_not_kept() {
-    // spec: DEC-63
-    let (mut conn, _server) = answered(
-        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-a: 1\r\n\r\n\
-          HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-b: 2\r\n\r\n",
-    )
-    .await;
-    // The answered request's map, with a header of its own: kept, and cleared.
-    let mut old = HeaderMap::new();
-    old.insert("x-old", http::HeaderValue::from_static("stale"));
-    let capacity = old.capacity();
-    conn.recycle(old);
-    let head = conn.read_head(&Method::GET).await.unwrap();
-    assert!(
-        head.parts.headers.get("x-old").is_none(),
-        "read into cleared"
-    );
-    assert_eq!(head.parts.headers.get("x-a").unwrap(), "1");
-    assert_eq!(
-        head.parts.headers.capacity(),
-        capacity,
-        "the same map, not a new one"
-    );
-    // A map with room for more than SPARE_AT_MOST headers is let go: the next head gets a new
-    // one, so an idle connection never holds a large map.
-    let mut large = HeaderMap::with_capacity(SPARE_AT_MOST * 4);
-    large.insert("x-old", http::HeaderValue::from_static("stale"));
-    assert!(large.capacity() > SPARE_AT_MOST);
-    conn.recycle(large);
-    let head = conn.read_head(&Method::GET).await.unwrap();
-    assert!(head.parts.headers.get("x-old").is_none());
-    assert_eq!(head.parts.headers.get("x-b").unwrap(), "2");
-    assert!(head.parts.headers.capacity() <= SPARE_AT_MOST);
-}

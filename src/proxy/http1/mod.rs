@@ -7,7 +7,7 @@
 //! * [`request_head`]: a client's request head, read by hyper's server's rules (what it refuses,
 //!   how the body is framed, and what the lobby routes by);
 //! * [`response_head`]: a process's response head, by hyper's client's rules, its hop-by-hop
-//!   headers left out (the header names it knows by their bytes are in `names`);
+//!   headers left out (each name's role in `names`);
 //! * [`decode`]: one body [`decode::Decoder`] for every framing (length, chunked, to the close;
 //!   none for `HEAD`, `1xx`, `204`, `304`), the chunked coding in [`chunked`];
 //! * [`encode`]: a request's framing, its head's bytes and its body's [`encode::Encoder`];

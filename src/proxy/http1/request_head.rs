@@ -5,9 +5,8 @@
 //! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
 //! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
 //!
-//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse's grammar with
-//! hyper's default parser settings and 100 headers (more: hyper's `TooLarge`, `431`), written
-//! out in `request_head_scan.rs` so that each header is read as it is found; then what hyper
+//! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse with hyper's
+//! default parser settings and 100 headers (more: hyper's `TooLarge`, `431`); then what hyper
 //! refuses through the `http` crate's types, here read by the same byte classes without
 //! building the types (no copy, no allocation; `request_head_http_tests.rs` holds the two to the
 //! same answers on every byte in each place): the method as `http::Method` (nothing beyond
@@ -22,19 +21,17 @@
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
 //!
-//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse
-//! gives (its surrounding whitespace already gone; the scan gives the same, held to httparse at
-//! every prefix), which is what hyper makes its `HeaderValue` of.
+//! The lobby and hyper agree on the headers by construction: a value is the bytes httparse gives
+//! (its surrounding whitespace already gone), which is what hyper makes its `HeaderValue` of.
 //! The differential test (`lobby_differential_tests.rs`) holds the two to the same answers.
 //!
 //! Sans-I/O: a function of the bytes.
 
+use std::mem::MaybeUninit;
+
 pub use super::limits::MAX_HEADERS;
 use super::limits::MAX_TARGET;
-use scan::{Line, Scanner, Stop};
-
-#[path = "request_head_scan.rs"]
-mod scan;
+use super::span_in;
 
 /// Where a part of the head lies in the buffer it was read from.
 pub type Span = (usize, usize);
@@ -100,34 +97,18 @@ pub enum Check {
 
 /// Checks the head at the start of `buf` by hyper's rules.
 pub fn check(buf: &[u8]) -> Check {
-    let mut scan = Scanner::new(buf);
-    let line = match scan.request_line() {
-        Ok(line) => line,
-        Err(stop) => return stopped(stop),
+    // Left uninitialised, as hyper leaves its own: httparse writes a slot before it reads it,
+    // and 100 empty headers written on every call were a quarter of this check's cost.
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut headers) {
+        Ok(httparse::Status::Partial) => return Check::Partial,
+        Ok(httparse::Status::Complete(n)) => n,
+        Err(e) => return Check::Refused(parse_error(e, req.method.is_some())),
     };
-    // Each header read as it is found; what is refused is told only once the head is whole
-    // (httparse reads a head whole before hyper reads a header).
-    let mut fold = Fold::new(buf, line);
-    loop {
-        match scan.header() {
-            Ok(Some((name, value))) => {
-                if fold.refused.is_none() {
-                    if let Err(why) = fold.header(buf, name, value) {
-                        fold.refused = Some(why);
-                    }
-                }
-            }
-            Ok(None) => break,
-            Err(stop) => return stopped(stop),
-        }
-    }
-    fold.end(scan.at())
-}
-
-fn stopped(stop: Stop) -> Check {
-    match stop {
-        Stop::Partial => Check::Partial,
-        Stop::Bad(e, had_method) => Check::Refused(parse_error(e, had_method)),
+    match taken(&req, len, buf) {
+        Ok(t) => Check::Taken(t),
+        Err(r) => Check::Refused(r),
     }
 }
 
@@ -168,126 +149,100 @@ fn named(name: &[u8]) -> Named {
     }
 }
 
-/// What the headers say so far, as hyper's `Server::parse` reads them in order.
-struct Fold {
-    route: RouteParts,
-    http_11: bool,
-    keep_alive: bool,
-    saw_close: bool,
-    length: Option<u64>,
-    has_length: bool,
-    has_te: bool,
-    chunked: bool,
-    /// The first refusal (of the request line, or of a header): the rest is not read.
-    refused: Option<Refused>,
-}
-
-impl Fold {
-    fn new(buf: &[u8], line: Line) -> Fold {
-        let target = &buf[line.target.0..line.target.1];
-        let refused = if target.len() > MAX_TARGET {
-            Some(Refused::TargetTooLong)
-        } else if !line.plain && !target_ok(target) {
-            // The method needs no check of its own: httparse takes only a token of `tchar`s,
-            // the very bytes `http::Method::from_bytes` takes.
-            Some(Refused::Bad(
-                "the request target holds a character not allowed there \
-                 (percent-encode it: RFC 3986)",
-            ))
-        } else {
-            None
-        };
-        let http_11 = line.version == 1;
-        Fold {
-            route: RouteParts {
-                method: line.method,
-                target: line.target,
-                cache_id: None,
-                hosts: 0,
-                lengths: 0,
-                http_10: line.version == 0,
-                transfer_encoding: false,
-            },
-            http_11,
-            keep_alive: http_11,
-            saw_close: false,
-            length: None,
-            has_length: false,
-            has_te: false,
-            chunked: false,
-            refused,
-        }
+fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Taken, Refused> {
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(Refused::Bad("the request line is malformed"));
+    };
+    if target.len() > MAX_TARGET {
+        return Err(Refused::TargetTooLong);
     }
-
-    fn header(&mut self, buf: &[u8], name: &[u8], value: Span) -> Result<(), Refused> {
+    // The method needs no check of its own: httparse takes only a token of `tchar`s, the very
+    // bytes `http::Method::from_bytes` takes (held to it by `the_method_as_http_reads_it`).
+    if !target_ok(target.as_bytes()) {
+        return Err(Refused::Bad(
+            "the request target holds a character not allowed there \
+             (percent-encode it: RFC 3986)",
+        ));
+    }
+    let head = &buf[..len.min(buf.len())];
+    let malformed = Refused::Bad("the request line is malformed");
+    let mut route = RouteParts {
+        method: span_in(head, method.as_bytes()).ok_or(malformed)?,
+        target: span_in(head, target.as_bytes()).ok_or(malformed)?,
+        cache_id: None,
+        hosts: 0,
+        lengths: 0,
+        http_10: version == 0,
+        transfer_encoding: false,
+    };
+    let http_11 = version == 1;
+    let mut keep_alive = http_11;
+    let mut saw_close = false;
+    let (mut length, mut has_length) = (None::<u64>, false);
+    let (mut has_te, mut chunked) = (false, false);
+    for h in req.headers.iter() {
         // httparse's header-name bytes are `tchar`s, as `http::HeaderName`'s; what it refuses
         // beyond them is a name over its longest (hyper: `TooLarge` at the same length).
-        if name.len() > MAX_HEADER_NAME {
+        if h.name.len() > MAX_HEADER_NAME {
             return Err(Refused::Bad("a header name is malformed"));
         }
-        let v = &buf[value.0..value.1];
-        match named(name) {
+        match named(h.name.as_bytes()) {
             Named::TransferEncoding => {
-                if !self.http_11 {
+                if !http_11 {
                     return Err(Refused::Bad(
                         "Transfer-Encoding is not allowed in an HTTP/1.0 request",
                     ));
                 }
-                self.has_te = true;
-                self.route.transfer_encoding = true;
-                self.length = None;
-                self.chunked = last_coding_is_chunked(v);
+                has_te = true;
+                route.transfer_encoding = true;
+                length = None;
+                chunked = last_coding_is_chunked(h.value);
             }
             Named::ContentLength => {
-                self.has_length = true;
-                if self.has_te {
-                    return Ok(());
+                has_length = true;
+                if has_te {
+                    continue;
                 }
-                let n = digits(v).ok_or(Refused::Bad("the Content-Length is malformed"))?;
-                match self.length {
+                let n = digits(h.value).ok_or(Refused::Bad("the Content-Length is malformed"))?;
+                match length {
                     Some(prev) if prev != n => {
                         return Err(Refused::Bad("the request has differing Content-Lengths"))
                     }
-                    _ => self.length = Some(n),
+                    _ => length = Some(n),
                 }
             }
             Named::Connection => {
-                if self.saw_close || has_token(v, b"close") {
-                    self.saw_close = true;
-                    self.keep_alive = false;
-                } else if !self.keep_alive {
-                    self.keep_alive = has_token(v, b"keep-alive");
+                if saw_close || has_token(h.value, b"close") {
+                    saw_close = true;
+                    keep_alive = false;
+                } else if !keep_alive {
+                    keep_alive = has_token(h.value, b"keep-alive");
                 }
             }
-            Named::Host => self.route.hosts = self.route.hosts.saturating_add(1),
-            Named::CacheId if self.route.cache_id.is_none() => self.route.cache_id = Some(value),
+            Named::Host => route.hosts = route.hosts.saturating_add(1),
+            Named::CacheId if route.cache_id.is_none() => {
+                route.cache_id = Some(span_in(head, h.value).ok_or(malformed)?);
+            }
             Named::CacheId | Named::Other => {}
         }
-        Ok(())
     }
-
-    fn end(mut self, len: usize) -> Check {
-        if let Some(why) = self.refused {
-            return Check::Refused(why);
-        }
-        self.route.lengths = u16::from(self.length.is_some());
-        if self.has_te && !self.chunked {
-            return Check::Refused(Refused::Bad(
-                "the request's Transfer-Encoding does not end in chunked",
-            ));
-        }
-        let body = if self.chunked {
-            Body::Chunked
-        } else {
-            Body::Length(self.length.unwrap_or(0))
-        };
-        Check::Taken(Taken {
-            len,
-            body,
-            last: !self.keep_alive || (self.has_te && self.has_length),
-            route: self.route,
-        })
+    route.lengths = u16::from(length.is_some());
+    if has_te && !chunked {
+        return Err(Refused::Bad(
+            "the request's Transfer-Encoding does not end in chunked",
+        ));
     }
+    let body = if chunked {
+        Body::Chunked
+    } else {
+        Body::Length(length.unwrap_or(0))
+    };
+    Ok(Taken {
+        len,
+        body,
+        last: !keep_alive || (has_te && has_length),
+        route,
+    })
 }
 
 /// The longest header name `http::HeaderName` takes (its `MAX_HEADER_NAME_LEN`); hyper refuses

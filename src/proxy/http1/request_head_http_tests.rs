@@ -1,9 +1,8 @@
-//! `check` held to httparse and to the `http` crate's own types, which hyper reads a head
-//! through: `check` scans the head itself (`request_head_scan.rs`, httparse's grammar written
-//! out) and reads the method, the target and the header names by byte classes (no `Method`,
-//! `Uri` or `HeaderName` built, no copy, no allocation), which is sound only while both are
-//! exactly what httparse and the types do. So the same heads go through [`by_http`], the check
-//! as it was written with httparse and the types (`http::Method::from_bytes`,
+//! `check` held to the `http` crate's own types, which hyper reads a head through: `check` reads
+//! the method, the target and the header names by byte classes (no `Method`, `Uri` or
+//! `HeaderName` built, no copy, no allocation), which is sound only while those classes are
+//! exactly what the types take. So the same heads go through [`by_http`], the check as it was
+//! written with the types (`http::Method::from_bytes`,
 //! `http::Uri::try_from`, `http::HeaderName::from_bytes`, `HeaderValue::to_str` as hyper's
 //! `connection_has` and `is_chunked_`), and both must give the same answer, with the same
 //! reason, at every prefix: every byte value in each place of a head, every pair of bytes in a
@@ -197,7 +196,7 @@ fn with_byte(b: u8) -> Vec<Vec<u8>> {
 
 #[test]
 fn every_byte_in_each_place_as_https_types_read_it() {
-    // spec: DEC-38, DEC-65: a head passed is one hyper takes.
+    // spec: DEC-38: a head passed is one hyper takes.
     for b in 0u8..=255 {
         for raw in with_byte(b) {
             agree(&raw);
@@ -214,7 +213,6 @@ fn every_byte_in_each_place_as_https_types_read_it() {
 
 #[test]
 fn every_pair_of_bytes_in_a_target_as_http_uri_reads_it() {
-    // spec: DEC-65
     // The target alone: `target_ok` against `http::Uri` on every target httparse can give
     // (UTF-8, as httparse checks it before any class is read).
     for a in 0u8..=255 {
@@ -230,19 +228,6 @@ fn every_pair_of_bytes_in_a_target_as_http_uri_reads_it() {
                     assert_eq!(target_ok(&t), http::Uri::try_from(s).is_ok(), "{s:?}");
                 }
             }
-        }
-    }
-}
-
-#[test]
-fn a_plain_path_byte_is_one_http_uri_takes_anywhere_in_a_path() {
-    // spec: DEC-65
-    for b in 0u8..=255 {
-        if scan::PLAIN[usize::from(b)] {
-            assert!(scan::URI[usize::from(b)] && b < 0x80, "{b:#04x}");
-            let t = [b'/', b, b'a', b];
-            let s = std::str::from_utf8(&t).unwrap();
-            assert!(http::Uri::try_from(s).is_ok() && target_ok(&t), "{s:?}");
         }
     }
 }
@@ -272,8 +257,7 @@ proptest! {
     fn generated_heads_as_https_types_read_them(
         c in crate::proxy::conn::lobby_differential_tests::case(),
     ) {
-        // spec: DEC-65
-        agree(&c.bytes);
+            agree(&c.bytes);
     }
 
     #[test]

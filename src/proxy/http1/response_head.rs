@@ -18,7 +18,7 @@
 //! framing and keep-alive and never put in the map (`forward::headers::strip_hop_by_hop`'s
 //! rule, which the tests hold this to): adding them only to take them out again would be work
 //! on nearly every answer (nginx's `Connection: keep-alive` on every one; Node's `Keep-Alive`
-//! too). The names are told by their bytes (`names`).
+//! too).
 //!
 //! Nothing here takes a position from a pointer without checking it lies in the head
 //! (`span_in`): httparse hands back a static `""`, not a slice of the buffer, for a reason phrase
@@ -103,20 +103,7 @@ impl std::fmt::Display for HeadError {
 /// skipped; a `101` is refused (the launcher never passes an `Upgrade` on, so a switch of
 /// protocols is unsolicited: RFC 9110 §15.2.2). The head's bytes are split off `buf`; the header
 /// values share them.
-// The launcher's client reads with `parse_into`; this is the tests' and the fuzz target's.
-#[allow(dead_code)]
 pub fn parse(buf: &mut BytesMut, method: &Method) -> Result<Option<Head>, HeadError> {
-    parse_into(buf, method, &mut HeaderMap::new())
-}
-
-/// As [`parse`], the headers put in `spare` (taken when the head is whole), a map cleared for
-/// another head: the connection's last request's map, so that no map is made and none freed a
-/// response (two allocations each, with its slots set up; DEC-63).
-pub fn parse_into(
-    buf: &mut BytesMut,
-    method: &Method,
-    spare: &mut HeaderMap,
-) -> Result<Option<Head>, HeadError> {
     // On the stack, filled by `locate`: a `Vec` here would be an allocation per response.
     let mut spans = [NO_SPAN; MAX_HEADERS];
     loop {
@@ -139,8 +126,7 @@ pub fn parse_into(
         }
         let status =
             StatusCode::from_u16(status).map_err(|_| HeadError::Syntax(httparse::Error::Status))?;
-        let headers = std::mem::take(spare);
-        return build(bytes, status, version, &spans[..count], method, headers).map(Some);
+        return build(bytes, status, version, &spans[..count], method).map(Some);
     }
 }
 
@@ -228,10 +214,9 @@ fn build(
     version: Version,
     spans: &[Span],
     method: &Method,
-    mut headers: HeaderMap,
 ) -> Result<Head, HeadError> {
-    // Room for every line at once (none when a recycled map has it).
-    headers.reserve(spans.len());
+    // Room for every line at once.
+    let mut headers = HeaderMap::with_capacity(spans.len());
     let mut keep_alive = version == Version::HTTP_11;
     let mut saw_close = false;
     // What the framing and the hop-by-hop headers need, gathered in this one pass (not looked
