@@ -26,11 +26,11 @@ fn nginx_md() -> String {
     crate_file("nginx.md")
 }
 
-fn block(title: &str) -> String {
+pub(crate) fn block(title: &str) -> String {
     fenced_block(&nginx_md(), "nginx.md", "nginx", title)
 }
 
-fn host(c: &Cluster) -> String {
+pub(crate) fn host(c: &Cluster) -> String {
     format!("127.0.0.1:{}", c.port)
 }
 

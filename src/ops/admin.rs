@@ -403,6 +403,7 @@ pub fn metrics_text(front: &Front, report: Option<&Report>) -> String {
             ("cache_id_lost", c.cache_id_lost.load(Relaxed)),
             ("request_timeout", c.request_timeouts.load(Relaxed)),
             ("head_too_large", c.heads_too_large.load(Relaxed)),
+            ("bad_request_head", c.bad_heads.load(Relaxed)),
         ],
         upstream_errors: front
             .roster

@@ -51,7 +51,8 @@ pub enum Answer {
     HeadTooLarge { max_kb: u64 },
     /// A request head hyper's parser would refuse (a character not allowed in the target, a
     /// malformed header, version or `Content-Length`): `400`, `Connection: close`, answered
-    /// before hyper sees it so that it is the launcher's own (`http1::request_head`).
+    /// by the lobby before hyper sees it (`http1::request_head`); on a connection hyper holds,
+    /// hyper's own bare `400`, counted and logged as this.
     BadHead(&'static str),
     /// More headers than hyper reads (100): `431`, `Connection: close`.
     TooManyHeaders,

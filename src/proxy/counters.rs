@@ -35,8 +35,11 @@ pub struct Counters {
     pub write_timeout_closes: Arc<AtomicU64>,
     /// `408`s: a client's body had not all come in time (the client's doing, no process's).
     pub request_timeouts: AtomicU64,
-    /// `431`s: a request line and headers over `headerMaxKB`, answered in the lobby.
+    /// `431`s: a request line and headers over `headerMaxKB` (or over 100 headers).
     pub heads_too_large: AtomicU64,
+    /// `400`s and `414`s: a request head hyper's parser refuses, answered by the lobby or by
+    /// hyper.
+    pub bad_heads: AtomicU64,
     /// Per process (index = `ProcessId`): the requests lost to it.
     pub lost: Vec<Lost<AtomicU64>>,
     /// Per process (index = `ProcessId`): its answers, bytes, refusals and latency.
@@ -89,9 +92,8 @@ impl Counters {
             Answer::HeadTooLarge { .. } | Answer::TooManyHeaders => {
                 (Some(&self.heads_too_large), None)
             }
+            Answer::BadHead(_) | Answer::TargetTooLong => (Some(&self.bad_heads), None),
             Answer::Unsupported
-            | Answer::BadHead(_)
-            | Answer::TargetTooLong
             | Answer::BadTarget(_)
             | Answer::BadRequestBody
             | Answer::BadHost(_) => (None, None),

@@ -31,7 +31,7 @@ pub(crate) enum Failure<'a> {
     BadTarget(BadTarget),
     /// A request line and headers over `max_head` bytes (`headerMaxKB`), seen by the lobby.
     HeadTooLarge { max_head: usize },
-    /// A head hyper's parser would refuse, seen by the lobby or on its way to hyper.
+    /// A head hyper's parser would refuse, seen by the lobby.
     BadHead(super::conn::Refused),
     /// The client had not sent its whole body after `waited` (the `setting` that says how long
     /// it may take): read ahead before admission, or still arriving when the upstream timeout

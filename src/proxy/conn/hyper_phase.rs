@@ -20,11 +20,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::park::{park_after, park_at_once, Activity, Look, Quiet, RequestGuard, TrackedBody};
 use super::park_io::ParkIo;
 use super::phase::{ClientIo, ConnContext};
+use super::refused;
 use super::unread;
 use crate::proxy::admission::Early;
 use crate::proxy::forward::ProxyBody;
@@ -128,6 +129,24 @@ pub(super) struct Idle {
     pub at_once: bool,
 }
 
+/// The end of a hyper connection in error `e`: a head hyper's parser refused (it has answered
+/// `400`, `431` or `414` itself, and closes) is logged and counted as the launcher's own
+/// refusals are, its access-log line without a target (hyper keeps none); anything else (a
+/// client gone mid-request, a failed write) is only a debug line.
+fn refused_by_hyper(e: &hyper::Error, ctx: &ConnContext, since: Instant) {
+    let Some(answer) = refused::of_hyper(e, ctx.cfg.max_head) else {
+        debug!("connection from {}: {e}", ctx.peer);
+        return;
+    };
+    info!(
+        "connection from {}: a request head refused by hyper ({e}): answered {}, closed",
+        ctx.peer,
+        answer.status().as_u16()
+    );
+    ctx.front.counters.count(&answer, None);
+    refused::log_hypers(&ctx.front.access_log, &ctx.peer, &answer, since);
+}
+
 /// One hyper connection on the socket, until the client is done, the drain ends it (`None`), or
 /// it is idle and may be parked (see `park`): then hyper gives the socket back.
 pub(super) async fn serve_until_idle(
@@ -203,9 +222,7 @@ pub(super) async fn serve_until_idle(
     // ends: see `park`'s notes.
     let first = activity.snapshot().started == 0;
     quiet.served_anew(activity.snapshot());
-    // Heads are checked on their way to hyper (`park_io`): one it would refuse is kept back.
-    activity.take_refused();
-    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone(), ctx.cfg.max_head));
+    let stream = TokioIo::new(ParkIo::new(io, unread, activity.clone()));
     // Boxed, so that while parked this task holds none of it.
     let mut conn = Box::pin(builder.serve_connection(stream, svc));
     let _served = ServedGauge::new(ctx.served());
@@ -234,12 +251,9 @@ pub(super) async fn serve_until_idle(
                 Poll::Ready(r) => Poll::Ready(Some(r)),
                 // Looked at each time hyper is done for now, so as a response ends: one atomic
                 // load while nothing waits.
-                // A head kept back (one hyper would refuse): to the lobby once hyper is idle,
-                // its earlier answers written, for the launcher's own answer.
                 Poll::Pending
                     if (handing
                         || first
-                        || activity.refused()
                         || park_at_once(
                             ctx.served().load(Ordering::Relaxed),
                             ctx.front.admission.has_waiters(),
@@ -260,7 +274,9 @@ pub(super) async fn serve_until_idle(
                     break;
                 };
                 if let Err(e) = r {
-                    debug!("connection from {}: {e}", ctx.peer);
+                    // Its head came after the last answer (or the accept).
+                    let since = activity.instant(activity.snapshot().last_end_ms);
+                    refused_by_hyper(&e, ctx, since);
                 }
                 return None;
             }

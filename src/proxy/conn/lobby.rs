@@ -12,7 +12,8 @@
 //! connection was accepted or went idle (so a slow client holds only the bytes it has sent). A
 //! head over `headerMaxKB` is answered `431` here, before any process is asked, and the
 //! connection closed. A head hyper's parser would refuse (`http1::request_head`) is answered here with the
-//! launcher's own `400` (or `431`, `414`) and closed, never hyper's bare one. Only a whole
+//! launcher's own `400` (or `431`, `414`) and closed (on a connection hyper holds, hyper answers
+//! it, `hyper_phase`). Only a whole
 //! request is admitted: the head complete, no chunked body, all of a `Content-Length` body read,
 //! an origin-form target, one `Host`. Anything else (a large or chunked body, no `Host`) is
 //! handed to hyper as read, to be answered as ever.
@@ -100,8 +101,8 @@ pub fn enter<'a>(
             };
             match read_available(stream, &mut buf, read_up_to) {
                 Ok(true) if buf.is_empty() => return Leave::Gone,
-                // Done sending (a half-close, or a hang-up: they look alike): hyper answers what it
-                // can, the end told to it once the answers are written (`park_io`); what it would
+                // Done sending (a half-close, or a hang-up: they look alike): hyper, told of the
+                // end as it reads, takes it for a hang-up (DEC-52); what it would
                 // refuse, the launcher answers.
                 Ok(true) => {
                     return match request_head::check(&buf) {

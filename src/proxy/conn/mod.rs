@@ -2,7 +2,6 @@
 //! hyper (`hyper_phase`) and parked (`park`). `phase::Phase` states the transitions; `serve_client`
 //! runs them.
 
-mod framing;
 mod handed;
 mod hyper_phase;
 mod lobby;

@@ -51,17 +51,12 @@ pub struct Activity {
     last_end_ms: AtomicU64,
     bodied: AtomicBool,
     write_stalled: AtomicBool,
-    /// The stream kept back a head hyper would refuse (`park_io`): the connection is to go to
-    /// the lobby, which answers it, once hyper is idle.
-    refused: AtomicBool,
-    /// The last head given to hyper was sent before the client had its previous answer (it was
-    /// read with the bytes before it): its request yields to those of clients that wait for
-    /// their answers (`hyper_phase`).
+    /// `ended` when bytes last came from the client (`park_io`): a request that begins with
+    /// more ended than that was read before its previous one's answer was written.
+    ended_at_read: AtomicU32,
+    /// The request hyper has just read was sent before the client had its previous answer: it
+    /// yields to those of clients that wait for their answers (`hyper_phase`).
     pipelined: AtomicBool,
-    /// The client half-closed with a request in progress (`park_io`): the stream's reader, to
-    /// be woken as a request ends, so that hyper is told of the end and closes at once.
-    half_closed: AtomicBool,
-    half_close_reader: std::sync::Mutex<Option<std::task::Waker>>,
     /// Bytes written to the client since the accept: bounds its send queue without a system
     /// call (`unread::Seen`).
     written: AtomicU64,
@@ -125,10 +120,8 @@ impl Activity {
             last_end_ms: AtomicU64::new(0),
             bodied: AtomicBool::new(false),
             write_stalled: AtomicBool::new(false),
-            refused: AtomicBool::new(false),
+            ended_at_read: AtomicU32::new(0),
             pipelined: AtomicBool::new(false),
-            half_closed: AtomicBool::new(false),
-            half_close_reader: std::sync::Mutex::new(None),
             written: AtomicU64::new(0),
         }
     }
@@ -156,8 +149,19 @@ impl Activity {
     /// A request begins; the guard, kept until hyper drops the response body, ends it.
     pub fn begin(self: &Arc<Self>, has_body: bool) -> RequestGuard {
         self.bodied.store(has_body, Ordering::Relaxed);
-        self.started.fetch_add(1, Ordering::Relaxed);
+        let before = self.started.fetch_add(1, Ordering::Relaxed);
+        // Its bytes came by the last read at the latest: if a request before it had not ended
+        // then, the client sent this one without waiting for that one's answer. (What the lobby
+        // read counts as read when hyper is given the stream, every answer before it written.)
+        let pipelined = self.ended_at_read.load(Ordering::Relaxed) != before;
+        self.pipelined.store(pipelined, Ordering::Relaxed);
         RequestGuard(self.clone())
+    }
+
+    /// Bytes came from the client.
+    pub(super) fn read(&self) {
+        let ended = self.ended.load(Ordering::Relaxed);
+        self.ended_at_read.store(ended, Ordering::Relaxed);
     }
 
     pub(super) fn wrote(&self, stalled: bool) {
@@ -174,42 +178,9 @@ impl Activity {
         self.written.load(Ordering::Relaxed)
     }
 
-    /// The stream kept back a head hyper would refuse.
-    pub(super) fn refuse(&self) {
-        self.refused.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether a head was kept back since the last `take_refused`, clearing it.
-    pub fn take_refused(&self) -> bool {
-        self.refused.swap(false, Ordering::Relaxed)
-    }
-
-    /// A head was given to hyper; `pipelined`: read with bytes before it.
-    pub(super) fn head_passed(&self, pipelined: bool) {
-        self.pipelined.store(pipelined, Ordering::Relaxed);
-    }
-
-    /// Whether the request hyper has just read was pipelined (see `head_passed`).
+    /// Whether the request hyper has just read was pipelined (see `begin`).
     pub fn pipelined(&self) -> bool {
         self.pipelined.load(Ordering::Relaxed)
-    }
-
-    /// A request has begun and its response not ended.
-    pub fn in_progress(&self) -> bool {
-        self.started.load(Ordering::Relaxed) != self.ended.load(Ordering::Relaxed)
-    }
-
-    /// The client half-closed: `reader` is woken as each request ends.
-    pub(super) fn half_closed(&self, reader: &std::task::Waker) {
-        if let Ok(mut w) = self.half_close_reader.lock() {
-            w.replace(reader.clone());
-        }
-        self.half_closed.store(true, Ordering::Release);
-    }
-
-    /// Whether a head was kept back (hyper is to be left once idle).
-    pub fn refused(&self) -> bool {
-        self.refused.load(Ordering::Relaxed)
     }
 }
 
@@ -232,12 +203,6 @@ impl Drop for RequestGuard {
         // One clock read per request, no timer: the connection's loop compares it when it looks.
         a.last_end_ms.store(a.ms(Instant::now()), Ordering::Relaxed);
         a.ended.fetch_add(1, Ordering::Relaxed);
-        // One load per request; the lock only on a half-closed connection.
-        if a.half_closed.load(Ordering::Acquire) {
-            if let Some(w) = a.half_close_reader.lock().ok().and_then(|mut w| w.take()) {
-                w.wake();
-            }
-        }
     }
 }
 
@@ -423,6 +388,34 @@ mod tests {
         drop(TrackedBody::new(crate::proxy::forward::body::empty(), g));
         assert_eq!(a.snapshot().ended, 1);
         assert!(a.snapshot().last_end_ms >= 5_000);
+    }
+
+    #[test]
+    fn a_request_read_before_the_answer_before_it_ended_is_pipelined() {
+        // spec: DEC-39
+        let a = Arc::new(Activity::new(Instant::now()));
+        a.read();
+        let first = a.begin(false);
+        assert!(!a.pipelined(), "the first request");
+        drop(first);
+        a.read();
+        let second = a.begin(false);
+        assert!(!a.pipelined(), "sent once the first was answered");
+        // The third comes while the second is in progress.
+        a.read();
+        drop(second);
+        let third = a.begin(false);
+        assert!(a.pipelined(), "sent before the second's answer");
+        drop(third);
+        // Two in one read (or read ahead by the lobby, which does not count as a read).
+        a.read();
+        drop(a.begin(false));
+        let fifth = a.begin(false);
+        assert!(a.pipelined(), "read with the one before it");
+        drop(fifth);
+        a.read();
+        drop(a.begin(false));
+        assert!(!a.pipelined(), "a read after every answer");
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! The chunked transfer coding (RFC 9112 §7.1), decoded from a connection's read buffer (a
-//! process's response body, through `decode`) or followed without taking it (a client's request
-//! body on its way to hyper, `conn::framing`): chunk data comes out as slices of that buffer, chunk extensions are
+//! process's response body, through `decode`): chunk data comes out as slices of that buffer, chunk extensions are
 //! tolerated and skipped, trailers are read past and dropped (the launcher never passes them on).
 //!
 //! A pure state machine over bytes: no I/O, so the unit tests and the differential test drive it
@@ -89,20 +88,6 @@ impl Chunked {
                 Ok(Step::Data(buf.split_to(n).freeze()))
             }
             _ => Ok(Step::NeedMore),
-        }
-    }
-
-    /// Moves past the body's bytes at the front of `buf` without taking them (the head check
-    /// before hyper follows a body so): how many, and whether the body ended there.
-    pub fn skip(&mut self, buf: &[u8]) -> Result<(usize, bool), ChunkError> {
-        let mut i = 0;
-        loop {
-            i += self.framing(&buf[i..])?;
-            match self.state {
-                State::Done => return Ok((i, true)),
-                State::Data if i < buf.len() => i += self.take_data(buf.len() - i),
-                _ => return Ok((i, false)),
-            }
         }
     }
 
