@@ -1,9 +1,9 @@
-//! A client's request head, read once by hyper's rules: what hyper's HTTP/1.1 server would
-//! refuse, decided before hyper sees it, so that every refusal is the launcher's own (a
-//! `400`/`431`/`414` with an OperationOutcome and an access-log line) and never hyper's bare
-//! one, which has no body and is logged nowhere (hyper does not call the service on a parse
-//! error, it writes its own answer and closes); and, for a head hyper takes, what the lobby
-//! routes by (method, target, `x-cache-id`, `Host`), found in the same parse.
+//! A client's request head as the lobby reads it (a new or woken connection), by hyper's rules:
+//! what hyper's HTTP/1.1 server would refuse, decided before hyper sees it, so that the refusal
+//! is the launcher's own (a `400`/`431`/`414` with an OperationOutcome and an access-log line),
+//! not hyper's bare one; and, for a head hyper takes, what the lobby routes by (method, target,
+//! `x-cache-id`, `Host`), found in the same parse. A kept-alive connection's next head is
+//! hyper's alone to read (DEC-38).
 //!
 //! The rules are hyper 1.x's (`proto/h1/role.rs` `Server::parse`): httparse with hyper's
 //! default parser settings and 100 headers (more: hyper's `TooLarge`, `431`); then what hyper
@@ -15,8 +15,8 @@
 //! non-ASCII pass both), header names as `http::HeaderName` (nothing beyond
 //! httparse's token but a length); a target over 65,534 bytes (`414`); `Content-Length` only
 //! digits, and several only if equal; `Transfer-Encoding` only in HTTP/1.1 and only ending in
-//! `chunked`; `Connection` and `Transfer-Encoding` read as `HeaderValue::to_str` gives them
-//! (obs-text, even UTF-8, is no text: no token, no coding).
+//! `chunked`; `Transfer-Encoding` read as `HeaderValue::to_str` gives it (obs-text, even
+//! UTF-8, is no text: no coding).
 //!
 //! What hyper takes, this takes: a head passed here is one hyper parses, so the request reaches
 //! the service (which answers the rest: a missing `Host`, an absolute-form target, ...).
@@ -50,11 +50,6 @@ pub struct Taken {
     /// The head's length (with any empty lines before it).
     pub len: usize,
     pub body: Body,
-    /// hyper reads nothing after this request: `Connection: close`, HTTP/1.0 without
-    /// `keep-alive`, `Transfer-Encoding` with `Content-Length`. An `Upgrade` or a `CONNECT` is
-    /// not: hyper switches only on a `101` (or a `2xx` to `CONNECT`), which the launcher never
-    /// answers, and otherwise reads on (the differential test found it).
-    pub last: bool,
     /// What routing reads, found in the same parse.
     pub route: RouteParts,
 }
@@ -131,7 +126,6 @@ fn parse_error(e: httparse::Error, had_method: bool) -> Refused {
 enum Named {
     TransferEncoding,
     ContentLength,
-    Connection,
     Host,
     CacheId,
     Other,
@@ -141,7 +135,6 @@ fn named(name: &[u8]) -> Named {
     let is = |lower: &[u8]| name.eq_ignore_ascii_case(lower);
     match name.len() {
         4 if is(b"host") => Named::Host,
-        10 if is(b"connection") => Named::Connection,
         10 if is(super::X_CACHE_ID.as_str().as_bytes()) => Named::CacheId,
         14 if is(b"content-length") => Named::ContentLength,
         17 if is(b"transfer-encoding") => Named::TransferEncoding,
@@ -176,9 +169,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
         transfer_encoding: false,
     };
     let http_11 = version == 1;
-    let mut keep_alive = http_11;
-    let mut saw_close = false;
-    let (mut length, mut has_length) = (None::<u64>, false);
+    let mut length = None::<u64>;
     let (mut has_te, mut chunked) = (false, false);
     for h in req.headers.iter() {
         // httparse's header-name bytes are `tchar`s, as `http::HeaderName`'s; what it refuses
@@ -199,7 +190,6 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
                 chunked = last_coding_is_chunked(h.value);
             }
             Named::ContentLength => {
-                has_length = true;
                 if has_te {
                     continue;
                 }
@@ -209,14 +199,6 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
                         return Err(Refused::Bad("the request has differing Content-Lengths"))
                     }
                     _ => length = Some(n),
-                }
-            }
-            Named::Connection => {
-                if saw_close || has_token(h.value, b"close") {
-                    saw_close = true;
-                    keep_alive = false;
-                } else if !keep_alive {
-                    keep_alive = has_token(h.value, b"keep-alive");
                 }
             }
             Named::Host => route.hosts = route.hosts.saturating_add(1),
@@ -237,12 +219,7 @@ fn taken(req: &httparse::Request<'_, '_>, len: usize, buf: &[u8]) -> Result<Take
     } else {
         Body::Length(length.unwrap_or(0))
     };
-    Ok(Taken {
-        len,
-        body,
-        last: !keep_alive || (has_te && has_length),
-        route,
-    })
+    Ok(Taken { len, body, route })
 }
 
 /// The longest header name `http::HeaderName` takes (its `MAX_HEADER_NAME_LEN`); hyper refuses
@@ -266,8 +243,8 @@ fn digits(v: &[u8]) -> Option<u64> {
     (n <= u64::MAX - 2).then_some(n)
 }
 
-/// A header value as `HeaderValue::to_str` takes it, which hyper reads `Connection` and
-/// `Transfer-Encoding` through: tab and visible ASCII only (obs-text is no `str` to hyper, even
+/// A header value as `HeaderValue::to_str` takes it, which hyper reads `Transfer-Encoding`
+/// through: tab and visible ASCII only (obs-text is no `str` to hyper, even
 /// when it is UTF-8).
 fn as_text(v: &[u8]) -> Option<&[u8]> {
     v.iter()
@@ -298,14 +275,6 @@ fn last_coding_is_chunked(v: &[u8]) -> bool {
     as_text(v)
         .and_then(|v| v.rsplit(|&b| b == b',').next())
         .is_some_and(|c| trim(c).eq_ignore_ascii_case(b"chunked"))
-}
-
-/// Whether the comma-separated header value holds `token` (as hyper's `connection_has`).
-fn has_token(v: &[u8], token: &[u8]) -> bool {
-    as_text(v).is_some_and(|v| {
-        v.split(|&b| b == b',')
-            .any(|t| trim(t).eq_ignore_ascii_case(token))
-    })
 }
 
 /// Whether `http::Uri` takes the target httparse gave (valid UTF-8, no space or control byte):

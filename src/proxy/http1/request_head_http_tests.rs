@@ -49,15 +49,11 @@ fn by_http(buf: &[u8]) -> Check {
         transfer_encoding: false,
     };
     let http_11 = version == 1;
-    let (mut keep_alive, mut saw_close) = (http_11, false);
-    let (mut length, mut has_length, mut has_te, mut chunked) = (None::<u64>, false, false, false);
-    // hyper's `headers::connection_has` and `is_chunked_`, on its `HeaderValue`.
+    let (mut length, mut has_te, mut chunked) = (None::<u64>, false, false);
+    // hyper's `is_chunked_`, on its `HeaderValue`.
     let text = |v: &[u8]| {
         let v = http::HeaderValue::from_bytes(v).expect("httparse's value is a HeaderValue");
         v.to_str().ok().map(str::to_string)
-    };
-    let has = |v: &[u8], needle: &str| {
-        text(v).is_some_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(needle)))
     };
     for h in req.headers.iter() {
         let Ok(name) = http::HeaderName::from_bytes(h.name.as_bytes()) else {
@@ -76,7 +72,6 @@ fn by_http(buf: &[u8]) -> Check {
                     .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"))
             });
         } else if name == http::header::CONTENT_LENGTH {
-            has_length = true;
             if has_te {
                 continue;
             }
@@ -90,12 +85,6 @@ fn by_http(buf: &[u8]) -> Check {
                     ))
                 }
                 (n, _) => length = n,
-            }
-        } else if name == http::header::CONNECTION {
-            if saw_close || has(h.value, "close") {
-                (saw_close, keep_alive) = (true, false);
-            } else if !keep_alive {
-                keep_alive = has(h.value, "keep-alive");
             }
         } else if name == http::header::HOST {
             route.hosts = route.hosts.saturating_add(1);
@@ -114,12 +103,7 @@ fn by_http(buf: &[u8]) -> Check {
     } else {
         Body::Length(length.unwrap_or(0))
     };
-    Check::Taken(Taken {
-        len,
-        body,
-        last: !keep_alive || (has_te && has_length),
-        route,
-    })
+    Check::Taken(Taken { len, body, route })
 }
 
 /// Both readings of `raw` agree, whole and cut at every length (at 200 lengths of a long one):
