@@ -132,12 +132,23 @@ fn latency(v: &Value) -> String {
 
 /// Under the status line, a refused reload and the settings waiting for a restart of the
 /// launcher (DEC-91): "ready" alone would hide them.
-fn reload_lines(out: &mut String, reload: &Value) {
-    use crate::ops::status_page::{reload_refused, restart_pending};
+fn reload_lines(out: &mut String, status: &Value) {
+    use crate::ops::status_page::{
+        inputs_waiting, reload_refused, restart_pending, rolling_stopped,
+    };
+    let reload = &status["front"]["reload"];
     if let Some(why) = reload["refused"]["reason"].as_str() {
         let _ = writeln!(out, "⚠ {}", reload_refused(why));
     }
     if let Some(line) = restart_pending(reload) {
+        let _ = writeln!(out, "⚠ {line}");
+    }
+    // DEC-79, DEC-93: a stopped rolling restart, and the places whose new inputs wait.
+    if let Some(why) = status["rollingRestart"]["why"].as_str() {
+        let _ = writeln!(out, "⚠ {}", rolling_stopped(why));
+    }
+    let procs = status["processes"].as_array().map(Vec::as_slice);
+    if let Some(line) = procs.and_then(inputs_waiting) {
         let _ = writeln!(out, "⚠ {line}");
     }
 }
@@ -190,9 +201,13 @@ const fn col(
 /// not stale.
 fn state(p: &Value) -> String {
     if p["noChannel"].as_bool() == Some(true) {
-        format!("{} (no channel)", text(&p["status"]))
-    } else {
-        text(&p["status"])
+        return format!("{} (no channel)", text(&p["status"]));
+    }
+    // DEC-92: the replacement and the old process of a place, while both run.
+    match crate::ops::status_page::overlap_mark(p) {
+        "replacement" => format!("{} (new)", text(&p["status"])),
+        "old" => format!("{} (old)", text(&p["status"])),
+        _ => text(&p["status"]),
     }
 }
 
@@ -242,7 +257,7 @@ pub fn render(status: &Value, wide: bool) -> String {
         text(&front["queued"]),
         text(&front["refusalsLastMinute"]),
     );
-    reload_lines(&mut out, &front["reload"]);
+    reload_lines(&mut out, status);
     let _ = writeln!(out);
     let columns: Vec<&Column> = COLUMNS
         .iter()
@@ -465,5 +480,35 @@ mod tests {
             t.contains("⚠ Waiting for a restart of the launcher (systemctl restart): server.port."),
             "{t}"
         );
+    }
+
+    #[test]
+    fn both_processes_of_a_place_and_new_inputs_waiting_have_their_rows_and_lines() {
+        // spec: DEC-92, DEC-93
+        let row = |status: &str, pid: u32| json!({"code": "tx1", "role": "tx-worker", "pid": pid, "status": status});
+        let mut new = row("starting", 12);
+        new["beside"] = json!(true);
+        new["replacement"] = json!(true);
+        let mut m0 = row("ready", 10);
+        m0["code"] = json!("m0");
+        m0["inputsWaiting"] = json!(true);
+        let s = json!({
+            "front": {"ready": true},
+            "processes": [m0, row("ready", 11), new],
+            "rollingRestart": {"state": "rolling restart stopped", "why": "tx2's replacement exited"},
+        });
+        let t = render(&s, false);
+        let tx1: Vec<&str> = t.lines().filter(|l| l.starts_with("tx1")).collect();
+        assert_eq!(tx1.len(), 2, "{t}");
+        assert!(
+            tx1[0].contains(" 11 ready") && !tx1[0].contains("(new)"),
+            "{t}"
+        );
+        assert!(tx1[1].contains(" 12 starting (new)"), "{t}");
+        assert!(
+            t.contains("⚠ The last rolling restart stopped: tx2's replacement exited."),
+            "{t}"
+        );
+        assert!(t.contains("⚠ New inputs wait for m0:"), "{t}");
     }
 }

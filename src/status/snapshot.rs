@@ -53,6 +53,39 @@ pub struct Life {
     pub restarts: u32,
     /// The same, by reason.
     pub restarts_by: RestartCounts,
+    /// The place's second process, while a replacement runs beside the old one (DEC-92).
+    pub beside: Option<Beside>,
+    /// The place keeps its last good inputs while new ones wait (DEC-93).
+    pub inputs_waiting: bool,
+}
+
+/// A place's second process while a replacement runs beside the old one (DEC-78, DEC-92): the
+/// replacement starting, or the old one draining and stopping after the switch. It has a row
+/// of its own, right after its place's, with the place's code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beside {
+    pub state: BesideState,
+    pub pid: Option<u32>,
+    pub started_at: Option<Instant>,
+    /// It is the replacement (else the old process the replacement took over from).
+    pub replacement: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BesideState {
+    Starting,
+    Draining,
+    Stopping,
+}
+
+impl BesideState {
+    fn as_str(self) -> &'static str {
+        match self {
+            BesideState::Starting => "starting",
+            BesideState::Draining => "draining",
+            BesideState::Stopping => "stopping",
+        }
+    }
 }
 
 impl Life {
@@ -64,6 +97,8 @@ impl Life {
         ready_at: None,
         restarts: 0,
         restarts_by: RestartCounts([0; 5]),
+        beside: None,
+        inputs_waiting: false,
     };
 
     /// Whether it has a live process whose memory can be read.
@@ -113,6 +148,10 @@ pub struct ProcessInput {
     /// Its latency at the front door and its CPU over the last status interval.
     pub latency: Option<Latency>,
     pub cpu: Option<Cpu>,
+    /// The place's second process and its memory as the launcher read it (DEC-92).
+    pub beside: Option<(Beside, Reading<ProcMemory>)>,
+    /// The place keeps its last good inputs while new ones wait (DEC-93).
+    pub inputs_waiting: bool,
 }
 
 /// The limit on the launcher's cgroup.
@@ -285,6 +324,23 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             let cpu = if restarting { None } else { p.cpu };
             row["cpuSeconds"] = json!(cpu.map(|c| c.seconds));
             row["cpuPercent"] = json!(cpu.and_then(|c| c.percent));
+            row["beside"] = json!(false);
+            // After the switch the place's process is the replacement, the old one beside it.
+            row["replacement"] = json!(p.beside.as_ref().is_some_and(|(b, _)| !b.replacement));
+            row["inputsWaiting"] = json!(p.inputs_waiting);
+        }
+        if let Some((b, memory)) = &p.beside {
+            let memory = match memory {
+                Ok(m) => Some(*m),
+                Err(why) => {
+                    missing.add(&why.to_string(), &p.code);
+                    None
+                }
+            };
+            if let Some(m) = memory {
+                process_anon = Some(process_anon.unwrap_or(0) + m.rss_anon);
+            }
+            rows.push(beside_row(p, b, memory, now));
         }
     }
     let front_requests = input
@@ -364,6 +420,38 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             "restarts": input.processes.iter().map(|p| u64::from(p.restarts)).sum::<u64>(),
             "uptimeMs": master_uptime,
         },
+    })
+}
+
+/// The row of a place's second process (DEC-92): its own pid, state, uptime and memory; the
+/// place's counts (restarts, the front door's figures) are on the place's row only, so no
+/// total counts a place twice. Its own figures are not taken while it is the second.
+fn beside_row(p: &ProcessInput, b: &Beside, memory: Option<ProcMemory>, now: Instant) -> Value {
+    json!({
+        "code": p.code,
+        "role": p.role.as_str(),
+        "pid": b.pid,
+        "status": b.state.as_str(),
+        "uptimeMs": b.started_at.map(|s| ms(now.saturating_duration_since(s))),
+        "restarts": null,
+        "restartsBy": null,
+        "lastRestart": null,
+        "requests": null,
+        "rssAnon": memory.map(|m| m.rss_anon),
+        "rssFile": memory.map(|m| m.rss_file),
+        "heapUsed": null,
+        "heapLimit": null,
+        "clientCaches": null,
+        "clientConcepts": null,
+        "inFlight": null,
+        "eventLoopDelayMs": null,
+        "figuresAgeMs": null,
+        "noChannel": false,
+        "cpuSeconds": null,
+        "cpuPercent": null,
+        "beside": true,
+        "replacement": b.replacement,
+        "inputsWaiting": false,
     })
 }
 

@@ -32,7 +32,7 @@ use crate::process::ProcessId;
 use crate::status::restarts::{RestartCounts, RestartReason};
 
 pub(crate) use actions::{Action, Aftermath, Exit, Status};
-pub(crate) use beside::Failed;
+pub(crate) use beside::{Failed, SecondState};
 pub(crate) use handover::LifecycleState;
 
 /// How long the workers' last request counts may take to reach the master (STOP-7). Public for
@@ -90,6 +90,8 @@ struct Slot {
     /// A second process in the place: a replacement started beside the one routed to, or the
     /// old one it took over from, leaving (`beside.rs`).
     second: Option<beside::Second>,
+    /// When the second process was started (its row's uptime).
+    second_started: Option<Instant>,
     /// How long its last process took to be ready (a replacement's start limit follows it).
     took: Option<Duration>,
 }
@@ -106,6 +108,7 @@ impl Slot {
             hung: false,
             last_why: None,
             second: None,
+            second_started: None,
             took: None,
         }
     }

@@ -41,8 +41,31 @@ pub(super) enum Second {
     /// The process the replacement took over from: no new requests, those it has finish (up
     /// to `until`, `drainSeconds`).
     Draining { until: Instant },
-    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first.
-    Stopping { kill_at: Instant, killed: bool },
+    /// SIGTERM sent; SIGKILL at `kill_at` unless it exits first. `old`: the process the
+    /// replacement took over from (else a replacement that did not come, or a stop's).
+    Stopping {
+        kill_at: Instant,
+        killed: bool,
+        old: bool,
+    },
+}
+
+/// A place's second process as the status shows it (DEC-92): its own row beside the place's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SecondView {
+    pub(crate) state: SecondState,
+    /// The replacement, not ready yet; else the old process the replacement took over from.
+    pub(crate) replacement: bool,
+    /// When it was started.
+    pub(crate) started: Option<Instant>,
+}
+
+/// Where a place's second process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SecondState {
+    Starting,
+    Draining,
+    Stopping,
 }
 
 impl Second {
@@ -53,6 +76,7 @@ impl Second {
             Second::Stopping {
                 kill_at,
                 killed: false,
+                ..
             } => Some(kill_at),
             Second::Stopping { killed: true, .. } => None,
         }
@@ -103,6 +127,7 @@ impl Lifecycle {
         if room {
             let limit = now.later(start_limit(slot.took));
             slot.second = Some(Second::Starting { since: now, limit });
+            slot.second_started = Some(now);
             self.actions.push_back(Action::SpawnBeside(id));
         } else {
             slot.state = State::Draining {
@@ -127,6 +152,7 @@ impl Lifecycle {
         slot.second = old_runs.then_some(Second::Draining {
             until: now.later(drain),
         });
+        slot.second_started = if old_runs { slot.started } else { None };
         slot.took = Some(now.saturating_duration_since(since));
         slot.state = State::Ready { since: now };
         slot.started = Some(since);
@@ -165,6 +191,7 @@ impl Lifecycle {
                 slot.second = Some(Second::Stopping {
                     kill_at,
                     killed: false,
+                    old: true,
                 });
                 self.actions.push_back(Action::TerminateSecond(id));
             }
@@ -177,6 +204,22 @@ impl Lifecycle {
             self.slots.get(id.index()).and_then(|s| s.second),
             Some(Second::Draining { .. })
         )
+    }
+
+    /// The place's second process, for its row in the status (DEC-92): the replacement
+    /// starting beside the place's process, or the old one draining and stopping.
+    pub(crate) fn second_view(&self, id: ProcessId) -> Option<SecondView> {
+        let slot = self.slots.get(id.index())?;
+        let (state, replacement) = match slot.second? {
+            Second::Starting { .. } => (SecondState::Starting, true),
+            Second::Draining { .. } => (SecondState::Draining, false),
+            Second::Stopping { old, .. } => (SecondState::Stopping, !old),
+        };
+        Some(SecondView {
+            state,
+            replacement,
+            started: slot.second_started,
+        })
     }
 
     /// Whether the place has a second process (a replacement starting, or the old one leaving).
@@ -212,16 +255,18 @@ impl Lifecycle {
                     self.slots[i].second = Some(Second::Stopping {
                         kill_at: now,
                         killed: true,
+                        old: false,
                     });
                     self.actions.push_back(Action::KillSecond(id));
                     let waited = limit.saturating_duration_since(since);
                     self.replacement_failed(id, Failed::NotReady(waited));
                 }
                 Second::Draining { .. } => self.second_drained(id, now),
-                Second::Stopping { .. } => {
+                Second::Stopping { old, .. } => {
                     self.slots[i].second = Some(Second::Stopping {
                         kill_at: now,
                         killed: true,
+                        old,
                     });
                     self.actions.push_back(Action::KillSecond(id));
                 }
@@ -233,10 +278,13 @@ impl Lifecycle {
     pub(super) fn stop_seconds(&mut self, now: Instant) {
         let kill_at = now.later(self.kill_after);
         for i in 0..self.slots.len() {
-            if let Some(Second::Starting { .. } | Second::Draining { .. }) = self.slots[i].second {
+            if let Some(second @ (Second::Starting { .. } | Second::Draining { .. })) =
+                self.slots[i].second
+            {
                 self.slots[i].second = Some(Second::Stopping {
                     kill_at,
                     killed: false,
+                    old: matches!(second, Second::Draining { .. }),
                 });
                 self.actions
                     .push_back(Action::TerminateSecond(ProcessId(i as u16)));

@@ -205,3 +205,53 @@ fn a_refused_reload_halts_the_roll_after_the_process_at_hand() {
     assert!(!l.is_rolling());
     assert_eq!(l.halt_rolling(t), None);
 }
+
+#[test]
+fn the_second_process_is_shown_as_the_replacement_then_as_the_old_one() {
+    // spec: DEC-92
+    use super::super::SecondState;
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    assert_eq!(l.second_view(T1), None, "one process in the place");
+    l.room(T1, true, t + secs(1));
+    drain(&mut l);
+    let v = l.second_view(T1).expect("the replacement beside tx1");
+    assert_eq!((v.state, v.replacement), (SecondState::Starting, true));
+    assert_eq!(v.started, Some(t + secs(1)));
+    l.second_ready(T1, t + secs(2));
+    drain(&mut l);
+    assert_eq!(
+        l.started(T1),
+        Some(t + secs(1)),
+        "the place's process: the replacement"
+    );
+    let v = l
+        .second_view(T1)
+        .expect("the old tx1 beside its replacement");
+    assert_eq!((v.state, v.replacement), (SecondState::Draining, false));
+    assert_eq!(
+        v.started,
+        Some(t),
+        "the old one's own start, not its replacement's"
+    );
+    l.second_drained(T1, t + secs(3));
+    let v = l.second_view(T1).expect("the old tx1, stopping");
+    assert_eq!((v.state, v.replacement), (SecondState::Stopping, false));
+    l.second_exited(T1, Exit::Code(0), t + secs(3));
+    assert_eq!(l.second_view(T1), None, "one process again");
+}
+
+#[test]
+fn a_replacement_killed_at_its_start_limit_is_still_shown_as_the_replacement() {
+    // spec: DEC-92
+    use super::super::SecondState;
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    drain(&mut l);
+    l.handle_timeout(t + START_LIMIT_FLOOR);
+    let v = l
+        .second_view(T1)
+        .expect("the killed replacement, not gone yet");
+    assert_eq!((v.state, v.replacement), (SecondState::Stopping, true));
+}
