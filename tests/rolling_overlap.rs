@@ -13,16 +13,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const SIGHUP: i32 = 1;
+pub(crate) const SIGHUP: i32 = 1;
 const SIGKILL: i32 = 9;
 const READY_DELAY_MS: &str = "1500";
 
-fn secs(n: u64) -> Duration {
+pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
 /// A cluster of `workers` whose processes take 1.5 s to be ready, with the admin API.
-fn slow_cluster(workers: u32) -> (Cluster, u16) {
+pub(crate) fn slow_cluster(workers: u32) -> (Cluster, u16) {
     let admin = free_port();
     let c = cluster()
         .workers(workers)
@@ -35,7 +35,7 @@ fn slow_cluster(workers: u32) -> (Cluster, u16) {
 }
 
 /// config.json with `command` as the servers' command (the rest as the test started it).
-fn set_command(c: &Cluster, command: Value) {
+pub(crate) fn set_command(c: &Cluster, command: Value) {
     let mut config = c.config.clone();
     merge(
         &mut config,
@@ -172,11 +172,16 @@ impl Sampler {
     }
 }
 
-fn restart(c: &Cluster) -> RunOutput {
+pub(crate) fn restart(c: &Cluster) -> RunOutput {
+    restart_at(&c.data_dir())
+}
+
+/// `fhircluster restart` of the launcher of `data_dir`.
+pub(crate) fn restart_at(data_dir: &std::path::Path) -> RunOutput {
     run_bounded(
         Command::new(LAUNCHER)
             .args(["restart", "--data-dir"])
-            .arg(c.data_dir())
+            .arg(data_dir)
             .env_remove("FHIRSMITH_DATA_DIR"),
         secs(120),
     )
