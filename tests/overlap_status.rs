@@ -160,3 +160,31 @@ fn the_status_page_in_chromium_shows_the_replacement_beside_the_old_process() {
     );
     c.wait_for_after(mark, "tx1: switched to its replacement", secs(60));
 }
+
+/// The places whose new inputs wait (DEC-93), as `/status`, `fhircluster status` and the page
+/// show them: each row of `/status`, the table's line and the page's problem line name `codes`
+/// (none: no place waits, and neither says so).
+pub(crate) fn assert_inputs_waiting(c: &Cluster, admin: u16, codes: &[&str]) {
+    let status = admin_get(admin, "/status").json();
+    let waiting: Vec<&str> = status["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["inputsWaiting"] == true)
+        .filter_map(|p| p["code"].as_str())
+        .collect();
+    assert_eq!(waiting, codes, "{status:#}");
+    let table = status_table(&c.data_dir());
+    let page = admin_get(admin, "/").text();
+    if codes.is_empty() {
+        assert!(!table.contains("New inputs wait"), "{table}");
+        assert!(!page.contains(r#"data-kind="inputs-waiting""#), "{page}");
+        return;
+    }
+    let line = format!("New inputs wait for {}:", codes.join(", "));
+    assert!(table.contains(&format!("⚠ {line}")), "{table}");
+    assert!(
+        page.contains(r#"data-kind="inputs-waiting""#) && page.contains(&line),
+        "{page}"
+    );
+}

@@ -4,6 +4,7 @@
 //! all along.
 
 use crate::common::*;
+use crate::overlap_status::assert_inputs_waiting;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -339,10 +340,13 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
         metrics.contains("\nfhircluster_rolling_restart_stopped 1\n"),
         "{metrics}"
     );
+    // DEC-93: every place keeps its last good inputs, the new ones shown waiting.
+    assert_inputs_waiting(&c, admin, &codes);
     // tx2 crashes: it starts again with what it ran before, not the broken command.
     let mark = c.mark();
     nix_kill(before[2], SIGKILL);
     c.wait_for_after(mark, "tx2: ready", secs(30));
+    assert_inputs_waiting(&c, admin, &codes);
     // `fhircluster restart` with the broken command in force stops at tx1 too, and says so.
     let out = restart(&c);
     assert_eq!(out.code, Some(1), "{out:?}");
@@ -362,6 +366,7 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
     c.wait_for_after(mark, "rolling restart done", secs(90));
     let status = admin_get(admin, "/status").json();
     assert!(status["rollingRestart"].is_null(), "{status}");
+    assert_inputs_waiting(&c, admin, &[]);
     let metrics = admin_get(admin, "/metrics").text();
     assert!(
         metrics.contains("\nfhircluster_rolling_restart_stopped 0\n"),
