@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Action, Exit, Lifecycle, State};
+use super::{Action, Exit, Lifecycle, Phase, Slot, State};
 use crate::deadline::Later;
 use crate::process::ProcessId;
 use crate::status::restarts::RestartReason;
@@ -37,7 +37,12 @@ pub(crate) fn start_limit(last_start: Option<Duration>) -> Duration {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Second {
     /// The replacement, started beside the ready process, not ready yet; given up at `limit`.
-    Starting { since: Instant, limit: Instant },
+    /// `drain`: how long the old one may finish its requests once the replacement took over.
+    Starting {
+        since: Instant,
+        limit: Instant,
+        drain: Duration,
+    },
     /// The process the replacement took over from: no new requests, those it has finish (up
     /// to `until`, `drainSeconds`).
     Draining { until: Instant },
@@ -105,6 +110,19 @@ impl std::fmt::Display for Failed {
     }
 }
 
+impl Slot {
+    /// Its replacement starts beside its process, given its start limit (DEC-81).
+    fn start_beside(&mut self, drain: Duration, now: Instant) {
+        let limit = now.later(start_limit(self.took));
+        self.second = Some(Second::Starting {
+            since: now,
+            limit,
+            drain,
+        });
+        self.second_started = Some(now);
+    }
+}
+
 impl Lifecycle {
     /// The shell's answer to `AskRoom`: with room (`true`) the replacement starts beside the
     /// process; without, the process is drained and replaced in place, as a recycle is.
@@ -125,9 +143,7 @@ impl Lifecycle {
             return;
         }
         if room {
-            let limit = now.later(start_limit(slot.took));
-            slot.second = Some(Second::Starting { since: now, limit });
-            slot.second_started = Some(now);
+            slot.start_beside(drain, now);
             self.actions.push_back(Action::SpawnBeside(id));
         } else {
             slot.state = State::Draining {
@@ -138,14 +154,34 @@ impl Lifecycle {
         }
     }
 
+    /// A memory recycle with room for one more process (memory read now, a spare port: the
+    /// shell's answer): the replacement starts beside the process, which serves on until it
+    /// is ready (DEC-94); then as in a rolling restart's step. False when it can't be
+    /// recycled now (as `recycle`).
+    pub(crate) fn recycle_beside(&mut self, id: ProcessId, drain: Duration, now: Instant) -> bool {
+        if id.is_master() || self.phase != Phase::Running || self.restart_under_way() {
+            return false;
+        }
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return false;
+        };
+        if !matches!(slot.state, State::Ready { .. }) || slot.second.is_some() {
+            return false;
+        }
+        slot.start_beside(drain, now);
+        self.recycling = Some(id);
+        self.actions.push_back(Action::SpawnBeside(id));
+        true
+    }
+
     /// The replacement started beside the process is ready: it takes the place, and the old
     /// one drains (`Action::Switch`). A place whose process ended meanwhile takes it too.
     pub(crate) fn second_ready(&mut self, id: ProcessId, now: Instant) {
-        let drain = self.rolling.as_ref().map_or(Duration::ZERO, |r| r.drain);
+        let recycle = self.recycling == Some(id);
         let Some(slot) = self.slots.get_mut(id.index()) else {
             return;
         };
-        let Some(Second::Starting { since, .. }) = slot.second else {
+        let Some(Second::Starting { since, drain, .. }) = slot.second else {
             return;
         };
         let old_runs = matches!(slot.state, State::Ready { .. });
@@ -157,12 +193,20 @@ impl Lifecycle {
         slot.state = State::Ready { since: now };
         slot.started = Some(since);
         slot.policy.ready();
-        slot.restarted(RestartReason::Rolling);
+        slot.restarted(if recycle {
+            RestartReason::Recycle
+        } else {
+            RestartReason::Rolling
+        });
         let announce = !slot.up;
         slot.up = true;
         self.actions.push_back(Action::Switch { id, old_runs });
         if announce {
             self.actions.push_back(Action::Up(id));
+        }
+        // A recycle is under way until the old process has gone (one at a time, DEC-6).
+        if recycle && !old_runs {
+            self.recycling = None;
         }
         self.advance_rolling(now);
     }
@@ -176,8 +220,18 @@ impl Lifecycle {
         let Some(second) = slot.second.take() else {
             return;
         };
-        if matches!(second, Second::Starting { .. }) && !self.is_stopping() {
-            self.replacement_failed(id, Failed::Exited(how));
+        match second {
+            Second::Starting { drain, .. } if !self.is_stopping() => {
+                self.replacement_failed(id, Failed::Exited(how));
+                self.recycle_in_place(id, drain, now);
+            }
+            // The recycle's old process has gone: the recycle is over.
+            Second::Draining { .. } | Second::Stopping { old: true, .. }
+                if self.recycling == Some(id) =>
+            {
+                self.recycling = None
+            }
+            _ => {}
         }
         self.advance_stop(now);
         self.advance_rolling(now);
@@ -239,6 +293,26 @@ impl Lifecycle {
         }
     }
 
+    /// A recycle's replacement beside the process did not come: the process is recycled as
+    /// without room, in place (out of rotation, drained, started again).
+    fn recycle_in_place(&mut self, id: ProcessId, drain: Duration, now: Instant) {
+        if self.recycling != Some(id) {
+            return;
+        }
+        let Some(slot) = self.slots.get_mut(id.index()) else {
+            return;
+        };
+        if !matches!(slot.state, State::Ready { .. }) {
+            self.recycling = None;
+            return;
+        }
+        slot.state = State::Draining {
+            until: now.later(drain),
+            restart: true,
+        };
+        self.actions.push_back(Action::Drain(id));
+    }
+
     /// The second processes' deadlines: a replacement's start limit, the old one's drain, its
     /// SIGKILL.
     pub(super) fn second_timeouts(&mut self, now: Instant) {
@@ -251,7 +325,11 @@ impl Lifecycle {
                 continue;
             }
             match second {
-                Second::Starting { since, limit } => {
+                Second::Starting {
+                    since,
+                    limit,
+                    drain,
+                } => {
                     self.slots[i].second = Some(Second::Stopping {
                         kill_at: now,
                         killed: true,
@@ -260,6 +338,7 @@ impl Lifecycle {
                     self.actions.push_back(Action::KillSecond(id));
                     let waited = limit.saturating_duration_since(since);
                     self.replacement_failed(id, Failed::NotReady(waited));
+                    self.recycle_in_place(id, drain, now);
                 }
                 Second::Draining { .. } => self.second_drained(id, now),
                 Second::Stopping { old, .. } => {

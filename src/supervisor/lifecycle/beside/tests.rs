@@ -255,3 +255,69 @@ fn a_replacement_killed_at_its_start_limit_is_still_shown_as_the_replacement() {
         .expect("the killed replacement, not gone yet");
     assert_eq!((v.state, v.replacement), (SecondState::Stopping, true));
 }
+
+#[test]
+fn a_recycle_with_room_starts_the_replacement_beside_and_ends_when_the_old_one_has_gone() {
+    // spec: DEC-94, DEC-6
+    use crate::status::restarts::RestartReason;
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(!l.recycle_beside(M, secs(5), t), "never the master");
+    assert!(l.recycle_beside(T1, secs(5), t));
+    assert_eq!(drain(&mut l), vec![Action::SpawnBeside(T1)]);
+    assert_eq!(
+        ready_tx(&l, 2),
+        2,
+        "tx1 serves on while its replacement starts"
+    );
+    assert!(l.restart_under_way() && l.is_recycling(T1));
+    assert!(!l.recycle_beside(T2, secs(5), t), "one at a time");
+    l.second_ready(T1, t + secs(2));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Switch {
+            id: T1,
+            old_runs: true
+        }]
+    );
+    assert_eq!(ready_tx(&l, 2), 2);
+    assert_eq!(l.restarts_by(T1).get(RestartReason::Recycle), 1);
+    assert_eq!(l.restarts_by(T1).get(RestartReason::Rolling), 0);
+    assert!(l.is_recycling(T1), "until the old one has gone");
+    // The old one finishes its requests for up to the recycle's drain.
+    assert_eq!(l.poll_timeout(), Some(t + secs(7)));
+    l.handle_timeout(t + secs(7));
+    assert_eq!(drain(&mut l), vec![Action::TerminateSecond(T1)]);
+    l.second_exited(T1, Exit::Signal(15), t + secs(7));
+    assert!(!l.is_recycling(T1) && !l.has_second(T1));
+}
+
+#[test]
+fn a_recycle_whose_replacement_does_not_come_recycles_in_place() {
+    // spec: DEC-94
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.recycle_beside(T1, secs(5), t));
+    drain(&mut l);
+    l.second_exited(T1, Exit::Code(3), t + secs(1));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Drain(T1)],
+        "no rolling restart to stop: today's order, out of rotation and drained"
+    );
+    assert!(l.is_recycling(T1) && l.is_draining(T1));
+    // Not ready within its start limit: killed, and the same.
+    let mut l = running(2, t);
+    assert!(l.recycle_beside(T2, secs(5), t));
+    drain(&mut l);
+    l.handle_timeout(t + START_LIMIT_FLOOR);
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::KillSecond(T2), Action::Drain(T2)]
+    );
+    l.second_exited(T2, Exit::Signal(9), t + START_LIMIT_FLOOR);
+    assert!(
+        l.is_recycling(T2),
+        "its killed replacement's end is not the recycle's"
+    );
+}
