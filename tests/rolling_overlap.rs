@@ -46,14 +46,14 @@ pub(crate) fn set_command(c: &Cluster, command: Value) {
 }
 
 /// Keep-alive clients sending tx requests until stopped: every status they got.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     answered: Arc<AtomicUsize>,
     threads: JoinHandle<Vec<Vec<u16>>>,
 }
 
 impl Load {
-    fn start(c: &Cluster, clients: usize) -> Load {
+    pub(crate) fn start(c: &Cluster, clients: usize) -> Load {
         let addr = c.addr();
         let stop = Arc::new(AtomicBool::new(false));
         let answered = Arc::new(AtomicUsize::new(0));
@@ -85,7 +85,7 @@ impl Load {
     }
 
     /// Waits until `n` more requests have been answered.
-    fn more(&self, n: usize) {
+    pub(crate) fn more(&self, n: usize) {
         let from = self.answered.load(Ordering::Relaxed);
         wait_until(&format!("{n} more requests answered"), secs(30), || {
             self.answered.load(Ordering::Relaxed) >= from + n
@@ -93,7 +93,7 @@ impl Load {
     }
 
     /// Stops the clients: how many requests went, and those not answered 200.
-    fn end(self) -> (usize, Vec<u16>) {
+    pub(crate) fn end(self) -> (usize, Vec<u16>) {
         self.more(20);
         self.stop.store(true, Ordering::Relaxed);
         let all: Vec<u16> = self.threads.join().expect("load threads").concat();
@@ -104,21 +104,21 @@ impl Load {
 
 /// How many tx places `/status` shows ready, sampled every 50 ms until stopped, with the
 /// launcher's processes (not its guardian) and their resident memory.
-struct Sampler {
+pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Sampled>,
 }
 
 #[derive(Debug, Default)]
-struct Sampled {
+pub(crate) struct Sampled {
     /// The fewest tx places ready.
-    least: usize,
-    samples: usize,
+    pub(crate) least: usize,
+    pub(crate) samples: usize,
     /// The most processes running at once.
-    most_processes: usize,
+    pub(crate) most_processes: usize,
     /// Their resident memory at the first sample, and at its highest.
-    first_rss: u64,
-    peak_rss: u64,
+    pub(crate) first_rss: u64,
+    pub(crate) peak_rss: u64,
 }
 
 fn ready_tx(admin: u16) -> Option<usize> {
@@ -133,7 +133,7 @@ fn ready_tx(admin: u16) -> Option<usize> {
 }
 
 impl Sampler {
-    fn start(c: &Cluster, admin: u16) -> Sampler {
+    pub(crate) fn start(c: &Cluster, admin: u16) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let launcher = c.child.id() as i32;
@@ -167,7 +167,7 @@ impl Sampler {
         Sampler { stop, thread }
     }
 
-    fn end(self) -> Sampled {
+    pub(crate) fn end(self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().expect("sampler")
     }
