@@ -147,6 +147,7 @@ fn the_cluster_object_has_the_spec_fields() {
             "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "eventLoopDelayMs": null,
             "figuresAgeMs": 5000, "noChannel": false, "cpuSeconds": null, "cpuPercent": null,
             "restartsBy": {"crash": 0, "rolling": 0, "recycle": 0, "scale": 0, "hung": 0},
+            "beside": false, "replacement": false, "inputsWaiting": false,
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");
