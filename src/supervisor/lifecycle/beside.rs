@@ -276,6 +276,11 @@ impl Lifecycle {
         })
     }
 
+    /// Whether any place has a second process: a spare place's port is taken meanwhile.
+    pub(crate) fn any_second(&self) -> bool {
+        self.slots.iter().any(|s| s.second.is_some())
+    }
+
     /// Whether the place has a second process (a replacement starting, or the old one leaving).
     pub(crate) fn has_second(&self, id: ProcessId) -> bool {
         self.slots

@@ -272,6 +272,10 @@ fn a_recycle_with_room_starts_the_replacement_beside_and_ends_when_the_old_one_h
     );
     assert!(l.restart_under_way() && l.is_recycling(T1));
     assert!(!l.recycle_beside(T2, secs(5), t), "one at a time");
+    assert!(
+        l.any_second(),
+        "a scale waits: the spare place's port is taken"
+    );
     l.second_ready(T1, t + secs(2));
     assert_eq!(
         drain(&mut l),
@@ -289,7 +293,7 @@ fn a_recycle_with_room_starts_the_replacement_beside_and_ends_when_the_old_one_h
     l.handle_timeout(t + secs(7));
     assert_eq!(drain(&mut l), vec![Action::TerminateSecond(T1)]);
     l.second_exited(T1, Exit::Signal(15), t + secs(7));
-    assert!(!l.is_recycling(T1) && !l.has_second(T1));
+    assert!(!l.is_recycling(T1) && !l.any_second());
 }
 
 #[test]
