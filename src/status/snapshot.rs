@@ -28,6 +28,8 @@ use crate::settings::Settings;
 use super::front::{Cpu, FrontFigures, Latency};
 pub use super::readings::Reading;
 use super::restarts::RestartCounts;
+use beside::beside_row;
+pub use beside::{Beside, BesideState};
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,35 +59,6 @@ pub struct Life {
     pub beside: Option<Beside>,
     /// The place keeps its last good inputs while new ones wait (DEC-93).
     pub inputs_waiting: bool,
-}
-
-/// A place's second process while a replacement runs beside the old one (DEC-78, DEC-92): the
-/// replacement starting, or the old one draining and stopping after the switch. It has a row
-/// of its own, right after its place's, with the place's code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Beside {
-    pub state: BesideState,
-    pub pid: Option<u32>,
-    pub started_at: Option<Instant>,
-    /// It is the replacement (else the old process the replacement took over from).
-    pub replacement: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BesideState {
-    Starting,
-    Draining,
-    Stopping,
-}
-
-impl BesideState {
-    fn as_str(self) -> &'static str {
-        match self {
-            BesideState::Starting => "starting",
-            BesideState::Draining => "draining",
-            BesideState::Stopping => "stopping",
-        }
-    }
 }
 
 impl Life {
@@ -423,38 +396,6 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
     })
 }
 
-/// The row of a place's second process (DEC-92): its own pid, state, uptime and memory; the
-/// place's counts (restarts, the front door's figures) are on the place's row only, so no
-/// total counts a place twice. Its own figures are not taken while it is the second.
-fn beside_row(p: &ProcessInput, b: &Beside, memory: Option<ProcMemory>, now: Instant) -> Value {
-    json!({
-        "code": p.code,
-        "role": p.role.as_str(),
-        "pid": b.pid,
-        "status": b.state.as_str(),
-        "uptimeMs": b.started_at.map(|s| ms(now.saturating_duration_since(s))),
-        "restarts": null,
-        "restartsBy": null,
-        "lastRestart": null,
-        "requests": null,
-        "rssAnon": memory.map(|m| m.rss_anon),
-        "rssFile": memory.map(|m| m.rss_file),
-        "heapUsed": null,
-        "heapLimit": null,
-        "clientCaches": null,
-        "clientConcepts": null,
-        "inFlight": null,
-        "eventLoopDelayMs": null,
-        "figuresAgeMs": null,
-        "noChannel": false,
-        "cpuSeconds": null,
-        "cpuPercent": null,
-        "beside": true,
-        "replacement": b.replacement,
-        "inputsWaiting": false,
-    })
-}
-
 /// `fields`' keys set on `row`.
 fn merge(row: &mut Value, fields: Value) {
     if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
@@ -615,6 +556,8 @@ impl Missing {
         Value::Array(out)
     }
 }
+
+mod beside;
 
 #[cfg(test)]
 mod tests;
