@@ -482,8 +482,13 @@ impl Lifecycle {
     }
 
     /// Starts the first wanted worker that has never been started, if the one before it is
-    /// settled (ready, or failed and waiting).
+    /// settled (ready, or failed and waiting) and no place has a second process.
     fn start_next_worker(&mut self, now: Instant) {
+        // A second process holds the port of a place beyond the count (DEC-78, DEC-94): a
+        // place wanted anew would start on it, so it waits until the second one has gone.
+        if self.any_second() {
+            return;
+        }
         for i in 1..=self.workers {
             match self.slots[i].state {
                 State::Idle => {

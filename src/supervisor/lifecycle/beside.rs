@@ -12,6 +12,11 @@
 //!
 //! Without room (memory, or no spare port), the step is the recycle path as before: out of
 //! rotation, drained, stopped, started again.
+//!
+//! The second process holds the port of a place beyond the worker count (the replacement
+//! before the switch, the old process after it, the two places' ports swapped): a place wanted
+//! meanwhile (a reload raising the count) would start on that port and fail to listen, so no
+//! place starts anew until the second process has gone (`start_next_worker`), then at once.
 
 use std::time::{Duration, Instant};
 
@@ -232,6 +237,10 @@ impl Lifecycle {
                 self.recycling = None
             }
             _ => {}
+        }
+        // The port it held is free: a place wanted meanwhile starts now.
+        if self.phase == Phase::Running {
+            self.start_next_worker(now);
         }
         self.advance_stop(now);
         self.advance_rolling(now);

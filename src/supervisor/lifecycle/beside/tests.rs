@@ -325,3 +325,57 @@ fn a_recycle_whose_replacement_does_not_come_recycles_in_place() {
         "its killed replacement's end is not the recycle's"
     );
 }
+
+#[test]
+fn a_worker_count_raised_during_a_replacement_starts_the_new_place_once_the_old_one_has_gone() {
+    // spec: DEC-78, DEC-21: tx3's port is the one tx1's replacement borrowed, then (the ports
+    // swapped at the switch) the old tx1's.
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    assert_eq!(drain(&mut l), vec![Action::SpawnBeside(T1)]);
+    assert!(l.resize(3, secs(30), t + secs(1)));
+    assert_eq!(drain(&mut l), vec![], "tx3 waits: its port is taken");
+    l.second_ready(T1, t + secs(2));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Switch {
+            id: T1,
+            old_runs: true
+        }],
+        "still waiting: the old tx1 is on tx3's port now"
+    );
+    l.second_drained(T1, t + secs(3));
+    assert_eq!(drain(&mut l), vec![Action::TerminateSecond(T1)]);
+    l.second_exited(T1, Exit::Code(0), t + secs(3));
+    assert_eq!(
+        drain(&mut l),
+        vec![
+            Action::Spawn(T3),
+            Action::AskRoom {
+                id: T2,
+                step: 2,
+                of: 3
+            }
+        ],
+        "tx3 starts as the port frees; the roll goes on"
+    );
+    l.ready(T3, t + secs(5));
+    assert_eq!(drain(&mut l), vec![Action::Up(T3)]);
+    assert_eq!(l.restarts(T3), 0, "no failed start counted");
+}
+
+#[test]
+fn a_worker_count_raised_during_a_recycle_beside_starts_the_new_place_once_its_replacement_ends()
+{
+    // spec: DEC-94, DEC-21
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.recycle_beside(T1, secs(5), t));
+    assert_eq!(drain(&mut l), vec![Action::SpawnBeside(T1)]);
+    assert!(l.resize(3, secs(30), t));
+    assert_eq!(drain(&mut l), vec![], "tx3 waits: its port is taken");
+    // The replacement exits before it is ready: tx1 is recycled in place, and the port is free.
+    l.second_exited(T1, Exit::Code(1), t + secs(1));
+    assert_eq!(drain(&mut l), vec![Action::Drain(T1), Action::Spawn(T3)]);
+}

@@ -1,0 +1,68 @@
+//! A worker count raised while a replacement runs beside a worker (DEC-78, DEC-94), end to end:
+//! the replacement borrows the port of the place beyond the worker count, so the new worker's
+//! start must wait until the place's second process has gone, and then route to its own
+//! process on the port its place has after the switch.
+
+use crate::common::*;
+use crate::rolling_overlap::{secs, slow_cluster, Load, SIGHUP};
+
+use serde_json::{json, Value};
+
+/// config.json as the test started it, with `patch` merged in.
+fn configure(c: &Cluster, patch: Value) {
+    let mut config = c.config.clone();
+    merge(&mut config, &patch);
+    write_config(&c.data_dir(), &config);
+}
+
+#[test]
+fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_once_and_routes_to_it(
+) {
+    // spec: DEC-78, DEC-21
+    let (c, admin) = slow_cluster(2);
+    let load = Load::start(&c, 3);
+    // Replacements that take 4 s to be ready: the raise lands while tx1's starts beside it,
+    // on the port of the place beyond the count (tx3's).
+    let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
+    let mark = c.mark();
+    configure(&c, json!({"server": {"cluster": {"command": command}}}));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "tx1: its replacement started", secs(30));
+    configure(
+        &c,
+        json!({"server": {"cluster": {"command": command, "workers": 3}}}),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "reload: workers 2 → 3", secs(10));
+    c.wait_for_after(mark, "rolling restart done", secs(120));
+    c.wait_for_after(mark, "tx3: ready", secs(60));
+    let (sent, failed) = load.end();
+    let log = c.log_lines().join("\n");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {failed:?}\n{log}",
+        failed.len()
+    );
+    assert_eq!(c.count_lines("tx3: started"), 1, "tx3 started once:\n{log}");
+    assert_eq!(
+        c.count_lines("tx3: starting again"),
+        0,
+        "tx3 never failed to start:\n{log}"
+    );
+    let status = admin_get(admin, "/status").json();
+    for row in status["processes"].as_array().into_iter().flatten() {
+        assert!(
+            row["restarts"].as_u64().unwrap_or(0) == 0,
+            "no crash nor hang counted: {row}\n{log}"
+        );
+    }
+    // The new place routes to its own process (the switch gave it tx1's old port).
+    let by: Vec<String> = (0..20)
+        .map(|_| {
+            let r = c.get("/r4/metadata");
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.served_by().to_string()
+        })
+        .collect();
+    assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
+}
