@@ -34,10 +34,16 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     );
     c.signal(SIGHUP);
     c.wait_for_after(mark, "reload: workers 2 → 3", secs(10));
+    c.wait_for_after(
+        mark,
+        "reload: tx3 starts once tx1's second process has gone",
+        secs(10),
+    );
     c.wait_for_after(mark, "rolling restart done", secs(120));
     c.wait_for_after(mark, "tx3: ready", secs(60));
     let (sent, failed) = load.end();
     let log = c.log_lines().join("\n");
+    eprintln!("measured: {sent} requests, {} failed", failed.len());
     assert!(
         failed.is_empty(),
         "{} of {sent} failed: {failed:?}\n{log}",

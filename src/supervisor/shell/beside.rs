@@ -255,6 +255,14 @@ impl Shell {
         }
     }
 
+    /// The code of a place whose second process runs (it holds a spare place's port).
+    pub(super) fn second_holding_a_port(&self) -> Option<String> {
+        (0..self.life.slot_count())
+            .map(|i| ProcessId(i as u16))
+            .find(|&id| self.life.has_second(id))
+            .map(|id| self.code(id).to_string())
+    }
+
     /// The port place `id`'s process listens on, when not its place's own (for the handover).
     pub(super) fn moved_port(&self, id: ProcessId) -> Option<u16> {
         let port = self.places.ports.of(id.index());

@@ -366,8 +366,7 @@ fn a_worker_count_raised_during_a_replacement_starts_the_new_place_once_the_old_
 }
 
 #[test]
-fn a_worker_count_raised_during_a_recycle_beside_starts_the_new_place_once_its_replacement_ends()
-{
+fn a_worker_count_raised_during_a_recycle_beside_starts_the_new_place_once_its_replacement_ends() {
     // spec: DEC-94, DEC-21
     let t = Instant::now();
     let mut l = running(2, t);
