@@ -4,7 +4,7 @@
 //! process on the port its place has after the switch.
 
 use crate::common::*;
-use crate::rolling_overlap::{secs, slow_cluster, Load, SIGHUP};
+use crate::rolling_overlap::{restart, secs, slow_cluster, Load, SIGHUP};
 
 use serde_json::{json, Value};
 
@@ -63,12 +63,32 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
         );
     }
     // The new place routes to its own process (the switch gave it tx1's old port).
-    let by: Vec<String> = (0..20)
+    let by = served_by(&c);
+    assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
+}
+
+/// Who answers 20 tx requests sent one after another.
+fn served_by(c: &Cluster) -> Vec<String> {
+    (0..20)
         .map(|_| {
             let r = c.get("/r4/metadata");
             assert_eq!(r.status, 200, "{}", r.text());
             r.served_by().to_string()
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn after_a_restart_swapped_the_ports_a_worker_more_routes_to_its_own_process() {
+    // spec: DEC-78: the place beyond the count was left the port of the last worker's old
+    // process; a worker raised there later is reached there.
+    let (c, _admin) = slow_cluster(2);
+    let out = restart(&c);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mark = c.mark();
+    configure(&c, json!({"server": {"cluster": {"workers": 3}}}));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "tx3: ready", secs(30));
+    let by = served_by(&c);
     assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
 }
