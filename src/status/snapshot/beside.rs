@@ -73,3 +73,6 @@ pub(super) fn beside_row(
         "inputsWaiting": false,
     })
 }
+
+#[cfg(test)]
+mod tests;
