@@ -43,7 +43,6 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     c.wait_for_after(mark, "tx3: ready", secs(60));
     let (sent, failed) = load.end();
     let log = c.log_lines().join("\n");
-    eprintln!("measured: {sent} requests, {} failed", failed.len());
     assert!(
         failed.is_empty(),
         "{} of {sent} failed: {failed:?}\n{log}",
@@ -65,6 +64,16 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     // The new place routes to its own process (the switch gave it tx1's old port).
     let by = served_by(&c);
     assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
+    report_figures(
+        "raise_during_overlap",
+        "a reload raising 2 workers to 3 while tx1's replacement (4 s to be ready) started \
+         beside it on the port tx3 takes, 3 keep-alive clients",
+        1,
+        sent as u64,
+        failed.len() as u64,
+        "tx3 started once, after tx1's old process had gone, on the port its place had after \
+         the switch; ready with no restart counted; its requests answered by tx3",
+    );
 }
 
 /// Who answers 20 tx requests sent one after another.
