@@ -13,7 +13,7 @@
 //! * Stop: every worker gets SIGTERM (STOP-5, STOP-6); once all have exited the shell gets
 //!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
 //!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
-//!   request changes nothing: the order is kept.
+//!   request changes nothing: the order is kept (`lifecycle/stop.rs`).
 //! * Reload (`lifecycle/rolling.rs`): the worker count moves up or down while running
 //!   (`resize`), and a rolling restart replaces every process one at a time, the master last
 //!   (`rolling_restart`).
