@@ -213,6 +213,10 @@ impl Lifecycle {
         if recycle && !old_runs {
             self.recycling = None;
         }
+        // No old process to wait for: the port it held is free for a place wanted meanwhile.
+        if !old_runs && self.phase == Phase::Running {
+            self.start_next_worker(now);
+        }
         self.advance_rolling(now);
     }
 

@@ -378,3 +378,21 @@ fn a_worker_count_raised_during_a_recycle_beside_starts_the_new_place_once_its_r
     l.second_exited(T1, Exit::Code(1), t + secs(1));
     assert_eq!(drain(&mut l), vec![Action::Drain(T1), Action::Spawn(T3)]);
 }
+
+#[test]
+fn a_worker_count_raised_during_a_replacement_whose_old_process_died_starts_at_the_switch() {
+    // spec: DEC-78, DEC-21: no old process to wait for at the switch, the port is free.
+    let t = Instant::now();
+    let mut l = rolling(2, t);
+    l.room(T1, true, t);
+    assert!(l.resize(3, secs(30), t));
+    drain(&mut l);
+    l.exited(T1, Exit::Signal(9), t + secs(1));
+    drain(&mut l);
+    l.second_ready(T1, t + secs(2));
+    let actions = drain(&mut l);
+    assert!(
+        actions.contains(&Action::Spawn(T3)),
+        "tx3 starts at the switch: {actions:?}"
+    );
+}
