@@ -101,3 +101,47 @@ fn after_a_restart_swapped_the_ports_a_worker_more_routes_to_its_own_process() {
     let by = served_by(&c);
     assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
 }
+
+#[test]
+fn a_worker_count_lowered_while_the_workers_replacement_starts_retires_it_and_its_replacement() {
+    // spec: DEC-78: the place leaves; its replacement must not take it back, nor the old process
+    // be left running.
+    let (c, admin) = slow_cluster(2);
+    let load = Load::start(&c, 3);
+    let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
+    let mark = c.mark();
+    configure(&c, json!({"server": {"cluster": {"command": command}}}));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "tx2: its replacement started", secs(60));
+    configure(
+        &c,
+        json!({"server": {"cluster": {"command": command, "workers": 1}}}),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, "reload: workers 2 → 1", secs(10));
+    c.wait_for_after(mark, "tx2: stopped for good", secs(60));
+    c.wait_for_after(mark, "rolling restart done", secs(120));
+    wait_until("the master and tx1 alone run", secs(30), || {
+        c.child_pids().len() == 2
+    });
+    let (sent, failed) = load.end();
+    let log = c.log_lines().join("\n");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {failed:?}\n{log}",
+        failed.len()
+    );
+    assert_eq!(
+        c.count_lines("tx2: switched to its replacement"),
+        0,
+        "{log}"
+    );
+    let status = admin_get(admin, "/status").json();
+    let codes: Vec<&str> = status["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["code"].as_str())
+        .collect();
+    assert_eq!(codes, ["m0", "tx1"], "{status:#}");
+}

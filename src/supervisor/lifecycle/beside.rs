@@ -371,6 +371,22 @@ impl Lifecycle {
         }
     }
 
+    /// The place leaves (a lower worker count): a replacement starting beside its process is
+    /// stopped, so it never takes back a place on its way out.
+    pub(super) fn stop_replacement(&mut self, id: ProcessId, now: Instant) {
+        let kill_at = now.later(self.kill_after);
+        if let Some(slot) = self.slots.get_mut(id.index()) {
+            if let Some(Second::Starting { .. }) = slot.second {
+                slot.second = Some(Second::Stopping {
+                    kill_at,
+                    killed: false,
+                    old: false,
+                });
+                self.actions.push_back(Action::TerminateSecond(id));
+            }
+        }
+    }
+
     /// The launcher stops: a replacement starting or an old process draining is stopped too.
     pub(super) fn stop_seconds(&mut self, now: Instant) {
         let kill_at = now.later(self.kill_after);

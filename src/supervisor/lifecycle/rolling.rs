@@ -81,6 +81,9 @@ impl Lifecycle {
                 (State::Idle | State::Waiting { .. }, false) => self.retire(ProcessId(i as u16)),
                 (State::Stopped, false) => {}
             }
+            if !keep {
+                self.stop_replacement(ProcessId(i as u16), now);
+            }
         }
         self.workers = n;
         self.start_next_worker(now);

@@ -396,3 +396,26 @@ fn a_worker_count_raised_during_a_replacement_whose_old_process_died_starts_at_t
         "tx3 starts at the switch: {actions:?}"
     );
 }
+
+#[test]
+fn a_worker_count_lowered_during_its_replacement_stops_the_replacement_and_retires_the_place() {
+    // spec: DEC-78, DEC-94: the place goes; its replacement must not take it back.
+    let t = Instant::now();
+    let mut l = running(2, t);
+    assert!(l.recycle_beside(T2, secs(5), t));
+    drain(&mut l);
+    assert!(l.resize(1, secs(30), t));
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Drain(T2), Action::TerminateSecond(T2)]
+    );
+    l.second_ready(T2, t + secs(1));
+    assert_eq!(drain(&mut l), vec![], "no switch to a place on its way out");
+    assert!(!l.is_ready(T2));
+    l.second_exited(T2, Exit::Signal(15), t + secs(1));
+    l.drained(T2, t + secs(2));
+    assert_eq!(drain(&mut l), vec![Action::Terminate(T2)]);
+    l.exited(T2, Exit::Code(0), t + secs(2));
+    assert_eq!(drain(&mut l), vec![Action::Down(T2), Action::Retired(T2)]);
+    assert!(!l.any_second() && !l.restart_under_way());
+}
