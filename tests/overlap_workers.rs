@@ -4,16 +4,10 @@
 //! process on the port its place has after the switch.
 
 use crate::common::*;
+use crate::reload::{rewrite, served_by};
 use crate::rolling_overlap::{restart, secs, slow_cluster, Load, SIGHUP};
 
-use serde_json::{json, Value};
-
-/// config.json as the test started it, with `patch` merged in.
-fn configure(c: &Cluster, patch: Value) {
-    let mut config = c.config.clone();
-    merge(&mut config, &patch);
-    write_config(&c.data_dir(), &config);
-}
+use serde_json::json;
 
 #[test]
 fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_once_and_routes_to_it(
@@ -25,10 +19,10 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     // on the port of the place beyond the count (tx3's).
     let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
     let mark = c.mark();
-    configure(&c, json!({"server": {"cluster": {"command": command}}}));
+    rewrite(&c, json!({"server": {"cluster": {"command": command}}}));
     c.signal(SIGHUP);
     c.wait_for_after(mark, "tx1: its replacement started", secs(30));
-    configure(
+    rewrite(
         &c,
         json!({"server": {"cluster": {"command": command, "workers": 3}}}),
     );
@@ -62,7 +56,7 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
         );
     }
     // The new place routes to its own process (the switch gave it tx1's old port).
-    let by = served_by(&c);
+    let by = served_by(&c, 20);
     assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
     report_figures(
         "raise_during_overlap",
@@ -76,17 +70,6 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     );
 }
 
-/// Who answers 20 tx requests sent one after another.
-fn served_by(c: &Cluster) -> Vec<String> {
-    (0..20)
-        .map(|_| {
-            let r = c.get("/r4/metadata");
-            assert_eq!(r.status, 200, "{}", r.text());
-            r.served_by().to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn after_a_restart_swapped_the_ports_a_worker_more_routes_to_its_own_process() {
     // spec: DEC-78: the place beyond the count was left the port of the last worker's old
@@ -95,10 +78,10 @@ fn after_a_restart_swapped_the_ports_a_worker_more_routes_to_its_own_process() {
     let out = restart(&c);
     assert_eq!(out.code, Some(0), "{out:?}");
     let mark = c.mark();
-    configure(&c, json!({"server": {"cluster": {"workers": 3}}}));
+    rewrite(&c, json!({"server": {"cluster": {"workers": 3}}}));
     c.signal(SIGHUP);
     c.wait_for_after(mark, "tx3: ready", secs(30));
-    let by = served_by(&c);
+    let by = served_by(&c, 20);
     assert!(by.iter().any(|b| b == "tx3"), "tx3 takes requests: {by:?}");
 }
 
@@ -110,10 +93,10 @@ fn a_worker_count_lowered_while_the_workers_replacement_starts_retires_it_and_it
     let load = Load::start(&c, 3);
     let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
     let mark = c.mark();
-    configure(&c, json!({"server": {"cluster": {"command": command}}}));
+    rewrite(&c, json!({"server": {"cluster": {"command": command}}}));
     c.signal(SIGHUP);
     c.wait_for_after(mark, "tx2: its replacement started", secs(60));
-    configure(
+    rewrite(
         &c,
         json!({"server": {"cluster": {"command": command, "workers": 1}}}),
     );
