@@ -1,7 +1,8 @@
-//! A worker count raised while a replacement runs beside a worker (DEC-78, DEC-94), end to end:
-//! the replacement borrows the port of the place beyond the worker count, so the new worker's
-//! start must wait until the place's second process has gone, and then route to its own
-//! process on the port its place has after the switch.
+//! A worker count changed while a replacement runs beside a worker (DEC-78, DEC-94), end to
+//! end: the replacement borrows the port of the place beyond the worker count, so a worker
+//! raised meanwhile starts once the place's second process has gone, and is routed to the port
+//! its place has after the switch (also long after a restart swapped the ports); a worker taken
+//! away meanwhile goes with its replacement.
 
 use crate::common::*;
 use crate::reload::{rewrite, served_by};
