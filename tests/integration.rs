@@ -46,6 +46,8 @@ mod ops_status;
 mod ops_status_page;
 mod ops_status_page_truth;
 mod ops_systemd;
+mod overlap_status;
+mod overlap_workers;
 mod package_files;
 mod proxy_drain;
 mod proxy_edge;

@@ -261,3 +261,73 @@ fn a_worker_that_has_not_grown_is_left_running_with_one_warning() {
         || c.count_lines(needle) == 1 && alive(tx1) && c.line_index("tx1: recycling").is_none(),
     );
 }
+
+#[test]
+fn a_recycle_with_room_starts_the_replacement_beside_and_keeps_every_tx_place_ready() {
+    // spec: DEC-94, DEC-78, RECYCLE-7
+    // A cgroup without a limit of its own: each worker's memory against its guard's limit
+    // (100 MB, refuse at 85 MB), and room for one more process (no cgroup threshold to fit
+    // under). tx1 grows to 120 MB under a steady keep-alive client; replacements take 1.5 s.
+    use crate::rolling_overlap::{Load, Sampler};
+    let group = MemCgroup::for_test("recycle-beside", None);
+    let admin = free_port();
+    let mut c = cluster()
+        .workers(2)
+        .env("SIM_MEMORY_LIMIT_MB", "100")
+        .env("SIM_READY_DELAY_MS", "1500")
+        .env("SIM_COST_EXPAND_MS", "20")
+        .arg("--admin-address")
+        .arg(&admin.to_string())
+        .config(json!({"server": {"cluster": {"recycleSeconds": 1, "drainSeconds": 5}}}))
+        .start_wrapped(&group.wrapper());
+    let old = c.pid_of("tx1");
+    let load = Load::start(&c, 1);
+    let r = c.direct(1, "POST", "/sim/alloc?mb=120");
+    assert_eq!(r.status, 200, "alloc: {}", r.text());
+    let sampler = Sampler::start(&c, admin);
+    let line = c.wait_for("tx1: recycling", Duration::from_secs(60));
+    assert!(
+        line.contains("its replacement starts beside it on port"),
+        "{line}"
+    );
+    c.wait_for("tx1: switched to its replacement", Duration::from_secs(30));
+    assert!(wait_gone(&[old], Duration::from_secs(15)).is_empty());
+    let s = sampler.end();
+    let (sent, failed) = load.end();
+    let log = c.log_lines().join("\n");
+    eprintln!("measured: {s:?}, {sent} requests; {line}");
+    assert!(s.samples > 10, "sampled {} times", s.samples);
+    assert_eq!(
+        s.least, 2,
+        "the ready tx places dropped to {}:\n{log}",
+        s.least
+    );
+    assert!(s.most_processes <= 4, "one process more at most: {s:?}");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {failed:?}",
+        failed.len()
+    );
+    assert_eq!(c.count_lines(": recycling"), 1, "{log}");
+    let tx1 = admin_get(admin, "/status").json()["processes"][1].clone();
+    assert_eq!(tx1["code"], "tx1", "{tx1}");
+    assert_eq!(tx1["restartsBy"]["recycle"], 1, "{tx1}");
+    assert_eq!(tx1["restarts"], 0, "{tx1}");
+    report_figures(
+        "recycle_beside",
+        "a memory recycle of tx1 (120 MB over its guard's 85 MB), replacements 1.5 s to be \
+         ready, 1 keep-alive client, /status sampled every 50 ms",
+        1,
+        sent as u64,
+        failed.len() as u64,
+        &format!(
+            "ready tx-workers never below {} of 2 ({} samples); at most {} processes for 3 \
+             wanted; RSS {:.1} → {:.1} MB at the peak",
+            s.least,
+            s.samples,
+            s.most_processes,
+            s.first_rss as f64 / 1e6,
+            s.peak_rss as f64 / 1e6
+        ),
+    );
+}

@@ -13,7 +13,8 @@ cargo test --test integration "$@" -- --nocapture \
     reliability_attribution:: upgrade_faults:: upgrade_setup:: upgrade::ten_upgrades upgrade_keepalive:: \
     ops_access_log::on_a_full_disk ops_logrotate:: ops_scale::ttin_and_ttou reload_whole_file:: rolling_overlap:: \
     proxy_predict:: reliability_admin:: ops_pid_file::the_pid_files_temporary_file \
-    ops_logs::a_childs_control_characters hang_watchdog:: >"$out" 2>&1 || {
+    ops_logs::a_childs_control_characters hang_watchdog:: memory_recycle::a_recycle_with_room \
+    overlap_workers::a_worker_count_raised >"$out" 2>&1 || {
     cat "$out" >&2
     echo "reliability suite failed" >&2
     exit 1

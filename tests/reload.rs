@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 const SIGHUP: i32 = 1;
 
 /// The cluster's config with `patch` merged in, written back to its config.json.
-fn rewrite(c: &Cluster, patch: Value) {
+pub(crate) fn rewrite(c: &Cluster, patch: Value) {
     let mut config = c.config.clone();
     merge(&mut config, &patch);
     write_config(&c.data_dir(), &config);
@@ -30,7 +30,7 @@ fn touch_theirs(c: &Cluster, n: u32) {
 }
 
 /// Who answers `n` tx requests sent one after another.
-fn served_by(c: &Cluster, n: usize) -> Vec<String> {
+pub(crate) fn served_by(c: &Cluster, n: usize) -> Vec<String> {
     (0..n)
         .map(|_| {
             let r = c.get("/r4/metadata");

@@ -4,6 +4,7 @@
 //! all along.
 
 use crate::common::*;
+use crate::overlap_status::assert_inputs_waiting;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,16 +14,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-const SIGHUP: i32 = 1;
+pub(crate) const SIGHUP: i32 = 1;
 const SIGKILL: i32 = 9;
 const READY_DELAY_MS: &str = "1500";
 
-fn secs(n: u64) -> Duration {
+pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
 /// A cluster of `workers` whose processes take 1.5 s to be ready, with the admin API.
-fn slow_cluster(workers: u32) -> (Cluster, u16) {
+pub(crate) fn slow_cluster(workers: u32) -> (Cluster, u16) {
     let admin = free_port();
     let c = cluster()
         .workers(workers)
@@ -35,7 +36,7 @@ fn slow_cluster(workers: u32) -> (Cluster, u16) {
 }
 
 /// config.json with `command` as the servers' command (the rest as the test started it).
-fn set_command(c: &Cluster, command: Value) {
+pub(crate) fn set_command(c: &Cluster, command: Value) {
     let mut config = c.config.clone();
     merge(
         &mut config,
@@ -45,14 +46,14 @@ fn set_command(c: &Cluster, command: Value) {
 }
 
 /// Keep-alive clients sending tx requests until stopped: every status they got.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     answered: Arc<AtomicUsize>,
     threads: JoinHandle<Vec<Vec<u16>>>,
 }
 
 impl Load {
-    fn start(c: &Cluster, clients: usize) -> Load {
+    pub(crate) fn start(c: &Cluster, clients: usize) -> Load {
         let addr = c.addr();
         let stop = Arc::new(AtomicBool::new(false));
         let answered = Arc::new(AtomicUsize::new(0));
@@ -84,7 +85,7 @@ impl Load {
     }
 
     /// Waits until `n` more requests have been answered.
-    fn more(&self, n: usize) {
+    pub(crate) fn more(&self, n: usize) {
         let from = self.answered.load(Ordering::Relaxed);
         wait_until(&format!("{n} more requests answered"), secs(30), || {
             self.answered.load(Ordering::Relaxed) >= from + n
@@ -92,7 +93,7 @@ impl Load {
     }
 
     /// Stops the clients: how many requests went, and those not answered 200.
-    fn end(self) -> (usize, Vec<u16>) {
+    pub(crate) fn end(self) -> (usize, Vec<u16>) {
         self.more(20);
         self.stop.store(true, Ordering::Relaxed);
         let all: Vec<u16> = self.threads.join().expect("load threads").concat();
@@ -103,21 +104,21 @@ impl Load {
 
 /// How many tx places `/status` shows ready, sampled every 50 ms until stopped, with the
 /// launcher's processes (not its guardian) and their resident memory.
-struct Sampler {
+pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Sampled>,
 }
 
 #[derive(Debug, Default)]
-struct Sampled {
+pub(crate) struct Sampled {
     /// The fewest tx places ready.
-    least: usize,
-    samples: usize,
+    pub(crate) least: usize,
+    pub(crate) samples: usize,
     /// The most processes running at once.
-    most_processes: usize,
+    pub(crate) most_processes: usize,
     /// Their resident memory at the first sample, and at its highest.
-    first_rss: u64,
-    peak_rss: u64,
+    pub(crate) first_rss: u64,
+    pub(crate) peak_rss: u64,
 }
 
 fn ready_tx(admin: u16) -> Option<usize> {
@@ -132,7 +133,7 @@ fn ready_tx(admin: u16) -> Option<usize> {
 }
 
 impl Sampler {
-    fn start(c: &Cluster, admin: u16) -> Sampler {
+    pub(crate) fn start(c: &Cluster, admin: u16) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let launcher = c.child.id() as i32;
@@ -166,17 +167,22 @@ impl Sampler {
         Sampler { stop, thread }
     }
 
-    fn end(self) -> Sampled {
+    pub(crate) fn end(self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().expect("sampler")
     }
 }
 
-fn restart(c: &Cluster) -> RunOutput {
+pub(crate) fn restart(c: &Cluster) -> RunOutput {
+    restart_at(&c.data_dir())
+}
+
+/// `fhircluster restart` of the launcher of `data_dir`.
+pub(crate) fn restart_at(data_dir: &std::path::Path) -> RunOutput {
     run_bounded(
         Command::new(LAUNCHER)
             .args(["restart", "--data-dir"])
-            .arg(c.data_dir())
+            .arg(data_dir)
             .env_remove("FHIRSMITH_DATA_DIR"),
         secs(120),
     )
@@ -334,10 +340,13 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
         metrics.contains("\nfhircluster_rolling_restart_stopped 1\n"),
         "{metrics}"
     );
+    // DEC-93: every place keeps its last good inputs, the new ones shown waiting.
+    assert_inputs_waiting(&c, admin, &codes);
     // tx2 crashes: it starts again with what it ran before, not the broken command.
     let mark = c.mark();
     nix_kill(before[2], SIGKILL);
     c.wait_for_after(mark, "tx2: ready", secs(30));
+    assert_inputs_waiting(&c, admin, &codes);
     // `fhircluster restart` with the broken command in force stops at tx1 too, and says so.
     let out = restart(&c);
     assert_eq!(out.code, Some(1), "{out:?}");
@@ -357,6 +366,7 @@ fn a_broken_command_changes_nothing(test: &str, command: Value, how: &str) {
     c.wait_for_after(mark, "rolling restart done", secs(90));
     let status = admin_get(admin, "/status").json();
     assert!(status["rollingRestart"].is_null(), "{status}");
+    assert_inputs_waiting(&c, admin, &[]);
     let metrics = admin_get(admin, "/metrics").text();
     assert!(
         metrics.contains("\nfhircluster_rolling_restart_stopped 0\n"),

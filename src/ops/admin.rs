@@ -351,8 +351,10 @@ pub fn status_json(front: &Front, report: Option<&Report>) -> Value {
     let mut v = report.map_or_else(|| json!({"processes": []}), |r| r.snapshot.clone());
     let loads = loads(front);
     if let Some(procs) = v["processes"].as_array_mut() {
-        // The snapshot lists the processes in the plan's order, as the front door does.
-        for (i, (p, l)) in procs.iter_mut().zip(&loads).enumerate() {
+        // The snapshot lists the processes in the plan's order, as the front door does; a
+        // place's second process (DEC-92) has no slots of its own.
+        let places = procs.iter_mut().filter(|p| p["beside"] != true);
+        for (i, (p, l)) in places.zip(&loads).enumerate() {
             p["slots"] = json!(l.slots);
             p["queued"] = json!(l.queued);
             p["frontInFlight"] = json!(l.in_flight);

@@ -315,7 +315,9 @@ fn write_snapshot(out: &mut String, s: &Value) {
         "Private (RssAnon) and mapped (RssFile) memory, by process.",
     );
     let launcher = std::iter::once(&s["launcher"]);
-    for p in procs.iter().chain(launcher) {
+    // One series per place: a replacement beside its place's process (DEC-92) is in the cgroup's.
+    let places = procs.iter().filter(|p| p["beside"] != true);
+    for p in places.chain(launcher) {
         let Some(code) = p["code"].as_str() else {
             continue;
         };

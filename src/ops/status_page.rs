@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use fmt::{bytes, count, duration, esc, NONE};
 use problems::problems;
-pub(crate) use problems::{reload_refused, restart_pending};
+pub(crate) use problems::{inputs_waiting, reload_refused, restart_pending, rolling_stopped};
 
 /// What the page is drawn from.
 pub(crate) struct PageInput<'a> {
@@ -73,12 +73,14 @@ fn live(s: &mut String, input: &PageInput) {
     let procs = st["processes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let found = problems(st, input.upgrade);
     let sampled = st["sampledAt"].as_u64();
+    // A place counts once while a replacement runs beside its process (DEC-92).
+    let places = procs.iter().filter(|p| p["beside"] != true).count();
     let _ = write!(
         s,
         r#"<main id="live" data-sampled="{}"><h1>fhircluster <span class="sub">· {} process{} · sampled {}</span></h1>"#,
         sampled.unwrap_or(0),
-        procs.len(),
-        if procs.len() == 1 { "" } else { "es" },
+        places,
+        if places == 1 { "" } else { "es" },
         sampled.map_or(NONE.into(), |at| format!(
             "{} ago",
             duration(Some(input.now_ms.saturating_sub(at)))
@@ -191,11 +193,21 @@ fn table(s: &mut String, st: &Value) {
             continue;
         };
         let status = p["status"].as_str().unwrap_or("?");
-        let shown = if p["noChannel"] == true {
+        let mut shown = if p["noChannel"] == true {
             "ready (no channel)"
         } else {
             status
-        };
+        }
+        .to_string();
+        // DEC-92, DEC-93: which of a place's two processes is the replacement, and new inputs
+        // waiting.
+        let overlap = overlap_mark(p);
+        if !overlap.is_empty() {
+            shown = format!("{shown} · {overlap}");
+        }
+        if p["inputsWaiting"] == true {
+            shown.push_str(" · new inputs waiting");
+        }
         let in_flight = match (p["inFlight"].as_u64(), p["frontInFlight"].as_u64()) {
             (own, Some(front)) => format!("{} · front {}", count(own), count(Some(front))),
             (own, None) => count(own),
@@ -217,11 +229,12 @@ fn table(s: &mut String, st: &Value) {
             .map_or(NONE.into(), |c| format!("{c:.1}%"));
         let _ = write!(
             s,
-            r#"<tr class="row" data-code="{c}" data-status="{st}"><td class="code">{c}<span class="role"> {role}</span></td><td class="status s-{st}">{shown}</td><td>{pid}</td><td>{up}</td><td>{restarts}</td><td>{req}</td><td>{in_flight}</td><td>{anon}</td><td>{file}</td><td>{heap}</td><td data-figure="front-requests">{front}</td><td>{latency}</td><td>{cpu}</td><td>{age}</td></tr>"#,
+            r#"<tr class="row" data-code="{c}" data-status="{st}" data-overlap="{overlap}"><td class="code">{c}<span class="role"> {role}</span></td><td class="status s-{st}">{shown}</td><td>{pid}</td><td>{up}</td><td>{restarts}</td><td>{req}</td><td>{in_flight}</td><td>{anon}</td><td>{file}</td><td>{heap}</td><td data-figure="front-requests">{front}</td><td>{latency}</td><td>{cpu}</td><td>{age}</td></tr>"#,
             c = esc(code),
             st = esc(status),
+            overlap = overlap,
             role = esc(p["role"].as_str().unwrap_or("")),
-            shown = esc(shown),
+            shown = esc(&shown),
             pid = p["pid"].as_u64().map_or(NONE.into(), |n| n.to_string()),
             up = duration(p["uptimeMs"].as_u64()),
             req = count(p["requests"].as_u64()),
@@ -232,6 +245,16 @@ fn table(s: &mut String, st: &Value) {
         );
     }
     s.push_str("</tbody></table></section>");
+}
+
+/// Which of a place's two processes a row is while a replacement runs beside the old one
+/// (DEC-92): `replacement`, `old`, or empty.
+pub(crate) fn overlap_mark(p: &Value) -> &'static str {
+    match (p["replacement"] == true, p["beside"] == true) {
+        (true, _) => "replacement",
+        (false, true) => "old",
+        (false, false) => "",
+    }
 }
 
 /// What couldn't be read, and why (spec "Status": footnotes).

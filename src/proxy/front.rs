@@ -201,6 +201,13 @@ impl Hooks for Front {
         self.roster.up(id, pid);
     }
 
+    fn listens_at(&self, id: ProcessId, addr: std::net::SocketAddr) {
+        // Not running before: no connection of its is open to count.
+        if let Some(u) = self.upstreams.get(id.index()) {
+            drop(u.move_to(addr));
+        }
+    }
+
     fn outgoing_in_flight(&self, id: ProcessId) -> u32 {
         self.outgoing.get(id.index()).map_or(0, |out| {
             let open = out.lock().unwrap_or_else(|p| p.into_inner());

@@ -390,6 +390,14 @@ impl Keeper {
                     cpu: life
                         .running_pid()
                         .and_then(|pid| row.interval.cpu_now(pid, readings)),
+                    beside: life.beside.map(|b| {
+                        let memory = b
+                            .pid
+                            .ok_or(NotRead::NotRunning)
+                            .and_then(|pid| readings.process(pid));
+                        (b, memory)
+                    }),
+                    inputs_waiting: life.inputs_waiting,
                 }
             })
             .collect();

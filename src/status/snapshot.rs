@@ -17,7 +17,6 @@
 //! * `requests` is the master's own statistics (the master fills it in): null here. The
 //!   launcher's sums for the page's one line are under `totals` (STATUS-16, 17, 19, DEC-16/17).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -28,6 +27,11 @@ use crate::settings::Settings;
 use super::front::{Cpu, FrontFigures, Latency};
 pub use super::readings::Reading;
 use super::restarts::RestartCounts;
+use beside::beside_row;
+pub use beside::{Beside, BesideState};
+use caches::caches_section;
+use memory::memory_section;
+use missing::Missing;
 
 /// Where a process is in its life, as the supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +57,10 @@ pub struct Life {
     pub restarts: u32,
     /// The same, by reason.
     pub restarts_by: RestartCounts,
+    /// The place's second process, while a replacement runs beside the old one (DEC-92).
+    pub beside: Option<Beside>,
+    /// The place keeps its last good inputs while new ones wait (DEC-93).
+    pub inputs_waiting: bool,
 }
 
 impl Life {
@@ -64,6 +72,8 @@ impl Life {
         ready_at: None,
         restarts: 0,
         restarts_by: RestartCounts([0; 5]),
+        beside: None,
+        inputs_waiting: false,
     };
 
     /// Whether it has a live process whose memory can be read.
@@ -113,6 +123,10 @@ pub struct ProcessInput {
     /// Its latency at the front door and its CPU over the last status interval.
     pub latency: Option<Latency>,
     pub cpu: Option<Cpu>,
+    /// The place's second process and its memory as the launcher read it (DEC-92).
+    pub beside: Option<(Beside, Reading<ProcMemory>)>,
+    /// The place keeps its last good inputs while new ones wait (DEC-93).
+    pub inputs_waiting: bool,
 }
 
 /// The limit on the launcher's cgroup.
@@ -214,10 +228,6 @@ fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-fn bytes_at(limit: Option<u64>, fraction: f64) -> Option<u64> {
-    limit.map(|l| (l as f64 * fraction) as u64)
-}
-
 /// Builds the `/dashboard/status.json` object. `now_ms` is the wall clock (ms since the epoch)
 /// at `now`.
 pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
@@ -285,6 +295,23 @@ pub fn snapshot(input: &SnapshotInput, now: Instant, now_ms: u64) -> Value {
             let cpu = if restarting { None } else { p.cpu };
             row["cpuSeconds"] = json!(cpu.map(|c| c.seconds));
             row["cpuPercent"] = json!(cpu.and_then(|c| c.percent));
+            row["beside"] = json!(false);
+            // After the switch the place's process is the replacement, the old one beside it.
+            row["replacement"] = json!(p.beside.as_ref().is_some_and(|(b, _)| !b.replacement));
+            row["inputsWaiting"] = json!(p.inputs_waiting);
+        }
+        if let Some((b, memory)) = &p.beside {
+            let memory = match memory {
+                Ok(m) => Some(*m),
+                Err(why) => {
+                    missing.add(&why.to_string(), &p.code);
+                    None
+                }
+            };
+            if let Some(m) = memory {
+                process_anon = Some(process_anon.unwrap_or(0) + m.rss_anon);
+            }
+            rows.push(beside_row(p, b, memory, now));
         }
     }
     let front_requests = input
@@ -374,159 +401,10 @@ fn merge(row: &mut Value, fields: Value) {
     }
 }
 
-fn memory_section(
-    input: &SnapshotInput,
-    process_anon: Option<u64>,
-    missing: &mut Missing,
-) -> Value {
-    let st = &input.settings;
-    let mut group = None;
-    let (cgroup, limit, source) = match &input.cgroup {
-        Ok(c) => {
-            group = Some(c.group.clone());
-            match c.limit {
-                CgroupLimit::Own(limit) => (
-                    json!({"anon": c.anon, "file": c.file}),
-                    Some(limit),
-                    Some("cgroup"),
-                ),
-                CgroupLimit::Enclosing(limit) => {
-                    missing.add_what(
-                        "cgroup memory limit",
-                        &format!(
-                            "the limit ({limit} bytes) is on an enclosing cgroup, not the \
-                             service's own ({}): each process measures its own private memory",
-                            c.group
-                        ),
-                    );
-                    (Value::Null, None, None)
-                }
-                CgroupLimit::None => {
-                    missing.add_what(
-                        "cgroup memory limit",
-                        &format!(
-                            "the service's cgroup ({}) has no memory limit (no MemoryMax): each \
-                             process measures its own private memory",
-                            c.group
-                        ),
-                    );
-                    (Value::Null, None, None)
-                }
-            }
-        }
-        Err(why) => {
-            missing.add_what("cgroup memory", &why.to_string());
-            (Value::Null, None, None)
-        }
-    };
-    let (limit, source) = match (limit, source) {
-        (Some(l), s) => (Some(l), s),
-        _ => {
-            let guard = guard_limit(input.processes);
-            if guard.is_none() && !input.processes.is_empty() {
-                missing.add_what(
-                    "memory limit",
-                    "no process has reported the limit its memory guard measures against",
-                );
-            }
-            (guard, guard.map(|_| "guard"))
-        }
-    };
-    json!({
-        "cgroup": cgroup,
-        "processAnon": process_anon,
-        "limit": limit,
-        "limitSource": source,
-        "rejectAt": bytes_at(limit, st.reject_fraction),
-        "abortAt": bytes_at(limit, st.abort_fraction),
-        "rejectFraction": st.reject_fraction,
-        "abortFraction": st.abort_fraction,
-        "group": group,
-    })
-}
-
-/// Without a cgroup limit of its own, each guard measures against its own limit; they are the
-/// same figure on one machine. The master's, else the first reported.
-fn guard_limit(processes: &[ProcessInput]) -> Option<u64> {
-    processes
-        .iter()
-        .find(|p| p.role == Role::Master && p.guard_limit.is_some())
-        .or_else(|| processes.iter().find(|p| p.guard_limit.is_some()))
-        .and_then(|p| p.guard_limit)
-}
-
-/// Client caches and concepts: summed, or with `sharedCache` the one store counted once, as the
-/// master counts it (STATUS-9). Every process counts the same store, so without the master's
-/// figures another process's are the same store's. Expansion caches are always per process.
-fn caches_section(shared: bool, counted: &[(&ProcessInput, &StatusFigures)]) -> Value {
-    let sum = |get: fn(&StatusFigures) -> Option<u64>| {
-        counted
-            .iter()
-            .filter_map(|(_, f)| get(f))
-            .fold(None, |acc: Option<u64>, v| Some(acc.unwrap_or(0) + v))
-    };
-    let once = |get: fn(&StatusFigures) -> Option<u64>| {
-        counted
-            .iter()
-            .find(|(p, f)| p.role == Role::Master && get(f).is_some())
-            .or_else(|| counted.iter().find(|(_, f)| get(f).is_some()))
-            .and_then(|(_, f)| get(f))
-    };
-    let caches = |f: &StatusFigures| f.client_caches;
-    let concepts = |f: &StatusFigures| f.client_concepts;
-    let (scope, caches, concepts) = if shared {
-        ("shared", once(caches), once(concepts))
-    } else {
-        ("summed", sum(caches), sum(concepts))
-    };
-    json!({
-        "scope": scope,
-        "clientCaches": caches,
-        "clientConcepts": concepts,
-        "expansionItems": sum(|f| f.expansion_items),
-    })
-}
-
-/// What couldn't be read, one entry per reason.
-#[derive(Default)]
-struct Missing {
-    /// why → the processes whose memory couldn't be read for it (in order).
-    memory: BTreeMap<String, Vec<String>>,
-    order: Vec<String>,
-    other: Vec<(String, String)>,
-}
-
-impl Missing {
-    fn add(&mut self, why: &str, code: &str) {
-        if !self.memory.contains_key(why) {
-            self.order.push(why.to_string());
-        }
-        self.memory
-            .entry(why.to_string())
-            .or_default()
-            .push(code.to_string());
-    }
-
-    fn add_what(&mut self, what: &str, why: &str) {
-        self.other.push((what.to_string(), why.to_string()));
-    }
-
-    fn into_json(self) -> Value {
-        let mut out: Vec<Value> = self
-            .other
-            .into_iter()
-            .map(|(what, why)| json!({"what": what, "why": why}))
-            .collect();
-        for why in self.order {
-            let codes = self.memory.get(&why).cloned().unwrap_or_default();
-            out.push(json!({
-                "what": format!("private and mapped memory of {}", codes.join(", ")),
-                "why": why,
-            }));
-        }
-        Value::Array(out)
-    }
-}
+mod beside;
+mod caches;
+mod memory;
+mod missing;
 
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,10 @@ pub trait Hooks: Send + Sync + 'static {
     /// A replacement started beside the place's process is ready and takes its place: new
     /// requests go to `addr` (its own port), with this pid; the old one keeps those it has.
     fn moved(&self, _id: ProcessId, _addr: std::net::SocketAddr, _pid: u32) {}
+    /// The place's process is started on `addr`, not on its place's own port (a replacement's
+    /// switch swapped the two places' ports, DEC-78): the place's requests go there once it is
+    /// up, not to the process now on its own port.
+    fn listens_at(&self, _id: ProcessId, _addr: std::net::SocketAddr) {}
     /// Requests still at work on the process a replacement took over from (`moved`).
     fn outgoing_in_flight(&self, _id: ProcessId) -> u32 {
         0

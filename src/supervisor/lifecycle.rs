@@ -13,7 +13,7 @@
 //! * Stop: every worker gets SIGTERM (STOP-5, STOP-6); once all have exited the shell gets
 //!   `FlushMaster` to pass their last counts on (up to 5 s, STOP-7); then the master gets SIGTERM.
 //!   A process still running `kill_after` after its SIGTERM gets SIGKILL (STOP-8). A second stop
-//!   request changes nothing: the order is kept.
+//!   request changes nothing: the order is kept (`lifecycle/stop.rs`).
 //! * Reload (`lifecycle/rolling.rs`): the worker count moves up or down while running
 //!   (`resize`), and a rolling restart replaces every process one at a time, the master last
 //!   (`rolling_restart`).
@@ -32,7 +32,7 @@ use crate::process::ProcessId;
 use crate::status::restarts::{RestartCounts, RestartReason};
 
 pub(crate) use actions::{Action, Aftermath, Exit, Status};
-pub(crate) use beside::Failed;
+pub(crate) use beside::{Failed, SecondState};
 pub(crate) use handover::LifecycleState;
 
 /// How long the workers' last request counts may take to reach the master (STOP-7). Public for
@@ -90,6 +90,8 @@ struct Slot {
     /// A second process in the place: a replacement started beside the one routed to, or the
     /// old one it took over from, leaving (`beside.rs`).
     second: Option<beside::Second>,
+    /// When the second process was started (its row's uptime).
+    second_started: Option<Instant>,
     /// How long its last process took to be ready (a replacement's start limit follows it).
     took: Option<Duration>,
 }
@@ -106,6 +108,7 @@ impl Slot {
             hung: false,
             last_why: None,
             second: None,
+            second_started: None,
             took: None,
         }
     }
@@ -409,36 +412,6 @@ impl Lifecycle {
         }
     }
 
-    /// Begin the orderly stop (after the proxy has drained). Idempotent.
-    pub(crate) fn stop(&mut self, now: Instant) {
-        if self.is_stopping() {
-            return;
-        }
-        self.phase = Phase::StoppingWorkers;
-        self.rolling = None;
-        self.recycling = None;
-        // A master waiting out a backoff is not started again, and has nothing to flush to.
-        // One draining for a rolling restart is stopped last like any master (STOP-7): its
-        // drain's deadline must not stop it before the workers and their last counts.
-        match self.slots[0].state {
-            State::Idle | State::Waiting { .. } => self.slots[0].state = State::Stopped,
-            State::Draining { .. } => self.slots[0].state = State::Ready { since: now },
-            _ => {}
-        }
-        self.stop_seconds(now);
-        for i in 1..self.slots.len() {
-            self.terminate_or_forget(ProcessId(i as u16), now);
-        }
-        self.advance_stop(now);
-    }
-
-    /// The shell has passed the workers' last counts to the master.
-    pub(crate) fn master_flushed(&mut self, now: Instant) {
-        if matches!(self.phase, Phase::Flushing { .. }) {
-            self.stop_master(now);
-        }
-    }
-
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.slots.len() {
             let id = ProcessId(i as u16);
@@ -479,8 +452,13 @@ impl Lifecycle {
     }
 
     /// Starts the first wanted worker that has never been started, if the one before it is
-    /// settled (ready, or failed and waiting).
+    /// settled (ready, or failed and waiting) and no place has a second process.
     fn start_next_worker(&mut self, now: Instant) {
+        // A second process holds the port of a place beyond the count (DEC-78, DEC-94): a
+        // place wanted anew would start on it, so it waits until the second one has gone.
+        if self.any_second() {
+            return;
+        }
         for i in 1..=self.workers {
             match self.slots[i].state {
                 State::Idle => {
@@ -492,50 +470,6 @@ impl Lifecycle {
             }
         }
     }
-
-    fn terminate_or_forget(&mut self, id: ProcessId, now: Instant) {
-        let slot = &mut self.slots[id.index()];
-        match slot.state {
-            State::Starting { .. } | State::Ready { .. } | State::Draining { .. } => {
-                slot.state = State::Stopping {
-                    kill_at: now.later(self.kill_after),
-                    killed: false,
-                    restart: false,
-                };
-                self.down(id);
-                self.actions.push_back(Action::Terminate(id));
-            }
-            State::Idle | State::Waiting { .. } => slot.state = State::Stopped,
-            State::Stopping { .. } | State::Stopped => {}
-        }
-    }
-
-    fn advance_stop(&mut self, now: Instant) {
-        if self.phase == Phase::StoppingWorkers {
-            let workers_left = self.slots[1..]
-                .iter()
-                .any(|s| matches!(s.state, State::Stopping { .. }) || s.second.is_some());
-            if !workers_left {
-                if self.slots[0].state == State::Stopped || self.gave_up.is_some() {
-                    self.stop_master(now);
-                } else {
-                    self.phase = Phase::Flushing {
-                        until: now + COUNTS_WAIT,
-                    };
-                    self.actions.push_back(Action::FlushMaster);
-                }
-            }
-        } else if self.phase == Phase::StoppingMaster && self.slots[0].state == State::Stopped {
-            self.phase = Phase::Done;
-            self.actions.push_back(Action::Finished);
-        }
-    }
-
-    fn stop_master(&mut self, now: Instant) {
-        self.phase = Phase::StoppingMaster;
-        self.terminate_or_forget(ProcessId::MASTER, now);
-        self.advance_stop(now);
-    }
 }
 
 mod actions;
@@ -544,6 +478,7 @@ mod handover;
 mod hung;
 mod rolling;
 mod status;
+mod stop;
 
 #[cfg(test)]
 mod proptests;

@@ -144,14 +144,23 @@ impl MemoryRoom {
                 "the memory fit: {more} more {what} need about {} (the master's private \
                  memory each), {} is left under the refusal threshold {} with {} in use and \
                  memoryHeadroomGB {} to spare: {} short",
-                gib(need),
-                gib(left),
-                gib(self.refuse_at),
-                gib(self.in_use),
+                amount(need),
+                amount(left),
+                amount(self.refuse_at),
+                amount(self.in_use),
                 plain(self.headroom_gb),
-                gib(need - left)
+                amount(need - left)
             )
         })
+    }
+}
+
+/// GiB, or MB below one GiB: a process of tens of MB short is not "0.0 GiB short".
+fn amount(bytes: u64) -> String {
+    if bytes < 1 << 30 {
+        format!("{} MB", bytes.div_ceil(1 << 20))
+    } else {
+        gib(bytes)
     }
 }
 

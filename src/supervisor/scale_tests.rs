@@ -108,6 +108,20 @@ fn more_than_fit_in_memory_is_refused_by_how_much_and_fewer_always_fit() {
         assert!(why.contains(part), "{part:?} in {why}");
     }
     assert_eq!(decide(Ask::By(-1), &f), Decision::Change { from: 2, to: 1 });
+    // Below a GiB the figures are in MB: a small process is never "0.0 GiB short".
+    let small = MemoryRoom {
+        refuse_at: 300 << 20,
+        per_worker: 8 << 20,
+        in_use: 400 << 20,
+        headroom_gb: 0.0,
+    };
+    let why = small
+        .short_of(1, "process")
+        .expect("over the threshold: no room");
+    assert!(
+        why.contains("8 MB") && why.contains("0 MB is left") && why.contains("8 MB short"),
+        "{why}"
+    );
     let roomy = Facts {
         memory: Some(MemoryRoom {
             refuse_at: 20 * G,

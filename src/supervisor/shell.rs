@@ -389,6 +389,9 @@ impl Shell {
             _ => self.spec(id).clone(),
         };
         let spec = inputs.on_port(self.places.ports.of(i));
+        if self.moved_port(id).is_some() {
+            self.hooks.listens_at(id, spec.connect_addr);
+        }
         match self.start_child(&spec) {
             Ok(handle) => {
                 info!(

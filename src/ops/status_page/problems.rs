@@ -37,6 +37,10 @@ pub(crate) enum Kind {
     ReloadRefused,
     /// Settings changed in `config.json` wait for a restart of the launcher.
     RestartPending,
+    /// The last rolling restart stopped before its end (DEC-79, DEC-80).
+    RollingStopped,
+    /// Places keep their last good inputs while new ones wait (DEC-93).
+    InputsWaiting,
 }
 
 impl Kind {
@@ -53,6 +57,8 @@ impl Kind {
             Kind::Upgrade => "upgrade",
             Kind::ReloadRefused => "reload-refused",
             Kind::RestartPending => "restart-pending",
+            Kind::RollingStopped => "rolling-stopped",
+            Kind::InputsWaiting => "inputs-waiting",
         }
     }
 }
@@ -106,7 +112,9 @@ pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
             "The launcher is not ready (/readyz answers 503).".into(),
         ));
     }
-    for p in procs {
+    // A replacement starting beside its place's process, or the old one leaving after the
+    // switch (DEC-92), is planned: the place serves all along.
+    for p in procs.iter().filter(|p| p["beside"] != true) {
         let code = p["code"].as_str().unwrap_or("?");
         match p["status"].as_str().unwrap_or("") {
             s @ ("starting" | "restarting" | "stopping") => {
@@ -175,6 +183,12 @@ pub(crate) fn problems(status: &Value, upgrade: &Value) -> Vec<Problem> {
         ));
     }
     out.extend(reload(&front["reload"]));
+    if let Some(why) = status["rollingRestart"]["why"].as_str() {
+        out.push(line(Kind::RollingStopped, None, rolling_stopped(why)));
+    }
+    if let Some(text) = inputs_waiting(procs) {
+        out.push(line(Kind::InputsWaiting, None, text));
+    }
     if let Some(outcome) = upgrade["outcome"].as_str() {
         let reason = upgrade["reason"].as_str().unwrap_or("no reason given");
         out.push(line(
@@ -202,6 +216,27 @@ fn reload(reload: &Value) -> Vec<Problem> {
 /// The sentence for a refused reload.
 pub(crate) fn reload_refused(why: &str) -> String {
     format!("The last reload was refused, the launcher runs as before: {why}.")
+}
+
+/// The sentence for a rolling restart stopped before its end.
+pub(crate) fn rolling_stopped(why: &str) -> String {
+    format!("The last rolling restart stopped: {why}.")
+}
+
+/// The sentence for the places whose new inputs wait (DEC-93), if any.
+pub(crate) fn inputs_waiting(procs: &[Value]) -> Option<String> {
+    let codes: Vec<&str> = procs
+        .iter()
+        .filter(|p| p["inputsWaiting"] == true)
+        .filter_map(|p| p["code"].as_str())
+        .collect();
+    (!codes.is_empty()).then(|| {
+        format!(
+            "New inputs wait for {}: each runs what it ran before until its own replacement \
+             has been ready once.",
+            codes.join(", ")
+        )
+    })
 }
 
 /// The sentence for the settings waiting for a restart of the launcher, if any.

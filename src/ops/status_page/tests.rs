@@ -397,3 +397,56 @@ fn without_a_channel_the_front_doors_figures_are_shown_and_drawn() {
         assert!(polys >= 1, "{chart}: a line for tx1 in\n{html}");
     }
 }
+
+#[test]
+fn a_place_with_its_replacement_beside_it_has_two_rows_and_counts_once() {
+    // spec: DEC-92, DEC-93
+    let mut new = process("tx1", "starting");
+    new["beside"] = json!(true);
+    new["replacement"] = json!(true);
+    new["restarts"] = Value::Null;
+    let mut tx2 = process("tx2", "ready");
+    tx2["inputsWaiting"] = json!(true);
+    let mut st = status(vec![
+        process("m0", "ready"),
+        process("tx1", "ready"),
+        new,
+        tx2,
+    ]);
+    let found = problems(&st, &Value::Null);
+    assert_eq!(
+        found.iter().map(|p| p.kind).collect::<Vec<_>>(),
+        [Kind::InputsWaiting],
+        "a replacement starting beside its place's process is planned: {found:#?}"
+    );
+    assert!(
+        found[0].text.contains("New inputs wait for tx2"),
+        "{found:#?}"
+    );
+    let html = page(&st, &Value::Null, &Value::Null);
+    assert!(html.contains("· 3 processes"), "each place once: {html}");
+    assert!(
+        html.contains(r#"data-code="tx1" data-status="starting" data-overlap="replacement""#),
+        "{html}"
+    );
+    assert!(html.contains("starting · replacement"), "{html}");
+    assert!(html.contains("ready · new inputs waiting"), "{html}");
+
+    // After the switch: the place's process is the replacement, the old one drains.
+    st["processes"][1]["replacement"] = json!(true);
+    st["processes"][2]["replacement"] = json!(false);
+    st["processes"][2]["status"] = json!("draining");
+    st["rollingRestart"] =
+        json!({"state": "rolling restart stopped", "why": "tx1's replacement exited"});
+    let html = page(&st, &Value::Null, &Value::Null);
+    assert!(html.contains("ready · replacement"), "{html}");
+    assert!(
+        html.contains(r#"data-status="draining" data-overlap="old""#),
+        "{html}"
+    );
+    assert!(
+        html.contains("The last rolling restart stopped: tx1&#39;s replacement exited.")
+            || html.contains("The last rolling restart stopped: tx1's replacement exited."),
+        "{html}"
+    );
+}

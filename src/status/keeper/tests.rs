@@ -125,6 +125,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             ready_at: Some(now),
             restarts: 0,
             restarts_by: Default::default(),
+            ..Life::NOT_STARTED
         },
         Life {
             state: ProcessState::Restarting,
@@ -133,6 +134,7 @@ fn the_snapshot_takes_each_state_from_the_life_it_is_given() {
             ready_at: None,
             restarts: 2,
             restarts_by: Default::default(),
+            ..Life::NOT_STARTED
         },
     ];
     let v = k.snapshot(&lives, &[], &Fixed, now);
@@ -232,6 +234,7 @@ fn the_launcher_samples_only_the_processes_that_sample_nothing_themselves() {
         ready_at: Some(long_ago),
         restarts: 0,
         restarts_by: Default::default(),
+        ..Life::NOT_STARTED
     };
     let lives = [life(100), life(101)];
     for id in [ProcessId::MASTER, worker] {

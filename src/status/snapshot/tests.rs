@@ -6,8 +6,8 @@ use crate::status::readings::NotRead;
 use crate::system::unreadable::Unreadable;
 use serde_json::json;
 
-const MB: u64 = 1 << 20;
-const GB: u64 = 1 << 30;
+pub(super) const MB: u64 = 1 << 20;
+pub(super) const GB: u64 = 1 << 30;
 
 fn settings() -> SnapshotSettings {
     SnapshotSettings {
@@ -33,7 +33,7 @@ fn figures(n: u64) -> StatusFigures {
 }
 
 /// A ready process started 100 s before `now`, its figures 5 s old.
-fn process(now: Instant, n: u16) -> ProcessInput {
+pub(super) fn process(now: Instant, n: u16) -> ProcessInput {
     let k = u64::from(n) + 1;
     ProcessInput {
         code: if n == 0 {
@@ -58,6 +58,8 @@ fn process(now: Instant, n: u16) -> ProcessInput {
         front: None,
         latency: None,
         cpu: None,
+        beside: None,
+        inputs_waiting: false,
     }
 }
 
@@ -78,7 +80,7 @@ fn launcher() -> LauncherFigures {
     }
 }
 
-fn own_cgroup() -> Reading<CgroupReading> {
+pub(super) fn own_cgroup() -> Reading<CgroupReading> {
     Ok(CgroupReading {
         anon: 7 * GB,
         file: 3 * GB,
@@ -87,7 +89,11 @@ fn own_cgroup() -> Reading<CgroupReading> {
     })
 }
 
-fn run(processes: &[ProcessInput], cgroup: Reading<CgroupReading>, now: Instant) -> Value {
+pub(super) fn run(
+    processes: &[ProcessInput],
+    cgroup: Reading<CgroupReading>,
+    now: Instant,
+) -> Value {
     let input = SnapshotInput {
         processes,
         cgroup,
@@ -145,6 +151,7 @@ fn the_cluster_object_has_the_spec_fields() {
             "clientCaches": 2, "clientConcepts": 20, "inFlight": 2, "eventLoopDelayMs": null,
             "figuresAgeMs": 5000, "noChannel": false, "cpuSeconds": null, "cpuPercent": null,
             "restartsBy": {"crash": 0, "rolling": 0, "recycle": 0, "scale": 0, "hung": 0},
+            "beside": false, "replacement": false, "inputsWaiting": false,
         })
     );
     assert_eq!(v["processes"][0]["role"], "master");

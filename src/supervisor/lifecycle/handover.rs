@@ -293,6 +293,7 @@ impl Lifecycle {
                 hung: false,
                 last_why: None,
                 second: None,
+                second_started: None,
                 took: None,
             })
             .collect();

@@ -3,7 +3,8 @@
 //!
 //! * `resize`: more workers get new slots (or retired ones back) and start one after another as
 //!   at launch; fewer: the workers above the count are drained (up to `drainSeconds`), stopped,
-//!   and not started again (`Action::Retired` once each is gone). One wanted again before it has
+//!   and not started again (`Action::Retired` once each is gone), a replacement starting beside
+//!   one of them stopped too (DEC-78). One wanted again before it has
 //!   gone starts afresh once it has.
 //! * `rolling_restart`: every running worker, then the master, one at a time, each through the
 //!   recycle path: out of rotation and drained (DEC-15), SIGTERM, started again at once, and the
@@ -80,6 +81,9 @@ impl Lifecycle {
                 }
                 (State::Idle | State::Waiting { .. }, false) => self.retire(ProcessId(i as u16)),
                 (State::Stopped, false) => {}
+            }
+            if !keep {
+                self.stop_replacement(ProcessId(i as u16), now);
             }
         }
         self.workers = n;

@@ -76,6 +76,12 @@ impl Lifecycle {
         self.recycling.is_some() || self.rolling.is_some()
     }
 
+    /// The process is being recycled for its memory (until its replacement is ready, or its
+    /// old process has gone after a replacement beside it: DEC-94).
+    pub(crate) fn is_recycling(&self, id: ProcessId) -> bool {
+        self.recycling == Some(id)
+    }
+
     pub(crate) fn is_ready(&self, id: ProcessId) -> bool {
         matches!(
             self.slots.get(id.index()).map(|s| &s.state),

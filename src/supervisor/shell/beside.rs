@@ -45,6 +45,40 @@ impl Shell {
         }
     }
 
+    /// A memory recycle (DEC-94): with room for one more process now (a spare port, memory
+    /// read now) its replacement starts beside it and it serves on until the replacement is
+    /// ready; else today's order, out of rotation first, the one line saying why.
+    pub(super) fn recycle(&mut self, id: ProcessId, reason: &str, now: Instant) {
+        let code = self.code(id).to_string();
+        let drain = self.setup.settings.drain;
+        let recycled = match self.room_beside() {
+            Ok(spare) if self.life.recycle_beside(id, drain, now) => {
+                self.roll.borrowed[id.index()] = Some(spare);
+                warn!(
+                    "{code}: recycling: {reason}; its replacement starts beside it on port {}, \
+                     {code} serves on until the replacement is ready",
+                    self.places.ports.of(spare)
+                );
+                true
+            }
+            Ok(_) => false,
+            Err(why) => {
+                let recycled = self.life.recycle(id, drain, now);
+                if recycled {
+                    warn!(
+                        "{code}: recycling: {reason}; no room for its replacement beside it \
+                         ({why}); out of rotation, draining (up to {} s), then started again",
+                        drain.as_secs_f64()
+                    );
+                }
+                recycled
+            }
+        };
+        if recycled {
+            self.keeping.keeper.recycling(id, reason);
+        }
+    }
+
     /// The place whose port a replacement may take (one beyond the worker count, not running,
     /// its port not lent), if memory allows one more process.
     fn room_beside(&mut self) -> Result<usize, String> {
@@ -86,7 +120,12 @@ impl Shell {
             self.life.second_exited(id, Exit::SpawnFailed, now_std());
             return;
         };
-        let inputs = self.spec(id).clone();
+        // A recycle's replacement runs what the process runs (its place may keep its last
+        // good inputs, DEC-79); a rolling restart's, the place's inputs now.
+        let inputs = match &self.places.started_spec[i] {
+            Some(running) if self.life.is_recycling(id) => running.clone(),
+            _ => self.spec(id).clone(),
+        };
         let spec = inputs.on_port(self.places.ports.of(spare));
         match self.start_child(&spec) {
             Ok(handle) => {
@@ -214,6 +253,14 @@ impl Shell {
                 self.life.second_drained(id, now);
             }
         }
+    }
+
+    /// The code of a place whose second process runs (it holds a spare place's port).
+    pub(super) fn second_holding_a_port(&self) -> Option<String> {
+        (0..self.life.slot_count())
+            .map(|i| ProcessId(i as u16))
+            .find(|&id| self.life.has_second(id))
+            .map(|id| self.code(id).to_string())
     }
 
     /// The port place `id`'s process listens on, when not its place's own (for the handover).

@@ -10,8 +10,8 @@ use crate::clock::now_std;
 use crate::process::{Ending, Exit, ProcessId};
 use crate::status::front::FrontFigures;
 use crate::status::keeper::{ExitFate, Report};
-use crate::status::snapshot::{Life, ProcessState};
-use crate::supervisor::lifecycle::{Aftermath, Status};
+use crate::status::snapshot::{Beside, BesideState, Life, ProcessState};
+use crate::supervisor::lifecycle::{Aftermath, SecondState, Status};
 
 impl Shell {
     /// The pid of the process's live child, if it has one.
@@ -59,7 +59,36 @@ impl Shell {
             // DEC-84: the spec's Restarts are those the launcher did not plan.
             restarts: self.life.restarts_by(id).unplanned(),
             restarts_by: self.life.restarts_by(id),
+            beside: self.beside(id),
+            inputs_waiting: self.inputs_waiting(id),
         }
+    }
+
+    /// The place's second process while a replacement runs beside the old one (DEC-92).
+    fn beside(&self, id: ProcessId) -> Option<Beside> {
+        let view = self.life.second_view(id)?;
+        Some(Beside {
+            state: match view.state {
+                SecondState::Starting => BesideState::Starting,
+                SecondState::Draining => BesideState::Draining,
+                SecondState::Stopping => BesideState::Stopping,
+            },
+            pid: self.roll.second.get(id.index())?.as_ref().map(|c| c.pid),
+            started_at: view.started,
+            replacement: view.replacement,
+        })
+    }
+
+    /// The place's process runs its last good inputs while the place's inputs now differ
+    /// (DEC-93): a rolling restart stopped before it, or not at it yet. It ends when the
+    /// place's own replacement has been ready once, or a reload brings the old inputs back.
+    fn inputs_waiting(&self, id: ProcessId) -> bool {
+        let good = self
+            .places
+            .last_good
+            .get(id.index())
+            .and_then(Option::as_ref);
+        good.is_some_and(|g| g.inputs() != self.spec(id).inputs())
     }
 
     /// How process `id` that exited so ended, for the front door to judge the requests it had

@@ -183,6 +183,16 @@ impl Shell {
                 return false;
             }
             info!("reload: workers {current} → {n}");
+            if let Some(held) = (n > current)
+                .then(|| self.second_holding_a_port())
+                .flatten()
+            {
+                info!(
+                    "reload: {} starts once {held}'s second process has gone (it holds the port \
+                     of the place beyond the count, DEC-78)",
+                    self.code(ProcessId(current as u16 + 1))
+                );
+            }
             for i in current + 1..=n {
                 self.hooks.added(ProcessId(i as u16));
             }

@@ -24,6 +24,9 @@ impl Shell {
             Some("the cluster is starting (the master loads, or the count is being sized): send it again once it serves")
         } else if self.life.is_rolling() {
             Some("a rolling restart (a reload) is under way: send it again once it is done")
+        } else if self.life.any_second() {
+            // A recycle's replacement beside its worker holds a spare place's port (DEC-94).
+            Some("a memory recycle's replacement runs beside its worker: send it again once the old one has gone")
         } else {
             None
         };

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use tokio::time::{Instant, Interval, MissedTickBehavior};
-use tracing::warn;
 
 use super::Shell;
 use crate::clock::now_std;
@@ -140,10 +139,7 @@ impl Shell {
             .recycle
             .due(&self.life, &worker, &self.keeping.readings, now);
         if let Some(choice) = choice {
-            if self.life.recycle(choice.id, self.setup.settings.drain, now) {
-                warn!("{}: recycling: {}", self.code(choice.id), choice.reason);
-                self.keeping.keeper.recycling(choice.id, &choice.reason);
-            }
+            self.recycle(choice.id, &choice.reason, now);
         }
     }
 }
