@@ -108,8 +108,8 @@ fn product_literals() -> Vec<(String, Vec<String>)> {
 /// document the master reads (each setting's value under its own name, as the spec's report has
 /// it), not a reference to the row.
 const NOT_A_SETTING: &[(&str, &str)] = &[
-    ("status/snapshot.rs", "rejectFraction"),
-    ("status/snapshot.rs", "abortFraction"),
+    ("status/snapshot/memory.rs", "rejectFraction"),
+    ("status/snapshot/memory.rs", "abortFraction"),
 ];
 
 /// Words in messages that look like a setting (`server.x`, `...Seconds`) but are none: the
