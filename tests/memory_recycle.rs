@@ -320,14 +320,6 @@ fn a_recycle_with_room_starts_the_replacement_beside_and_keeps_every_tx_place_re
         1,
         sent as u64,
         failed.len() as u64,
-        &format!(
-            "ready tx-workers never below {} of 2 ({} samples); at most {} processes for 3 \
-             wanted; RSS {:.1} → {:.1} MB at the peak",
-            s.least,
-            s.samples,
-            s.most_processes,
-            s.first_rss as f64 / 1e6,
-            s.peak_rss as f64 / 1e6
-        ),
+        &s.figures(2, 3),
     );
 }

@@ -16,19 +16,9 @@ fn a_worker_count_raised_while_a_replacement_runs_beside_starts_the_new_worker_o
     // spec: DEC-78, DEC-21
     let (c, admin) = slow_cluster(2);
     let load = Load::start(&c, 3);
-    // Replacements that take 4 s to be ready: the raise lands while tx1's starts beside it,
-    // on the port of the place beyond the count (tx3's).
-    let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
-    let mark = c.mark();
-    rewrite(&c, json!({"server": {"cluster": {"command": command}}}));
-    c.signal(SIGHUP);
-    c.wait_for_after(mark, "tx1: its replacement started", secs(30));
-    rewrite(
-        &c,
-        json!({"server": {"cluster": {"command": command, "workers": 3}}}),
-    );
-    c.signal(SIGHUP);
-    c.wait_for_after(mark, "reload: workers 2 → 3", secs(10));
+    // The raise lands while tx1's replacement starts beside it, on the port of the place beyond
+    // the count (tx3's).
+    let mark = workers_changed_during_overlap(&c, "tx1", 3);
     c.wait_for_after(
         mark,
         "reload: tx3 starts once tx1's second process has gone",
@@ -92,17 +82,7 @@ fn a_worker_count_lowered_while_the_workers_replacement_starts_retires_it_and_it
     // be left running.
     let (c, admin) = slow_cluster(2);
     let load = Load::start(&c, 3);
-    let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
-    let mark = c.mark();
-    rewrite(&c, json!({"server": {"cluster": {"command": command}}}));
-    c.signal(SIGHUP);
-    c.wait_for_after(mark, "tx2: its replacement started", secs(60));
-    rewrite(
-        &c,
-        json!({"server": {"cluster": {"command": command, "workers": 1}}}),
-    );
-    c.signal(SIGHUP);
-    c.wait_for_after(mark, "reload: workers 2 → 1", secs(10));
+    let mark = workers_changed_during_overlap(&c, "tx2", 1);
     c.wait_for_after(mark, "tx2: stopped for good", secs(60));
     c.wait_for_after(mark, "rolling restart done", secs(120));
     wait_until("the master and tx1 alone run", secs(30), || {
@@ -128,4 +108,22 @@ fn a_worker_count_lowered_while_the_workers_replacement_starts_retires_it_and_it
         .filter_map(|p| p["code"].as_str())
         .collect();
     assert_eq!(codes, ["m0", "tx1"], "{status:#}");
+}
+
+/// A reload changing the command of 2 workers to replacements that take 4 s to be ready, then,
+/// once `code`'s replacement has started beside it, one setting the count to `workers`; from
+/// before both (a log mark).
+fn workers_changed_during_overlap(c: &Cluster, code: &str, workers: u32) -> usize {
+    let command = json!(["env", "SIM_READY_DELAY_MS=4000", SIM]);
+    let mark = c.mark();
+    rewrite(c, json!({"server": {"cluster": {"command": command}}}));
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, &format!("{code}: its replacement started"), secs(60));
+    rewrite(
+        c,
+        json!({"server": {"cluster": {"command": command, "workers": workers}}}),
+    );
+    c.signal(SIGHUP);
+    c.wait_for_after(mark, &format!("reload: workers 2 → {workers}"), secs(10));
+    mark
 }

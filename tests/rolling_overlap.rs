@@ -121,6 +121,21 @@ pub(crate) struct Sampled {
     pub(crate) peak_rss: u64,
 }
 
+impl Sampled {
+    /// The figures for `tests/reliability.md`, against `tx` places and `processes` wanted.
+    pub(crate) fn figures(&self, tx: usize, processes: usize) -> String {
+        format!(
+            "ready tx-workers never below {} of {tx} ({} samples); at most {} processes for \
+             {processes} wanted; RSS {:.1} → {:.1} MB at the peak",
+            self.least,
+            self.samples,
+            self.most_processes,
+            self.first_rss as f64 / 1e6,
+            self.peak_rss as f64 / 1e6
+        )
+    }
+}
+
 fn ready_tx(admin: u16) -> Option<usize> {
     let v = admin_get(admin, "/status").json();
     let rows = v["processes"].as_array()?;
@@ -267,15 +282,7 @@ fn a_restart_and_a_reload_keep_every_tx_place_ready_under_keep_alive_load() {
         2,
         sent as u64,
         failed.len() as u64,
-        &format!(
-            "ready tx-workers never below {} of 3 ({} samples); at most {} processes for 4 \
-             wanted; RSS {:.1} → {:.1} MB at the peak",
-            s.least,
-            s.samples,
-            s.most_processes,
-            s.first_rss as f64 / 1e6,
-            s.peak_rss as f64 / 1e6
-        ),
+        &s.figures(3, 4),
     );
 }
 
